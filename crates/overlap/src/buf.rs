@@ -1,0 +1,345 @@
+//! Owned buffers. An operation takes its buffer by value and gives it back
+//! with the result, so the memory the kernel writes into belongs to the
+//! engine for exactly as long as the kernel may touch it.
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+/// A buffer whose bytes can be written to a file.
+///
+/// # Safety
+///
+/// Implementors promise that [`stable_ptr`](IoBuf::stable_ptr) points to
+/// [`bytes_len`](IoBuf::bytes_len) initialised bytes that live on the heap (or
+/// in static memory), not inside the value itself: the pointer must stay valid
+/// and unchanged when the value is moved, until the value is dropped or
+/// mutated through `&mut`.
+pub unsafe trait IoBuf: Send + 'static {
+    /// Address of the first byte.
+    fn stable_ptr(&self) -> *const u8;
+    /// Number of bytes available at [`stable_ptr`](IoBuf::stable_ptr).
+    fn bytes_len(&self) -> usize;
+}
+
+/// A buffer that can receive bytes read from a file.
+///
+/// Reads fill the buffer from its start, up to [`IoBuf::bytes_len`] bytes,
+/// like `pread` into a slice; the number of bytes read is returned with it.
+///
+/// # Safety
+///
+/// As for [`IoBuf`]; in addition the memory at
+/// [`stable_mut_ptr`](IoBufMut::stable_mut_ptr) must be writable for
+/// `bytes_len()` bytes, and any byte pattern written there must be valid.
+pub unsafe trait IoBufMut: IoBuf {
+    /// Mutable address of the first byte.
+    fn stable_mut_ptr(&mut self) -> *mut u8;
+}
+
+// SAFETY: a Vec's elements live in its heap allocation, which does not move
+// when the Vec value moves; `len` bytes are initialised.
+unsafe impl IoBuf for Vec<u8> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len()
+    }
+}
+// SAFETY: as above; u8 accepts any byte.
+unsafe impl IoBufMut for Vec<u8> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+}
+// SAFETY: a boxed slice owns a heap allocation that does not move with the box.
+unsafe impl IoBuf for Box<[u8]> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len()
+    }
+}
+// SAFETY: as above; u8 accepts any byte.
+unsafe impl IoBufMut for Box<[u8]> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+}
+// SAFETY: static memory never moves or goes away.
+unsafe impl IoBuf for &'static [u8] {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len()
+    }
+}
+
+/// The largest alignment [`AlignedBuf`] accepts (a huge page would be larger,
+/// but no file system asks for more than a page).
+pub const MAX_ALIGN: usize = 1 << 16;
+
+/// A zero-initialised heap buffer whose address is aligned, for direct I/O.
+///
+/// ```
+/// use overlap::AlignedBuf;
+/// let buf = AlignedBuf::new(8192, 4096).unwrap();
+/// assert_eq!(buf.as_ptr() as usize % 4096, 0);
+/// assert_eq!(buf.len(), 8192);
+/// ```
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+    home: Option<Arc<PoolShared>>,
+}
+
+// SAFETY: AlignedBuf uniquely owns its allocation, like Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes aligned to `align` (a power of two, at most
+    /// [`MAX_ALIGN`]). The capacity is rounded up to a multiple of `align`.
+    pub fn new(len: usize, align: usize) -> Result<AlignedBuf> {
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(Error::InvalidInput(format!(
+                "alignment {align} is not a power of two up to {MAX_ALIGN}"
+            )));
+        }
+        let cap = len
+            .max(1)
+            .checked_next_multiple_of(align)
+            .ok_or_else(|| Error::InvalidInput(format!("buffer length {len} is too large")))?;
+        let layout = Layout::from_size_align(cap, align)
+            .map_err(|e| Error::InvalidInput(format!("buffer of {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size (cap >= align >= 1).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Ok(AlignedBuf {
+            ptr,
+            len,
+            layout,
+            home: None,
+        })
+    }
+
+    /// The address alignment this buffer was allocated with.
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+
+    /// How many bytes the allocation holds; [`set_len`](Self::set_len) may
+    /// grow the visible length up to this.
+    pub fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// Changes the visible length, keeping the contents. Fails if `len`
+    /// exceeds [`capacity`](Self::capacity).
+    pub fn set_len(&mut self, len: usize) -> Result<()> {
+        if len > self.capacity() {
+            return Err(Error::InvalidInput(format!(
+                "length {len} exceeds the buffer's capacity {}",
+                self.capacity()
+            )));
+        }
+        self.len = len;
+        Ok(())
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for capacity >= len initialised (zeroed) bytes,
+        // uniquely owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("align", &self.align())
+            .finish()
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            let mut free = home.free.lock().unwrap_or_else(|p| p.into_inner());
+            if free.len() < home.max_idle {
+                free.push(RawBuf {
+                    ptr: self.ptr,
+                    layout: self.layout,
+                });
+                return;
+            }
+        }
+        // SAFETY: ptr was allocated by alloc_zeroed with this exact layout and
+        // has not been freed or handed elsewhere.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: the allocation is on the heap and does not move with the value.
+unsafe impl IoBuf for AlignedBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len
+    }
+}
+// SAFETY: as above; any byte is a valid u8.
+unsafe impl IoBufMut for AlignedBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+struct RawBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+// SAFETY: a RawBuf is an owned, currently unused allocation.
+unsafe impl Send for RawBuf {}
+
+struct PoolShared {
+    free: Mutex<Vec<RawBuf>>,
+    max_idle: usize,
+}
+
+impl Drop for PoolShared {
+    fn drop(&mut self) {
+        let free = self.free.get_mut().unwrap_or_else(|p| p.into_inner());
+        for raw in free.drain(..) {
+            // SAFETY: each RawBuf came from an AlignedBuf's allocation with
+            // this layout, and only the pool holds it now.
+            unsafe { alloc::dealloc(raw.ptr.as_ptr(), raw.layout) }
+        }
+    }
+}
+
+/// A pool of equally sized [`AlignedBuf`]s. A dropped buffer returns to the
+/// pool (up to `max_idle` are kept), so steady-state direct I/O allocates
+/// nothing.
+///
+/// ```
+/// use overlap::AlignedBufPool;
+/// let pool = AlignedBufPool::new(4096, 512, 8).unwrap();
+/// let a = pool.get();
+/// let addr = a.as_ptr();
+/// drop(a);
+/// assert_eq!(pool.get().as_ptr(), addr); // reused
+/// ```
+#[derive(Clone)]
+pub struct AlignedBufPool {
+    shared: Arc<PoolShared>,
+    len: usize,
+    align: usize,
+}
+
+impl fmt::Debug for AlignedBufPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBufPool")
+            .field("len", &self.len)
+            .field("align", &self.align)
+            .field("max_idle", &self.shared.max_idle)
+            .finish()
+    }
+}
+
+impl AlignedBufPool {
+    /// A pool of `len`-byte buffers aligned to `align`, keeping at most
+    /// `max_idle` free buffers.
+    pub fn new(len: usize, align: usize, max_idle: usize) -> Result<AlignedBufPool> {
+        // Validate once by building (and immediately pooling) a buffer.
+        let probe = AlignedBuf::new(len, align)?;
+        let pool = AlignedBufPool {
+            shared: Arc::new(PoolShared {
+                free: Mutex::new(Vec::new()),
+                max_idle,
+            }),
+            len,
+            align,
+        };
+        drop(probe);
+        Ok(pool)
+    }
+
+    /// A pool whose buffers suit `file`'s direct-I/O alignment: the address
+    /// is aligned to the memory alignment and `len` is rounded up to the
+    /// offset alignment.
+    pub fn for_file(file: &crate::File, len: usize, max_idle: usize) -> Result<AlignedBufPool> {
+        let a = file.alignment();
+        let align = (a.memory as usize).max(a.offset as usize).max(1);
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(a.offset.max(1) as usize)
+            .ok_or_else(|| Error::InvalidInput(format!("buffer length {len} is too large")))?;
+        AlignedBufPool::new(len, align, max_idle)
+    }
+
+    /// The length of each buffer.
+    pub fn buf_len(&self) -> usize {
+        self.len
+    }
+
+    /// The address alignment of each buffer.
+    pub fn align(&self) -> usize {
+        self.align
+    }
+
+    /// A buffer from the pool, or a new one if none is free. Its contents are
+    /// whatever the previous user left (zeroes for a new one).
+    pub fn get(&self) -> AlignedBuf {
+        let reused = self
+            .shared
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop();
+        let mut buf = match reused {
+            Some(raw) => AlignedBuf {
+                ptr: raw.ptr,
+                len: self.len,
+                layout: raw.layout,
+                home: None,
+            },
+            // The parameters were validated in `new`, so this cannot fail.
+            None => AlignedBuf::new(self.len, self.align).unwrap_or_else(|e| unreachable!("{e}")),
+        };
+        buf.home = Some(self.shared.clone());
+        buf
+    }
+
+    /// How many free buffers the pool holds now.
+    pub fn idle(&self) -> usize {
+        self.shared
+            .free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}

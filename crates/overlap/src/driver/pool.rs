@@ -1,0 +1,136 @@
+//! The thread-pool driver: blocking system calls on at most `max_threads`
+//! threads, started on demand. A real fallback, not a toy: it is what
+//! `fio --ioengine=psync --numjobs=N` does.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::op::Completable;
+use crate::stats::Counters;
+use crate::sys;
+
+pub(crate) struct PoolDriver {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    st: Mutex<State>,
+    cv: Condvar,
+    max_threads: usize,
+    counters: Arc<Counters>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct State {
+    queue: VecDeque<Arc<dyn Completable>>,
+    idle: usize,
+    threads: usize,
+    shutdown: bool,
+}
+
+impl PoolDriver {
+    pub(crate) fn start(max_threads: usize, counters: Arc<Counters>) -> PoolDriver {
+        PoolDriver {
+            inner: Arc::new(Inner {
+                st: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    idle: 0,
+                    threads: 0,
+                    shutdown: false,
+                }),
+                cv: Condvar::new(),
+                max_threads,
+                counters,
+                handles: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
+        let inner = &self.inner;
+        inner
+            .counters
+            .submit_syscalls
+            .fetch_add(1, Ordering::Relaxed);
+        let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
+        if st.shutdown {
+            drop(st);
+            op.complete(-(libc::ECANCELED as i64), true);
+            return;
+        }
+        st.queue.push_back(op);
+        if st.queue.len() > st.idle && st.threads < inner.max_threads {
+            let n = st.threads;
+            let worker = inner.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("overlap-pool-{n}"))
+                .spawn(move || worker.run());
+            match spawned {
+                Ok(h) => {
+                    st.threads += 1;
+                    inner
+                        .handles
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(h);
+                }
+                Err(_) if st.threads == 0 => {
+                    // No thread could be started at all: do the work here
+                    // rather than strand it.
+                    let op = st.queue.pop_back().expect("just pushed");
+                    drop(st);
+                    let r = sys::execute(op.kind());
+                    op.complete(r, true);
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        if st.idle > 0 {
+            inner.cv.notify_one();
+        }
+    }
+
+    pub(crate) fn shutdown(&self) {
+        {
+            let mut st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+            st.shutdown = true;
+        }
+        self.inner.cv.notify_all();
+        if super::on_driver_thread() {
+            return; // the workers drain the queue and exit on their own
+        }
+        let handles =
+            std::mem::take(&mut *self.inner.handles.lock().unwrap_or_else(|p| p.into_inner()));
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Inner {
+    fn run(self: Arc<Self>) {
+        super::mark_driver_thread();
+        loop {
+            let job = {
+                let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(j) = st.queue.pop_front() {
+                        break Some(j);
+                    }
+                    if st.shutdown {
+                        break None;
+                    }
+                    st.idle += 1;
+                    st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.idle -= 1;
+                }
+            };
+            let Some(op) = job else { return };
+            let r = sys::execute(op.kind());
+            op.complete(r, false);
+        }
+    }
+}

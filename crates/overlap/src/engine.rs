@@ -1,0 +1,360 @@
+//! The engine: one per process is the normal case. It picks a driver,
+//! enforces the in-flight budget and keeps the statistics.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::driver::{pool::PoolDriver, uring::UringDriver, DriverHandle};
+use crate::error::{Error, FallbackReason, Result};
+use crate::limiter::Limiter;
+use crate::stats::{Counters, Stats};
+
+/// Which driver to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DriverChoice {
+    /// `OVERLAP_DRIVER` if set, else io_uring when the kernel allows it,
+    /// else the thread pool.
+    #[default]
+    Auto,
+    /// io_uring, or an error saying what to change.
+    Uring,
+    /// The bounded thread pool.
+    Pool,
+}
+
+/// The driver an engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum DriverKind {
+    /// Linux io_uring: the kernel performs the I/O asynchronously.
+    Uring,
+    /// A bounded pool of threads doing blocking system calls.
+    Pool,
+}
+
+impl DriverKind {
+    /// `"uring"` or `"pool"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverKind::Uring => "uring",
+            DriverKind::Pool => "pool",
+        }
+    }
+}
+
+impl std::fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What runs and why: returned by [`Engine::driver`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverInfo {
+    /// The driver in use.
+    pub kind: DriverKind,
+    /// Why io_uring is not in use, when it is not.
+    pub fallback: Option<FallbackReason>,
+    /// For io_uring, the setup flags that the kernel accepted
+    /// (e.g. `SINGLE_ISSUER|DEFER_TASKRUN`); for the pool, its thread limit.
+    pub detail: String,
+}
+
+/// Default limit on operations in flight.
+pub const DEFAULT_MAX_INFLIGHT_OPS: usize = 4096;
+/// Default limit on bytes in flight (64 MiB).
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 64 << 20;
+/// Default number of threads for the pool driver.
+pub const DEFAULT_POOL_THREADS: usize = 32;
+/// Hard ceiling on pool threads, whatever the builder asks.
+pub const MAX_POOL_THREADS: usize = 1024;
+/// Default io_uring submission-queue size.
+pub const DEFAULT_RING_ENTRIES: u32 = 256;
+
+/// Configures an [`Engine`].
+///
+/// ```
+/// use overlap::{Engine, DriverChoice};
+/// let engine = Engine::builder()
+///     .driver(DriverChoice::Auto)
+///     .max_inflight_bytes(16 << 20)
+///     .build()
+///     .unwrap();
+/// println!("running on {}", engine.driver().kind);
+/// ```
+#[derive(Debug, Clone)]
+pub struct EngineBuilder {
+    driver: DriverChoice,
+    max_inflight_ops: usize,
+    max_inflight_bytes: usize,
+    pool_threads: usize,
+    ring_entries: u32,
+    fast_path: bool,
+    use_env: bool,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            driver: DriverChoice::Auto,
+            max_inflight_ops: DEFAULT_MAX_INFLIGHT_OPS,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+            pool_threads: DEFAULT_POOL_THREADS,
+            ring_entries: DEFAULT_RING_ENTRIES,
+            fast_path: true,
+            use_env: true,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// Chooses the driver. An explicit `Uring` or `Pool` overrides
+    /// `OVERLAP_DRIVER`; `Auto` obeys it.
+    pub fn driver(mut self, choice: DriverChoice) -> Self {
+        self.driver = choice;
+        self
+    }
+    /// Ignore the `OVERLAP_DRIVER` environment variable.
+    pub fn ignore_env(mut self) -> Self {
+        self.use_env = false;
+        self
+    }
+    /// Most operations in flight at once (default 4096).
+    pub fn max_inflight_ops(mut self, n: usize) -> Self {
+        self.max_inflight_ops = n;
+        self
+    }
+    /// Most bytes in flight at once (default 64 MiB). A single request larger
+    /// than this is admitted only while nothing else is in flight.
+    pub fn max_inflight_bytes(mut self, n: usize) -> Self {
+        self.max_inflight_bytes = n;
+        self
+    }
+    /// Threads of the pool driver (default 32, at most 1024). They are started
+    /// on demand.
+    pub fn pool_threads(mut self, n: usize) -> Self {
+        self.pool_threads = n;
+        self
+    }
+    /// io_uring submission-queue entries (default 256; rounded up to a power
+    /// of two by the kernel).
+    pub fn ring_entries(mut self, n: u32) -> Self {
+        self.ring_entries = n;
+        self
+    }
+    /// Try `preadv2(RWF_NOWAIT)` on the caller's thread before queueing a
+    /// buffered read (default on). A page-cache hit then costs one system call
+    /// and no thread hand-off.
+    pub fn cache_fast_path(mut self, on: bool) -> Self {
+        self.fast_path = on;
+        self
+    }
+
+    /// Starts the engine.
+    pub fn build(self) -> Result<Engine> {
+        if self.max_inflight_ops == 0 || self.max_inflight_bytes == 0 {
+            return Err(Error::InvalidInput(
+                "in-flight limits must be at least 1".into(),
+            ));
+        }
+        if self.pool_threads == 0 || self.pool_threads > MAX_POOL_THREADS {
+            return Err(Error::InvalidInput(format!(
+                "pool_threads must be between 1 and {MAX_POOL_THREADS}, got {}",
+                self.pool_threads
+            )));
+        }
+        if self.ring_entries == 0 || self.ring_entries > 32768 {
+            return Err(Error::InvalidInput(format!(
+                "ring_entries must be between 1 and 32768, got {}",
+                self.ring_entries
+            )));
+        }
+        let mut choice = self.driver;
+        let mut forced_by = "the engine builder".to_string();
+        if choice == DriverChoice::Auto && self.use_env {
+            if let Ok(v) = std::env::var("OVERLAP_DRIVER") {
+                forced_by = format!("OVERLAP_DRIVER={v}");
+                choice = match v.trim() {
+                    "uring" | "io_uring" => DriverChoice::Uring,
+                    "pool" => DriverChoice::Pool,
+                    "" | "auto" => DriverChoice::Auto,
+                    other => {
+                        return Err(Error::InvalidInput(format!(
+                            "OVERLAP_DRIVER={other}: expected uring, pool or auto"
+                        )))
+                    }
+                };
+            }
+        }
+        let counters = Arc::new(Counters::default());
+        let limiter = Arc::new(Limiter::new(
+            self.max_inflight_ops,
+            self.max_inflight_bytes,
+            counters.clone(),
+        ));
+        let cq_entries = (self.max_inflight_ops as u32).clamp(self.ring_entries * 2, 65536);
+        let (driver, info) = match choice {
+            DriverChoice::Pool => {
+                let d = PoolDriver::start(self.pool_threads, counters.clone());
+                let info = DriverInfo {
+                    kind: DriverKind::Pool,
+                    fallback: Some(FallbackReason::Forced(forced_by)),
+                    detail: format!("up to {} threads", self.pool_threads),
+                };
+                (DriverHandle::Pool(d), info)
+            }
+            DriverChoice::Uring | DriverChoice::Auto => {
+                match UringDriver::start(self.ring_entries, cq_entries, counters.clone()) {
+                    Ok((d, flags)) => (
+                        DriverHandle::Uring(d),
+                        DriverInfo {
+                            kind: DriverKind::Uring,
+                            fallback: None,
+                            detail: flags,
+                        },
+                    ),
+                    Err(reason) if choice == DriverChoice::Auto => {
+                        let d = PoolDriver::start(self.pool_threads, counters.clone());
+                        let info = DriverInfo {
+                            kind: DriverKind::Pool,
+                            fallback: Some(reason),
+                            detail: format!("up to {} threads", self.pool_threads),
+                        };
+                        (DriverHandle::Pool(d), info)
+                    }
+                    Err(reason) => return Err(Error::UringUnavailable { reason }),
+                }
+            }
+        };
+        let shared = Arc::new(Shared {
+            driver,
+            limiter,
+            counters,
+            fast_path: self.fast_path,
+            info,
+            shut: AtomicBool::new(false),
+        });
+        Ok(Engine {
+            inner: Arc::new(EngineInner { shared }),
+        })
+    }
+}
+
+/// State shared by the engine's handles, its files and its in-flight
+/// operations.
+pub(crate) struct Shared {
+    pub driver: DriverHandle,
+    pub limiter: Arc<Limiter>,
+    pub counters: Arc<Counters>,
+    pub fast_path: bool,
+    pub info: DriverInfo,
+    shut: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn is_shut(&self) -> bool {
+        self.shut.load(Ordering::Acquire)
+    }
+
+    fn shutdown(&self) {
+        if !self.shut.swap(true, Ordering::AcqRel) {
+            self.driver.shutdown();
+        }
+    }
+}
+
+struct EngineInner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        self.shared.shutdown();
+    }
+}
+
+/// The I/O engine. Cheap to clone; `Send + Sync`; usable from any thread and
+/// any executor (tokio, smol, `futures::executor`, or plain threads with
+/// `.wait()`).
+///
+/// Dropping the last handle (files and ports hold one) shuts the engine down:
+/// it waits for every operation in flight to complete before returning, so
+/// nothing is freed while the kernel may touch it.
+///
+/// ```
+/// use overlap::{Engine, OpenOptions};
+/// let engine = Engine::new().unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// let file = OpenOptions::new().read(true).write(true).create(true)
+///     .open(&engine, dir.path().join("f")).wait().unwrap();
+/// let (res, _buf) = file.write_all_at(b"hello".to_vec(), 0).wait();
+/// res.unwrap();
+/// let (res, buf) = file.read_at(vec![0u8; 5], 0).wait();
+/// assert_eq!(res.unwrap(), 5);
+/// assert_eq!(&buf, b"hello");
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("driver", &self.inner.shared.info)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine with default settings (see [`EngineBuilder`]).
+    pub fn new() -> Result<Engine> {
+        EngineBuilder::default().build()
+    }
+
+    /// A builder for an engine with other settings.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// The driver in use, and why io_uring is not, when it is not.
+    pub fn driver(&self) -> &DriverInfo {
+        &self.inner.shared.info
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.shared.counters;
+        if self.inner.shared.info.kind == DriverKind::Uring {
+            c.workers.lock().unwrap_or_else(|p| p.into_inner()).sample();
+        }
+        c.snapshot()
+    }
+
+    /// Operations and bytes in flight right now.
+    pub fn in_flight(&self) -> (usize, usize) {
+        self.inner.shared.limiter.in_flight()
+    }
+
+    /// The in-flight budget: (operations, bytes).
+    pub fn limits(&self) -> (usize, usize) {
+        (
+            self.inner.shared.limiter.max_ops(),
+            self.inner.shared.limiter.max_bytes(),
+        )
+    }
+
+    /// Stops accepting operations, waits for those in flight to complete, and
+    /// stops the driver's threads. Later operations fail with
+    /// [`Error::Shutdown`]. Dropping the last handle does the same.
+    pub fn shutdown(&self) {
+        self.inner.shared.shutdown();
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+}

@@ -1,0 +1,828 @@
+//! Files and how to open them.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Poll, Waker};
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::engine::{Engine, Shared};
+use crate::error::{AlignmentPart, Error, Result};
+use crate::op::{Op, OpKind, Params, Request, Task};
+
+/// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
+/// longer requests come back short and the `*_exact`/`*_all` forms go on.
+pub const MAX_RW_BYTES: usize = 0x7fff_f000;
+
+const CLOSED: usize = 1 << (usize::BITS - 1);
+
+/// Expected access pattern, passed to the kernel as `posix_fadvise` advice
+/// (the analogue of Windows' `FILE_FLAG_SEQUENTIAL_SCAN` and
+/// `FILE_FLAG_RANDOM_ACCESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Access {
+    /// No advice.
+    #[default]
+    Normal,
+    /// Mostly sequential: the kernel reads ahead more aggressively.
+    Sequential,
+    /// Random: the kernel disables read-ahead.
+    Random,
+}
+
+/// Alignment that direct I/O on a file requires, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Alignment {
+    /// Alignment of the buffer's address.
+    pub memory: u32,
+    /// Alignment of file offsets and lengths.
+    pub offset: u32,
+    /// Where the figures came from: `"statx"` (STATX_DIOALIGN) or
+    /// `"block-device"` (the device's logical block size), or `"default"`.
+    pub source: &'static str,
+}
+
+/// Options for opening a [`File`], as `std::fs::OpenOptions` plus direct
+/// I/O, write-through and access hints.
+///
+/// Durability: a plain write is in the page cache (RAM) when it completes.
+/// `write_through(true)` (O_DSYNC) makes each write durable before it
+/// completes; `direct(true)` (O_DIRECT) bypasses the page cache but does not
+/// by itself flush the device's cache: use `sync_data` or write-through.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    create: bool,
+    create_new: bool,
+    truncate: bool,
+    mode: u32,
+    direct: bool,
+    write_through: bool,
+    access: Access,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            read: false,
+            write: false,
+            create: false,
+            create_new: false,
+            truncate: false,
+            mode: 0o666,
+            direct: false,
+            write_through: false,
+            access: Access::Normal,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// All options off (nothing is readable or writable yet).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Open for reading.
+    pub fn read(&mut self, on: bool) -> &mut Self {
+        self.read = on;
+        self
+    }
+    /// Open for writing.
+    pub fn write(&mut self, on: bool) -> &mut Self {
+        self.write = on;
+        self
+    }
+    /// Create the file if it does not exist (needs `write`).
+    pub fn create(&mut self, on: bool) -> &mut Self {
+        self.create = on;
+        self
+    }
+    /// Create the file, failing if it exists (needs `write`).
+    pub fn create_new(&mut self, on: bool) -> &mut Self {
+        self.create_new = on;
+        self
+    }
+    /// Truncate an existing file to length 0 (needs `write`).
+    pub fn truncate(&mut self, on: bool) -> &mut Self {
+        self.truncate = on;
+        self
+    }
+    /// Permission bits for a created file (default 0o666, less the umask).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+    /// O_DIRECT: bypass the page cache. Buffers, offsets and lengths must then
+    /// be aligned as [`File::alignment`] says; misaligned requests fail before
+    /// submission with [`Error::Misaligned`].
+    pub fn direct(&mut self, on: bool) -> &mut Self {
+        self.direct = on;
+        self
+    }
+    /// O_DSYNC: each write completes only once its data is on stable storage.
+    pub fn write_through(&mut self, on: bool) -> &mut Self {
+        self.write_through = on;
+        self
+    }
+    /// Access-pattern advice for the kernel's read-ahead.
+    pub fn access(&mut self, access: Access) -> &mut Self {
+        self.access = access;
+        self
+    }
+
+    fn flags(&self) -> Result<i32> {
+        let mut flags = libc::O_CLOEXEC;
+        flags |= match (self.read, self.write) {
+            (true, false) => libc::O_RDONLY,
+            (false, true) => libc::O_WRONLY,
+            (true, true) => libc::O_RDWR,
+            (false, false) => {
+                return Err(Error::InvalidInput("open for read, write or both".into()));
+            }
+        };
+        if (self.create || self.create_new || self.truncate) && !self.write {
+            return Err(Error::InvalidInput(
+                "create, create_new and truncate need write(true)".into(),
+            ));
+        }
+        if self.create_new {
+            flags |= libc::O_CREAT | libc::O_EXCL;
+        } else if self.create {
+            flags |= libc::O_CREAT;
+        }
+        if self.truncate {
+            flags |= libc::O_TRUNC;
+        }
+        if self.direct {
+            flags |= libc::O_DIRECT;
+        }
+        if self.write_through {
+            flags |= libc::O_DSYNC;
+        }
+        Ok(flags)
+    }
+
+    /// Opens `path` on `engine` (the `openat` itself goes through the engine).
+    pub fn open(&self, engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
+        let opts = self.clone();
+        let engine = engine.clone();
+        let path = path.as_ref().to_path_buf();
+        Task::new(async move {
+            let flags = opts.flags()?;
+            let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+                Error::InvalidInput(format!("path {} contains a NUL byte", path.display()))
+            })?;
+            let fd = run_op(
+                engine.shared(),
+                None,
+                cpath,
+                |p, prm| OpKind::Open {
+                    path: p.clone(),
+                    flags: prm.flag,
+                    mode: prm.len as u32,
+                },
+                Params {
+                    flag: flags,
+                    len: opts.mode as u64,
+                    ..Params::default()
+                },
+            )
+            .await? as i32;
+            let inner = FileInner {
+                fd: AtomicI32::new(fd),
+                state: AtomicUsize::new(0),
+                close_waker: Mutex::new(None),
+                engine: engine.clone(),
+                readable: opts.read,
+                writable: opts.write,
+                direct: opts.direct,
+                align: OnceLock::new(),
+            };
+            let advice = match opts.access {
+                Access::Normal => None,
+                Access::Sequential => Some(libc::POSIX_FADV_SEQUENTIAL),
+                Access::Random => Some(libc::POSIX_FADV_RANDOM),
+            };
+            if let Some(advice) = advice {
+                // SAFETY: plain descriptor call on the descriptor we own.
+                unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
+            }
+            let file = File {
+                inner: Arc::new(inner),
+            };
+            let meta = file.metadata().await?;
+            let _ = file.inner.align.set(meta.alignment);
+            Ok(file)
+        })
+    }
+}
+
+/// Runs a buffer-less (or self-owned-buffer) operation through the engine.
+pub(crate) async fn run_op<B: Send + 'static>(
+    shared: &Arc<Shared>,
+    file: Option<&Arc<FileInner>>,
+    buf: B,
+    make: fn(&mut B, &Params) -> OpKind,
+    params: Params,
+) -> Result<i64> {
+    let req = Request {
+        shared: shared.clone(),
+        file: file.map(|f| FileRef::new(f.clone())),
+        buf,
+        make,
+        params,
+        bytes: 0,
+        fast_path: false,
+    };
+    let (res, _buf) = Op::request(req).await;
+    res.map(|n| n as i64)
+}
+
+pub(crate) struct FileInner {
+    fd: AtomicI32,
+    /// Operations in flight on this file, with the CLOSED bit.
+    state: AtomicUsize,
+    close_waker: Mutex<Option<Waker>>,
+    engine: Engine,
+    readable: bool,
+    writable: bool,
+    direct: bool,
+    /// Set once, right after opening, from `statx`.
+    align: OnceLock<Alignment>,
+}
+
+impl FileInner {
+    fn align(&self) -> Alignment {
+        self.align.get().copied().unwrap_or(Alignment {
+            memory: 512,
+            offset: 512,
+            source: "default",
+        })
+    }
+
+    /// Counts an operation in, unless the file is closed.
+    pub(crate) fn try_start(&self) -> bool {
+        let prev = self.state.fetch_add(1, Ordering::AcqRel);
+        if prev & CLOSED != 0 {
+            self.finish();
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn finish(&self) {
+        let prev = self.state.fetch_sub(1, Ordering::AcqRel);
+        if prev == CLOSED | 1 {
+            if let Some(w) = self
+                .close_waker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                w.wake();
+            }
+        }
+    }
+
+    pub(crate) fn fd(&self) -> i32 {
+        self.fd.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for FileInner {
+    fn drop(&mut self) {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            // SAFETY: we own fd, and no operation holds this FileInner any more.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// An operation's claim on a file: keeps the descriptor open and counted
+/// as in use until the operation is done.
+pub(crate) struct FileRef {
+    inner: Arc<FileInner>,
+    started: bool,
+}
+
+impl FileRef {
+    pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
+        FileRef {
+            inner,
+            started: false,
+        }
+    }
+    /// Counts the operation in; fails if the file was closed.
+    pub(crate) fn start(&mut self) -> Result<()> {
+        if !self.started {
+            if !self.inner.try_start() {
+                return Err(Error::Closed);
+            }
+            self.started = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileRef {
+    fn drop(&mut self) {
+        if self.started {
+            self.inner.finish();
+        }
+    }
+}
+
+/// What [`File::metadata`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Metadata {
+    /// Size in bytes.
+    pub len: u64,
+    /// Whether it is a regular file.
+    pub is_file: bool,
+    /// The file system's preferred I/O size.
+    pub block_size: u32,
+    /// Bytes of storage allocated (512-byte blocks × 512).
+    pub allocated: u64,
+    /// Direct-I/O alignment: STATX_DIOALIGN where the kernel and file system
+    /// report it, else the device's logical block size.
+    pub alignment: Alignment,
+}
+
+/// An open file. Cheap to clone (handles share the descriptor); closing any
+/// handle closes it for all, after the operations in flight finish.
+///
+/// Every operation takes its buffer by value and returns it with the result.
+#[derive(Clone)]
+pub struct File {
+    inner: Arc<FileInner>,
+}
+
+impl std::fmt::Debug for File {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("File")
+            .field("fd", &self.inner.fd())
+            .field("direct", &self.inner.direct)
+            .field("alignment", &self.inner.align())
+            .finish()
+    }
+}
+
+pub(crate) enum Prepared<B> {
+    Done(Result<usize>, B),
+    Req(Request<B>),
+}
+
+fn make_read<B: IoBufMut>(b: &mut B, p: &Params) -> OpKind {
+    OpKind::Read {
+        fd: p.fd,
+        ptr: b.stable_mut_ptr().wrapping_add(p.start),
+        len: p.len as u32,
+        offset: p.offset,
+    }
+}
+
+fn make_write<B: IoBuf>(b: &mut B, p: &Params) -> OpKind {
+    OpKind::Write {
+        fd: p.fd,
+        ptr: b.stable_ptr().wrapping_add(p.start),
+        len: p.len as u32,
+        offset: p.offset,
+    }
+}
+
+impl File {
+    /// Opens an existing file for reading (buffered).
+    pub fn open(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
+        OpenOptions::new().read(true).open(engine, path)
+    }
+
+    /// Creates or truncates a file for reading and writing (buffered).
+    pub fn create(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(engine, path)
+    }
+
+    /// The direct-I/O alignment this file requires (enforced when it was
+    /// opened with `direct(true)`).
+    pub fn alignment(&self) -> Alignment {
+        self.inner.align()
+    }
+
+    /// Whether the file was opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.inner.direct
+    }
+
+    /// The raw descriptor (for diagnostics; `-1` once closed).
+    pub fn as_raw_fd(&self) -> i32 {
+        self.inner.fd()
+    }
+
+    /// The engine this file belongs to.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    fn check(&self, need: &'static str, addr: usize, offset: u64, len: usize) -> Result<()> {
+        let inner = &self.inner;
+        if inner.fd() < 0 {
+            return Err(Error::Closed);
+        }
+        match need {
+            "read" if !inner.readable => return Err(Error::NotOpenedFor("read")),
+            "write" if !inner.writable => return Err(Error::NotOpenedFor("write")),
+            _ => {}
+        }
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return Err(Error::OffsetOverflow {
+                offset,
+                len: len as u64,
+            });
+        }
+        if inner.direct {
+            let a = inner.align();
+            if a.memory > 0 && addr % a.memory as usize != 0 {
+                return Err(Error::Misaligned {
+                    part: AlignmentPart::Buffer,
+                    required: a.memory,
+                    value: addr as u64,
+                });
+            }
+            if a.offset > 0 && offset % a.offset as u64 != 0 {
+                return Err(Error::Misaligned {
+                    part: AlignmentPart::Offset,
+                    required: a.offset,
+                    value: offset,
+                });
+            }
+            if a.offset > 0 && len % a.offset as usize != 0 {
+                return Err(Error::Misaligned {
+                    part: AlignmentPart::Length,
+                    required: a.offset,
+                    value: len as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn prepare_read<B: IoBufMut>(
+        &self,
+        mut buf: B,
+        start: usize,
+        offset: u64,
+    ) -> Prepared<B> {
+        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
+        let addr = buf.stable_mut_ptr() as usize + start;
+        if let Err(e) = self.check("read", addr, offset, len) {
+            return Prepared::Done(Err(e), buf);
+        }
+        if len == 0 {
+            return Prepared::Done(Ok(0), buf);
+        }
+        let shared = self.inner.engine.shared();
+        Prepared::Req(Request {
+            shared: shared.clone(),
+            file: Some(FileRef::new(self.inner.clone())),
+            buf,
+            make: make_read::<B>,
+            params: Params {
+                fd: self.inner.fd(),
+                offset,
+                len: len as u64,
+                start,
+                flag: 0,
+            },
+            bytes: len,
+            fast_path: shared.fast_path && !self.inner.direct,
+        })
+    }
+
+    pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
+        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
+        let addr = buf.stable_ptr() as usize + start;
+        if let Err(e) = self.check("write", addr, offset, len) {
+            return Prepared::Done(Err(e), buf);
+        }
+        if len == 0 {
+            return Prepared::Done(Ok(0), buf);
+        }
+        let shared = self.inner.engine.shared();
+        Prepared::Req(Request {
+            shared: shared.clone(),
+            file: Some(FileRef::new(self.inner.clone())),
+            buf,
+            make: make_write::<B>,
+            params: Params {
+                fd: self.inner.fd(),
+                offset,
+                len: len as u64,
+                start,
+                flag: 0,
+            },
+            bytes: len,
+            fast_path: false,
+        })
+    }
+
+    fn op<B: Send + 'static>(p: Prepared<B>) -> Op<B> {
+        match p {
+            Prepared::Done(res, buf) => Op::ready(res, buf),
+            Prepared::Req(req) => Op::request(req),
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset` into the start of `buf`.
+    /// Returns the count: 0 at or past end of file, fewer near it.
+    ///
+    /// A buffered read first tries the page cache on the calling thread
+    /// (`preadv2(RWF_NOWAIT)`, see [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path)).
+    pub fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> Op<B> {
+        Self::op(self.prepare_read(buf, 0, offset))
+    }
+
+    /// Writes `buf` at `offset`; returns how many bytes were written (the
+    /// kernel may write fewer; [`write_all_at`](Self::write_all_at) goes on).
+    pub fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> Op<B> {
+        Self::op(self.prepare_write(buf, 0, offset))
+    }
+
+    /// Fills `buf` entirely from `offset`, continuing after short reads.
+    /// Fails with [`Error::UnexpectedEof`] if the file ends first.
+    pub fn read_exact_at<B: IoBufMut>(&self, buf: B, offset: u64) -> Task<(Result<()>, B)> {
+        let file = self.clone();
+        Task::new(async move {
+            let wanted = buf.bytes_len();
+            let mut buf = buf;
+            let mut done = 0usize;
+            while done < wanted {
+                let (res, b) = Self::op(file.prepare_read(buf, done, offset + done as u64)).await;
+                buf = b;
+                match res {
+                    Ok(0) => return (Err(Error::UnexpectedEof { read: done, wanted }), buf),
+                    Ok(n) => done += n,
+                    Err(e) => return (Err(e), buf),
+                }
+            }
+            (Ok(()), buf)
+        })
+    }
+
+    /// Writes all of `buf` at `offset`, continuing after short writes.
+    pub fn write_all_at<B: IoBuf>(&self, buf: B, offset: u64) -> Task<(Result<()>, B)> {
+        let file = self.clone();
+        Task::new(async move {
+            let wanted = buf.bytes_len();
+            let mut buf = buf;
+            let mut done = 0usize;
+            while done < wanted {
+                let (res, b) = Self::op(file.prepare_write(buf, done, offset + done as u64)).await;
+                buf = b;
+                match res {
+                    Ok(0) => {
+                        return (
+                            Err(Error::WriteZero {
+                                written: done,
+                                wanted,
+                            }),
+                            buf,
+                        )
+                    }
+                    Ok(n) => done += n,
+                    Err(e) => return (Err(e), buf),
+                }
+            }
+            (Ok(()), buf)
+        })
+    }
+
+    fn simple(
+        &self,
+        need: &'static str,
+        make: fn(&mut (), &Params) -> OpKind,
+        params: Params,
+    ) -> Task<Result<()>> {
+        let file = self.clone();
+        Task::new(async move {
+            file.check(need, 0, params.offset, 0)?;
+            let params = Params {
+                fd: file.inner.fd(),
+                ..params
+            };
+            run_op(
+                file.inner.engine.shared(),
+                Some(&file.inner),
+                (),
+                make,
+                params,
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+
+    /// `fsync`: data and metadata reach stable storage.
+    pub fn sync_all(&self) -> Task<Result<()>> {
+        self.simple(
+            "any",
+            |_, p| OpKind::Fsync {
+                fd: p.fd,
+                datasync: false,
+            },
+            Params::default(),
+        )
+    }
+
+    /// `fdatasync`: data (and the metadata needed to read it) reach stable
+    /// storage.
+    pub fn sync_data(&self) -> Task<Result<()>> {
+        self.simple(
+            "any",
+            |_, p| OpKind::Fsync {
+                fd: p.fd,
+                datasync: true,
+            },
+            Params::default(),
+        )
+    }
+
+    /// Reserves `len` bytes of space from `offset` (`fallocate` mode 0): the
+    /// file grows if needed, and the new range reads back as zeros, never as
+    /// stale data. Later writes there do not extend the file, so direct
+    /// writes stay asynchronous.
+    pub fn allocate(&self, offset: u64, len: u64) -> Task<Result<()>> {
+        if len == 0 || offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
+            let err = if len == 0 {
+                Error::InvalidInput("allocate needs a length of at least 1".into())
+            } else {
+                Error::OffsetOverflow { offset, len }
+            };
+            return Task::new(async move { Err(err) });
+        }
+        self.simple(
+            "write",
+            |_, p| OpKind::Fallocate {
+                fd: p.fd,
+                mode: 0,
+                offset: p.offset,
+                len: p.len,
+            },
+            Params {
+                offset,
+                len,
+                ..Params::default()
+            },
+        )
+    }
+
+    /// Truncates or extends the file to `len` bytes (`ftruncate`).
+    pub fn set_len(&self, len: u64) -> Task<Result<()>> {
+        if len > i64::MAX as u64 {
+            return Task::new(async move {
+                Err(Error::OffsetOverflow {
+                    offset: len,
+                    len: 0,
+                })
+            });
+        }
+        self.simple(
+            "write",
+            |_, p| OpKind::Ftruncate {
+                fd: p.fd,
+                len: p.len,
+            },
+            Params {
+                len,
+                ..Params::default()
+            },
+        )
+    }
+
+    /// Size, block size and direct-I/O alignment (`statx`).
+    pub fn metadata(&self) -> Task<Result<Metadata>> {
+        let file = self.clone();
+        Task::new(async move {
+            file.check("any", 0, 0, 0)?;
+            // SAFETY: statx is plain old data; all-zero is a valid value.
+            let buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+            let req = Request {
+                shared: file.inner.engine.shared().clone(),
+                file: Some(FileRef::new(file.inner.clone())),
+                buf,
+                make: |b, p| OpKind::Statx {
+                    fd: p.fd,
+                    buf: &mut **b as *mut libc::statx,
+                },
+                params: Params {
+                    fd: file.inner.fd(),
+                    ..Params::default()
+                },
+                bytes: 0,
+                fast_path: false,
+            };
+            let (res, st) = Op::request(req).await;
+            res?;
+            let alignment =
+                if st.stx_mask & crate::sys::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
+                    Alignment {
+                        memory: st.stx_dio_mem_align,
+                        offset: st.stx_dio_offset_align,
+                        source: "statx",
+                    }
+                } else {
+                    match logical_block_size(st.stx_dev_major, st.stx_dev_minor) {
+                        Some(n) => Alignment {
+                            memory: n,
+                            offset: n,
+                            source: "block-device",
+                        },
+                        None => Alignment {
+                            memory: 4096,
+                            offset: 4096,
+                            source: "default",
+                        },
+                    }
+                };
+            Ok(Metadata {
+                len: st.stx_size,
+                is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
+                block_size: st.stx_blksize,
+                allocated: st.stx_blocks * 512,
+                alignment,
+            })
+        })
+    }
+
+    /// Closes the file for every handle: new operations fail with
+    /// [`Error::Closed`], operations in flight finish first, then the
+    /// descriptor is closed through the engine and the kernel's verdict
+    /// (which can be an I/O error on some file systems) is returned.
+    /// Closing twice gives [`Error::Closed`].
+    pub fn close(&self) -> Task<Result<()>> {
+        let inner = self.inner.clone();
+        Task::new(async move {
+            let prev = inner.state.fetch_or(CLOSED, Ordering::AcqRel);
+            if prev & CLOSED != 0 {
+                return Err(Error::Closed);
+            }
+            std::future::poll_fn(|cx| {
+                if inner.state.load(Ordering::Acquire) == CLOSED {
+                    return Poll::Ready(());
+                }
+                *inner.close_waker.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(cx.waker().clone());
+                if inner.state.load(Ordering::Acquire) == CLOSED {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            let fd = inner.fd.swap(-1, Ordering::AcqRel);
+            if fd < 0 {
+                return Err(Error::Closed);
+            }
+            run_op(
+                inner.engine.shared(),
+                None,
+                (),
+                |_, p| OpKind::Close { fd: p.fd },
+                Params {
+                    fd,
+                    ..Params::default()
+                },
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+}
+
+fn logical_block_size(major: u32, minor: u32) -> Option<u32> {
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    for p in [
+        format!("{base}/queue/logical_block_size"),
+        format!("{base}/../queue/logical_block_size"),
+    ] {
+        if let Some(n) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return Some(n);
+        }
+    }
+    None
+}

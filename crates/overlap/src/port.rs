@@ -1,0 +1,335 @@
+//! The completion port: submit with a key, take completions from any number
+//! of worker threads (Windows' I/O completion port, MariaDB's lesson: any
+//! worker can take any completion, so load balances and nothing is tied to
+//! the thread that submitted).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::file::{File, Prepared};
+use crate::limiter::Permit;
+use crate::op::{block_on, submit, to_result, Request, Target};
+
+/// A finished operation taken from a [`Port`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Completion<B> {
+    /// The key given at submission.
+    pub key: u64,
+    /// Bytes transferred, or the error.
+    pub result: Result<usize>,
+    /// The buffer, given back.
+    pub buf: B,
+    /// Whether the operation completed synchronously (page-cache fast path,
+    /// or already done when the submitting system call returned).
+    pub inline: bool,
+}
+
+struct Delivered<B> {
+    completion: Completion<B>,
+    /// Held until a worker takes the completion, so that completions nobody
+    /// collects still count against the in-flight budget.
+    _permit: Option<Permit>,
+}
+
+pub(crate) struct PortShared<B> {
+    st: Mutex<PortState<B>>,
+    cv: Condvar,
+}
+
+struct PortState<B> {
+    ready: VecDeque<Delivered<B>>,
+    /// Submitted and not yet taken.
+    outstanding: usize,
+}
+
+impl<B> PortShared<B> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PortState<B>> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn deliver(&self, key: u64, res: i64, buf: B, permit: Option<Permit>) {
+        self.push(
+            Completion {
+                key,
+                result: to_result(res),
+                buf,
+                inline: false,
+            },
+            permit,
+        );
+    }
+
+    fn push(&self, completion: Completion<B>, permit: Option<Permit>) {
+        self.lock().ready.push_back(Delivered {
+            completion,
+            _permit: permit,
+        });
+        self.cv.notify_one();
+    }
+}
+
+/// A completion port for operations whose buffers are of type `B`.
+///
+/// Submission returns as soon as the operation is queued (waiting only when
+/// the engine's in-flight budget is full); completions are taken with
+/// [`next`](Port::next) from any thread.
+///
+/// ```
+/// use overlap::{Engine, File, Port};
+/// let engine = Engine::new().unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// let file = File::create(&engine, dir.path().join("f")).wait().unwrap();
+/// let port: Port<Vec<u8>> = Port::new(&engine);
+/// for i in 0..4u64 {
+///     port.write_at(&file, vec![i as u8; 512], i * 512, i).unwrap();
+/// }
+/// let mut keys: Vec<u64> = std::iter::from_fn(|| port.next()).map(|c| c.key).collect();
+/// keys.sort();
+/// assert_eq!(keys, [0, 1, 2, 3]);
+/// ```
+pub struct Port<B> {
+    shared: Arc<PortShared<B>>,
+    engine: Engine,
+}
+
+impl<B> Clone for Port<B> {
+    fn clone(&self) -> Self {
+        Port {
+            shared: self.shared.clone(),
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+impl<B> std::fmt::Debug for Port<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.shared.lock();
+        f.debug_struct("Port")
+            .field("outstanding", &st.outstanding)
+            .field("ready", &st.ready.len())
+            .finish()
+    }
+}
+
+impl<B: Send + 'static> Port<B> {
+    /// A new port on `engine`.
+    pub fn new(engine: &Engine) -> Port<B> {
+        Port {
+            shared: Arc::new(PortShared {
+                st: Mutex::new(PortState {
+                    ready: VecDeque::new(),
+                    outstanding: 0,
+                }),
+                cv: Condvar::new(),
+            }),
+            engine: engine.clone(),
+        }
+    }
+
+    fn check_engine(&self, file: &File) -> Result<()> {
+        if !Arc::ptr_eq(self.engine.shared(), file.engine().shared()) {
+            return Err(Error::InvalidInput(
+                "the file belongs to another engine than the port".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn launch(
+        &self,
+        prepared: Prepared<B>,
+        key: u64,
+        wait: bool,
+    ) -> std::result::Result<(), (Error, B)> {
+        let mut req: Request<B> = match prepared {
+            Prepared::Done(Err(e), buf) => return Err((e, buf)),
+            Prepared::Done(Ok(n), buf) => {
+                self.shared.lock().outstanding += 1;
+                self.shared.push(
+                    Completion {
+                        key,
+                        result: Ok(n),
+                        buf,
+                        inline: true,
+                    },
+                    None,
+                );
+                return Ok(());
+            }
+            Prepared::Req(req) => req,
+        };
+        if let Err(e) = req.start() {
+            return Err((e, req.buf));
+        }
+        let limiter = req.shared.limiter.clone();
+        let permit = if wait {
+            block_on(limiter.acquire(req.bytes))
+        } else {
+            match limiter.try_acquire(req.bytes) {
+                Some(p) => p,
+                None => return Err((Error::WouldBlock, req.buf)),
+            }
+        };
+        self.shared.lock().outstanding += 1;
+        if req.fast_path {
+            if let Some(n) = crate::sys::read_nowait(&mut req) {
+                self.shared.push(
+                    Completion {
+                        key,
+                        result: Ok(n),
+                        buf: req.buf,
+                        inline: true,
+                    },
+                    Some(permit),
+                );
+                return Ok(());
+            }
+        }
+        submit(
+            req,
+            Target::Port {
+                port: self.shared.clone(),
+                key,
+            },
+            Some(permit),
+        );
+        Ok(())
+    }
+
+    /// Queues a read of up to `buf.len()` bytes at `offset`; its completion
+    /// carries `key`. Waits only while the in-flight budget is full. Invalid
+    /// requests are refused at once with the buffer given back.
+    pub fn read_at(
+        &self,
+        file: &File,
+        buf: B,
+        offset: u64,
+        key: u64,
+    ) -> std::result::Result<(), (Error, B)>
+    where
+        B: IoBufMut,
+    {
+        if let Err(e) = self.check_engine(file) {
+            return Err((e, buf));
+        }
+        self.launch(file.prepare_read(buf, 0, offset), key, true)
+    }
+
+    /// As [`read_at`](Self::read_at), but fails with [`Error::WouldBlock`]
+    /// instead of waiting for the budget.
+    pub fn try_read_at(
+        &self,
+        file: &File,
+        buf: B,
+        offset: u64,
+        key: u64,
+    ) -> std::result::Result<(), (Error, B)>
+    where
+        B: IoBufMut,
+    {
+        if let Err(e) = self.check_engine(file) {
+            return Err((e, buf));
+        }
+        self.launch(file.prepare_read(buf, 0, offset), key, false)
+    }
+
+    /// Queues a write of `buf` at `offset`; its completion carries `key`.
+    pub fn write_at(
+        &self,
+        file: &File,
+        buf: B,
+        offset: u64,
+        key: u64,
+    ) -> std::result::Result<(), (Error, B)>
+    where
+        B: IoBuf,
+    {
+        if let Err(e) = self.check_engine(file) {
+            return Err((e, buf));
+        }
+        self.launch(file.prepare_write(buf, 0, offset), key, true)
+    }
+
+    /// As [`write_at`](Self::write_at), but fails with [`Error::WouldBlock`]
+    /// instead of waiting for the budget.
+    pub fn try_write_at(
+        &self,
+        file: &File,
+        buf: B,
+        offset: u64,
+        key: u64,
+    ) -> std::result::Result<(), (Error, B)>
+    where
+        B: IoBuf,
+    {
+        if let Err(e) = self.check_engine(file) {
+            return Err((e, buf));
+        }
+        self.launch(file.prepare_write(buf, 0, offset), key, false)
+    }
+
+    /// Operations submitted to this port and not yet taken.
+    pub fn outstanding(&self) -> usize {
+        self.shared.lock().outstanding
+    }
+
+    fn take(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(d) = st.ready.pop_front() {
+                st.outstanding -= 1;
+                if st.outstanding == 0 {
+                    // Wake workers waiting for completions that will not come.
+                    self.shared.cv.notify_all();
+                }
+                drop(st);
+                return Some(d.completion); // the permit is released here
+            }
+            if st.outstanding == 0 {
+                return None;
+            }
+            st = match deadline {
+                None => self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return None;
+                    }
+                    self.shared
+                        .cv
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Waits for the next completion, from any operation of this port.
+    /// Returns `None` when nothing is outstanding (so a worker loop ends
+    /// instead of waiting forever).
+    pub fn next(&self) -> Option<Completion<B>> {
+        self.take(None)
+    }
+
+    /// As [`next`](Self::next), giving up after `timeout`.
+    pub fn next_timeout(&self, timeout: Duration) -> Option<Completion<B>> {
+        self.take(Some(Instant::now() + timeout))
+    }
+
+    /// A completion if one is ready now.
+    pub fn try_next(&self) -> Option<Completion<B>> {
+        let mut st = self.shared.lock();
+        let d = st.ready.pop_front()?;
+        st.outstanding -= 1;
+        if st.outstanding == 0 {
+            self.shared.cv.notify_all();
+        }
+        Some(d.completion)
+    }
+}

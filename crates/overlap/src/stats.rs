@@ -1,0 +1,201 @@
+//! Statistics that tell the truth: what completed inline and what really
+//! overlapped, and how often the kernel handed work to its blocking workers.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// A snapshot of an engine's counters. All counts are since the engine started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Operations accepted (including those answered by the cache fast path).
+    pub submitted: u64,
+    /// Operations whose result is known.
+    pub completed: u64,
+    /// Completions that were synchronous: answered by the fast path on the
+    /// caller's thread, or already complete when the submitting system call
+    /// returned.
+    pub completed_inline: u64,
+    /// Completions that really overlapped with the caller.
+    pub completed_async: u64,
+    /// Operations that ended with an error.
+    pub errors: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Highest number of operations in flight at once.
+    pub inflight_ops_high_water: u64,
+    /// Highest number of bytes in flight at once.
+    pub inflight_bytes_high_water: u64,
+    /// System calls made to submit work (`io_uring_enter` with submissions,
+    /// or one per operation for the thread pool).
+    pub submit_syscalls: u64,
+    /// Buffered reads answered from the page cache by `preadv2(RWF_NOWAIT)`.
+    pub fast_path_hits: u64,
+    /// Buffered reads the fast path tried and sent on to the driver.
+    pub fast_path_misses: u64,
+    /// Times a submitter had to wait for the in-flight budget.
+    pub backpressure_waits: u64,
+    /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
+    /// operations the kernel could not do asynchronously and handed to
+    /// blocking workers. Counts every ring of the process.
+    pub kernel_workers_seen: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub submitted: AtomicU64,
+    pub completed: AtomicU64,
+    pub inline: AtomicU64,
+    pub errors: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub ops_hwm: AtomicUsize,
+    pub bytes_hwm: AtomicUsize,
+    pub submit_syscalls: AtomicU64,
+    pub fast_hits: AtomicU64,
+    pub fast_misses: AtomicU64,
+    pub backpressure_waits: AtomicU64,
+    pub workers: Mutex<WorkerTracker>,
+}
+
+impl Counters {
+    pub(crate) fn note_inflight(&self, ops: usize, bytes: usize) {
+        self.ops_hwm.fetch_max(ops, Ordering::Relaxed);
+        self.bytes_hwm.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let completed = self.completed.load(Ordering::Relaxed);
+        let inline = self.inline.load(Ordering::Relaxed);
+        Stats {
+            submitted: self.submitted.load(Ordering::Relaxed),
+            completed,
+            completed_inline: inline,
+            completed_async: completed.saturating_sub(inline),
+            errors: self.errors.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            inflight_ops_high_water: self.ops_hwm.load(Ordering::Relaxed) as u64,
+            inflight_bytes_high_water: self.bytes_hwm.load(Ordering::Relaxed) as u64,
+            submit_syscalls: self.submit_syscalls.load(Ordering::Relaxed),
+            fast_path_hits: self.fast_hits.load(Ordering::Relaxed),
+            fast_path_misses: self.fast_misses.load(Ordering::Relaxed),
+            backpressure_waits: self.backpressure_waits.load(Ordering::Relaxed),
+            kernel_workers_seen: self
+                .workers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .seen
+                .len() as u64,
+        }
+    }
+}
+
+/// Keeps the set of `iou-wrk` threads that have done work, sampled at most
+/// every [`WorkerTracker::PERIOD`] by the driver.
+#[derive(Default)]
+pub(crate) struct WorkerTracker {
+    last: Option<Instant>,
+    baseline: HashMap<u32, u64>,
+    seen: HashSet<u32>,
+}
+
+impl WorkerTracker {
+    const PERIOD: Duration = Duration::from_millis(2);
+
+    pub(crate) fn init(&mut self) {
+        self.baseline = KernelWorkers::snapshot().runtime_ns;
+    }
+
+    pub(crate) fn maybe_sample(&mut self) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Self::PERIOD)
+        {
+            return;
+        }
+        self.last = Some(now);
+        self.sample();
+    }
+
+    pub(crate) fn sample(&mut self) {
+        for (tid, ns) in KernelWorkers::snapshot().runtime_ns {
+            let before = self.baseline.insert(tid, ns);
+            if before != Some(ns) {
+                self.seen.insert(tid);
+            }
+        }
+    }
+}
+
+/// The kernel io_uring worker threads (`iou-wrk-*`) of this process at one
+/// moment, with how much CPU time each had used. Two snapshots tell how many
+/// workers did work in between: the honest sign that the kernel could not
+/// perform an operation asynchronously and handed it to a blocking thread.
+///
+/// ```
+/// use overlap::KernelWorkers;
+/// let before = KernelWorkers::snapshot();
+/// // ... run some I/O ...
+/// let after = KernelWorkers::snapshot();
+/// println!("{} kernel workers did work", after.active_since(&before));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct KernelWorkers {
+    runtime_ns: HashMap<u32, u64>,
+}
+
+impl KernelWorkers {
+    /// Reads `/proc/self/task`. Returns an empty snapshot where `/proc` is
+    /// not mounted.
+    pub fn snapshot() -> KernelWorkers {
+        let mut runtime_ns = HashMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+            return KernelWorkers { runtime_ns };
+        };
+        for entry in dir.flatten() {
+            let Some(tid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = entry.path();
+            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+                continue;
+            };
+            if !comm.starts_with("iou-wrk") {
+                continue;
+            }
+            // schedstat: "<ns on cpu> <ns waiting> <timeslices>"; a worker
+            // that ran has a larger first field.
+            let ns = std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+                .unwrap_or(0);
+            runtime_ns.insert(tid, ns);
+        }
+        KernelWorkers { runtime_ns }
+    }
+
+    /// Number of worker threads alive at the snapshot.
+    pub fn alive(&self) -> usize {
+        self.runtime_ns.len()
+    }
+
+    /// Workers that appeared or used CPU time since `before`.
+    pub fn active_since(&self, before: &KernelWorkers) -> usize {
+        self.runtime_ns
+            .iter()
+            .filter(|(tid, ns)| before.runtime_ns.get(tid) != Some(ns))
+            .count()
+    }
+}
