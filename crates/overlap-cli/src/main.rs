@@ -1,1 +1,28 @@
-fn main() {}
+//! `overlap`: probe and benchmark really asynchronous file I/O.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod probe;
+
+/// Really asynchronous file I/O on Linux, measured honestly.
+#[derive(Parser, Debug)]
+#[command(name = "overlap", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Does asynchronous I/O really overlap on this disk? The KB 156932
+    /// `asynchio` experiment on your own files, explained.
+    Probe(probe::ProbeArgs),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Probe(args) => probe::run(args),
+    }
+}
