@@ -196,7 +196,7 @@ impl OpenOptions {
                 fd: AtomicI32::new(fd),
                 state: AtomicUsize::new(0),
                 close_waker: Mutex::new(None),
-                engine: engine.clone(),
+                shared: engine.shared().clone(),
                 readable: opts.read,
                 writable: opts.write,
                 direct: opts.direct,
@@ -213,6 +213,7 @@ impl OpenOptions {
             }
             let file = File {
                 inner: Arc::new(inner),
+                engine: engine.clone(),
             };
             let meta = file.metadata().await?;
             let _ = file.inner.align.set(meta.alignment);
@@ -247,7 +248,10 @@ pub(crate) struct FileInner {
     /// Operations in flight on this file, with the CLOSED bit.
     state: AtomicUsize,
     close_waker: Mutex<Option<Waker>>,
-    engine: Engine,
+    /// The engine's state, not an `Engine` handle: operations in flight hold
+    /// this, and must not keep the engine alive once the user has dropped
+    /// every handle (dropping the last one waits for them instead).
+    shared: Arc<Shared>,
     readable: bool,
     writable: bool,
     direct: bool,
@@ -361,6 +365,7 @@ pub struct Metadata {
 #[derive(Clone)]
 pub struct File {
     inner: Arc<FileInner>,
+    engine: Engine,
 }
 
 impl std::fmt::Debug for File {
@@ -430,7 +435,7 @@ impl File {
 
     /// The engine this file belongs to.
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.engine
     }
 
     fn check(&self, need: &'static str, addr: usize, offset: u64, len: usize) -> Result<()> {
@@ -452,7 +457,8 @@ impl File {
                 len: len as u64,
             });
         }
-        if inner.direct {
+        // Zero bytes need no alignment (the kernel returns 0 for them too).
+        if inner.direct && len > 0 {
             let a = inner.align();
             if a.memory > 0 && addr % a.memory as usize != 0 {
                 return Err(Error::Misaligned {
@@ -493,7 +499,7 @@ impl File {
         if len == 0 {
             return Prepared::Done(Ok(0), buf);
         }
-        let shared = self.inner.engine.shared();
+        let shared = &self.inner.shared;
         Prepared::Req(Request {
             shared: shared.clone(),
             file: Some(FileRef::new(self.inner.clone())),
@@ -520,7 +526,7 @@ impl File {
         if len == 0 {
             return Prepared::Done(Ok(0), buf);
         }
-        let shared = self.inner.engine.shared();
+        let shared = &self.inner.shared;
         Prepared::Req(Request {
             shared: shared.clone(),
             file: Some(FileRef::new(self.inner.clone())),
@@ -622,15 +628,9 @@ impl File {
                 fd: file.inner.fd(),
                 ..params
             };
-            run_op(
-                file.inner.engine.shared(),
-                Some(&file.inner),
-                (),
-                make,
-                params,
-            )
-            .await
-            .map(|_| ())
+            run_op(&file.inner.shared, Some(&file.inner), (), make, params)
+                .await
+                .map(|_| ())
         })
     }
 
@@ -719,7 +719,7 @@ impl File {
             // SAFETY: statx is plain old data; all-zero is a valid value.
             let buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
             let req = Request {
-                shared: file.inner.engine.shared().clone(),
+                shared: file.inner.shared.clone(),
                 file: Some(FileRef::new(file.inner.clone())),
                 buf,
                 make: |b, p| OpKind::Statx {
@@ -796,7 +796,7 @@ impl File {
                 return Err(Error::Closed);
             }
             run_op(
-                inner.engine.shared(),
+                &inner.shared,
                 None,
                 (),
                 |_, p| OpKind::Close { fd: p.fd },

@@ -176,13 +176,13 @@ impl<B: Send + 'static> Completable for OpCell<B> {
                     }
                 };
                 if let Some(w) = waker {
-                    w.wake();
+                    crate::driver::wake(w);
                 }
             }
             Target::Port { port, key } => {
                 let buf = self.take_buf();
                 let permit = self.permit.lock().unwrap_or_else(|p| p.into_inner()).take();
-                port.deliver(*key, res, buf, permit);
+                port.deliver(*key, res, buf, permit, inline);
             }
         }
     }

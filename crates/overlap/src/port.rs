@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::buf::{IoBuf, IoBufMut};
@@ -45,30 +46,61 @@ struct PortState<B> {
     ready: VecDeque<Delivered<B>>,
     /// Submitted and not yet taken.
     outstanding: usize,
+    /// Threads blocked in `next`; a completion wakes one only if there is
+    /// one (a futex wake is a system call even with nobody waiting).
+    waiting: usize,
 }
 
 impl<B> PortShared<B> {
     fn lock(&self) -> std::sync::MutexGuard<'_, PortState<B>> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    pub(crate) fn deliver(&self, key: u64, res: i64, buf: B, permit: Option<Permit>) {
+impl<B: Send + 'static> PortShared<B> {
+    pub(crate) fn deliver(
+        self: &Arc<Self>,
+        key: u64,
+        res: i64,
+        buf: B,
+        permit: Option<Permit>,
+        inline: bool,
+    ) {
+        let result = to_result(res);
         self.push(
             Completion {
                 key,
-                result: to_result(res),
+                result,
                 buf,
-                inline: false,
+                inline,
             },
             permit,
         );
     }
 
-    fn push(&self, completion: Completion<B>, permit: Option<Permit>) {
-        self.lock().ready.push_back(Delivered {
+    /// Queues a completion and wakes a waiting worker if there is one that
+    /// the completions already queued will not satisfy. On the engine
+    /// thread the wake-up is deferred to the end of the batch of
+    /// completions, so a worker is woken once per batch, not per completion.
+    fn push(self: &Arc<Self>, completion: Completion<B>, permit: Option<Permit>) {
+        let mut st = self.lock();
+        st.ready.push_back(Delivered {
             completion,
             _permit: permit,
         });
+        let wake = st.waiting >= st.ready.len();
+        drop(st);
+        if wake {
+            crate::driver::wake(Waker::from(self.clone()));
+        }
+    }
+}
+
+impl<B: Send + 'static> Wake for PortShared<B> {
+    fn wake(self: Arc<Self>) {
+        self.cv.notify_one();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
         self.cv.notify_one();
     }
 }
@@ -124,6 +156,7 @@ impl<B: Send + 'static> Port<B> {
                 st: Mutex::new(PortState {
                     ready: VecDeque::new(),
                     outstanding: 0,
+                    waiting: 0,
                 }),
                 cv: Condvar::new(),
             }),
@@ -283,7 +316,7 @@ impl<B: Send + 'static> Port<B> {
         loop {
             if let Some(d) = st.ready.pop_front() {
                 st.outstanding -= 1;
-                if st.outstanding == 0 {
+                if st.outstanding == 0 && st.waiting > 0 {
                     // Wake workers waiting for completions that will not come.
                     self.shared.cv.notify_all();
                 }
@@ -293,13 +326,14 @@ impl<B: Send + 'static> Port<B> {
             if st.outstanding == 0 {
                 return None;
             }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return None;
+            }
+            st.waiting += 1;
             st = match deadline {
                 None => self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return None;
-                    }
                     self.shared
                         .cv
                         .wait_timeout(st, d - now)
@@ -307,6 +341,7 @@ impl<B: Send + 'static> Port<B> {
                         .0
                 }
             };
+            st.waiting -= 1;
         }
     }
 
@@ -327,7 +362,7 @@ impl<B: Send + 'static> Port<B> {
         let mut st = self.shared.lock();
         let d = st.ready.pop_front()?;
         st.outstanding -= 1;
-        if st.outstanding == 0 {
+        if st.outstanding == 0 && st.waiting > 0 {
             self.shared.cv.notify_all();
         }
         Some(d.completion)

@@ -107,7 +107,9 @@ pub(crate) struct WorkerTracker {
 }
 
 impl WorkerTracker {
-    const PERIOD: Duration = Duration::from_millis(2);
+    /// Idle io-wq workers live for seconds, so a slow sample misses none;
+    /// a fast one costs a dozen system calls per sample.
+    const PERIOD: Duration = Duration::from_millis(50);
 
     pub(crate) fn init(&mut self) {
         self.baseline = KernelWorkers::snapshot().runtime_ns;

@@ -88,8 +88,15 @@ fn build_ring(entries: u32, cq_entries: u32) -> Result<(IoUring, String), Fallba
         }),
         ("none", |_| {}),
     ];
+    // OVERLAP_URING_SETUP=coop|none skips the first attempts (for measuring
+    // what each setup flag is worth on a given kernel).
+    let skip = match std::env::var("OVERLAP_URING_SETUP").as_deref() {
+        Ok("coop") => 1,
+        Ok("none") => 2,
+        _ => 0,
+    };
     let mut last = None;
-    for (name, apply) in attempts {
+    for (name, apply) in attempts.into_iter().skip(skip) {
         let mut b = IoUring::builder();
         b.setup_cqsize(cq_entries).setup_clamp();
         apply(&mut b);
@@ -432,6 +439,7 @@ impl EngineThread {
     /// Takes every completion in the ring. When `after_submit`, completions
     /// of the batch just submitted were there before any wait: inline.
     fn reap(&mut self, after_submit: bool) {
+        let _batch = super::WakeBatch::begin();
         let mut reaped = 0usize;
         loop {
             let mut cq = self.ring.completion();
