@@ -316,6 +316,11 @@ impl<B: Send + 'static> Future for Op<B> {
                 }
                 Stage::Admitting(mut acq, req) => match Pin::new(&mut acq).poll(cx) {
                     Poll::Ready(permit) => {
+                        if req.shared.is_shut() {
+                            // The engine stopped while this waited for budget.
+                            drop(permit);
+                            return Poll::Ready((Err(Error::Shutdown), req.buf));
+                        }
                         this.stage = Stage::InFlight(submit(req, Target::Future, Some(permit)));
                     }
                     Poll::Pending => {

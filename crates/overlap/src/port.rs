@@ -208,6 +208,11 @@ impl<B: Send + 'static> Port<B> {
                 None => return Err((Error::WouldBlock, req.buf)),
             }
         };
+        if req.shared.is_shut() {
+            // The engine stopped while this waited for budget.
+            drop(permit);
+            return Err((Error::Shutdown, req.buf));
+        }
         self.shared.lock().outstanding += 1;
         if req.fast_path {
             if let Some(n) = crate::sys::read_nowait(&mut req) {

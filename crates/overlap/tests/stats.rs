@@ -1,0 +1,300 @@
+//! Statistics that tell the truth, on both drivers: page-cache hits are
+//! counted as fast-path hits and inline, direct reads are not inline, bytes
+//! add up, submissions are batched on io_uring, and the high-water marks
+//! stay within the limits.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use futures::future::join_all;
+use overlap::{Access, AlignedBufPool, Engine, File, OpenOptions};
+
+per_driver!(
+    cached_buffered_reads_are_fast_path_hits_and_inline,
+    evicted_reads_are_fast_path_misses,
+    the_fast_path_can_be_switched_off,
+    direct_reads_are_not_inline,
+    bytes_read_and_written_add_up,
+    submissions_are_batched_on_io_uring,
+    high_water_marks_stay_within_the_limits,
+);
+
+const KIB16: usize = 16 << 10;
+
+fn cached_file(engine: &Engine, path: &std::path::Path, seed: u64, len: usize) -> File {
+    let f = File::create(engine, path).wait().unwrap();
+    let (res, _) = f.write_all_at(pattern(seed, 0, len), 0).wait();
+    res.unwrap();
+    f
+}
+
+fn cached_buffered_reads_are_fast_path_hits_and_inline(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let file = cached_file(&engine, &dir.path().join("cached"), 110, 1 << 20);
+    let before = engine.stats();
+    let n = 64u64;
+    let reads = (0..n).map(|i| file.read_at(vec![0u8; KIB16], i * KIB16 as u64));
+    for (i, (res, buf)) in futures::executor::block_on(join_all(reads))
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(res.unwrap(), KIB16);
+        assert_pattern(&buf, 110, (i * KIB16) as u64);
+    }
+    let after = engine.stats();
+    assert_eq!(after.fast_path_hits - before.fast_path_hits, n, "{after:?}");
+    assert_eq!(after.fast_path_misses, before.fast_path_misses);
+    assert_eq!(after.completed_inline - before.completed_inline, n);
+    assert_eq!(
+        after.completed_async, before.completed_async,
+        "nothing went to the driver"
+    );
+    assert_eq!(after.submitted - before.submitted, n);
+    assert_eq!(after.completed - before.completed, n);
+    assert_eq!(after.bytes_read - before.bytes_read, n * KIB16 as u64);
+    assert_eq!(
+        after.submit_syscalls, before.submit_syscalls,
+        "no submission needed"
+    );
+}
+
+fn evicted_reads_are_fast_path_misses(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("evicted");
+    let f = cached_file(&engine, &path, 111, 8 << 20);
+    f.sync_all().wait().unwrap();
+    // Drop the (now clean) pages from the page cache.
+    // SAFETY: plain descriptor call.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0);
+    let f = OpenOptions::new()
+        .read(true)
+        .access(Access::Random)
+        .open(&engine, &path)
+        .wait()
+        .unwrap();
+    let before = engine.stats();
+    let n = 8u64;
+    for i in 0..n {
+        let off = i * (1 << 20) + 12_288;
+        let (res, buf) = f.read_at(vec![0u8; 4096], off).wait();
+        assert_eq!(res.unwrap(), 4096);
+        assert_pattern(&buf, 111, off);
+    }
+    let after = engine.stats();
+    let (hits, misses) = (
+        after.fast_path_hits - before.fast_path_hits,
+        after.fast_path_misses - before.fast_path_misses,
+    );
+    eprintln!("after eviction: {hits} hits, {misses} misses");
+    assert_eq!(hits + misses, n, "every buffered read tried the fast path");
+    assert!(
+        misses >= 1,
+        "reads of evicted pages miss the cache: {after:?}"
+    );
+    assert_eq!(after.submitted - before.submitted, n);
+    assert_eq!(after.completed - before.completed, n);
+    assert!(
+        after.submit_syscalls > before.submit_syscalls,
+        "misses go to the driver"
+    );
+    if !d.is_uring() {
+        assert_eq!(after.completed_async - before.completed_async, misses);
+    }
+    // (On io_uring a miss may still complete inline: the failed RWF_NOWAIT
+    // attempt starts read-ahead, which can finish before the ring submits.)
+    assert_eq!(after.bytes_read - before.bytes_read, n * 4096);
+}
+
+fn the_fast_path_can_be_switched_off(d: Driver) {
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let file = cached_file(&engine, &dir.path().join("nofast"), 112, 1 << 20);
+    let before = engine.stats();
+    let n = 32u64;
+    for i in 0..n {
+        let (res, buf) = file.read_at(vec![0u8; KIB16], i * KIB16 as u64).wait();
+        assert_eq!(res.unwrap(), KIB16);
+        assert_pattern(&buf, 112, i * KIB16 as u64);
+    }
+    let after = engine.stats();
+    assert_eq!(after.fast_path_hits, 0);
+    assert_eq!(after.fast_path_misses, 0);
+    assert_eq!(after.submitted - before.submitted, n);
+    assert_eq!(after.bytes_read - before.bytes_read, n * KIB16 as u64);
+    assert!(
+        after.submit_syscalls > before.submit_syscalls,
+        "the reads went to the driver"
+    );
+    if !d.is_uring() {
+        assert_eq!(
+            after.completed_inline, 0,
+            "pool completions are asynchronous"
+        );
+    }
+}
+
+fn direct_reads_are_not_inline(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("direct");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .direct(true)
+        .open(&engine, &path)
+        .wait()
+        .unwrap();
+    let pool = AlignedBufPool::for_file(&file, KIB16, 64).unwrap();
+    let blen = pool.buf_len() as u64;
+    let n = 64u64;
+    let writes = (0..n).map(|i| {
+        let mut b = pool.get();
+        fill_pattern(&mut b, 113, i * blen);
+        file.write_all_at(b, i * blen)
+    });
+    for (res, _) in futures::executor::block_on(join_all(writes)) {
+        res.unwrap();
+    }
+    let before = engine.stats();
+    let reads = (0..n).map(|i| file.read_at(pool.get(), i * blen));
+    for (i, (res, buf)) in futures::executor::block_on(join_all(reads))
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(res.unwrap(), blen as usize);
+        assert_pattern(&buf, 113, i as u64 * blen);
+    }
+    let after = engine.stats();
+    assert_eq!(
+        after.fast_path_hits, before.fast_path_hits,
+        "direct reads skip the cache"
+    );
+    assert_eq!(after.fast_path_misses, before.fast_path_misses);
+    assert_eq!(
+        after.completed_inline - before.completed_inline,
+        0,
+        "a direct read waits for the device: never inline ({after:?})"
+    );
+    assert_eq!(after.completed_async - before.completed_async, n);
+    assert_eq!(after.bytes_read - before.bytes_read, n * blen);
+}
+
+fn bytes_read_and_written_add_up(d: Driver) {
+    for fast_path in [true, false] {
+        let engine = d.builder().cache_fast_path(fast_path).build().unwrap();
+        let dir = tempdir();
+        let path = dir.path().join("bytes");
+        let file = File::create(&engine, &path).wait().unwrap();
+        let before = engine.stats();
+        let sizes = [1usize, 100, 4096, 5000, 65_536, 1 << 20, 3];
+        let mut off = 0u64;
+        let mut written = 0u64;
+        for &len in &sizes {
+            let (res, _) = file.write_all_at(pattern(114, off, len), off).wait();
+            res.unwrap();
+            off += len as u64;
+            written += len as u64;
+        }
+        let end = off;
+        let mut read = 0u64;
+        for &(o, len) in &[
+            (0u64, 10usize),
+            (50, 70_000),
+            (end - 100, 4096),
+            (end, 10),
+            (end + 5, 1),
+        ] {
+            let (res, buf) = file.read_at(vec![0u8; len], o).wait();
+            let n = res.unwrap();
+            assert_eq!(n as u64, (end.saturating_sub(o)).min(len as u64));
+            assert_pattern(&buf[..n], 114, o);
+            read += n as u64;
+        }
+        // Operations that move no data count no bytes.
+        file.sync_all().wait().unwrap();
+        file.metadata().wait().unwrap();
+        let (res, _) = file.write_at(vec![1u8; 10], u64::MAX).wait();
+        assert!(res.is_err());
+        let after = engine.stats();
+        assert_eq!(
+            after.bytes_written - before.bytes_written,
+            written,
+            "fast path {fast_path}"
+        );
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            read,
+            "fast path {fast_path}"
+        );
+        assert_eq!(after.completed, after.submitted);
+        assert_eq!(
+            after.completed_inline + after.completed_async,
+            after.completed
+        );
+        assert_eq!(after.errors, before.errors);
+    }
+}
+
+fn submissions_are_batched_on_io_uring(d: Driver) {
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let file = File::create(&engine, dir.path().join("batch"))
+        .wait()
+        .unwrap();
+    let n = 512u64;
+    let before = engine.stats();
+    let writes = (0..n).map(|i| file.write_at(pattern(115, i * 4096, 4096), i * 4096));
+    for (res, _) in futures::executor::block_on(join_all(writes)) {
+        assert_eq!(res.unwrap(), 4096);
+    }
+    let after = engine.stats();
+    let calls = after.submit_syscalls - before.submit_syscalls;
+    eprintln!("{n} writes submitted with {calls} submit system calls");
+    assert!(calls >= 1);
+    if d.is_uring() {
+        assert!(
+            calls < n,
+            "{n} operations polled together are batched: {calls} calls"
+        );
+    } else {
+        assert_eq!(calls, n, "the pool counts one call per operation");
+    }
+}
+
+fn high_water_marks_stay_within_the_limits(d: Driver) {
+    let engine = d
+        .builder()
+        .max_inflight_ops(16)
+        .max_inflight_bytes(256 << 10)
+        .build()
+        .unwrap();
+    let dir = tempdir();
+    let path = dir.path().join("hwm");
+    let file = File::create(&engine, &path).wait().unwrap();
+    let writes =
+        (0..200u64).map(|i| file.write_at(pattern(116, i * KIB16 as u64, KIB16), i * KIB16 as u64));
+    for (res, _) in futures::executor::block_on(join_all(writes)) {
+        assert_eq!(res.unwrap(), KIB16);
+    }
+    let s = engine.stats();
+    assert!(
+        s.inflight_ops_high_water >= 1 && s.inflight_ops_high_water <= 16,
+        "{s:?}"
+    );
+    assert!(s.inflight_bytes_high_water <= 256 << 10, "{s:?}");
+    assert_eq!(engine.in_flight(), (0, 0));
+    assert_eq!(engine.limits(), (16, 256 << 10));
+    assert_pattern(&std_read(&path, 0, 200 * KIB16), 116, 0);
+    if !d.is_uring() {
+        assert_eq!(
+            engine.stats().kernel_workers_seen,
+            0,
+            "the pool never uses io_uring workers"
+        );
+    }
+}
