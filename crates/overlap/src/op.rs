@@ -424,8 +424,12 @@ impl Wake for ThreadWaker {
 
 /// Runs a future to completion on the current thread, parking between polls.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
+    thread_local! {
+        // One waker per thread, made once: `wait()` is on the fast path.
+        static WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    }
     let mut fut = std::pin::pin!(fut);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let waker = WAKER.with(|w| w.clone());
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {

@@ -58,7 +58,10 @@ pub(crate) struct Counters {
     pub ops_hwm: AtomicUsize,
     pub bytes_hwm: AtomicUsize,
     pub submit_syscalls: AtomicU64,
+    /// Reads answered by the fast path; they are counted in `submitted`,
+    /// `completed`, `inline` and `bytes_read` only when a snapshot is taken.
     pub fast_hits: AtomicU64,
+    pub fast_bytes: AtomicU64,
     pub fast_misses: AtomicU64,
     pub backpressure_waits: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
@@ -71,15 +74,17 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
-        let completed = self.completed.load(Ordering::Relaxed);
-        let inline = self.inline.load(Ordering::Relaxed);
+        let hits = self.fast_hits.load(Ordering::Relaxed);
+        let completed = self.completed.load(Ordering::Relaxed) + hits;
+        let inline = self.inline.load(Ordering::Relaxed) + hits;
         Stats {
-            submitted: self.submitted.load(Ordering::Relaxed),
+            submitted: self.submitted.load(Ordering::Relaxed) + hits,
             completed,
             completed_inline: inline,
             completed_async: completed.saturating_sub(inline),
             errors: self.errors.load(Ordering::Relaxed),
-            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed)
+                + self.fast_bytes.load(Ordering::Relaxed),
             bytes_written: self.bytes_written.load(Ordering::Relaxed),
             inflight_ops_high_water: self.ops_hwm.load(Ordering::Relaxed) as u64,
             inflight_bytes_high_water: self.bytes_hwm.load(Ordering::Relaxed) as u64,
