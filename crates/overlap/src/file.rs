@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Poll, Waker};
 
@@ -195,6 +195,8 @@ impl OpenOptions {
             let inner = FileInner {
                 fd: AtomicI32::new(fd),
                 state: AtomicUsize::new(0),
+                miss_streak: AtomicU32::new(0),
+                skipped: AtomicU32::new(0),
                 close_waker: Mutex::new(None),
                 shared: engine.shared().clone(),
                 readable: opts.read,
@@ -257,9 +259,40 @@ pub(crate) struct FileInner {
     direct: bool,
     /// Set once, right after opening, from `statx`.
     align: OnceLock<Alignment>,
+    /// Consecutive page-cache fast-path misses on this file.
+    miss_streak: AtomicU32,
+    /// Reads that skipped the fast path because of the streak.
+    skipped: AtomicU32,
 }
 
+/// After this many consecutive misses the fast path is skipped: on a miss the
+/// kernel starts the disk read on the calling thread, which is exactly the
+/// blocking that asynchronous I/O should spare it.
+const MISS_STREAK: u32 = 4;
+/// While skipping, one read in this many still tries the page cache, so a
+/// file that becomes cached gets the fast path back.
+const RETRY_EVERY: u32 = 32;
+
 impl FileInner {
+    /// Whether a buffered read of this file should try the page cache first.
+    pub(crate) fn fast_path_worth_trying(&self) -> bool {
+        if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
+            return true;
+        }
+        self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
+    }
+
+    /// Records the outcome of a fast-path attempt.
+    pub(crate) fn fast_path_result(&self, hit: bool) {
+        if hit {
+            if self.miss_streak.load(Ordering::Relaxed) != 0 {
+                self.miss_streak.store(0, Ordering::Relaxed);
+            }
+        } else {
+            self.miss_streak.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn align(&self) -> Alignment {
         self.align.get().copied().unwrap_or(Alignment {
             memory: 512,
@@ -315,6 +348,10 @@ pub(crate) struct FileRef {
 }
 
 impl FileRef {
+    pub(crate) fn inner(&self) -> &FileInner {
+        &self.inner
+    }
+
     pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
         FileRef {
             inner,

@@ -39,6 +39,10 @@ pub struct Stats {
     pub fast_path_hits: u64,
     /// Buffered reads the fast path tried and sent on to the driver.
     pub fast_path_misses: u64,
+    /// Buffered reads that went straight to the driver because the fast
+    /// path had missed repeatedly on that file (a miss makes the kernel
+    /// start the disk read on the calling thread).
+    pub fast_path_skipped: u64,
     /// Times a submitter had to wait for the in-flight budget.
     pub backpressure_waits: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
@@ -62,6 +66,7 @@ pub(crate) struct Counters {
     /// `completed`, `inline` and `bytes_read` only when a snapshot is taken.
     pub fast_hits: AtomicU64,
     pub fast_bytes: AtomicU64,
+    pub fast_skipped: AtomicU64,
     pub fast_misses: AtomicU64,
     pub backpressure_waits: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
@@ -91,6 +96,7 @@ impl Counters {
             submit_syscalls: self.submit_syscalls.load(Ordering::Relaxed),
             fast_path_hits: self.fast_hits.load(Ordering::Relaxed),
             fast_path_misses: self.fast_misses.load(Ordering::Relaxed),
+            fast_path_skipped: self.fast_skipped.load(Ordering::Relaxed),
             backpressure_waits: self.backpressure_waits.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers

@@ -116,6 +116,12 @@ pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | STATX_DIOALIGN;
 /// the read ended at end of file); `None` sends it to the driver.
 pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     let counters = &req.shared.counters;
+    if let Some(f) = &req.file {
+        if !f.inner().fast_path_worth_trying() {
+            counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+    }
     let OpKind::Read {
         fd,
         ptr,
@@ -137,9 +143,15 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
         // `fast_hits` (see `Counters::snapshot`): two atomics, not five.
         counters.fast_hits.fetch_add(1, Ordering::Relaxed);
         counters.fast_bytes.fetch_add(r as u64, Ordering::Relaxed);
+        if let Some(f) = &req.file {
+            f.inner().fast_path_result(true);
+        }
         return Some(r as usize);
     }
     counters.fast_misses.fetch_add(1, Ordering::Relaxed);
+    if let Some(f) = &req.file {
+        f.inner().fast_path_result(false);
+    }
     None
 }
 

@@ -13,6 +13,7 @@ use overlap::{Access, AlignedBufPool, Engine, File, OpenOptions};
 per_driver!(
     cached_buffered_reads_are_fast_path_hits_and_inline,
     evicted_reads_are_fast_path_misses,
+    fast_path_backs_off_after_misses_and_returns_when_cached,
     the_fast_path_can_be_switched_off,
     direct_reads_are_not_inline,
     bytes_read_and_written_add_up,
@@ -85,12 +86,17 @@ fn evicted_reads_are_fast_path_misses(d: Driver) {
         assert_pattern(&buf, 111, off);
     }
     let after = engine.stats();
-    let (hits, misses) = (
+    let (hits, misses, skipped) = (
         after.fast_path_hits - before.fast_path_hits,
         after.fast_path_misses - before.fast_path_misses,
+        after.fast_path_skipped - before.fast_path_skipped,
     );
-    eprintln!("after eviction: {hits} hits, {misses} misses");
-    assert_eq!(hits + misses, n, "every buffered read tried the fast path");
+    eprintln!("after eviction: {hits} hits, {misses} misses, {skipped} skipped");
+    assert_eq!(
+        hits + misses + skipped,
+        n,
+        "every buffered read tried the fast path or skipped it"
+    );
     assert!(
         misses >= 1,
         "reads of evicted pages miss the cache: {after:?}"
@@ -102,7 +108,10 @@ fn evicted_reads_are_fast_path_misses(d: Driver) {
         "misses go to the driver"
     );
     if !d.is_uring() {
-        assert_eq!(after.completed_async - before.completed_async, misses);
+        assert_eq!(
+            after.completed_async - before.completed_async,
+            misses + skipped
+        );
     }
     // (On io_uring a miss may still complete inline: the failed RWF_NOWAIT
     // attempt starts read-ahead, which can finish before the ring submits.)
@@ -297,4 +306,54 @@ fn high_water_marks_stay_within_the_limits(d: Driver) {
             "the pool never uses io_uring workers"
         );
     }
+}
+
+/// Regression (probe finding): on a miss the kernel starts the disk read on
+/// the calling thread, so a file that keeps missing stops trying the page
+/// cache first, and gets the fast path back once it is cached.
+fn fast_path_backs_off_after_misses_and_returns_when_cached(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("backoff");
+    let f = cached_file(&engine, &path, 7, 48 << 20);
+    f.sync_all().wait().unwrap();
+    // SAFETY: plain descriptor call.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0);
+    let f = OpenOptions::new()
+        .read(true)
+        .access(Access::Random)
+        .open(&engine, &path)
+        .wait()
+        .unwrap();
+    let read_all = |n: u64| {
+        for i in 0..n {
+            let off = i * (1 << 20) + 4096;
+            let (res, buf) = f.read_at(vec![0u8; 4096], off).wait();
+            assert_eq!(res.unwrap(), 4096);
+            assert_pattern(&buf, 7, off);
+        }
+    };
+    let s0 = engine.stats();
+    read_all(40);
+    let s1 = engine.stats();
+    let (misses, skipped) = (
+        s1.fast_path_misses - s0.fast_path_misses,
+        s1.fast_path_skipped - s0.fast_path_skipped,
+    );
+    eprintln!("cold: {misses} misses, {skipped} skipped");
+    assert!(misses >= 4, "the first cold reads try the cache: {s1:?}");
+    assert!(skipped >= 20, "a miss streak stops the fast path: {s1:?}");
+    // Now cache the whole file; within one retry period hits resume.
+    let mut std_f = std::fs::File::open(&path).unwrap();
+    std::io::copy(&mut std_f, &mut std::io::sink()).unwrap();
+    let s2 = engine.stats();
+    read_all(48);
+    let s3 = engine.stats();
+    let hits = s3.fast_path_hits - s2.fast_path_hits;
+    eprintln!("warm: {hits} hits");
+    assert!(
+        hits >= 48 - 32,
+        "the fast path comes back for a cached file: {s3:?}"
+    );
 }
