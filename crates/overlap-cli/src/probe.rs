@@ -545,6 +545,7 @@ struct Measurement {
     /// Engine counters over the mode.
     fast_path_hits: u64,
     fast_path_misses: u64,
+    fast_path_skipped: u64,
     submit_syscalls: u64,
     /// Writes: the final fdatasync.
     fsync: Option<Duration>,
@@ -577,6 +578,9 @@ fn stats_delta(before: &Stats, after: &Stats, m: &mut Measurement) {
     m.fast_path_misses = after
         .fast_path_misses
         .saturating_sub(before.fast_path_misses);
+    m.fast_path_skipped = after
+        .fast_path_skipped
+        .saturating_sub(before.fast_path_skipped);
     m.submit_syscalls = after.submit_syscalls.saturating_sub(before.submit_syscalls);
 }
 
@@ -909,10 +913,13 @@ fn explain(mode: Mode, v: Verdict, m: &Measurement, cx: &Facts) -> String {
                     if m.fast_path_misses > 0 {
                         let _ = write!(
                             w,
-                            "; each read first tried the page cache on the calling thread \
-                             (preadv2 RWF_NOWAIT, {} misses), and on a miss the kernel starts \
-                             the disk read right there, which is what queueing cost{}",
+                            "; {} reads tried the page cache on the calling thread first \
+                             (preadv2 RWF_NOWAIT) and missed, and on a miss the kernel starts \
+                             the disk read right there, which is what queueing cost; after \
+                             that streak of misses the engine sent {} reads straight to the \
+                             ring{}",
                             m.fast_path_misses,
+                            m.fast_path_skipped,
                             fast_path_off(m)
                         );
                     }
@@ -1127,6 +1134,8 @@ struct Record {
     fast_path_hits: u64,
     /// Buffered reads the fast path tried and sent on to the driver.
     fast_path_misses: u64,
+    /// Buffered reads sent straight to the driver after a streak of misses.
+    fast_path_skipped: u64,
     /// System calls the engine made to submit the mode's requests.
     submit_syscalls: u64,
 }
@@ -1427,6 +1436,7 @@ fn probe(args: ProbeArgs) -> Result<()> {
             seed,
             fast_path_hits: m.fast_path_hits,
             fast_path_misses: m.fast_path_misses,
+            fast_path_skipped: m.fast_path_skipped,
             submit_syscalls: m.submit_syscalls,
         }
     };
