@@ -59,7 +59,8 @@ pub struct DriverInfo {
     /// Why io_uring is not in use, when it is not.
     pub fallback: Option<FallbackReason>,
     /// For io_uring, the setup flags that the kernel accepted
-    /// (e.g. `SINGLE_ISSUER|DEFER_TASKRUN`); for the pool, its thread limit.
+    /// (e.g. `SINGLE_ISSUER|DEFER_TASKRUN`) and the kernel worker limits in
+    /// force; for the pool, its thread limit.
     pub detail: String,
 }
 
@@ -94,6 +95,7 @@ pub struct EngineBuilder {
     ring_entries: u32,
     fast_path: bool,
     use_env: bool,
+    max_kernel_workers: Option<u32>,
 }
 
 impl Default for EngineBuilder {
@@ -106,6 +108,7 @@ impl Default for EngineBuilder {
             ring_entries: DEFAULT_RING_ENTRIES,
             fast_path: true,
             use_env: true,
+            max_kernel_workers: None,
         }
     }
 }
@@ -155,6 +158,16 @@ impl EngineBuilder {
         self
     }
 
+    /// At most `n` kernel worker threads (io_uring's `iou-wrk`) for work the
+    /// kernel cannot do asynchronously, in each of io-wq's two classes
+    /// (default: the kernel's, which for file I/O is the smaller of the ring
+    /// size and 4 per CPU). The limits in force are reported in
+    /// [`DriverInfo::detail`].
+    pub fn max_kernel_workers(mut self, n: u32) -> Self {
+        self.max_kernel_workers = Some(n);
+        self
+    }
+
     /// Starts the engine.
     pub fn build(self) -> Result<Engine> {
         if self.max_inflight_ops == 0 || self.max_inflight_bytes == 0 {
@@ -172,6 +185,12 @@ impl EngineBuilder {
             return Err(Error::InvalidInput(format!(
                 "ring_entries must be between 1 and 32768, got {}",
                 self.ring_entries
+            )));
+        }
+        if self.max_kernel_workers == Some(0) || self.max_kernel_workers.is_some_and(|n| n > 4096) {
+            return Err(Error::InvalidInput(format!(
+                "max_kernel_workers must be between 1 and 4096, got {}",
+                self.max_kernel_workers.unwrap_or(0)
             )));
         }
         let mut choice = self.driver;
@@ -209,7 +228,12 @@ impl EngineBuilder {
                 (DriverHandle::Pool(d), info)
             }
             DriverChoice::Uring | DriverChoice::Auto => {
-                match UringDriver::start(self.ring_entries, cq_entries, counters.clone()) {
+                match UringDriver::start(
+                    self.ring_entries,
+                    cq_entries,
+                    self.max_kernel_workers,
+                    counters.clone(),
+                ) {
                     Ok((d, flags)) => (
                         DriverHandle::Uring(d),
                         DriverInfo {

@@ -462,3 +462,63 @@ fn child_pool_threads() {
     assert_eq!(pool_threads_alive(), 0, "shutdown stops the pool threads");
     child_ok("child_pool_threads");
 }
+
+/// The kernel's io_uring worker pool is bounded like everything else: a
+/// limit set by the builder is in force, reported, and respected when the
+/// kernel must hand writes that extend a direct file to its workers.
+#[test]
+fn max_kernel_workers_bounds_and_reports_iou_wrk_threads() {
+    let Ok(engine) = overlap::Engine::builder()
+        .driver(overlap::DriverChoice::Uring)
+        .max_kernel_workers(2)
+        .build()
+    else {
+        eprintln!("SKIPPED: io_uring unavailable");
+        return;
+    };
+    let detail = &engine.driver().detail;
+    assert!(
+        detail.contains("at most 2 for file I/O"),
+        "limit reported: {detail}"
+    );
+    assert!(overlap::Engine::builder()
+        .max_kernel_workers(0)
+        .build()
+        .is_err());
+    // Growing O_DIRECT writes on ext4 go to kernel workers; never more than 2.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = overlap::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .direct(true)
+        .open(&engine, dir.path().join("grow"))
+        .wait()
+        .unwrap();
+    let pool = overlap::AlignedBufPool::for_file(&file, 64 << 10, 64).unwrap();
+    let ops: Vec<_> = (0..256u64)
+        .map(|i| file.write_at(pool.get(), i * (64 << 10)))
+        .collect();
+    let mut alive_max = 0;
+    let results = futures::executor::block_on(async {
+        let all = futures::future::join_all(ops);
+        futures::pin_mut!(all);
+        loop {
+            alive_max = alive_max.max(overlap::KernelWorkers::snapshot().alive());
+            match futures::poll!(all.as_mut()) {
+                std::task::Poll::Ready(r) => break r,
+                std::task::Poll::Pending => {
+                    std::thread::sleep(std::time::Duration::from_micros(200))
+                }
+            }
+        }
+    });
+    for (res, _) in results {
+        assert_eq!(res.unwrap(), 64 << 10);
+    }
+    eprintln!("iou-wrk threads alive at most: {alive_max}");
+    // One extra for the openat of this test (unbounded class, also capped at 2).
+    assert!(
+        alive_max <= 4,
+        "at most 2 + 2 kernel workers, saw {alive_max}"
+    );
+}

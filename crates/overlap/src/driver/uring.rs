@@ -128,6 +128,7 @@ impl UringDriver {
     pub(crate) fn start(
         entries: u32,
         cq_entries: u32,
+        max_kernel_workers: Option<u32>,
         counters: Arc<Counters>,
     ) -> Result<(UringDriver, String), FallbackReason> {
         // SAFETY: eventfd has no memory arguments; the result is checked.
@@ -157,7 +158,8 @@ impl UringDriver {
                 super::mark_driver_thread();
                 let setup = build_ring(entries, cq_entries).and_then(|(ring, flags)| {
                     let has_ftruncate = check_opcodes(&ring)?;
-                    Ok((ring, flags, has_ftruncate))
+                    let workers = bound_kernel_workers(&ring, max_kernel_workers)?;
+                    Ok((ring, format!("{flags}; {workers}"), has_ftruncate))
                 });
                 match setup {
                     Ok((ring, flags, has_ftruncate)) => {
@@ -225,6 +227,30 @@ impl UringDriver {
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Bounds the kernel's io-wq worker threads for this engine thread's rings
+/// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15) and describes the limits
+/// in force. Must run on the engine thread: io-wq belongs to the task.
+fn bound_kernel_workers(ring: &IoUring, max: Option<u32>) -> Result<String, FallbackReason> {
+    let submitter = ring.submitter();
+    if let Some(n) = max {
+        let mut limits = [n, n];
+        if let Err(e) = submitter.register_iowq_max_workers(&mut limits) {
+            return Err(FallbackReason::Other(format!(
+                "could not bound the kernel's io_uring workers to {n}: {e}"
+            )));
+        }
+    }
+    // Zeros read the limits without changing them.
+    let mut limits = [0u32, 0u32];
+    match submitter.register_iowq_max_workers(&mut limits) {
+        Ok(()) => Ok(format!(
+            "kernel workers (io-wq) at most {} for file I/O, {} unbounded",
+            limits[0], limits[1]
+        )),
+        Err(_) => Ok("kernel worker limits unknown (Linux < 5.15)".to_string()),
     }
 }
 
