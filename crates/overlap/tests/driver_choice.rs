@@ -468,6 +468,17 @@ fn child_pool_threads() {
 /// kernel must hand writes that extend a direct file to its workers.
 #[test]
 fn max_kernel_workers_bounds_and_reports_iou_wrk_threads() {
+    // In a child process: iou-wrk threads are counted process-wide, and the
+    // other tests of this binary run engines of their own in parallel.
+    run_child("child_max_kernel_workers", &[], &["OVERLAP_DRIVER"]);
+}
+
+#[test]
+#[ignore = "run in a child process by max_kernel_workers_bounds_and_reports_iou_wrk_threads"]
+fn child_max_kernel_workers() {
+    if !is_child("child_max_kernel_workers") {
+        return;
+    }
     let Ok(engine) = overlap::Engine::builder()
         .driver(overlap::DriverChoice::Uring)
         .max_kernel_workers(2)
@@ -521,4 +532,5 @@ fn max_kernel_workers_bounds_and_reports_iou_wrk_threads() {
         alive_max <= 4,
         "at most 2 + 2 kernel workers, saw {alive_max}"
     );
+    child_ok("child_max_kernel_workers");
 }
