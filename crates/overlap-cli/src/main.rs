@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod journal;
 mod probe;
 
 /// Really asynchronous file I/O on Linux, measured honestly.
@@ -18,11 +19,15 @@ enum Command {
     /// Does asynchronous I/O really overlap on this disk? The KB 156932
     /// `asynchio` experiment on your own files, explained.
     Probe(probe::ProbeArgs),
+    /// The write-ahead log: append stdin lines, dump, verify and benchmark
+    /// a journal directory.
+    Journal(journal::JournalArgs),
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Probe(args) => probe::run(args),
+        Command::Journal(args) => journal::run(args),
     }
 }

@@ -1,0 +1,577 @@
+//! `overlap journal`: append to, dump, verify and benchmark a journal
+//! (the write-ahead log of `overlap-journal`).
+//!
+//! - `append DIR [--level accepted|written|durable]`: one record per line
+//!   of standard input; each record's LSN is printed on standard output as
+//!   soon as it is acknowledged at the level (default durable).
+//! - `dump DIR [--json]`: the records; with `--json`, one object per line
+//!   with `lsn` and `data` (UTF-8 text) or `data_b64` (anything else).
+//! - `verify DIR`: what recovery would do; exits non-zero when corrupt.
+//! - `bench`: append latency and throughput, and group commit against a
+//!   baseline that calls `fdatasync` after every record (see [`bench`]).
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use clap::{Args, Subcommand, ValueEnum};
+use hdrhistogram::Histogram;
+use overlap_journal::{Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
+use serde::Serialize;
+
+/// Options of `overlap journal`.
+#[derive(Args, Debug)]
+pub struct JournalArgs {
+    #[command(subcommand)]
+    cmd: JournalCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum JournalCmd {
+    /// Append standard input, one record per line, printing each record's
+    /// LSN as soon as it is acknowledged at `--level`.
+    Append {
+        /// The journal directory (created if needed).
+        dir: PathBuf,
+        /// Acknowledge at this level.
+        #[arg(long, value_enum, default_value_t = LevelArg::Durable)]
+        level: LevelArg,
+        #[command(flatten)]
+        open: OpenArgs,
+    },
+    /// Print the records.
+    Dump {
+        /// The journal directory.
+        dir: PathBuf,
+        /// One JSON object per line: `lsn` and `data` (UTF-8) or `data_b64`.
+        #[arg(long)]
+        json: bool,
+        /// Treat any damage as an error.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Report what recovery would do; exit status 1 when the journal is
+    /// corrupt.
+    Verify {
+        /// The journal directory.
+        dir: PathBuf,
+        /// Strict recovery: any damage is corruption.
+        #[arg(long)]
+        strict: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure append latency, throughput and group commit.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct OpenArgs {
+    /// Segment size in MiB for a new journal.
+    #[arg(long, default_value_t = 64)]
+    segment_mib: u64,
+    /// Log buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 16)]
+    buffer_mib: usize,
+    /// Buffered I/O instead of O_DIRECT.
+    #[arg(long)]
+    buffered: bool,
+    /// How writes become durable: auto (O_DSYNC with direct I/O, else
+    /// fdatasync), fdatasync (one per group commit), or dsync.
+    #[arg(long, value_enum, default_value_t = SyncArg::Auto)]
+    sync: SyncArg,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum SyncArg {
+    Auto,
+    Fdatasync,
+    Dsync,
+}
+
+impl OpenArgs {
+    fn options(&self) -> Options {
+        Options::default()
+            .segment_size(self.segment_mib << 20)
+            .buffer_bytes(self.buffer_mib << 20)
+            .max_record_bytes(
+                overlap_journal::DEFAULT_MAX_RECORD_BYTES.min((self.buffer_mib << 20) / 4),
+            )
+            .direct_io(!self.buffered)
+            .sync(match self.sync {
+                SyncArg::Auto => SyncMethod::Auto,
+                SyncArg::Fdatasync => SyncMethod::Fdatasync,
+                SyncArg::Dsync => SyncMethod::Dsync,
+            })
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum LevelArg {
+    Accepted,
+    Written,
+    Durable,
+}
+
+impl From<LevelArg> for Level {
+    fn from(l: LevelArg) -> Level {
+        match l {
+            LevelArg::Accepted => Level::Accepted,
+            LevelArg::Written => Level::Written,
+            LevelArg::Durable => Level::Durable,
+        }
+    }
+}
+
+/// Runs `overlap journal`.
+pub fn run(args: JournalArgs) -> Result<()> {
+    match args.cmd {
+        JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open),
+        JournalCmd::Dump { dir, json, strict } => dump(&dir, json, strict),
+        JournalCmd::Verify { dir, strict, json } => verify(&dir, strict, json),
+        JournalCmd::Bench(b) => bench(b),
+    }
+}
+
+fn mode(strict: bool) -> RecoveryMode {
+    if strict {
+        RecoveryMode::Strict
+    } else {
+        RecoveryMode::TolerateTornTail
+    }
+}
+
+fn append(dir: &Path, level: Level, open: &OpenArgs) -> Result<()> {
+    let opts = open.options();
+    let max = opts.max_record_bytes;
+    let j =
+        Arc::new(Journal::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?);
+    // A printer thread acknowledges in order while the main thread appends.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Lsn>(65536);
+    let printer = {
+        let j = j.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let stdout = std::io::stdout();
+            for lsn in rx {
+                j.wait_blocking(lsn, level)
+                    .with_context(|| format!("waiting for LSN {lsn} to be {level}"))?;
+                let mut o = stdout.lock();
+                writeln!(o, "{lsn}")?;
+                o.flush()?;
+            }
+            Ok(())
+        })
+    };
+    let stdin = std::io::stdin();
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    let mut input = stdin.lock();
+    let result = loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(anyhow::Error::from(e).context("reading standard input")),
+        }
+        n += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line.len() > max {
+            break Err(anyhow::anyhow!(
+                "line {n}: {} bytes exceeds the record limit of {max} bytes",
+                line.len()
+            ));
+        }
+        match j.append(&line) {
+            Ok(lsn) => {
+                if tx.send(lsn).is_err() {
+                    break Ok(()); // the printer failed; its error follows
+                }
+            }
+            Err(e) => break Err(anyhow::Error::from(e).context(format!("appending line {n}"))),
+        }
+    };
+    drop(tx);
+    let printed = printer
+        .join()
+        .map_err(|_| anyhow::anyhow!("printer thread panicked"))?;
+    result?;
+    printed?;
+    let j = Arc::try_unwrap(j).map_err(|_| anyhow::anyhow!("journal still shared"))?;
+    j.close().context("closing the journal")?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DumpLine<'a> {
+    lsn: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_b64: Option<String>,
+}
+
+fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
+    let opts = Options::default().recovery(mode(strict));
+    let (report, records) = overlap_journal::inspect(dir, &opts)
+        .with_context(|| format!("reading {}", dir.display()))?;
+    let stdout = std::io::stdout();
+    let mut o = std::io::BufWriter::new(stdout.lock());
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for r in records {
+        let r = r?;
+        let text = std::str::from_utf8(&r.data).ok();
+        if json {
+            let line = DumpLine {
+                lsn: r.lsn.0,
+                data: text,
+                data_b64: text.is_none().then(|| b64.encode(&r.data)),
+            };
+            serde_json::to_writer(&mut o, &line)?;
+            writeln!(o)?;
+        } else {
+            match text {
+                Some(t) => writeln!(o, "{}\t{t}", r.lsn)?,
+                None => writeln!(o, "{}\tbase64:{}", r.lsn, b64.encode(&r.data))?,
+            }
+        }
+    }
+    o.flush()?;
+    if let (Some(at), Some(d)) = (report.truncated_at, &report.damage) {
+        eprintln!("note: the log has a damaged tail at LSN {at} ({d}) that recovery would cut off");
+    }
+    Ok(())
+}
+
+fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
+    let opts = Options::default().recovery(mode(strict));
+    match overlap_journal::verify(dir, &opts) {
+        Ok(r) => {
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "ok: {} records in {} segments, LSN {}..{}; durable point {}",
+                    r.records, r.segments, r.start_lsn, r.end_lsn, r.checkpoint_durable_lsn
+                );
+                if let (Some(at), Some(d)) = (r.truncated_at, &r.damage) {
+                    println!(
+                        "recovery would cut a torn tail at LSN {at} ({d}): only records never acknowledged durable are there"
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e @ overlap_journal::Error::Corrupt { .. }) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"corrupt": true, "error": e.to_string()})
+                );
+            }
+            bail!("{}: {e}", dir.display())
+        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!("verifying {}", dir.display()))),
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// The three scenarios: append latency (100 B, 4 threads),
+    /// throughput at Written (100 B, 4 threads), and 64 committers waiting
+    /// for Durable on 4 KiB records against an fdatasync-per-record baseline.
+    Targets,
+    /// One run with --record-bytes, --threads, --level.
+    Custom,
+}
+
+/// Options of `overlap journal bench`.
+#[derive(Args, Debug, Clone)]
+struct BenchArgs {
+    /// Which scenarios.
+    #[arg(long, value_enum, default_value_t = Scenario::Targets)]
+    scenario: Scenario,
+    /// Record payload size in bytes (custom scenario).
+    #[arg(long, default_value_t = 100)]
+    record_bytes: usize,
+    /// Appending threads (custom scenario).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Level to wait for (custom scenario): accepted = never wait, written =
+    /// wait once at the end, durable = every append waits (a commit).
+    #[arg(long, value_enum, default_value_t = LevelArg::Accepted)]
+    level: LevelArg,
+    /// Seconds per scenario.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Where to put the scratch journal (a subdirectory is created and
+    /// removed).
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// One JSON object per scenario.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+}
+
+#[derive(Serialize, Debug)]
+struct BenchResult {
+    scenario: String,
+    record_bytes: usize,
+    threads: usize,
+    level: String,
+    duration_s: f64,
+    records: u64,
+    records_per_s: f64,
+    append_ns_p50: u64,
+    append_ns_p99: u64,
+    append_ns_p999: u64,
+    append_ns_max: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commits_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_commits_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit_us_p50: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit_us_p99: Option<u64>,
+    full_waits: u64,
+    batches: u64,
+    batch_records_p50: u64,
+    writes: u64,
+    write_us_p50: u64,
+    syncs: u64,
+    sync_us_p50: u64,
+    storage: String,
+}
+
+fn bench(args: BenchArgs) -> Result<()> {
+    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+        bail!("--duration must be between 0 and 3600 seconds");
+    }
+    if args.threads == 0 || args.threads > 1024 {
+        bail!("--threads must be between 1 and 1024");
+    }
+    let runs: Vec<(&str, usize, usize, Level)> = match args.scenario {
+        Scenario::Targets => vec![
+            ("append", 100, 4, Level::Accepted),
+            ("written", 100, 4, Level::Written),
+            ("commit", 4096, 64, Level::Durable),
+        ],
+        Scenario::Custom => vec![("custom", args.record_bytes, args.threads, args.level.into())],
+    };
+    for (name, bytes, threads, level) in runs {
+        let scratch = args
+            .dir
+            .join(format!("overlap-journal-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let res = run_scenario(&args, &scratch, name, bytes, threads, level);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let r = res?;
+        if args.json {
+            println!("{}", serde_json::to_string(&r)?);
+        } else {
+            print_human(&r);
+        }
+    }
+    Ok(())
+}
+
+fn print_human(r: &BenchResult) {
+    println!(
+        "{:8} {:>5} B x {:>2} threads, {:8}: {:>12.0} records/s; append p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
+        r.scenario,
+        r.record_bytes,
+        r.threads,
+        r.level,
+        r.records_per_s,
+        r.append_ns_p50,
+        r.append_ns_p99,
+        r.append_ns_p999,
+        r.append_ns_max
+    );
+    if let (Some(c), Some(b)) = (r.commits_per_s, r.baseline_commits_per_s) {
+        println!(
+            "         commits/s {c:.0} vs fdatasync-per-record baseline {b:.0} ({:.1}x); commit p50 {} us, p99 {} us",
+            c / b.max(1e-9),
+            r.commit_us_p50.unwrap_or(0),
+            r.commit_us_p99.unwrap_or(0)
+        );
+    }
+    println!(
+        "         {} batches (p50 {} records), {} writes (p50 {} us), {} syncs (p50 {} us), {} full-buffer waits; {}",
+        r.batches,
+        r.batch_records_p50,
+        r.writes,
+        r.write_us_p50,
+        r.syncs,
+        r.sync_us_p50,
+        r.full_waits,
+        r.storage
+    );
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+fn run_scenario(
+    args: &BenchArgs,
+    dir: &Path,
+    name: &str,
+    bytes: usize,
+    threads: usize,
+    level: Level,
+) -> Result<BenchResult> {
+    let opts = args
+        .open
+        .options()
+        .max_record_bytes(bytes.max(1).next_power_of_two());
+    let j = Arc::new(Journal::open(dir, opts).context("opening the bench journal")?);
+    let storage = j.recovery_report().storage.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let duration = Duration::from_secs_f64(args.duration);
+    let start = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let j = j.clone();
+            let stop = stop.clone();
+            std::thread::spawn(
+                move || -> Result<(Histogram<u64>, Histogram<u64>, u64, Lsn)> {
+                    let data = vec![b'a' + (t % 26) as u8; bytes];
+                    let mut lat = hist();
+                    let mut commit = hist();
+                    let mut n = 0u64;
+                    let mut last = Lsn(0);
+                    while !stop.load(Ordering::Relaxed) {
+                        let t0 = Instant::now();
+                        last = j.append(&data)?;
+                        let t1 = Instant::now();
+                        let _ = lat.record((t1 - t0).as_nanos().max(1) as u64);
+                        if level == Level::Durable {
+                            j.wait_blocking(last, Level::Durable)?;
+                            let _ = commit.record(
+                                t1.elapsed().as_micros().max(1) as u64
+                                    + (t1 - t0).as_micros() as u64,
+                            );
+                        }
+                        n += 1;
+                    }
+                    Ok((lat, commit, n, last))
+                },
+            )
+        })
+        .collect();
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = hist();
+    let mut commit = hist();
+    let mut records = 0;
+    let mut last = Lsn(0);
+    for w in workers {
+        let (l, c, n, lsn) = w
+            .join()
+            .map_err(|_| anyhow::anyhow!("bench thread panicked"))??;
+        lat.add(&l)?;
+        commit.add(&c)?;
+        records += n;
+        last = last.max(lsn);
+    }
+    if level == Level::Written && records > 0 {
+        j.wait_blocking(last, Level::Written)?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = j.stats();
+    drop(j);
+    let records_per_s = records as f64 / elapsed;
+    let baseline = if level == Level::Durable {
+        Some(baseline_commits(dir, bytes, threads, duration)?)
+    } else {
+        None
+    };
+    Ok(BenchResult {
+        scenario: name.to_string(),
+        record_bytes: bytes,
+        threads,
+        level: level.to_string(),
+        duration_s: elapsed,
+        records,
+        records_per_s,
+        append_ns_p50: lat.value_at_quantile(0.5),
+        append_ns_p99: lat.value_at_quantile(0.99),
+        append_ns_p999: lat.value_at_quantile(0.999),
+        append_ns_max: lat.max(),
+        commits_per_s: (level == Level::Durable).then_some(records_per_s),
+        baseline_commits_per_s: baseline,
+        commit_us_p50: (level == Level::Durable).then(|| commit.value_at_quantile(0.5)),
+        commit_us_p99: (level == Level::Durable).then(|| commit.value_at_quantile(0.99)),
+        full_waits: stats.full_waits,
+        batches: stats.batches,
+        batch_records_p50: stats.batch_records.p50,
+        writes: stats.writes,
+        write_us_p50: stats.write_latency_us.p50,
+        syncs: stats.syncs,
+        sync_us_p50: stats.sync_latency_us.p50,
+        storage,
+    })
+}
+
+/// The naive log: `threads` committers share one preallocated file; each
+/// commit writes its record at the next offset and calls `fdatasync`
+/// before the next commit may start (a mutex keeps the log's order).
+fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration) -> Result<f64> {
+    use std::os::unix::fs::FileExt;
+    const SIZE: u64 = 64 << 20;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("baseline.log");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    // Preallocate as the journal does, so neither side extends its file.
+    f.set_len(SIZE)?;
+    f.write_all_at(&vec![0u8; SIZE as usize], 0)?;
+    f.sync_all()?;
+    let log = Arc::new(Mutex::new((f, 0u64)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let log = log.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || -> std::io::Result<u64> {
+                let data = vec![b'b'; bytes];
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut g = log.lock().unwrap_or_else(|p| p.into_inner());
+                    let off = g.1;
+                    g.0.write_all_at(&data, off)?;
+                    g.0.sync_data()?;
+                    g.1 = (off + bytes as u64) % (SIZE - bytes as u64);
+                    n += 1;
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let mut total = 0;
+    for w in workers {
+        total += w
+            .join()
+            .map_err(|_| anyhow::anyhow!("baseline thread panicked"))??;
+    }
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
+}

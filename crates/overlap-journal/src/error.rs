@@ -1,0 +1,116 @@
+//! Typed errors of the journal.
+
+use std::io;
+use std::sync::Arc;
+
+/// The result type of the journal.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a stretch of the log is not a valid record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// The record's length field is outside `24 ..= 24 + max_record_bytes`.
+    BadLength(u64),
+    /// The CRC32C over header and payload does not match.
+    BadCrc,
+    /// The record's LSN is not its position in the log: a stale record from
+    /// an earlier use of the space.
+    WrongLsn(u64),
+    /// The record carries another segment's identity: stale data from an
+    /// earlier use of the file, or from another journal.
+    WrongSegment(u64),
+    /// The record runs past the end of the data that exists (a torn write,
+    /// or a missing segment).
+    Truncated,
+    /// The log ends here with zeros, but non-zero bytes follow within the
+    /// next block (a torn or reordered write).
+    GarbageAfterEnd,
+    /// A segment file's header is not valid.
+    BadSegmentHeader(u64),
+    /// Segments are missing from the middle of the log.
+    MissingSegment(u64),
+    /// The checkpoint (durable point) file is damaged or missing.
+    BadCheckpoint,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::BadLength(n) => write!(f, "impossible record length {n}"),
+            Damage::BadCrc => f.write_str("CRC32C mismatch"),
+            Damage::WrongLsn(l) => write!(f, "stale record (it claims LSN {l})"),
+            Damage::WrongSegment(s) => write!(f, "stale record (segment identity {s:#x})"),
+            Damage::Truncated => f.write_str("record cut short"),
+            Damage::GarbageAfterEnd => f.write_str("non-zero bytes after the end of the log"),
+            Damage::BadSegmentHeader(s) => write!(f, "segment {s} has a bad header"),
+            Damage::MissingSegment(s) => write!(f, "segment {s} is missing"),
+            Damage::BadCheckpoint => f.write_str("the checkpoint file is damaged"),
+        }
+    }
+}
+
+/// Everything that can go wrong in the journal.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error (from the storage, during open or reading).
+    #[error("I/O error: {0}")]
+    Io(#[source] Arc<io::Error>),
+    /// The journal stopped after an I/O error while writing or syncing
+    /// (fail-stop): nothing more is written or acknowledged. Reopen the
+    /// journal to recover what is on disk.
+    #[error("the journal failed and stopped: {0}")]
+    Poisoned(#[source] Arc<io::Error>),
+    /// `try_append` found the log buffer full.
+    #[error("the log buffer is full")]
+    Full,
+    /// The record is larger than `max_record_bytes`.
+    #[error("record of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The record's length.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The journal was closed.
+    #[error("the journal is closed")]
+    Closed,
+    /// Another process (or journal) holds the directory's lock.
+    #[error("the journal directory {0} is locked by another process")]
+    Locked(String),
+    /// The log is corrupt where it must not be: before the durable point, or
+    /// anywhere in `Strict` mode, or in its structure.
+    #[error("journal corrupt at LSN {lsn}: {damage}")]
+    Corrupt {
+        /// Where the damage starts.
+        lsn: u64,
+        /// What is wrong.
+        damage: Damage,
+    },
+    /// An argument is out of range (options, an LSN that is no record).
+    #[error("invalid argument: {0}")]
+    InvalidInput(String),
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(Arc::new(e))
+    }
+}
+
+impl From<overlap::Error> for Error {
+    fn from(e: overlap::Error) -> Error {
+        Error::Io(Arc::new(e.into()))
+    }
+}
+
+impl Error {
+    /// The OS error number behind an I/O or poison error.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io(e) | Error::Poisoned(e) => e.raw_os_error(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! The on-disk format: segment headers, the checkpoint, records, and a
+//! reader that validates them and never panics on arbitrary bytes.
+//!
+//! See the crate documentation for the layout.
+
+use std::io;
+
+use crate::error::Damage;
+
+/// Bytes of a record header.
+pub const RECORD_HEADER: usize = 24;
+/// Records start at positions that are multiples of this.
+pub const RECORD_ALIGN: u64 = 8;
+/// Bytes of a segment header's meaningful part (the header occupies
+/// [`Geometry::header_size`] bytes at the start of each segment file).
+pub const SEGMENT_HEADER: usize = 48;
+/// Bytes of one checkpoint slot (two slots are kept).
+pub const CHECKPOINT_SLOT: usize = 512;
+
+const SEG_MAGIC: &[u8; 8] = b"OVLJSEG1";
+const CKP_MAGIC: &[u8; 8] = b"OVLJCKP1";
+const VERSION: u32 = 1;
+
+/// Rounds `x` up to a multiple of `a` (a power of two).
+pub(crate) fn align_up(x: u64, a: u64) -> u64 {
+    (x + a - 1) & !(a - 1)
+}
+
+/// Rounds `x` down to a multiple of `a` (a power of two).
+pub(crate) fn align_down(x: u64, a: u64) -> u64 {
+    x & !(a - 1)
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// How the log's byte stream maps onto segment files. Fixed when a journal
+/// is created and recorded in every segment header and in the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Size of each segment file in bytes.
+    pub segment_size: u64,
+    /// Bytes reserved for the header at the start of each segment file (a
+    /// multiple of the write block size).
+    pub header_size: u64,
+    /// The journal's random identity, chosen at creation.
+    pub uuid: u64,
+}
+
+impl Geometry {
+    /// Log bytes per segment.
+    pub fn data_per_segment(&self) -> u64 {
+        self.segment_size - self.header_size
+    }
+
+    /// The segment holding log position `pos`.
+    pub fn segment_of(&self, pos: u64) -> u64 {
+        pos / self.data_per_segment()
+    }
+
+    /// The file offset of log position `pos` within its segment.
+    pub fn file_offset(&self, pos: u64) -> u64 {
+        self.header_size + pos % self.data_per_segment()
+    }
+
+    /// The first log position of segment `seq`.
+    pub fn segment_start(&self, seq: u64) -> u64 {
+        seq * self.data_per_segment()
+    }
+
+    /// The identity that records starting in segment `seq` carry: a hash of
+    /// the journal's uuid and the segment number, so a record left over from
+    /// an earlier use of the space (or from another journal) never matches.
+    pub fn segment_ident(&self, seq: u64) -> u64 {
+        splitmix64(self.uuid ^ splitmix64(seq))
+    }
+
+    /// Checks the values are usable (for geometry read from disk).
+    pub fn valid(&self) -> bool {
+        self.header_size >= SEGMENT_HEADER as u64
+            && self.header_size.is_power_of_two()
+            && self.segment_size > self.header_size
+            && self.segment_size % self.header_size == 0
+            && self.segment_size <= 1 << 40
+    }
+
+    /// Encodes segment `seq`'s header (`SEGMENT_HEADER` bytes).
+    pub fn encode_segment_header(&self, seq: u64) -> [u8; SEGMENT_HEADER] {
+        let mut h = [0u8; SEGMENT_HEADER];
+        h[0..8].copy_from_slice(SEG_MAGIC);
+        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&(self.header_size as u32).to_le_bytes());
+        h[16..24].copy_from_slice(&self.segment_size.to_le_bytes());
+        h[24..32].copy_from_slice(&seq.to_le_bytes());
+        h[32..40].copy_from_slice(&self.uuid.to_le_bytes());
+        let crc = crc32c::crc32c(&h[0..40]);
+        h[40..44].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+}
+
+/// A decoded segment header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// The geometry it records.
+    pub geometry: Geometry,
+    /// The segment's number.
+    pub seq: u64,
+}
+
+/// Decodes a segment header; `None` if it is not valid.
+pub fn decode_segment_header(b: &[u8]) -> Option<SegmentHeader> {
+    if b.len() < SEGMENT_HEADER || &b[0..8] != SEG_MAGIC || u32_at(b, 8) != VERSION {
+        return None;
+    }
+    if crc32c::crc32c(&b[0..40]) != u32_at(b, 40) {
+        return None;
+    }
+    let geometry = Geometry {
+        header_size: u32_at(b, 12) as u64,
+        segment_size: u64_at(b, 16),
+        uuid: u64_at(b, 32),
+    };
+    if !geometry.valid() {
+        return None;
+    }
+    Some(SegmentHeader {
+        geometry,
+        seq: u64_at(b, 24),
+    })
+}
+
+/// The checkpoint: what the journal knows for sure, kept in a small side
+/// file of two alternating slots (a torn slot write leaves the other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The journal's geometry.
+    pub geometry: Geometry,
+    /// Incremented on every checkpoint write; the valid slot with the
+    /// highest generation wins.
+    pub generation: u64,
+    /// The first LSN of the log (records before it were retired).
+    pub start_lsn: u64,
+    /// Every record below this position was acknowledged durable: damage
+    /// before it is always an error.
+    pub durable_lsn: u64,
+    /// The largest record payload the journal may have written (the
+    /// reader's length limit, whatever the options of a later open say).
+    pub max_record_bytes: u32,
+}
+
+impl Checkpoint {
+    /// Encodes one slot.
+    pub fn encode(&self) -> [u8; CHECKPOINT_SLOT] {
+        let mut b = [0u8; CHECKPOINT_SLOT];
+        b[0..8].copy_from_slice(CKP_MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(self.geometry.header_size as u32).to_le_bytes());
+        b[16..24].copy_from_slice(&self.geometry.segment_size.to_le_bytes());
+        b[24..32].copy_from_slice(&self.geometry.uuid.to_le_bytes());
+        b[32..40].copy_from_slice(&self.generation.to_le_bytes());
+        b[40..48].copy_from_slice(&self.start_lsn.to_le_bytes());
+        b[48..56].copy_from_slice(&self.durable_lsn.to_le_bytes());
+        b[56..60].copy_from_slice(&self.max_record_bytes.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes one slot; `None` if it is not valid.
+    pub fn decode(b: &[u8]) -> Option<Checkpoint> {
+        if b.len() < 64 || &b[0..8] != CKP_MAGIC || u32_at(b, 8) != VERSION {
+            return None;
+        }
+        if crc32c::crc32c(&b[0..60]) != u32_at(b, 60) {
+            return None;
+        }
+        let geometry = Geometry {
+            header_size: u32_at(b, 12) as u64,
+            segment_size: u64_at(b, 16),
+            uuid: u64_at(b, 24),
+        };
+        let c = Checkpoint {
+            geometry,
+            generation: u64_at(b, 32),
+            start_lsn: u64_at(b, 40),
+            durable_lsn: u64_at(b, 48),
+            max_record_bytes: u32_at(b, 56),
+        };
+        let ok = geometry.valid()
+            && c.start_lsn <= c.durable_lsn
+            && (1..=1 << 30).contains(&c.max_record_bytes);
+        ok.then_some(c)
+    }
+
+    /// The newest valid checkpoint in a file image of two slots.
+    pub fn decode_file(b: &[u8]) -> Option<Checkpoint> {
+        let a = Checkpoint::decode(b.get(..CHECKPOINT_SLOT).unwrap_or(b));
+        let c = b.get(CHECKPOINT_SLOT..).and_then(Checkpoint::decode);
+        match (a, c) {
+            (Some(a), Some(c)) => Some(if c.generation > a.generation { c } else { a }),
+            (a, c) => a.or(c),
+        }
+    }
+}
+
+/// The padded size a record of `payload` bytes occupies in the log.
+pub fn record_span(payload: usize) -> u64 {
+    align_up((RECORD_HEADER + payload) as u64, RECORD_ALIGN)
+}
+
+/// Fills in the header of the record at log position `lsn` whose payload
+/// already follows it in `rec` (`rec.len()` = header + payload).
+pub fn seal_record(geo: &Geometry, lsn: u64, rec: &mut [u8]) {
+    let total = rec.len() as u32;
+    rec[0..4].copy_from_slice(&total.to_le_bytes());
+    rec[8..16].copy_from_slice(&lsn.to_le_bytes());
+    let ident = geo.segment_ident(geo.segment_of(lsn));
+    rec[16..24].copy_from_slice(&ident.to_le_bytes());
+    let crc = record_crc(rec);
+    rec[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// CRC32C over the header (less its CRC field) and the payload.
+fn record_crc(rec: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&rec[0..4]);
+    crc32c::crc32c_append(c, &rec[8..])
+}
+
+/// Encodes a complete record (for tests and tools).
+pub fn encode_record(geo: &Geometry, lsn: u64, payload: &[u8]) -> Vec<u8> {
+    let mut rec = vec![0u8; RECORD_HEADER + payload.len()];
+    rec[RECORD_HEADER..].copy_from_slice(payload);
+    seal_record(geo, lsn, &mut rec);
+    rec
+}
+
+/// Where the reader gets the log's bytes.
+pub trait StreamSource {
+    /// Copies the log bytes at `pos` into `buf`; returns how many exist
+    /// (fewer than asked at the end of the data).
+    fn read_stream(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<usize>;
+}
+
+/// A log image in memory, starting at log position `base`.
+#[derive(Debug, Clone)]
+pub struct SliceSource<'a> {
+    /// The log position of `bytes[0]`.
+    pub base: u64,
+    /// The bytes.
+    pub bytes: &'a [u8],
+}
+
+impl StreamSource for SliceSource<'_> {
+    fn read_stream(&mut self, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(rel) = pos.checked_sub(self.base) else {
+            return Ok(0);
+        };
+        let rel = usize::try_from(rel)
+            .unwrap_or(usize::MAX)
+            .min(self.bytes.len());
+        let n = buf.len().min(self.bytes.len() - rel);
+        buf[..n].copy_from_slice(&self.bytes[rel..rel + n]);
+        Ok(n)
+    }
+}
+
+/// What the reader found at its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// A valid record: its LSN and payload.
+    Record(u64, Vec<u8>),
+    /// The log ends here cleanly (zeros, or no more data).
+    End,
+    /// The bytes here are not a valid record.
+    Damaged(Damage),
+}
+
+const WINDOW: usize = 256 << 10;
+/// How far past a clean end the reader looks for stray bytes.
+const END_CHECK: u64 = 4096;
+
+/// Reads records one after another from a [`StreamSource`], validating
+/// each. Memory is bounded by the window plus `max_record` bytes, whatever
+/// the input.
+pub struct RecordReader<S> {
+    src: S,
+    geo: Geometry,
+    max_record: usize,
+    pos: u64,
+    win: Vec<u8>,
+    win_pos: u64,
+    win_len: usize,
+}
+
+impl<S: StreamSource> RecordReader<S> {
+    /// A reader at log position `pos` (a record boundary).
+    pub fn new(src: S, geo: Geometry, max_record: usize, pos: u64) -> Self {
+        RecordReader {
+            src,
+            geo,
+            max_record,
+            pos,
+            win: Vec::new(),
+            win_pos: 0,
+            win_len: 0,
+        }
+    }
+
+    /// The position of the next record.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// The bytes at `[pos, pos + n)` (fewer at the end of data).
+    fn get(&mut self, pos: u64, n: usize) -> io::Result<&[u8]> {
+        let in_win = pos >= self.win_pos
+            && pos
+                .checked_add(n as u64)
+                .is_some_and(|e| e <= self.win_pos + self.win_len as u64);
+        if !in_win {
+            let want = n.max(WINDOW);
+            if self.win.len() < want {
+                self.win.resize(want, 0);
+            }
+            let len = self.win.len();
+            self.win_len = self.src.read_stream(pos, &mut self.win[..len])?;
+            self.win_pos = pos;
+        }
+        let start = (pos - self.win_pos) as usize;
+        let end = (start + n).min(self.win_len).max(start.min(self.win_len));
+        Ok(&self.win[start.min(self.win_len)..end])
+    }
+
+    /// Decodes the record at the current position and moves past it when
+    /// it is valid. After `End` or `Damaged`, the position stays put.
+    pub fn next_record(&mut self) -> io::Result<Next> {
+        let pos = self.pos;
+        let geo = self.geo;
+        let max = self.max_record;
+        let hdr = self.get(pos, RECORD_HEADER)?;
+        if hdr.is_empty() {
+            return Ok(Next::End);
+        }
+        if hdr.len() >= 8 && hdr[0..8].iter().all(|&b| b == 0) {
+            // Zeros: the end of the log, unless bytes follow nearby.
+            let check_end = align_up(pos + 1, END_CHECK) + END_CHECK;
+            let tail = self.get(pos, (check_end - pos) as usize)?;
+            if tail.iter().any(|&b| b != 0) {
+                return Ok(Next::Damaged(Damage::GarbageAfterEnd));
+            }
+            return Ok(Next::End);
+        }
+        if hdr.len() < RECORD_HEADER {
+            return Ok(Next::Damaged(Damage::Truncated));
+        }
+        let total = u32_at(hdr, 0) as u64;
+        if total < RECORD_HEADER as u64 || total > (RECORD_HEADER + max) as u64 {
+            return Ok(Next::Damaged(Damage::BadLength(total)));
+        }
+        let lsn = u64_at(hdr, 8);
+        let ident = u64_at(hdr, 16);
+        let rec = self.get(pos, total as usize)?;
+        if (rec.len() as u64) < total {
+            return Ok(Next::Damaged(Damage::Truncated));
+        }
+        if record_crc(rec) != u32_at(rec, 4) {
+            return Ok(Next::Damaged(Damage::BadCrc));
+        }
+        if lsn != pos {
+            return Ok(Next::Damaged(Damage::WrongLsn(lsn)));
+        }
+        if ident != geo.segment_ident(geo.segment_of(pos)) {
+            return Ok(Next::Damaged(Damage::WrongSegment(ident)));
+        }
+        let payload = rec[RECORD_HEADER..].to_vec();
+        self.pos = pos + align_up(total, RECORD_ALIGN);
+        Ok(Next::Record(pos, payload))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        Geometry {
+            segment_size: 1 << 16,
+            header_size: 4096,
+            uuid: 42,
+        }
+    }
+
+    fn image(recs: &[&[u8]]) -> Vec<u8> {
+        let g = geo();
+        let mut out = Vec::new();
+        for r in recs {
+            let lsn = out.len() as u64;
+            out.extend_from_slice(&encode_record(&g, lsn, r));
+            out.resize(align_up(out.len() as u64, RECORD_ALIGN) as usize, 0);
+        }
+        out
+    }
+
+    fn read_all(bytes: &[u8]) -> (Vec<(u64, Vec<u8>)>, Next) {
+        let mut r = RecordReader::new(SliceSource { base: 0, bytes }, geo(), 1 << 20, 0);
+        let mut out = Vec::new();
+        loop {
+            match r.next_record().unwrap() {
+                Next::Record(l, p) => out.push((l, p)),
+                other => return (out, other),
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let img = image(&[b"hello", b"", b"world!!!"]);
+        let (recs, end) = read_all(&img);
+        assert_eq!(end, Next::End);
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[0], (0, b"hello".to_vec()));
+        assert_eq!(recs[1].1, b"");
+        assert_eq!(recs[2].1, b"world!!!");
+        assert_eq!(recs[1].0, record_span(5));
+    }
+
+    #[test]
+    fn detects_damage() {
+        let img = image(&[b"hello", b"world"]);
+        let second = record_span(5) as usize;
+        let mut bad = img.clone();
+        bad[second + 26] ^= 1;
+        assert_eq!(read_all(&bad).1, Next::Damaged(Damage::BadCrc));
+        let (recs, _) = read_all(&bad);
+        assert_eq!(recs.len(), 1);
+        // Truncated record.
+        assert_eq!(
+            read_all(&img[..img.len() - 4]).1,
+            Next::Damaged(Damage::Truncated)
+        );
+        // A valid record with the wrong LSN (moved).
+        let mut moved = image(&[b"hello"]);
+        moved.extend_from_slice(&img[..second]);
+        assert!(matches!(
+            read_all(&moved).1,
+            Next::Damaged(Damage::WrongLsn(0))
+        ));
+        // Another journal's record.
+        let other = Geometry { uuid: 7, ..geo() };
+        let foreign = encode_record(&other, 0, b"x");
+        assert!(matches!(
+            read_all(&foreign).1,
+            Next::Damaged(Damage::WrongSegment(_))
+        ));
+        // Zeros then garbage.
+        let mut g = image(&[b"a"]);
+        g.extend_from_slice(&[0u8; 100]);
+        g.push(1);
+        assert_eq!(read_all(&g).1, Next::Damaged(Damage::GarbageAfterEnd));
+    }
+
+    #[test]
+    fn headers_round_trip() {
+        let g = geo();
+        let h = g.encode_segment_header(9);
+        assert_eq!(
+            decode_segment_header(&h),
+            Some(SegmentHeader {
+                geometry: g,
+                seq: 9
+            })
+        );
+        let mut bad = h;
+        bad[30] ^= 1;
+        assert_eq!(decode_segment_header(&bad), None);
+        let c = Checkpoint {
+            geometry: g,
+            generation: 3,
+            start_lsn: 8,
+            durable_lsn: 800,
+            max_record_bytes: 4096,
+        };
+        let mut file = vec![0u8; 2 * CHECKPOINT_SLOT];
+        file[CHECKPOINT_SLOT..].copy_from_slice(&c.encode());
+        let older = Checkpoint { generation: 2, ..c };
+        file[..CHECKPOINT_SLOT].copy_from_slice(&older.encode());
+        assert_eq!(Checkpoint::decode_file(&file), Some(c));
+        file[CHECKPOINT_SLOT + 40] ^= 1;
+        assert_eq!(Checkpoint::decode_file(&file), Some(older));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let valid = image(&[b"one", b"two", b"three"]);
+        for i in 0..20_000 {
+            let len = rng.random_range(0..600);
+            let mut bytes: Vec<u8> = if i % 2 == 0 {
+                (0..len).map(|_| rng.random()).collect()
+            } else {
+                // Mutations of a valid image reach deeper into the decoder.
+                let mut v = valid.clone();
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(0..v.len());
+                    v[at] = rng.random();
+                }
+                v.truncate(rng.random_range(0..=v.len()));
+                v
+            };
+            if i % 3 == 0 && bytes.len() >= 4 {
+                // A huge length must not make the reader allocate it.
+                bytes[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+            }
+            let mut r = RecordReader::new(
+                SliceSource {
+                    base: 0,
+                    bytes: &bytes,
+                },
+                geo(),
+                4096,
+                0,
+            );
+            let mut steps = 0;
+            while let Next::Record(..) = r.next_record().unwrap() {
+                steps += 1;
+                assert!(steps <= bytes.len() / RECORD_HEADER);
+            }
+            assert!(r.win.capacity() <= WINDOW + 4096 + RECORD_HEADER);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! # overlap-journal
+//!
+//! A write-ahead log on the [`overlap`] engine: callers hand over records
+//! and carry on; one background flusher writes them, batched, into
+//! preallocated segment files (with direct I/O where the file system allows),
+//! and syncs once for every waiter a flush covers (group commit).
+//!
+//! ```
+//! use overlap_journal::{Journal, Level, Options};
+//! let dir = tempfile::tempdir()?;
+//! let opts = Options::default().segment_size(1 << 20);
+//! let journal = Journal::open(dir.path(), opts.clone())?;
+//! let a = journal.append(b"first")?;          // returns at once
+//! let b = journal.append(b"second")?;
+//! journal.wait_blocking(b, Level::Durable)?;  // both are on stable storage
+//! drop(journal);
+//! let journal = Journal::open(dir.path(), opts)?; // recovery
+//! let back: Vec<_> = journal.read_from(a)?.map(|r| r.unwrap().data).collect();
+//! assert_eq!(back, [b"first".to_vec(), b"second".to_vec()]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Appending
+//!
+//! [`Journal::append`] reserves space in a bounded ring buffer with one
+//! compare-and-swap on a shared cursor, copies the payload, and publishes
+//! the record with one atomic store (its *commit word*). No lock is taken.
+//! When the buffer is full, `append` blocks, [`Journal::append_async`]
+//! waits asynchronously, and [`Journal::try_append`] returns
+//! [`Error::Full`]; all three are counted ([`JournalStats`]).
+//!
+//! ## Durability levels and group commit
+//!
+//! [`Level::Accepted`] (in memory), [`Level::Written`] (handed to the OS)
+//! and [`Level::Durable`] (synced). [`Journal::wait`] (a future) and
+//! [`Journal::wait_blocking`] resolve when every record up to the LSN has
+//! reached the level: acknowledgement is by contiguous watermark.
+//!
+//! The flusher takes every record published so far (no fixed sleep: what
+//! accumulated while the previous write or sync ran is the next batch),
+//! copies it into one of two aligned stage buffers (sealing each header with
+//! its CRC), and writes it on the engine; while that write is in flight it
+//! collects the next batch into the other buffer. When anyone waits for
+//! `Durable`, it issues one `fdatasync` per segment touched, covering only
+//! writes that have completed; one sync serves every waiter below the new
+//! watermark. Where direct I/O works, the default ([`SyncMethod::Auto`])
+//! opens the segments O_DSYNC instead: every write is durable on completion
+//! (one device round trip per batch, overlapped with collecting the next),
+//! which measured faster than write + `fdatasync` on the development
+//! machine; buffered storage keeps `fdatasync`.
+//!
+//! A second background thread creates the next segment file (preallocated
+//! to its full size, header written, file and directory fsynced) as soon as
+//! the flusher starts writing the current one, so the flusher never waits
+//! for a file to be created and never extends one.
+//!
+//! ## Fail-stop
+//!
+//! An error on a write or a sync (EIO, ENOSPC, a short write) poisons the
+//! journal: every pending and later call returns [`Error::Poisoned`]; a
+//! failed sync is never retried (after a failed `fsync` the kernel may have
+//! dropped the dirty pages, so a retry that succeeds proves nothing).
+//! Reopen the journal to recover what reached the disk.
+//!
+//! ## On-disk format
+//!
+//! The log is one stream of bytes; a record's **LSN is its byte position**
+//! in that stream. The stream is cut into segment files `DIR/<seq>.seg`
+//! (`seq` as 16 hex digits) of a fixed size (default 64 MiB), each starting
+//! with a header block of `header_size` bytes (4096, or the device block if
+//! larger); segment `s` holds stream positions
+//! `[s·D, (s+1)·D)` with `D = segment_size − header_size`. Records may span
+//! block and segment boundaries.
+//!
+//! Segment header (little endian): `"OVLJSEG1"`, version `u32` (1),
+//! `header_size u32`, `segment_size u64`, `seq u64`, journal `uuid u64`,
+//! CRC32C of the preceding 40 bytes `u32`.
+//!
+//! Record, at a position that is a multiple of 8, padded with zeros to the
+//! next multiple of 8:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | `total_len u32`: header + payload bytes (24 ..= 24 + max record) |
+//! | 4..8 | `crc u32`: CRC32C of bytes 0..4, then 8..24, then the payload |
+//! | 8..16 | `lsn u64`: must equal the record's position |
+//! | 16..24 | `segment identity u64`: a hash of the journal's uuid and the number of the segment the record starts in |
+//! | 24.. | payload |
+//!
+//! A record is valid only if its length is in range, its CRC matches, its
+//! LSN equals its position and its identity is the one its segment expects:
+//! a stale record left in reused or preallocated space, or copied from
+//! another journal, is never taken for a new one. The log ends at 8 zero
+//! bytes where a header would be (preallocated space reads as zeros).
+//!
+//! `DIR/checkpoint` holds two 512-byte slots (written alternately, the valid
+//! one with the higher generation wins): geometry, uuid, `start_lsn` (the
+//! first record not retired), `durable_lsn`, a lower bound of what was
+//! acknowledged durable, and the largest record size ever allowed (the
+//! reader's length limit). The flusher rewrites it after group commits (at
+//! most once a millisecond under load, at once when it goes idle; synced on
+//! close and on truncation). Because `durable_lsn` is written only after the
+//! sync it reports has succeeded, it is a true lower bound even when its
+//! own write is lost; it may lag the last group commit by that millisecond,
+//! and after a power loss by more (its write is not synced on its own). `DIR/LOCK` carries the `flock`.
+//!
+//! ## Recovery
+//!
+//! [`Journal::open`] reads the checkpoint, checks every segment header,
+//! and scans records from `start_lsn`. Damage before `durable_lsn` is
+//! always an error ([`Error::Corrupt`]). After it, [`RecoveryMode::Strict`]
+//! reports it and [`RecoveryMode::TolerateTornTail`] (the default) cuts the
+//! log there. The tail is then repaired: the block holding the end is
+//! rewritten with zeros after the end, the rest of the segment is zeroed,
+//! later segments are removed, and everything is synced, so no stale byte
+//! can ever be read as a record after a later crash. [`verify`] reports
+//! what recovery would do without changing anything.
+//!
+//! The last partial block is rewritten (with identical leading bytes) by
+//! the next flush; this relies on 512-byte sector writes being atomic, as
+//! every log that rewrites its tail block does.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod error;
+pub mod fault;
+pub mod format;
+mod journal;
+mod recovery;
+mod ring;
+mod stats;
+mod storage;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use error::{Damage, Error, Result};
+pub use journal::{
+    Journal, Level, Lsn, Options, Record, RecordIter, Wait, DEFAULT_BUFFER_BYTES,
+    DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
+};
+pub use recovery::{RecoveryMode, RecoveryReport};
+pub use stats::{JournalStats, Summary};
+pub use storage::{FsStorage, Storage, SyncMethod, WriteFuture};
+
+/// Reports what recovery of the journal in `dir` would do, changing
+/// nothing: `Ok` with the report, or the error opening would give
+/// (e.g. [`Error::Corrupt`]).
+pub fn verify(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryReport> {
+    inspect(dir, options).map(|(r, _)| r)
+}
+
+/// As [`verify`], and an iterator over the valid records.
+pub fn inspect(dir: impl AsRef<Path>, options: &Options) -> Result<(RecoveryReport, RecordIter)> {
+    let engine = match &options.engine {
+        Some(e) => e.clone(),
+        None => overlap::Engine::new()?,
+    };
+    let storage: Arc<dyn Storage> = Arc::new(FsStorage::open_read_only(&engine, dir)?);
+    inspect_storage(storage, options)
+}
+
+/// [`inspect`] on any storage.
+pub fn inspect_storage(
+    storage: Arc<dyn Storage>,
+    options: &Options,
+) -> Result<(RecoveryReport, RecordIter)> {
+    let rec = recovery::recover(
+        &storage,
+        options.recovery,
+        options.segment_size,
+        options.max_record_bytes,
+        false,
+    )?;
+    let it = RecordIter::new(
+        storage,
+        rec.geo,
+        rec.read_limit,
+        rec.checkpoint.start_lsn,
+        rec.end,
+    );
+    Ok((rec.report, it))
+}

@@ -1,0 +1,294 @@
+//! Appending, waiting, reopening and reading back on real files.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
+
+fn dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-basic-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn opts() -> Options {
+    Options::default()
+        .segment_size(256 << 10)
+        .buffer_bytes(64 << 10)
+        .max_record_bytes(16 << 10)
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    let len = (i * 7919 % 3000) as usize;
+    let mut v = format!("record-{i}-").into_bytes();
+    v.extend((0..len).map(|k| (i as usize * 31 + k) as u8));
+    v
+}
+
+#[test]
+fn append_wait_reopen_read() {
+    let d = dir("reopen");
+    let j = Journal::open(&d, opts()).unwrap();
+    assert!(j.recovery_report().created);
+    let mut lsns = Vec::new();
+    for i in 0..500 {
+        lsns.push(j.append(&payload(i)).unwrap());
+    }
+    // LSNs increase.
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+    j.wait_blocking(*lsns.last().unwrap(), Level::Durable)
+        .unwrap();
+    assert!(j.watermark(Level::Durable) > *lsns.last().unwrap());
+    let got: Vec<_> = j.read_from(Lsn(0)).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(got.len(), 500);
+    let stats = j.stats();
+    assert_eq!(stats.appends, 500);
+    let dsync = j.recovery_report().storage.contains("O_DSYNC");
+    assert!(stats.syncs >= 1 || dsync, "{stats:?}");
+    assert!(
+        stats.segments_created >= 2,
+        "records span several segments: {stats:?}"
+    );
+    j.close().unwrap();
+    // Segment files are preallocated to their full size: steady-state
+    // writes never extend a file.
+    for e in std::fs::read_dir(&d).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().ends_with(".seg") {
+            assert_eq!(e.metadata().unwrap().len(), 256 << 10);
+        }
+    }
+
+    let j = Journal::open(&d, opts().recovery(RecoveryMode::Strict)).unwrap();
+    let rep = j.recovery_report().clone();
+    assert_eq!(rep.records, 500);
+    assert_eq!(rep.truncated_at, None);
+    let got: Vec<_> = j.read_from(Lsn(0)).unwrap().map(|r| r.unwrap()).collect();
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(r.lsn, lsns[i]);
+        assert_eq!(r.data, payload(i as u64));
+    }
+    // Appends continue after the last record.
+    let next = j.append(b"after").unwrap();
+    assert_eq!(next.0, rep.end_lsn);
+    j.wait_blocking(next, Level::Written).unwrap();
+    let last = j.read_from(next).unwrap().next().unwrap().unwrap();
+    assert_eq!(last.data, b"after");
+}
+
+#[test]
+fn many_threads_group_commit() {
+    for sync in [SyncMethod::Fdatasync, SyncMethod::Dsync] {
+        group_commit(sync);
+    }
+}
+
+fn group_commit(sync: SyncMethod) {
+    let d = dir(&format!("threads-{sync:?}"));
+    let j = Arc::new(Journal::open(&d, opts().sync(sync)).unwrap());
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..200u64 {
+                    let data = format!("t{t}-{i}").into_bytes();
+                    let lsn = j.append(&data).unwrap();
+                    if i % 10 == 0 {
+                        j.wait_blocking(lsn, Level::Durable).unwrap();
+                    }
+                    mine.push((lsn, data));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort();
+    let stats = j.stats();
+    // 160 durable waits and 1600 records: one sync (or O_DSYNC write)
+    // served several.
+    match sync {
+        SyncMethod::Dsync => assert!(stats.syncs == 0 && stats.writes < 1600, "{stats:?}"),
+        _ => assert!(stats.syncs >= 1 && stats.syncs <= 160, "{stats:?}"),
+    }
+    drop(j);
+    let j = Journal::open(&d, opts()).unwrap();
+    let got: Vec<_> = j
+        .read_from(Lsn(0))
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.lsn, r.data)
+        })
+        .collect();
+    assert_eq!(got, all);
+}
+
+#[test]
+fn full_buffer_try_append_and_async() {
+    let d = dir("full");
+    let j = Journal::open(&d, opts().buffer_bytes(64 << 10)).unwrap();
+    let big = vec![7u8; 16 << 10];
+    let mut full = 0;
+    let mut last = Lsn(0);
+    for _ in 0..2000 {
+        match j.try_append(&big) {
+            Ok(l) => last = l,
+            Err(Error::Full) => full += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let stats = j.stats();
+    assert_eq!(stats.full_refusals, full);
+    j.wait_blocking(last, Level::Written).unwrap();
+    // The async form waits instead.
+    futures::executor::block_on(async {
+        for _ in 0..100 {
+            let l = j.append_async(&big).await.unwrap();
+            j.wait(l, Level::Accepted).await.unwrap();
+        }
+    });
+    assert!(matches!(
+        j.append(&vec![0u8; (16 << 10) + 1]),
+        Err(Error::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn second_open_is_locked_out() {
+    let d = dir("lock");
+    let j = Journal::open(&d, opts()).unwrap();
+    assert!(matches!(Journal::open(&d, opts()), Err(Error::Locked(_))));
+    drop(j);
+    Journal::open(&d, opts()).unwrap();
+}
+
+#[test]
+fn truncate_before_retires_segments() {
+    let d = dir("truncate");
+    let j = Journal::open(&d, opts()).unwrap();
+    let mut lsns = Vec::new();
+    for i in 0..400 {
+        lsns.push(j.append(&payload(i)).unwrap());
+    }
+    j.wait_blocking(*lsns.last().unwrap(), Level::Durable)
+        .unwrap();
+    let count = |d: &PathBuf| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".seg")
+            })
+            .count()
+    };
+    let cut = lsns[300];
+    let cut_seq = j.geometry().segment_of(cut.0);
+    assert!(cut_seq >= 1, "the test needs the cut beyond segment 0");
+    let seg0 = d.join(format!("{:016x}.seg", 0));
+    assert!(seg0.exists());
+    let before = count(&d);
+    assert!(matches!(
+        j.truncate_before(Lsn(cut.0 + 8)),
+        Err(Error::InvalidInput(_))
+    ));
+    j.truncate_before(cut).unwrap();
+    assert!(!seg0.exists());
+    assert!(count(&d) <= before);
+    assert_eq!(j.stats().segments_retired, cut_seq);
+    assert!(j.read_from(lsns[0]).is_err());
+    let first = j.read_from(cut).unwrap().next().unwrap().unwrap();
+    assert_eq!(first.data, payload(300));
+    drop(j);
+    let j = Journal::open(&d, opts().recovery(RecoveryMode::Strict)).unwrap();
+    assert_eq!(j.start_lsn(), cut);
+    assert_eq!(j.recovery_report().records, 100);
+}
+
+#[test]
+fn wait_for_unknown_lsn_is_an_error() {
+    let d = dir("unknown");
+    let j = Journal::open(&d, opts()).unwrap();
+    assert!(matches!(
+        j.wait_blocking(Lsn(1 << 40), Level::Written),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn tiny_ring_wraps_under_many_threads() {
+    // A 4 KiB ring wraps hundreds of times and is full most of the time:
+    // every record must still come back exactly, in LSN order.
+    let d = dir("tiny-ring");
+    let o = opts().buffer_bytes(4096).max_record_bytes(1000);
+    let j = Arc::new(Journal::open(&d, o.clone()).unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                for i in 0..1500u64 {
+                    let len = ((t * 7 + i * 13) % 1000) as usize;
+                    let data: Vec<u8> = (0..len)
+                        .map(|k| (t as usize + i as usize + k) as u8)
+                        .collect();
+                    let lsn = if i % 3 == 0 {
+                        futures::executor::block_on(j.append_async(&data)).unwrap()
+                    } else {
+                        j.append(&data).unwrap()
+                    };
+                    mine.push((lsn, data));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut all: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort();
+    j.wait_blocking(all.last().unwrap().0, Level::Written)
+        .unwrap();
+    let stats = j.stats();
+    assert!(stats.full_waits > 0, "the ring never filled: {stats:?}");
+    assert_eq!(stats.appends, 6000);
+    let got: Vec<_> = j
+        .read_from(Lsn(0))
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.lsn, r.data)
+        })
+        .collect();
+    assert_eq!(got.len(), all.len());
+    assert!(got == all, "records differ after ring wrap");
+}
+
+#[test]
+fn large_records_survive_a_reopen_with_a_smaller_limit() {
+    let d = dir("limit");
+    let j = Journal::open(&d, opts()).unwrap();
+    let big = vec![9u8; 12 << 10];
+    let lsn = j.append(&big).unwrap();
+    j.wait_blocking(lsn, Level::Written).unwrap();
+    drop(j);
+    // Reopened with a limit below the record: it is still read back (the
+    // limit is kept in the checkpoint), not cut off as damage.
+    let small = opts().max_record_bytes(1024).recovery(RecoveryMode::Strict);
+    let j = Journal::open(&d, small.clone()).unwrap();
+    assert_eq!(j.recovery_report().records, 1);
+    let r = j.read_from(lsn).unwrap().next().unwrap().unwrap();
+    assert_eq!(r.data, big);
+    assert!(matches!(j.append(&big), Err(Error::TooLarge { .. })));
+    drop(j);
+    let (_, it) = overlap_journal::inspect(&d, &small).unwrap();
+    assert_eq!(it.count(), 1);
+}

@@ -1,0 +1,251 @@
+//! Simulated power loss and injected I/O errors, through the
+//! fault-injecting storage.
+
+use std::sync::Arc;
+
+use overlap_journal::fault::{Fault, FaultStorage, Loss};
+use overlap_journal::{Error, Journal, Level, Lsn, Options, Storage};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn opts() -> Options {
+    Options::default()
+        .segment_size(16 << 10)
+        .buffer_bytes(16 << 10)
+        .max_record_bytes(2 << 10)
+}
+
+fn read_all(j: &Journal) -> Vec<(Lsn, Vec<u8>)> {
+    j.read_from(j.start_lsn())
+        .unwrap()
+        .map(|r| {
+            let r = r.unwrap();
+            (r.lsn, r.data)
+        })
+        .collect()
+}
+
+/// Appends random records, waiting for `Durable` at random points; returns
+/// everything appended and how many records are acknowledged durable.
+fn workload(j: &Journal, rng: &mut StdRng, n: usize, tag: u64) -> (Vec<(Lsn, Vec<u8>)>, usize) {
+    let mut appended = Vec::new();
+    let mut acked = 0;
+    for i in 0..n {
+        let len = rng.random_range(0..1500);
+        let mut data = format!("{tag}-{i}-").into_bytes();
+        data.extend((0..len).map(|_| rng.random::<u8>()));
+        let lsn = j.append(&data).unwrap();
+        appended.push((lsn, data));
+        match rng.random_range(0..10) {
+            0 => {
+                j.wait_blocking(lsn, Level::Durable).unwrap();
+                acked = appended.len();
+            }
+            1 => j.wait_blocking(lsn, Level::Written).unwrap(),
+            _ => {}
+        }
+    }
+    if rng.random_bool(0.5) {
+        // Leave written but unsynced data for the crash to play with.
+        j.wait_blocking(appended.last().unwrap().0, Level::Written)
+            .unwrap();
+    }
+    (appended, acked)
+}
+
+fn check_prefix(got: &[(Lsn, Vec<u8>)], appended: &[(Lsn, Vec<u8>)], acked: usize, what: &str) {
+    assert!(
+        got.len() >= acked,
+        "{what}: lost acknowledged records: recovered {} of {acked} acknowledged",
+        got.len()
+    );
+    assert!(got.len() <= appended.len(), "{what}: invented records");
+    assert_eq!(got, &appended[..got.len()], "{what}: not a prefix");
+}
+
+#[test]
+fn power_loss_keeps_a_prefix_with_everything_durable() {
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let (mut torn, mut lost_unacked) = (0, 0);
+    for iter in 0..150 {
+        let loss = [Loss::DropAll, Loss::Torn, Loss::Reorder][iter % 3];
+        // Every other round, writes are durable on completion (O_DSYNC).
+        let storage = if iter % 2 == 0 {
+            FaultStorage::new(512)
+        } else {
+            FaultStorage::with_dsync(512)
+        };
+        let j = Journal::open_with_storage(Arc::new(storage.clone()), opts()).unwrap();
+        let n = rng.random_range(1..60);
+        let (mut appended, acked) = workload(&j, &mut rng, n, 1);
+        let crashed = storage.crash(loss, &mut rng);
+        drop(j);
+        let j = Journal::open_with_storage(Arc::new(crashed.clone()), opts())
+            .unwrap_or_else(|e| panic!("iteration {iter} ({loss:?}): recovery failed: {e}"));
+        let got = read_all(&j);
+        check_prefix(
+            &got,
+            &appended,
+            acked,
+            &format!("iteration {iter} {loss:?}"),
+        );
+        torn += j.recovery_report().truncated_at.is_some() as u32;
+        lost_unacked += (got.len() < appended.len()) as u32;
+        // A second life on the recovered log, then another crash: stale
+        // bytes of the first life must never come back.
+        appended.truncate(got.len());
+        let base = appended.len();
+        let n2 = rng.random_range(1..30);
+        let (more, acked2) = workload(&j, &mut rng, n2, 2);
+        appended.extend(more);
+        let acked = if acked2 > 0 { base + acked2 } else { base };
+        let crashed2 = crashed.crash(loss, &mut rng);
+        drop(j);
+        let j = Journal::open_with_storage(Arc::new(crashed2), opts())
+            .unwrap_or_else(|e| panic!("iteration {iter} ({loss:?}), second crash: {e}"));
+        let got = read_all(&j);
+        check_prefix(
+            &got,
+            &appended,
+            acked,
+            &format!("iteration {iter} {loss:?} second life"),
+        );
+    }
+    // The crashes really did damage: torn tails were cut, unacknowledged
+    // records were lost.
+    assert!(
+        torn > 5 && lost_unacked > 20,
+        "torn {torn}, lost {lost_unacked}"
+    );
+}
+
+fn poisoned_with(e: &Error, errno: Option<i32>) -> bool {
+    matches!(e, Error::Poisoned(_)) && (errno.is_none() || e.raw_os_error() == errno)
+}
+
+fn error_case(fault: Fault, on_sync: bool, errno: Option<i32>) {
+    let storage = FaultStorage::new(512);
+    let j = Journal::open_with_storage(Arc::new(storage.clone()), opts()).unwrap();
+    let mut appended = Vec::new();
+    for i in 0..20u32 {
+        let d = i.to_le_bytes().repeat(50);
+        appended.push((j.append(&d).unwrap(), d));
+    }
+    j.wait_blocking(appended.last().unwrap().0, Level::Durable)
+        .unwrap();
+    let acked = appended.len();
+    let durable_before = j.watermark(Level::Durable);
+    if on_sync {
+        storage.fail_sync(0, fault);
+    } else {
+        storage.fail_write(0, fault);
+    }
+    let lsn = j.append(b"doomed").unwrap();
+    appended.push((lsn, b"doomed".to_vec()));
+    let err = j.wait_blocking(lsn, Level::Durable).unwrap_err();
+    assert!(
+        poisoned_with(&err, errno),
+        "{fault:?} on {}: {err}",
+        if on_sync { "sync" } else { "write" }
+    );
+    assert!(storage.fault_fired());
+    // Fail-stop: nothing acknowledged after the failure, every caller gets
+    // the error, and the failed sync is not retried.
+    let (_, syncs) = storage.counts();
+    assert_eq!(j.watermark(Level::Durable), durable_before);
+    assert!(poisoned_with(&j.append(b"later").unwrap_err(), errno));
+    assert!(poisoned_with(
+        &j.wait_blocking(lsn, Level::Written).unwrap_err(),
+        errno
+    ));
+    assert!(matches!(j.try_append(b"x"), Err(Error::Poisoned(_))));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(storage.counts().1, syncs, "a failed sync was retried");
+    assert!(j.close().is_err());
+    // What reached the disk is recovered: everything acknowledged, a prefix.
+    let mut rng = StdRng::seed_from_u64(7);
+    let j = Journal::open_with_storage(Arc::new(storage.crash(Loss::DropAll, &mut rng)), opts())
+        .unwrap();
+    let got = read_all(&j);
+    check_prefix(&got, &appended, acked, &format!("{fault:?}"));
+}
+
+#[test]
+fn eio_on_write_is_fail_stop() {
+    error_case(Fault::Eio, false, Some(libc::EIO));
+}
+
+#[test]
+fn enospc_on_write_is_fail_stop() {
+    error_case(Fault::Enospc, false, Some(libc::ENOSPC));
+}
+
+#[test]
+fn short_write_is_fail_stop() {
+    error_case(Fault::ShortWrite, false, None);
+}
+
+#[test]
+fn eio_on_sync_is_fail_stop() {
+    error_case(Fault::Eio, true, Some(libc::EIO));
+}
+
+#[test]
+fn pending_waiters_all_get_the_error() {
+    let storage = FaultStorage::new(512);
+    let j = Arc::new(Journal::open_with_storage(Arc::new(storage.clone()), opts()).unwrap());
+    storage.fail_sync(0, Fault::Eio);
+    let waiters: Vec<_> = (0..8)
+        .map(|i| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                let lsn = j.append(format!("w{i}").as_bytes())?;
+                j.wait_blocking(lsn, Level::Durable)
+            })
+        })
+        .collect();
+    for w in waiters {
+        let r = w.join().unwrap();
+        assert!(matches!(r, Err(Error::Poisoned(_))), "{r:?}");
+    }
+    assert_eq!(j.watermark(Level::Durable), Lsn(0));
+    assert!(storage.list_segments().unwrap().contains(&0));
+}
+
+#[test]
+fn durable_point_is_recorded_in_the_checkpoint() {
+    for storage in [FaultStorage::new(512), FaultStorage::with_dsync(512)] {
+        let j = Journal::open_with_storage(Arc::new(storage.clone()), opts()).unwrap();
+        let mut last = Lsn(0);
+        for i in 0..50u32 {
+            last = j.append(&i.to_le_bytes()).unwrap();
+        }
+        j.wait_blocking(last, Level::Durable).unwrap();
+        // The flusher records the durable point at the latest when it goes
+        // idle; recovery then treats damage before it as corruption.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let (rep, _) =
+                overlap_journal::inspect_storage(Arc::new(storage.clone()), &opts()).unwrap();
+            if rep.checkpoint_durable_lsn > last.0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "durable point {} never recorded (want > {})",
+                rep.checkpoint_durable_lsn,
+                last.0
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Damage an acknowledged record: even Tolerate refuses.
+        storage.with_segment(0, |b| b[4096 + 40] ^= 1).unwrap();
+        drop(j);
+        let mut rng = StdRng::seed_from_u64(3);
+        let crashed = storage.crash(Loss::DropAll, &mut rng);
+        assert!(matches!(
+            Journal::open_with_storage(Arc::new(crashed), opts()),
+            Err(Error::Corrupt { .. })
+        ));
+    }
+}
