@@ -152,7 +152,8 @@ impl EngineBuilder {
     /// buffered read (default on). A page-cache hit then costs one system call
     /// and no thread hand-off. On a miss the kernel starts the disk read on
     /// the calling thread, so after 4 consecutive misses on a file the fast
-    /// path is skipped for that file, and retried on one read in 32.
+    /// path is skipped for that file, and retried on one read in 32 or once
+    /// the last miss is 10 ms old.
     pub fn cache_fast_path(mut self, on: bool) -> Self {
         self.fast_path = on;
         self

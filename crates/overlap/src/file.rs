@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Poll, Waker};
 
@@ -197,6 +197,7 @@ impl OpenOptions {
                 state: AtomicUsize::new(0),
                 miss_streak: AtomicU32::new(0),
                 skipped: AtomicU32::new(0),
+                last_miss_ns: AtomicU64::new(0),
                 close_waker: Mutex::new(None),
                 shared: engine.shared().clone(),
                 readable: opts.read,
@@ -263,6 +264,8 @@ pub(crate) struct FileInner {
     miss_streak: AtomicU32,
     /// Reads that skipped the fast path because of the streak.
     skipped: AtomicU32,
+    /// When the last miss happened (ns on CLOCK_MONOTONIC).
+    last_miss_ns: AtomicU64,
 }
 
 /// After this many consecutive misses the fast path is skipped: on a miss the
@@ -272,6 +275,17 @@ const MISS_STREAK: u32 = 4;
 /// While skipping, one read in this many still tries the page cache, so a
 /// file that becomes cached gets the fast path back.
 const RETRY_EVERY: u32 = 32;
+/// A streak is forgotten once the last miss is this old: the file may have
+/// been read into the cache meanwhile.
+const STREAK_EXPIRES_NS: u64 = 10_000_000;
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the local timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 impl FileInner {
     /// Whether a buffered read of this file should try the page cache first.
@@ -279,7 +293,9 @@ impl FileInner {
         if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
             return true;
         }
-        self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
+        let since_miss = monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
+        since_miss > STREAK_EXPIRES_NS
+            || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
     }
 
     /// Records the outcome of a fast-path attempt.
@@ -290,6 +306,7 @@ impl FileInner {
             }
         } else {
             self.miss_streak.fetch_add(1, Ordering::Relaxed);
+            self.last_miss_ns.store(monotonic_ns(), Ordering::Relaxed);
         }
     }
 

@@ -343,7 +343,9 @@ fn fast_path_backs_off_after_misses_and_returns_when_cached(d: Driver) {
     );
     eprintln!("cold: {misses} misses, {skipped} skipped");
     assert!(misses >= 4, "the first cold reads try the cache: {s1:?}");
-    assert!(skipped >= 20, "a miss streak stops the fast path: {s1:?}");
+    // Skipped reads are retried once the last miss is 10 ms old, so on a
+    // slow disk fewer are skipped; 40 cold reads still skip most.
+    assert!(skipped >= 10, "a miss streak stops the fast path: {s1:?}");
     // Now cache the whole file; within one retry period hits resume.
     let mut std_f = std::fs::File::open(&path).unwrap();
     std::io::copy(&mut std_f, &mut std::io::sink()).unwrap();
