@@ -129,6 +129,7 @@ impl UringDriver {
         entries: u32,
         cq_entries: u32,
         max_kernel_workers: Option<u32>,
+        submit_chunk: usize,
         counters: Arc<Counters>,
     ) -> Result<(UringDriver, String), FallbackReason> {
         // SAFETY: eventfd has no memory arguments; the result is checked.
@@ -164,7 +165,7 @@ impl UringDriver {
                 match setup {
                     Ok((ring, flags, has_ftruncate)) => {
                         let _ = tx.send(Ok(flags));
-                        EngineThread::new(ring, q, counters, has_ftruncate).run();
+                        EngineThread::new(ring, q, counters, has_ftruncate, submit_chunk).run();
                     }
                     Err(reason) => {
                         let _ = tx.send(Err(reason));
@@ -345,6 +346,8 @@ struct EngineThread {
     slab: Slab<(Arc<dyn Completable>, u64)>,
     batch: u64,
     eventfd_armed: bool,
+    /// Entries per `io_uring_enter` fixed by the builder; 0 = adaptive.
+    fixed_chunk: usize,
 }
 
 impl EngineThread {
@@ -353,6 +356,7 @@ impl EngineThread {
         queue: Arc<Queue>,
         counters: Arc<Counters>,
         has_ftruncate: bool,
+        fixed_chunk: usize,
     ) -> EngineThread {
         EngineThread {
             ring,
@@ -363,6 +367,7 @@ impl EngineThread {
             slab: Slab::new(),
             batch: 0,
             eventfd_armed: false,
+            fixed_chunk,
         }
     }
 
@@ -404,6 +409,10 @@ impl EngineThread {
                     let sqe = build_sqe(op.kind());
                     let key = self.slab.insert((op, self.batch));
                     self.push(&sqe.user_data(key as u64));
+                    let chunk = self.submit_chunk();
+                    if self.ring.submission().len() >= chunk {
+                        self.enter(0);
+                    }
                 }
                 self.enter(0);
                 self.reap(true);
@@ -423,6 +432,22 @@ impl EngineThread {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .sample();
+    }
+
+    /// How many entries to hand the kernel per `io_uring_enter`. The kernel
+    /// plugs the block layer for a multi-entry submission: no request of it
+    /// reaches the device until all are issued (a few microseconds each), so
+    /// at shallow queues small chunks keep the device busier. Measured here
+    /// (random 4 KiB direct reads at depth 32): one chunk per batch ~70k
+    /// IOPS, chunks of 4 ~82k (fio: ~88k) for 0.5 us more CPU per read;
+    /// chunks of 2 cost more CPU than fio. Deep queues hide the delay, and
+    /// larger chunks save system calls: the chunk is in-flight/8, 4 to 64,
+    /// unless the builder fixed it.
+    fn submit_chunk(&self) -> usize {
+        match self.fixed_chunk {
+            0 => (self.slab.len() / 8).clamp(4, 64),
+            n => n,
+        }
     }
 
     /// Puts one entry in the submission ring, submitting first if it is full.
