@@ -13,17 +13,27 @@
 //! have completed inline.
 //!
 //! Why not "callers submit directly, a reaper thread waits"? Measured on the
-//! development machine (2 vCPUs, virtio disk; random 4 KiB O_DIRECT reads,
-//! depth 32, one requester; `examples/randread.rs` against
-//! `examples/design_b.rs`, alternated with fio in one run): both designs
-//! reach a similar rate (0.7-0.9x fio), but callers that submit directly own
-//! the completion task work of their requests, so the kernel interrupts them
-//! to post completions that the reaper is waiting for, and every submission
-//! is its own system call: 5.2-6.8 us of CPU per read against 4.1-5.6 us
-//! here (fio: 5.0). What the engine thread costs instead is a cross-thread
-//! hand-off per batch of completions; wake-ups are deferred to the end of
-//! each batch (`WakeBatch`) so a waiting caller is woken once per batch,
-//! not once per completion.
+//! development machine (2 vCPUs, virtio disk, quiet; random 4 KiB O_DIRECT
+//! reads, depth 32, one requester; `examples/randread.rs` against
+//! `examples/design_b.rs`, interleaved with fio, medians of 5):
+//!
+//! | design | IOPS | CPU per read |
+//! | --- | --- | --- |
+//! | fio, io_uring engine (one thread, one request per `io_uring_enter`) | 89k | 4.9 us |
+//! | callers submit (one `io_uring_enter` each), reaper thread | 88k | 4.6-4.9 us |
+//! | this engine thread, chunks of 4 per `io_uring_enter` | 81k | 4.5 us |
+//! | this engine thread, one `io_uring_enter` per batch | 71k | 3.9 us |
+//!
+//! Callers that submit directly reach the device sooner (no hand-off to
+//! this thread) but pay a system call per operation, and they own the
+//! completion task work of their requests, so the kernel interrupts them to
+//! post completions a reaper waits for; many callers submitting at once also
+//! contend for the ring. This thread batches any number of callers into few
+//! system calls, runs with `SINGLE_ISSUER|DEFER_TASKRUN`, and can tell inline
+//! from asynchronous completions; its cost is the hand-off, about 8% at
+//! depth 32 from a single requester. Wake-ups of callers are deferred to the
+//! end of each batch of completions (`WakeBatch`), so a waiting caller is
+//! woken once per batch, not once per completion.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
