@@ -425,16 +425,28 @@ impl Wake for ThreadWaker {
 /// Runs a future to completion on the current thread, parking between polls.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
     thread_local! {
-        // One waker per thread, made once: `wait()` is on the fast path.
+        // One waker per thread, made once and lent to each poll: `wait()` is
+        // on the page-cache fast path.
         static WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     }
     let mut fut = std::pin::pin!(fut);
-    let waker = WAKER.with(|w| w.clone());
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
+    let run = |waker: &Waker, fut: &mut std::pin::Pin<&mut F>| {
+        let mut cx = Context::from_waker(waker);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
         }
-        std::thread::park();
+    };
+    // Borrow the thread's waker without touching its reference count
+    // (`try_with` is re-entrant, so a nested block_on is fine); during
+    // thread teardown the thread-local is gone: make one.
+    match WAKER.try_with(|w| run(w, &mut fut)) {
+        Ok(v) => v,
+        Err(_) => run(
+            &Waker::from(Arc::new(ThreadWaker(std::thread::current()))),
+            &mut fut,
+        ),
     }
 }
