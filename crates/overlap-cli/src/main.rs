@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod journal;
 mod probe;
 
@@ -19,6 +20,9 @@ enum Command {
     /// Does asynchronous I/O really overlap on this disk? The KB 156932
     /// `asynchio` experiment on your own files, explained.
     Probe(probe::ProbeArgs),
+    /// Measure IOPS, latency and CPU per operation, fio-style, optionally
+    /// side by side with fio itself.
+    Bench(bench::BenchArgs),
     /// The write-ahead log: append stdin lines, dump, verify and benchmark
     /// a journal directory.
     Journal(journal::JournalArgs),
@@ -28,6 +32,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Probe(args) => probe::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Journal(args) => journal::run(args),
     }
 }

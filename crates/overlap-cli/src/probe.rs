@@ -201,7 +201,10 @@ impl Cleanup {
                     for p in paths.iter() {
                         let _ = std::fs::remove_file(p);
                     }
-                    eprintln!(
+                    // Not eprintln!: it panics when stderr is a closed pipe,
+                    // and this thread must reach exit() whatever happens.
+                    let _ = writeln!(
+                        std::io::stderr(),
                         "\noverlap probe: interrupted; removed the {} file(s) it had created",
                         paths.len()
                     );

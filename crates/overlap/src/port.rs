@@ -111,6 +111,16 @@ impl<B: Send + 'static> Wake for PortShared<B> {
 /// the engine's in-flight budget is full); completions are taken with
 /// [`next`](Port::next) from any thread.
 ///
+/// A completion holds its share of the in-flight budget until a worker
+/// takes it, so completions nobody collects cannot pile up without bound.
+/// The consequence: a thread that both submits and collects must not block
+/// in [`read_at`](Port::read_at)/[`write_at`](Port::write_at) while its own
+/// uncollected completions fill the budget, for it would wait for itself.
+/// Such a thread uses [`try_read_at`](Port::try_read_at)/
+/// [`try_write_at`](Port::try_write_at) and, on [`Error::WouldBlock`],
+/// takes completions before retrying; or it leaves collecting to other
+/// threads.
+///
 /// ```
 /// use overlap::{Engine, File, Port};
 /// let engine = Engine::new().unwrap();

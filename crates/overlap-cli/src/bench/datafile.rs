@@ -1,0 +1,313 @@
+//! The data files a run reads and writes: created in `--dir` (and removed at
+//! the end) or given with `--file`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+
+use anyhow::{bail, Context, Result};
+
+use super::{Job, Target};
+
+/// Files this process created and must remove, even when interrupted.
+fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
+    static FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    FILES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The fio child running now (0: none), killed on interruption.
+static FIO_CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// Records the running fio process (None when it has ended).
+pub(crate) fn set_fio_child(pid: Option<u32>) {
+    FIO_CHILD.store(pid.map_or(0, |p| p as i32), Ordering::SeqCst);
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: stop fio, remove the data files, exit with
+/// 128 + the signal. The signals are blocked in every thread (the mask is
+/// inherited) and one thread waits for them with sigwait.
+fn install_signal_cleanup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t owned by this frame; blocking
+        // the signals here (and in threads started later) defers them to
+        // the sigwait below.
+        let blocked = unsafe {
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::sigaddset(&mut set, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
+        };
+        if !blocked {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("bench-signals".into())
+            .spawn(move || loop {
+                let mut sig: libc::c_int = 0;
+                // SAFETY: a valid set moved into this thread and a valid out-pointer.
+                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    continue;
+                }
+                let child = FIO_CHILD.load(Ordering::SeqCst);
+                if child > 0 {
+                    // SAFETY: signals our own child process, by its id.
+                    unsafe { libc::kill(child, libc::SIGKILL) };
+                }
+                // Held until exit: no file can be created after this.
+                let files = registry();
+                for p in files.iter() {
+                    let _ = std::fs::remove_file(p);
+                }
+                // Not eprintln!: it panics when stderr is gone (a closed
+                // pipe), which would end this thread and leave the signal
+                // blocked for good.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\noverlap bench: interrupted; removed the {} data file(s) it had created",
+                    files.len()
+                );
+                std::process::exit(128 + sig);
+            });
+        if spawned.is_err() {
+            // SAFETY: as above, on the same valid set.
+            unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+        }
+    });
+}
+
+/// Creates `path` (truncating it if `truncate`, else failing if it exists),
+/// registered for removal.
+fn create_registered(path: &Path, truncate: bool) -> Result<File> {
+    let mut files = registry();
+    let mut o = OpenOptions::new();
+    o.write(true);
+    if truncate {
+        o.create(true).truncate(true);
+    } else {
+        o.create_new(true);
+    }
+    let f = o
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    if !files.iter().any(|p| p == path) {
+        files.push(path.to_path_buf());
+    }
+    Ok(f)
+}
+
+/// The files of one invocation.
+pub(crate) struct DataFiles {
+    dir: PathBuf,
+    given: Option<PathBuf>,
+    size_given: bool,
+    size: u64,
+    /// The read file, created on first use and reused by every read result.
+    read_file: Option<PathBuf>,
+}
+
+impl DataFiles {
+    pub(crate) fn new(dir: PathBuf, given: Option<PathBuf>, size_given: bool, size: u64) -> Self {
+        install_signal_cleanup();
+        DataFiles {
+            dir,
+            given,
+            size_given,
+            size,
+            read_file: None,
+        }
+    }
+
+    fn scratch_path(&self, what: &str) -> PathBuf {
+        self.dir
+            .join(format!("overlap-bench-{}-{what}.dat", std::process::id()))
+    }
+
+    /// Makes the file ready for `job` (fresh for write jobs, the page cache
+    /// warmed or dropped for buffered reads) and says where it is.
+    pub(crate) fn target_for(&mut self, job: &Job) -> Result<Target> {
+        let target = if job.rw.is_write() {
+            self.write_target(job)?
+        } else {
+            self.read_target(job)?
+        };
+        if target.size < job.bs as u64 {
+            bail!(
+                "{} holds {} bytes, less than one block of {} bytes",
+                target.path.display(),
+                target.size,
+                job.bs
+            );
+        }
+        Ok(target)
+    }
+
+    fn read_target(&mut self, job: &Job) -> Result<Target> {
+        let path = match (&self.given, &self.read_file) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => p.clone(),
+            (None, None) => {
+                self.check_dir(self.size)?;
+                let p = self.scratch_path("read");
+                fill(&p, self.size)?;
+                self.read_file = Some(p.clone());
+                p
+            }
+        };
+        let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let meta = f.metadata()?;
+        if !meta.is_file() {
+            bail!("{} is not a regular file", path.display());
+        }
+        let len = meta.len();
+        let size = if self.size_given {
+            self.size.min(len)
+        } else {
+            len
+        };
+        if !job.direct {
+            if job.warm {
+                warm(&f, size)
+                    .with_context(|| format!("reading {} into the page cache", path.display()))?;
+            } else {
+                drop_cache(&f);
+            }
+        }
+        Ok(Target { path, size })
+    }
+
+    fn write_target(&mut self, job: &Job) -> Result<Target> {
+        if let Some(p) = &self.given {
+            // --allow-write was checked when planning: overwrite in place.
+            let f = OpenOptions::new()
+                .write(true)
+                .open(p)
+                .with_context(|| format!("opening {} for writing", p.display()))?;
+            let len = f.metadata()?.len();
+            let size = if self.size_given { self.size } else { len };
+            if job.prealloc {
+                allocate(&f, size)?;
+            }
+            return Ok(Target {
+                path: p.clone(),
+                size,
+            });
+        }
+        let p = self.scratch_path("write");
+        if !registry().contains(&p) {
+            self.check_dir(self.size)?;
+        }
+        let f = create_registered(&p, true)?;
+        if job.prealloc {
+            allocate(&f, self.size)?;
+        }
+        f.sync_all()?;
+        Ok(Target {
+            path: p,
+            size: self.size,
+        })
+    }
+
+    /// Refuses a missing directory, or one without room for `need` bytes
+    /// (plus 5%), before anything is written.
+    fn check_dir(&self, need: u64) -> Result<()> {
+        let d = &self.dir;
+        if !d.is_dir() {
+            bail!("--dir {}: no such directory", d.display());
+        }
+        let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
+            .map_err(|_| anyhow::anyhow!("--dir {} contains a NUL byte", d.display()))?;
+        // SAFETY: statvfs is plain data; all-zero is a valid value.
+        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is NUL-terminated and `vfs` is a writable statvfs.
+        if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } == 0 {
+            let avail = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
+            let want = need + need / 20;
+            if avail < want {
+                bail!(
+                    "--dir {} has {} MiB free; the data file needs {} MiB (use a smaller --size or another --dir)",
+                    d.display(),
+                    avail >> 20,
+                    want.div_ceil(1 << 20)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the files this run created.
+    pub(crate) fn cleanup(&mut self) -> Result<()> {
+        let mut first_err = None;
+        let created = std::mem::take(&mut *registry());
+        for p in created {
+            if let Err(e) = std::fs::remove_file(&p) {
+                if e.kind() != std::io::ErrorKind::NotFound && first_err.is_none() {
+                    first_err = Some(anyhow::anyhow!("removing {}: {e}", p.display()));
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for DataFiles {
+    fn drop(&mut self) {
+        let _ = self.cleanup();
+    }
+}
+
+/// Writes `size` bytes of non-zero data and makes them durable.
+fn fill(path: &Path, size: u64) -> Result<()> {
+    eprintln!(
+        "creating data file {} ({} MiB)",
+        path.display(),
+        size.div_ceil(1 << 20)
+    );
+    let mut f = create_registered(path, false)?;
+    // Byte k of the file is k % 251 + 1: never zero, and no 4 KiB block
+    // equals its neighbour (251 is prime), so neither compression nor
+    // zero-detection can make reads cheaper than real. Chunks are windows
+    // of one precomputed pattern.
+    const CHUNK: usize = 1 << 20;
+    let pattern: Vec<u8> = (0..CHUNK + 251).map(|i| (i % 251 + 1) as u8).collect();
+    let mut done = 0u64;
+    while done < size {
+        let n = (size - done).min(CHUNK as u64) as usize;
+        let start = (done % 251) as usize;
+        f.write_all(&pattern[start..start + n])
+            .with_context(|| format!("writing {}", path.display()))?;
+        done += n as u64;
+    }
+    f.sync_all()
+        .with_context(|| format!("fsync {}", path.display()))?;
+    Ok(())
+}
+
+fn allocate(f: &File, size: u64) -> Result<()> {
+    // SAFETY: plain descriptor call on a file we hold open.
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error()).context("fallocate (--prealloc)");
+    }
+    Ok(())
+}
+
+/// Reads the first `size` bytes so that they sit in the page cache.
+fn warm(f: &File, size: u64) -> Result<()> {
+    let mut r = f.take(size);
+    let mut buf = vec![0u8; 1 << 20];
+    while r.read(&mut buf)? > 0 {}
+    Ok(())
+}
+
+/// Drops the file's clean cached pages (fio's invalidate=1).
+fn drop_cache(f: &File) {
+    // SAFETY: advice only, on a descriptor we hold open.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+}
