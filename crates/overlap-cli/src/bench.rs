@@ -4,7 +4,7 @@
 //!
 //! Vocabulary (also in BENCHMARKS.md):
 //! - `--iodepth N`: one requester keeps N operations in flight (engine: one
-//!   thread with a completion port or N futures; sync: N threads, as fio's
+//!   thread with a completion port, or N futures; sync: N threads, as fio's
 //!   psync with `numjobs=N`).
 //! - `--concurrency N`: N independent requesters, each with one operation in
 //!   flight (engine: N tokio tasks on a multi-thread runtime with one worker
@@ -230,7 +230,7 @@ pub(crate) struct BenchOpts {
     warm: bool,
 
     /// How one engine requester keeps --iodepth operations in flight.
-    #[arg(long, value_enum, default_value = "futures")]
+    #[arg(long, value_enum, default_value = "port")]
     requester: Requester,
 
     /// Seed for random offsets.
