@@ -89,6 +89,9 @@ impl Driver {
 /// How one engine requester keeps `--iodepth` operations in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Requester {
+    /// A port when --iodepth is above 1, a future awaited in a loop at 1 (the
+    /// cheaper of the two for each; see BENCHMARKS.md).
+    Auto,
     /// N futures in a `FuturesUnordered`, polled on one thread.
     Futures,
     /// A completion port with N outstanding, resubmitting on each completion.
@@ -230,7 +233,7 @@ pub(crate) struct BenchOpts {
     warm: bool,
 
     /// How one engine requester keeps --iodepth operations in flight.
-    #[arg(long, value_enum, default_value = "port")]
+    #[arg(long, value_enum, default_value = "auto")]
     requester: Requester,
 
     /// Seed for random offsets.

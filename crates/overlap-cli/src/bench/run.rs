@@ -773,7 +773,10 @@ fn run_engine(
             (parts.iter().sum(), "tokio")
         }
         (None, Requester::Futures) => (futures::executor::block_on(requester(req)), "futures"),
-        (None, Requester::Port) => (port_requester(&engine, &req), "port"),
+        (None, Requester::Auto) if job.iodepth <= 1 => {
+            (futures::executor::block_on(requester(req)), "futures")
+        }
+        (None, Requester::Port | Requester::Auto) => (port_requester(&engine, &req), "port"),
     };
     let w = meter.finish();
     drop(runtime);
