@@ -834,6 +834,9 @@ fn verdict(m: &Measurement) -> Verdict {
 fn pct(x: f64) -> String {
     if x > 0.0 && x < 0.01 {
         "<1%".into()
+    } else if x > 0.99 && x < 1.0 {
+        // Never round a shortfall up to "100%".
+        format!("{:.1}%", (x * 1000.0).floor() / 10.0)
     } else {
         format!("{:.0}%", x * 100.0)
     }
@@ -1802,6 +1805,15 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_shortfall_is_never_rounded_to_100_percent() {
+        assert_eq!(super::pct(0.996), "99.6%");
+        assert_eq!(super::pct(0.9999), "99.9%");
+        assert_eq!(super::pct(1.0), "100%");
+        assert_eq!(super::pct(0.5), "50%");
+        assert_eq!(super::pct(0.001), "<1%");
+    }
+
     use super::*;
 
     #[test]
