@@ -25,7 +25,6 @@ use std::io::{IsTerminal, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -151,71 +150,21 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 // Cleanup: the probe's files go away on success, error, panic and Ctrl-C.
 // ---------------------------------------------------------------------------
 
-/// Paths the probe created and has not removed yet.
-static FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
 fn files() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    FILES.lock().unwrap_or_else(|p| p.into_inner())
+    crate::cleanup::registry()
 }
 
-/// Removes every registered file (best effort) and forgets them.
 fn remove_registered() {
-    for p in std::mem::take(&mut *files()) {
-        let _ = std::fs::remove_file(p);
-    }
+    crate::cleanup::remove_all();
 }
 
 /// Owns the probe's files: removes them when dropped, and on SIGINT, SIGTERM
-/// or SIGHUP (a thread waits for those signals, which are blocked in every
-/// other thread, removes the files and exits with 128 + the signal).
+/// or SIGHUP (see [`crate::cleanup::install`]).
 struct Cleanup;
 
 impl Cleanup {
     fn install() -> Cleanup {
-        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid sigset_t owned by this frame; blocking the
-        // signals in this thread (and so in every thread started later,
-        // which inherit the mask) only defers their delivery to sigwait.
-        let blocked = unsafe {
-            libc::sigemptyset(&mut set);
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::sigaddset(&mut set, sig);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
-        };
-        if blocked {
-            let spawned = std::thread::Builder::new()
-                .name("overlap-probe-signals".into())
-                .spawn(move || loop {
-                    let mut sig: libc::c_int = 0;
-                    // SAFETY: `set` is a valid sigset_t moved into this
-                    // thread; `sig` is a valid out-pointer.
-                    if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                        continue;
-                    }
-                    // Files are created while this lock is held (see
-                    // `Cleanup::create`) and it is never released: no file
-                    // can appear after this removal.
-                    let paths = files();
-                    for p in paths.iter() {
-                        let _ = std::fs::remove_file(p);
-                    }
-                    // Not eprintln!: it panics when stderr is a closed pipe,
-                    // and this thread must reach exit() whatever happens.
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\noverlap probe: interrupted; removed the {} file(s) it had created",
-                        paths.len()
-                    );
-                    std::process::exit(128 + sig);
-                });
-            if spawned.is_err() {
-                // Without the waiter, let the signals kill the process as usual.
-                // SAFETY: as above, on the same valid set.
-                unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-            }
-        }
+        crate::cleanup::install("probe", None);
         Cleanup
     }
 

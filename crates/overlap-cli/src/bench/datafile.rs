@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::MutexGuard;
 
 use anyhow::{bail, Context, Result};
 
@@ -14,8 +14,7 @@ use super::{Job, Target};
 
 /// Files this process created and must remove, even when interrupted.
 fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
-    static FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    FILES.lock().unwrap_or_else(|p| p.into_inner())
+    crate::cleanup::registry()
 }
 
 /// The fio child running now (0: none), killed on interruption.
@@ -27,59 +26,17 @@ pub(crate) fn set_fio_child(pid: Option<u32>) {
 }
 
 /// On SIGINT, SIGTERM or SIGHUP: stop fio, remove the data files, exit with
-/// 128 + the signal. The signals are blocked in every thread (the mask is
-/// inherited) and one thread waits for them with sigwait.
+/// 128 + the signal (see [`crate::cleanup::install`]).
 fn install_signal_cleanup() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid sigset_t owned by this frame; blocking
-        // the signals here (and in threads started later) defers them to
-        // the sigwait below.
-        let blocked = unsafe {
-            libc::sigemptyset(&mut set);
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                libc::sigaddset(&mut set, sig);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
-        };
-        if !blocked {
-            return;
-        }
-        let spawned = std::thread::Builder::new()
-            .name("bench-signals".into())
-            .spawn(move || loop {
-                let mut sig: libc::c_int = 0;
-                // SAFETY: a valid set moved into this thread and a valid out-pointer.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                    continue;
-                }
-                let child = FIO_CHILD.load(Ordering::SeqCst);
-                if child > 0 {
-                    // SAFETY: signals our own child process, by its id.
-                    unsafe { libc::kill(child, libc::SIGKILL) };
-                }
-                // Held until exit: no file can be created after this.
-                let files = registry();
-                for p in files.iter() {
-                    let _ = std::fs::remove_file(p);
-                }
-                // Not eprintln!: it panics when stderr is gone (a closed
-                // pipe), which would end this thread and leave the signal
-                // blocked for good.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\noverlap bench: interrupted; removed the {} data file(s) it had created",
-                    files.len()
-                );
-                std::process::exit(128 + sig);
-            });
-        if spawned.is_err() {
-            // SAFETY: as above, on the same valid set.
-            unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-        }
-    });
+    crate::cleanup::install("bench", Some(kill_fio_child));
+}
+
+fn kill_fio_child() {
+    let child = FIO_CHILD.load(Ordering::SeqCst);
+    if child > 0 {
+        // SAFETY: signals our own child process, by its id.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+    }
 }
 
 /// Creates `path` (truncating it if `truncate`, else failing if it exists),
