@@ -200,10 +200,9 @@ impl EngineBuilder {
                 self.ring_entries
             )));
         }
-        if self.max_kernel_workers == Some(0) || self.max_kernel_workers.is_some_and(|n| n > 4096) {
+        if let Some(n) = self.max_kernel_workers.filter(|n| !(1..=4096).contains(n)) {
             return Err(Error::InvalidInput(format!(
-                "max_kernel_workers must be between 1 and 4096, got {}",
-                self.max_kernel_workers.unwrap_or(0)
+                "max_kernel_workers must be between 1 and 4096, got {n}"
             )));
         }
         let mut choice = self.driver;

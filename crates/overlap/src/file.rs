@@ -432,6 +432,15 @@ impl std::fmt::Debug for File {
     }
 }
 
+/// The access an operation needs the file to have been opened with.
+#[derive(Clone, Copy)]
+enum Need {
+    Read,
+    Write,
+    /// Any open file (sync, metadata).
+    Open,
+}
+
 pub(crate) enum Prepared<B> {
     Done(Result<usize>, B),
     Req(Request<B>),
@@ -492,14 +501,14 @@ impl File {
         &self.engine
     }
 
-    fn check(&self, need: &'static str, addr: usize, offset: u64, len: usize) -> Result<()> {
+    fn check(&self, need: Need, addr: usize, offset: u64, len: usize) -> Result<()> {
         let inner = &self.inner;
         if inner.fd() < 0 {
             return Err(Error::Closed);
         }
         match need {
-            "read" if !inner.readable => return Err(Error::NotOpenedFor("read")),
-            "write" if !inner.writable => return Err(Error::NotOpenedFor("write")),
+            Need::Read if !inner.readable => return Err(Error::NotOpenedFor("read")),
+            Need::Write if !inner.writable => return Err(Error::NotOpenedFor("write")),
             _ => {}
         }
         if offset
@@ -541,51 +550,42 @@ impl File {
 
     pub(crate) fn prepare_read<B: IoBufMut>(
         &self,
-        mut buf: B,
+        buf: B,
         start: usize,
         offset: u64,
     ) -> Prepared<B> {
-        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
-        let addr = buf.stable_mut_ptr() as usize + start;
-        if let Err(e) = self.check("read", addr, offset, len) {
-            return Prepared::Done(Err(e), buf);
-        }
-        if len == 0 {
-            return Prepared::Done(Ok(0), buf);
-        }
-        let shared = &self.inner.shared;
-        Prepared::Req(Request {
-            shared: shared.clone(),
-            file: Some(FileRef::new(self.inner.clone())),
-            buf,
-            make: make_read::<B>,
-            params: Params {
-                fd: self.inner.fd(),
-                offset,
-                len: len as u64,
-                start,
-                flag: 0,
-            },
-            bytes: len,
-            fast_path: shared.fast_path && !self.inner.direct,
-        })
+        let fast_path = self.inner.shared.fast_path && !self.inner.direct;
+        self.prepare(buf, start, offset, Need::Read, make_read::<B>, fast_path)
     }
 
     pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
+        self.prepare(buf, start, offset, Need::Write, make_write::<B>, false)
+    }
+
+    /// Validates a transfer of `buf[start..]` at `offset` and turns it into a
+    /// request; invalid and zero-length transfers are answered at once.
+    fn prepare<B: IoBuf>(
+        &self,
+        buf: B,
+        start: usize,
+        offset: u64,
+        need: Need,
+        make: fn(&mut B, &Params) -> OpKind,
+        fast_path: bool,
+    ) -> Prepared<B> {
         let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
         let addr = buf.stable_ptr() as usize + start;
-        if let Err(e) = self.check("write", addr, offset, len) {
+        if let Err(e) = self.check(need, addr, offset, len) {
             return Prepared::Done(Err(e), buf);
         }
         if len == 0 {
             return Prepared::Done(Ok(0), buf);
         }
-        let shared = &self.inner.shared;
         Prepared::Req(Request {
-            shared: shared.clone(),
+            shared: self.inner.shared.clone(),
             file: Some(FileRef::new(self.inner.clone())),
             buf,
-            make: make_write::<B>,
+            make,
             params: Params {
                 fd: self.inner.fd(),
                 offset,
@@ -594,7 +594,7 @@ impl File {
                 flag: 0,
             },
             bytes: len,
-            fast_path: false,
+            fast_path,
         })
     }
 
@@ -671,7 +671,7 @@ impl File {
 
     fn simple(
         &self,
-        need: &'static str,
+        need: Need,
         make: fn(&mut (), &Params) -> OpKind,
         params: Params,
     ) -> Task<Result<()>> {
@@ -691,7 +691,7 @@ impl File {
     /// `fsync`: data and metadata reach stable storage.
     pub fn sync_all(&self) -> Task<Result<()>> {
         self.simple(
-            "any",
+            Need::Open,
             |_, p| OpKind::Fsync {
                 fd: p.fd,
                 datasync: false,
@@ -704,7 +704,7 @@ impl File {
     /// storage.
     pub fn sync_data(&self) -> Task<Result<()>> {
         self.simple(
-            "any",
+            Need::Open,
             |_, p| OpKind::Fsync {
                 fd: p.fd,
                 datasync: true,
@@ -727,7 +727,7 @@ impl File {
             return Task::new(async move { Err(err) });
         }
         self.simple(
-            "write",
+            Need::Write,
             |_, p| OpKind::Fallocate {
                 fd: p.fd,
                 mode: 0,
@@ -753,7 +753,7 @@ impl File {
             });
         }
         self.simple(
-            "write",
+            Need::Write,
             |_, p| OpKind::Ftruncate {
                 fd: p.fd,
                 len: p.len,
@@ -769,7 +769,7 @@ impl File {
     pub fn metadata(&self) -> Task<Result<Metadata>> {
         let file = self.clone();
         Task::new(async move {
-            file.check("any", 0, 0, 0)?;
+            file.check(Need::Open, 0, 0, 0)?;
             // SAFETY: statx is plain old data; all-zero is a valid value.
             let buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
             let req = Request {

@@ -72,16 +72,6 @@ unsafe impl Send for OpKind {}
 // addresses.
 unsafe impl Sync for OpKind {}
 
-impl OpKind {
-    /// Bytes this operation moves, for statistics.
-    fn is_read(&self) -> bool {
-        matches!(self, OpKind::Read { .. })
-    }
-    fn is_write(&self) -> bool {
-        matches!(self, OpKind::Write { .. })
-    }
-}
-
 /// What a driver sees of an operation.
 pub(crate) trait Completable: Send + Sync {
     fn kind(&self) -> &OpKind;
@@ -102,15 +92,23 @@ pub(crate) enum Target<B> {
 
 pub(crate) struct OpCell<B> {
     kind: OpKind,
-    buf: Mutex<Option<B>>,
-    state: Mutex<State>,
     target: Target<B>,
+    shared: Arc<Shared>,
+    /// Everything that changes hands at completion, under one lock: the
+    /// driver takes it once in `complete`, the future once when it is done.
+    slot: Mutex<Slot<B>>,
+}
+
+struct Slot<B> {
+    state: State,
+    /// The kernel reads or writes the buffer's heap memory while in flight;
+    /// nothing touches this field until completion.
+    buf: Option<B>,
     /// Budget held while in flight; released at completion (futures) or when
     /// a port hands the completion to a worker.
-    permit: Mutex<Option<Permit>>,
+    permit: Option<Permit>,
     /// Keeps the descriptor open (and counted in use) while the kernel uses it.
-    file: Mutex<Option<FileRef>>,
-    shared: Arc<Shared>,
+    file: Option<FileRef>,
 }
 
 impl<B: Send + 'static> OpCell<B> {
@@ -124,28 +122,29 @@ impl<B: Send + 'static> OpCell<B> {
     ) -> Arc<OpCell<B>> {
         Arc::new(OpCell {
             kind,
-            buf: Mutex::new(Some(buf)),
-            state: Mutex::new(State::Waiting(None)),
             target,
-            permit: Mutex::new(permit),
-            file: Mutex::new(file),
             shared,
+            slot: Mutex::new(Slot {
+                state: State::Waiting(None),
+                buf: Some(buf),
+                permit,
+                file,
+            }),
         })
     }
 
-    pub(crate) fn take_buf(&self) -> B {
-        self.buf
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .expect("buffer taken once")
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot<B>> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Ready result, or registers the waker.
-    fn poll_done(&self, cx: &mut Context<'_>) -> Poll<i64> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &mut *st {
-            State::Done(res) => Poll::Ready(*res),
+    /// The result and the buffer once done, or registers the waker.
+    fn poll_done(&self, cx: &mut Context<'_>) -> Poll<(i64, B)> {
+        let mut slot = self.slot();
+        match &mut slot.state {
+            State::Done(res) => {
+                let res = *res;
+                Poll::Ready((res, slot.buf.take().expect("buffer taken once")))
+            }
             State::Waiting(w) => {
                 match w {
                     Some(old) if old.will_wake(cx.waker()) => {}
@@ -164,43 +163,33 @@ impl<B: Send + 'static> Completable for OpCell<B> {
 
     fn complete(&self, res: i64, inline: bool) {
         self.shared.counters.record(&self.kind, res, inline);
-        drop(self.file.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let (file, permit, waker, buf) = {
+            let mut slot = self.slot();
+            let waker = match std::mem::replace(&mut slot.state, State::Done(res)) {
+                State::Waiting(w) => w,
+                State::Done(_) => unreachable!("an operation completes once"),
+            };
+            // A port takes the buffer now; a future takes it when polled.
+            let buf = match self.target {
+                Target::Port { .. } => slot.buf.take(),
+                Target::Future => None,
+            };
+            (slot.file.take(), slot.permit.take(), waker, buf)
+        };
+        // Side effects outside the lock: closing waits for the file count,
+        // and releasing budget may wake submitters.
+        drop(file);
         match &self.target {
             Target::Future => {
-                drop(self.permit.lock().unwrap_or_else(|p| p.into_inner()).take());
-                let waker = {
-                    let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                    match std::mem::replace(&mut *st, State::Done(res)) {
-                        State::Waiting(w) => w,
-                        State::Done(_) => unreachable!("an operation completes once"),
-                    }
-                };
+                drop(permit);
                 if let Some(w) = waker {
                     crate::driver::wake(w);
                 }
             }
             Target::Port { port, key } => {
-                let buf = self.take_buf();
-                let permit = self.permit.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let buf = buf.expect("a port operation's buffer is in its cell");
                 port.deliver(*key, res, buf, permit, inline);
             }
-        }
-    }
-}
-
-impl crate::stats::Counters {
-    pub(crate) fn record(&self, kind: &OpKind, res: i64, inline: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.completed.fetch_add(1, Relaxed);
-        if inline {
-            self.inline.fetch_add(1, Relaxed);
-        }
-        if res < 0 {
-            self.errors.fetch_add(1, Relaxed);
-        } else if kind.is_read() {
-            self.bytes_read.fetch_add(res as u64, Relaxed);
-        } else if kind.is_write() {
-            self.bytes_written.fetch_add(res as u64, Relaxed);
         }
     }
 }
@@ -306,10 +295,8 @@ impl<B: Send + 'static> Future for Op<B> {
                     if let Err(e) = req.start() {
                         return Poll::Ready((Err(e), req.buf));
                     }
-                    if req.fast_path {
-                        if let Some(n) = crate::sys::read_nowait(&mut req) {
-                            return Poll::Ready((Ok(n), req.buf));
-                        }
+                    if let Some(n) = crate::sys::read_nowait(&mut req) {
+                        return Poll::Ready((Ok(n), req.buf));
                     }
                     let acq = req.shared.limiter.acquire(req.bytes);
                     this.stage = Stage::Admitting(acq, req);
@@ -329,7 +316,7 @@ impl<B: Send + 'static> Future for Op<B> {
                     }
                 },
                 Stage::InFlight(cell) => match cell.poll_done(cx) {
-                    Poll::Ready(res) => return Poll::Ready((to_result(res), cell.take_buf())),
+                    Poll::Ready((res, buf)) => return Poll::Ready((to_result(res), buf)),
                     Poll::Pending => {
                         this.stage = Stage::InFlight(cell);
                         return Poll::Pending;

@@ -83,7 +83,25 @@ impl<B: Send + 'static> PortShared<B> {
     /// thread the wake-up is deferred to the end of the batch of
     /// completions, so a worker is woken once per batch, not per completion.
     fn push(self: &Arc<Self>, completion: Completion<B>, permit: Option<Permit>) {
+        self.push_counted(completion, permit, false);
+    }
+
+    /// As [`push`](Self::push) for a completion known at submission, which
+    /// is counted as outstanding under the same lock.
+    fn push_immediate(self: &Arc<Self>, completion: Completion<B>, permit: Option<Permit>) {
+        self.push_counted(completion, permit, true);
+    }
+
+    fn push_counted(
+        self: &Arc<Self>,
+        completion: Completion<B>,
+        permit: Option<Permit>,
+        new: bool,
+    ) {
         let mut st = self.lock();
+        if new {
+            st.outstanding += 1;
+        }
         st.ready.push_back(Delivered {
             completion,
             _permit: permit,
@@ -192,8 +210,7 @@ impl<B: Send + 'static> Port<B> {
         let mut req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(Ok(n), buf) => {
-                self.shared.lock().outstanding += 1;
-                self.shared.push(
+                self.shared.push_immediate(
                     Completion {
                         key,
                         result: Ok(n),
@@ -223,21 +240,20 @@ impl<B: Send + 'static> Port<B> {
             drop(permit);
             return Err((Error::Shutdown, req.buf));
         }
-        self.shared.lock().outstanding += 1;
-        if req.fast_path {
-            if let Some(n) = crate::sys::read_nowait(&mut req) {
-                self.shared.push(
-                    Completion {
-                        key,
-                        result: Ok(n),
-                        buf: req.buf,
-                        inline: true,
-                    },
-                    Some(permit),
-                );
-                return Ok(());
-            }
+        if let Some(n) = crate::sys::read_nowait(&mut req) {
+            self.shared.push_immediate(
+                Completion {
+                    key,
+                    result: Ok(n),
+                    buf: req.buf,
+                    inline: true,
+                },
+                Some(permit),
+            );
+            return Ok(());
         }
+        // Counted before the driver can complete it (`take` decrements).
+        self.shared.lock().outstanding += 1;
         submit(
             req,
             Target::Port {

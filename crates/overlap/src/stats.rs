@@ -78,6 +78,27 @@ impl Counters {
         self.bytes_hwm.fetch_max(bytes, Ordering::Relaxed);
     }
 
+    /// Counts a completion from a driver (fast-path hits are counted apart).
+    pub(crate) fn record(&self, kind: &crate::op::OpKind, res: i64, inline: bool) {
+        use crate::op::OpKind;
+        self.completed.fetch_add(1, Ordering::Relaxed);
+        if inline {
+            self.inline.fetch_add(1, Ordering::Relaxed);
+        }
+        match kind {
+            _ if res < 0 => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            OpKind::Read { .. } => {
+                self.bytes_read.fetch_add(res as u64, Ordering::Relaxed);
+            }
+            OpKind::Write { .. } => {
+                self.bytes_written.fetch_add(res as u64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> Stats {
         let hits = self.fast_hits.load(Ordering::Relaxed);
         let completed = self.completed.load(Ordering::Relaxed) + hits;

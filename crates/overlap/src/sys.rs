@@ -115,6 +115,9 @@ pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | STATX_DIOALIGN;
 /// the byte count when the whole request was served from the page cache (or
 /// the read ended at end of file); `None` sends it to the driver.
 pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
+    if !req.fast_path {
+        return None;
+    }
     let counters = &req.shared.counters;
     if let Some(f) = &req.file {
         if !f.inner().fast_path_worth_trying() {

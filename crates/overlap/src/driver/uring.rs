@@ -242,7 +242,6 @@ impl UringDriver {
         let kick = {
             let mut st = self.queue.lock();
             st.shutdown = true;
-            st.parked = false;
             let kick = !st.wake_pending;
             st.wake_pending = true;
             kick
@@ -424,7 +423,7 @@ impl EngineThread {
                 if st.ops.is_empty() && self.slab.is_empty() && !st.shutdown {
                     // Nothing in flight: nothing to wait for in the ring.
                     st.parked = true;
-                    while st.parked && st.ops.is_empty() && !st.shutdown {
+                    while st.ops.is_empty() && !st.shutdown {
                         st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
                     }
                     st.parked = false;
