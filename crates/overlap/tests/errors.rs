@@ -64,14 +64,7 @@ fn misaligned_direct_io_is_refused_before_submission(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("misaligned");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     let a = file.alignment();
     let (mem, off) = (a.memory, a.offset);
     let big = mem.max(off) as usize;
@@ -278,14 +271,7 @@ fn read_at_or_past_end_of_file_direct(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("eof-direct");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     let blk = file.alignment().offset.max(file.alignment().memory) as usize;
     let align = blk;
     let mut w = AlignedBuf::new(3 * blk, align).unwrap();
@@ -417,14 +403,7 @@ fn zero_length_operations_direct(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("zero-direct");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     let align = file.alignment().memory.max(file.alignment().offset) as usize;
     let (res, _) = file.read_at(AlignedBuf::new(0, align).unwrap(), 0).wait();
     assert_eq!(res.unwrap(), 0);

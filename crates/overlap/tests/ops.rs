@@ -316,14 +316,7 @@ fn direct_io_with_aligned_pool(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("direct");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     assert!(file.is_direct());
     let a = file.alignment();
     assert!(

@@ -205,14 +205,7 @@ fn direct_io_through_a_port(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("direct");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     let pool = AlignedBufPool::for_file(&file, 16 << 10, 8).unwrap();
     let blen = pool.buf_len() as u64;
     let port: Port<AlignedBuf> = Port::new(&engine);

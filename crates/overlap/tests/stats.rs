@@ -150,14 +150,7 @@ fn direct_reads_are_not_inline(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("direct");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .direct(true)
-        .open(&engine, &path)
-        .wait()
-        .unwrap();
+    let file = open_direct(&engine, &path);
     let pool = AlignedBufPool::for_file(&file, KIB16, 64).unwrap();
     let blen = pool.buf_len() as u64;
     let n = 64u64;

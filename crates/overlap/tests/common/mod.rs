@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll};
 
-use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut};
+use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenOptions};
 
 /// Generates, for each scenario `fn name(d: Driver)`, the tests
 /// `uring::name` and `pool::name`. The uring variant skips loudly when the
@@ -105,6 +105,18 @@ pub fn uring_unavailable() -> Option<String> {
 }
 
 /// A fresh directory under the test target's tmp dir (a real disk, not tmpfs).
+/// Opens (creating) `path` for reading and writing with O_DIRECT.
+pub fn open_direct(engine: &Engine, path: impl AsRef<Path>) -> overlap::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .direct(true)
+        .open(engine, path)
+        .wait()
+        .unwrap()
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
 }
