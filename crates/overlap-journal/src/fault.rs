@@ -33,7 +33,24 @@ fn put(v: &mut Vec<u8>, off: u64, data: &[u8]) {
     v[off..off + data.len()].copy_from_slice(data);
 }
 
+/// Writes each 512-byte sector of `data` at `off` or not, at random.
+fn put_some_sectors(img: &mut Vec<u8>, off: u64, data: &[u8], rng: &mut dyn FnMut() -> u32) {
+    for (s, chunk) in data.chunks(SECTOR).enumerate() {
+        if rng() % 2 == 0 {
+            put(img, off + (s * SECTOR) as u64, chunk);
+        }
+    }
+}
+
 impl MemFile {
+    /// A file whose current and durable contents are both `img`.
+    fn settled(img: Vec<u8>) -> MemFile {
+        MemFile {
+            current: img.clone(),
+            durable: img,
+            pending: Vec::new(),
+        }
+    }
     fn write(&mut self, off: u64, data: &[u8]) {
         put(&mut self.current, off, data);
         self.pending.push((off, data.to_vec()));
@@ -165,25 +182,17 @@ impl FaultStorage {
                 Loss::DropAll => {}
                 Loss::Torn => {
                     let keep = rng() as usize % (f.pending.len() + 1);
-                    for (i, (off, data)) in f.pending.iter().enumerate() {
+                    for (i, (off, data)) in f.pending.iter().enumerate().take(keep + 1) {
                         if i < keep {
                             put(&mut img, *off, data);
-                        } else if i == keep {
-                            for (s, chunk) in data.chunks(SECTOR).enumerate() {
-                                if rng() % 2 == 0 {
-                                    put(&mut img, off + (s * SECTOR) as u64, chunk);
-                                }
-                            }
+                        } else {
+                            put_some_sectors(&mut img, *off, data, rng);
                         }
                     }
                 }
                 Loss::Reorder => {
                     for (off, data) in &f.pending {
-                        for (s, chunk) in data.chunks(SECTOR).enumerate() {
-                            if rng() % 2 == 0 {
-                                put(&mut img, off + (s * SECTOR) as u64, chunk);
-                            }
-                        }
+                        put_some_sectors(&mut img, *off, data, rng);
                     }
                 }
             }
@@ -191,23 +200,11 @@ impl FaultStorage {
         };
         let mut next = || rng.random::<u32>();
         for (&seq, f) in &st.segs {
-            let img = survive(f, &mut next);
-            out.segs.insert(
-                seq,
-                MemFile {
-                    current: img.clone(),
-                    durable: img,
-                    pending: Vec::new(),
-                },
-            );
+            out.segs
+                .insert(seq, MemFile::settled(survive(f, &mut next)));
         }
         if let Some(f) = &st.ckpt {
-            let img = survive(f, &mut next);
-            out.ckpt = Some(MemFile {
-                current: img.clone(),
-                durable: img,
-                pending: Vec::new(),
-            });
+            out.ckpt = Some(MemFile::settled(survive(f, &mut next)));
         }
         FaultStorage {
             st: Arc::new(Mutex::new(out)),
@@ -245,10 +242,9 @@ impl Storage for FaultStorage {
     }
 
     fn create_segment(&self, seq: u64, _size: u64, header: &[u8]) -> io::Result<()> {
-        let mut f = MemFile::default();
-        put(&mut f.current, 0, header);
-        f.durable = f.current.clone();
-        self.lock().segs.insert(seq, f);
+        let mut img = Vec::new();
+        put(&mut img, 0, header);
+        self.lock().segs.insert(seq, MemFile::settled(img));
         Ok(())
     }
 

@@ -43,6 +43,25 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// Whether `b` is at least `len` bytes, starts with `magic` and this
+/// version, and has the CRC-32C of `b[..crc_at]` at `crc_at`.
+fn frame_ok(b: &[u8], magic: &[u8; 8], len: usize, crc_at: usize) -> bool {
+    b.len() >= len
+        && &b[0..8] == magic
+        && u32_at(b, 8) == VERSION
+        && crc32c::crc32c(&b[0..crc_at]) == u32_at(b, crc_at)
+}
+
+/// The geometry stored at bytes 12..24 of a segment header or checkpoint
+/// slot, with the uuid at `uuid_at`.
+fn geometry_at(b: &[u8], uuid_at: usize) -> Geometry {
+    Geometry {
+        header_size: u32_at(b, 12) as u64,
+        segment_size: u64_at(b, 16),
+        uuid: u64_at(b, uuid_at),
+    }
+}
+
 fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -126,17 +145,10 @@ pub struct SegmentHeader {
 
 /// Decodes a segment header; `None` if it is not valid.
 pub fn decode_segment_header(b: &[u8]) -> Option<SegmentHeader> {
-    if b.len() < SEGMENT_HEADER || &b[0..8] != SEG_MAGIC || u32_at(b, 8) != VERSION {
+    if !frame_ok(b, SEG_MAGIC, SEGMENT_HEADER, 40) {
         return None;
     }
-    if crc32c::crc32c(&b[0..40]) != u32_at(b, 40) {
-        return None;
-    }
-    let geometry = Geometry {
-        header_size: u32_at(b, 12) as u64,
-        segment_size: u64_at(b, 16),
-        uuid: u64_at(b, 32),
-    };
+    let geometry = geometry_at(b, 32);
     if !geometry.valid() {
         return None;
     }
@@ -185,17 +197,10 @@ impl Checkpoint {
 
     /// Decodes one slot; `None` if it is not valid.
     pub fn decode(b: &[u8]) -> Option<Checkpoint> {
-        if b.len() < 64 || &b[0..8] != CKP_MAGIC || u32_at(b, 8) != VERSION {
+        if !frame_ok(b, CKP_MAGIC, 64, 60) {
             return None;
         }
-        if crc32c::crc32c(&b[0..60]) != u32_at(b, 60) {
-            return None;
-        }
-        let geometry = Geometry {
-            header_size: u32_at(b, 12) as u64,
-            segment_size: u64_at(b, 16),
-            uuid: u64_at(b, 24),
-        };
+        let geometry = geometry_at(b, 24);
         let c = Checkpoint {
             geometry,
             generation: u64_at(b, 32),

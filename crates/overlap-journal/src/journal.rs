@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use overlap::{AlignedBuf, Engine};
+use overlap::{block_on, AlignedBuf, Engine};
 
 use crate::error::{Damage, Error, Result};
 use crate::format::{
@@ -116,36 +116,24 @@ impl Default for Options {
     }
 }
 
+macro_rules! setters {
+    ($($field:ident: $ty:ty),* $(,)?) => {$(
+        #[doc = concat!("Sets [`Options::", stringify!($field), "`].")]
+        pub fn $field(mut self, v: $ty) -> Self {
+            self.$field = v;
+            self
+        }
+    )*};
+}
+
 impl Options {
-    /// Sets [`Options::segment_size`].
-    pub fn segment_size(mut self, n: u64) -> Self {
-        self.segment_size = n;
-        self
-    }
-    /// Sets [`Options::buffer_bytes`].
-    pub fn buffer_bytes(mut self, n: usize) -> Self {
-        self.buffer_bytes = n;
-        self
-    }
-    /// Sets [`Options::max_record_bytes`].
-    pub fn max_record_bytes(mut self, n: usize) -> Self {
-        self.max_record_bytes = n;
-        self
-    }
-    /// Sets [`Options::recovery`].
-    pub fn recovery(mut self, m: RecoveryMode) -> Self {
-        self.recovery = m;
-        self
-    }
-    /// Sets [`Options::direct_io`].
-    pub fn direct_io(mut self, on: bool) -> Self {
-        self.direct_io = on;
-        self
-    }
-    /// Sets [`Options::sync`].
-    pub fn sync(mut self, s: SyncMethod) -> Self {
-        self.sync = s;
-        self
+    setters! {
+        segment_size: u64,
+        buffer_bytes: usize,
+        max_record_bytes: usize,
+        recovery: RecoveryMode,
+        direct_io: bool,
+        sync: SyncMethod,
     }
     /// Sets [`Options::engine`].
     pub fn engine(mut self, e: Engine) -> Self {
@@ -251,6 +239,14 @@ impl Shared {
         }
     }
 
+    /// Reserves room for `data` and copies it in: one CAS, one copy, one
+    /// store. Returns the record's LSN.
+    fn try_append(&self, data: &[u8]) -> Result<u64> {
+        let pos = self.try_reserve(data.len())?;
+        self.fill(pos, data);
+        Ok(pos)
+    }
+
     fn fill(&self, pos: u64, data: &[u8]) {
         // SAFETY: `try_reserve` gave us [pos, pos + span) exclusively and
         // checked that the flusher released it.
@@ -307,12 +303,19 @@ impl Shared {
         }
         {
             let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-            w.push(Waiter {
-                lsn,
-                level,
-                waker: cx.waker().clone(),
-            });
-            self.waiting.store(w.len(), SeqCst);
+            // A future polled again before its LSN is reached is already
+            // registered: keep one entry per waiter, not one per poll.
+            let known = w
+                .iter()
+                .any(|x| x.lsn == lsn && x.level == level && x.waker.will_wake(cx.waker()));
+            if !known {
+                w.push(Waiter {
+                    lsn,
+                    level,
+                    waker: cx.waker().clone(),
+                });
+                self.waiting.store(w.len(), SeqCst);
+            }
         }
         self.wake_flusher();
         match check(self) {
@@ -519,11 +522,8 @@ impl Journal {
     /// at once. When the buffer is full, blocks until the flusher frees
     /// space (counted in [`JournalStats::full_waits`]).
     pub fn append(&self, data: &[u8]) -> Result<Lsn> {
-        match self.sh.try_reserve(data.len()) {
-            Ok(pos) => {
-                self.sh.fill(pos, data);
-                Ok(Lsn(pos))
-            }
+        match self.sh.try_append(data) {
+            Ok(pos) => Ok(Lsn(pos)),
             Err(Error::Full) => block_on(self.append_async(data)),
             Err(e) => Err(e),
         }
@@ -532,11 +532,8 @@ impl Journal {
     /// As [`append`](Self::append), but fails with [`Error::Full`] instead
     /// of waiting when the buffer is full.
     pub fn try_append(&self, data: &[u8]) -> Result<Lsn> {
-        match self.sh.try_reserve(data.len()) {
-            Ok(pos) => {
-                self.sh.fill(pos, data);
-                Ok(Lsn(pos))
-            }
+        match self.sh.try_append(data) {
+            Ok(pos) => Ok(Lsn(pos)),
             Err(Error::Full) => {
                 Counters::add(&self.sh.stats.full_refusals, 1);
                 Err(Error::Full)
@@ -553,9 +550,8 @@ impl Journal {
             let sh = &self.sh;
             let mut registered = false;
             loop {
-                match sh.try_reserve(data.len()) {
+                match sh.try_append(data) {
                     Ok(pos) => {
-                        sh.fill(pos, data);
                         if let Some(t) = waited {
                             let us = t.elapsed().as_micros() as u64;
                             sh.stats.with(|h| {
@@ -880,25 +876,26 @@ impl Prealloc {
         }
     }
 
-    /// Asks for segments up to `seq`, without waiting.
-    fn request(&self, seq: u64) {
-        let mut st = self.lock();
+    /// Raises the target to `seq` (under the lock `st` holds).
+    fn want(&self, st: &mut PreallocState, seq: u64) {
         if seq > st.want {
             st.want = seq;
             self.cv.notify_all();
         }
     }
 
+    /// Asks for segments up to `seq`, without waiting.
+    fn request(&self, seq: u64) {
+        self.want(&mut self.lock(), seq);
+    }
+
     /// Waits until segment `seq` exists.
     fn ensure(&self, seq: u64) -> io::Result<()> {
         let mut st = self.lock();
-        if seq > st.want {
-            st.want = seq;
-            self.cv.notify_all();
-        }
+        self.want(&mut st, seq);
         while st.created < seq {
             if let Some(e) = &st.error {
-                return Err(io::Error::new(e.kind(), e.to_string()).with_errno(e));
+                return Err(copy_error(e));
             }
             if st.stop {
                 return Err(io::Error::other("journal closing"));
@@ -914,17 +911,12 @@ impl Prealloc {
     }
 }
 
-trait WithErrno {
-    fn with_errno(self, orig: &io::Error) -> io::Error;
-}
-
-impl WithErrno for io::Error {
-    /// Keeps the OS error number of `orig` (an `io::Error` is not `Clone`).
-    fn with_errno(self, orig: &io::Error) -> io::Error {
-        match orig.raw_os_error() {
-            Some(n) => io::Error::from_raw_os_error(n),
-            None => self,
-        }
+/// A copy of `e` (an `io::Error` is not `Clone`), keeping its OS error
+/// number if it has one.
+fn copy_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(n) => io::Error::from_raw_os_error(n),
+        None => io::Error::new(e.kind(), e.to_string()),
     }
 }
 
@@ -957,7 +949,9 @@ struct Flusher {
 }
 
 struct InFlight {
-    fut: Option<WriteFuture>,
+    /// The write; not polled again once `done` is set.
+    fut: WriteFuture,
+    /// The result, if the write completed when it was submitted.
     done: Option<(io::Result<()>, AlignedBuf)>,
     seq: u64,
     /// Where the written piece ends.
@@ -1049,9 +1043,8 @@ impl Flusher {
             let _ = stage.set_len(cap);
         }
         // SAFETY: every record in [filled, p) was seen published above and
-        // is released only below.
-        // SAFETY: as above; zeroing the taken bytes means no byte left in
-        // the ring ever looks like a commit word later.
+        // is released only below; zeroing the taken bytes means no byte left
+        // in the ring ever looks like a commit word later.
         unsafe {
             sh.ring.read(self.filled, &mut stage[off..off + len]);
             sh.ring.zero(self.filled, len);
@@ -1077,12 +1070,11 @@ impl Flusher {
         let st = &sh.stats;
         Counters::add(&st.appends, n);
         Counters::add(&st.payload_bytes, payload);
-        Counters::add(&st.log_bytes, p - self.filled);
+        Counters::add(&st.log_bytes, len as u64);
         Counters::add(&st.batches, 1);
-        let bytes = p - self.filled;
         st.with(|h| {
             let _ = h.batch_records.record(n);
-            let _ = h.batch_bytes.record(bytes);
+            let _ = h.batch_bytes.record(len as u64);
         });
         self.filled = p;
         sh.accepted.store(p, SeqCst);
@@ -1093,27 +1085,19 @@ impl Flusher {
     /// Completes the write in flight, if it is done (or waits for it when
     /// `block`). Returns whether one completed.
     fn reap(&mut self, waker: &Waker, block: bool) -> io::Result<bool> {
-        let Some(inf) = self.inflight.as_mut() else {
+        let Some(mut inf) = self.inflight.take() else {
             return Ok(false);
         };
         let (res, buf) = match inf.done.take() {
             Some(r) => r,
-            None => {
-                let Some(fut) = inf.fut.as_mut() else {
-                    return Err(io::Error::other("write lost"));
-                };
-                if block {
-                    block_on(fut.as_mut())
-                } else {
-                    match fut.as_mut().poll(&mut Context::from_waker(waker)) {
-                        Poll::Ready(r) => r,
-                        Poll::Pending => return Ok(false),
-                    }
+            None if block => block_on(inf.fut.as_mut()),
+            None => match inf.fut.as_mut().poll(&mut Context::from_waker(waker)) {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    self.inflight = Some(inf);
+                    return Ok(false);
                 }
-            }
-        };
-        let Some(inf) = self.inflight.take() else {
-            return Err(io::Error::other("write lost"));
+            },
         };
         self.spare = Some(buf);
         res?;
@@ -1176,7 +1160,7 @@ impl Flusher {
             Poll::Pending => None,
         };
         self.inflight = Some(InFlight {
-            fut: done.is_none().then_some(fut),
+            fut,
             done,
             seq,
             piece_end,
@@ -1195,7 +1179,7 @@ impl Flusher {
     /// Syncs what is written when a waiter asked for `Durable` (or when
     /// closing). A failed sync is never retried: the caller poisons.
     fn sync_if_requested(&mut self, closing: bool) -> io::Result<()> {
-        let sh = self.sh.clone();
+        let sh = &*self.sh;
         let written = sh.written.load(SeqCst);
         let durable = sh.durable.load(SeqCst);
         let wanted = closing || sh.durable_request.load(SeqCst) > durable;
@@ -1244,6 +1228,7 @@ impl Flusher {
 /// How often, at most, the flusher rewrites the checkpoint under load.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(1);
 
+/// Wakes the flusher thread, which parks between passes of its loop.
 struct ThreadWaker(Thread);
 
 impl Wake for ThreadWaker {
@@ -1252,18 +1237,5 @@ impl Wake for ThreadWaker {
     }
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.unpark();
-    }
-}
-
-/// Runs a future on the current thread, parking between polls.
-pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
     }
 }

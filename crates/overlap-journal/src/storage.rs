@@ -510,24 +510,25 @@ impl Storage for FsStorage {
 
     fn write_checkpoint(&self, offset: u64, data: &[u8], sync: bool) -> io::Result<()> {
         let mut guard = self.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
-            let path = self.dir.join("checkpoint");
-            let existed = path.exists();
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .open(&self.engine, &path)
-                .wait()?;
-            if !existed {
-                f.sync_all().wait()?;
-                sync_dir(&self.dir)?;
+        let f = match guard.take() {
+            Some(f) => f,
+            None => {
+                let path = self.dir.join("checkpoint");
+                let existed = path.exists();
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .open(&self.engine, &path)
+                    .wait()?;
+                if !existed {
+                    f.sync_all().wait()?;
+                    sync_dir(&self.dir)?;
+                }
+                f
             }
-            *guard = Some(f);
-        }
-        let Some(f) = guard.as_ref() else {
-            unreachable!("set above")
         };
+        let f = guard.insert(f);
         let (res, _) = f.write_all_at(data.to_vec(), offset).wait();
         res?;
         if sync {

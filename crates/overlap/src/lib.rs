@@ -55,6 +55,6 @@ pub use engine::{
 };
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
-pub use op::{Op, Task};
+pub use op::{block_on, Op, Task};
 pub use port::{Completion, Port};
 pub use stats::{KernelWorkers, Stats};
