@@ -659,20 +659,13 @@ fn run_plan(
     data: &mut datafile::DataFiles,
     interactive: bool,
 ) -> Result<Vec<BenchResult>> {
-    let fio_bin = if args.compare_fio {
-        match fio::find() {
-            Some(p) => Some(p),
-            None => {
-                eprintln!(
-                    "fio not found on PATH: running overlap alone (install it with `apt-get install fio`, \
-                     or the package of your distribution, to get the comparison)"
-                );
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let fio_bin = args.compare_fio.then(fio::find).flatten();
+    if args.compare_fio && fio_bin.is_none() {
+        eprintln!(
+            "fio not found on PATH: running overlap alone (install it with `apt-get install fio`, \
+             or the package of your distribution, to get the comparison)"
+        );
+    }
     let mut results = Vec::new();
     let mut fio_done: Vec<fio::FioJob> = Vec::new();
     let total = plan.jobs.len();

@@ -23,6 +23,8 @@ use hdrhistogram::Histogram;
 use overlap_journal::{Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
 use serde::Serialize;
 
+use crate::util::new_hist;
+
 /// Options of `overlap journal`.
 #[derive(Args, Debug)]
 pub struct JournalArgs {
@@ -367,10 +369,10 @@ fn bench(args: BenchArgs) -> Result<()> {
         ],
         Scenario::Custom => vec![("custom", args.record_bytes, args.threads, args.level.into())],
     };
+    let scratch = args
+        .dir
+        .join(format!("overlap-journal-bench-{}", std::process::id()));
     for (name, bytes, threads, level) in runs {
-        let scratch = args
-            .dir
-            .join(format!("overlap-journal-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&scratch);
         let res = run_scenario(&args, &scratch, name, bytes, threads, level);
         let _ = std::fs::remove_dir_all(&scratch);
@@ -418,10 +420,6 @@ fn print_human(r: &BenchResult) {
     );
 }
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
-
 fn run_scenario(
     args: &BenchArgs,
     dir: &Path,
@@ -446,8 +444,8 @@ fn run_scenario(
             std::thread::spawn(
                 move || -> Result<(Histogram<u64>, Histogram<u64>, u64, Lsn)> {
                     let data = vec![b'a' + (t % 26) as u8; bytes];
-                    let mut lat = hist();
-                    let mut commit = hist();
+                    let mut lat = new_hist();
+                    let mut commit = new_hist();
                     let mut n = 0u64;
                     let mut last = Lsn(0);
                     while !stop.load(Ordering::Relaxed) {
@@ -471,8 +469,8 @@ fn run_scenario(
         .collect();
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
-    let mut lat = hist();
-    let mut commit = hist();
+    let mut lat = new_hist();
+    let mut commit = new_hist();
     let mut records = 0;
     let mut last = Lsn(0);
     for w in workers {

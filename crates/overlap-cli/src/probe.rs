@@ -150,14 +150,6 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 // Cleanup: the probe's files go away on success, error, panic and Ctrl-C.
 // ---------------------------------------------------------------------------
 
-fn files() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    crate::cleanup::registry()
-}
-
-fn remove_registered() {
-    crate::cleanup::remove_all();
-}
-
 /// Owns the probe's files: removes them when dropped, and on SIGINT, SIGTERM
 /// or SIGHUP (see [`crate::cleanup::install`]).
 struct Cleanup;
@@ -172,14 +164,14 @@ impl Cleanup {
     /// lock is held meanwhile, so that an interruption either sees the file
     /// registered or stops its creation.
     fn create<T>(&self, path: &Path, create: impl FnOnce() -> Result<T>) -> Result<T> {
-        let mut list = files();
+        let mut list = crate::cleanup::registry();
         list.push(path.to_path_buf());
         create()
     }
 
     /// Removes `path` now and forgets it.
     fn remove(&self, path: &Path) -> Result<()> {
-        let mut list = files();
+        let mut list = crate::cleanup::registry();
         let removed =
             std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()));
         list.retain(|p| p != path);
@@ -189,7 +181,7 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        remove_registered();
+        crate::cleanup::remove_all();
     }
 }
 
@@ -205,15 +197,9 @@ struct FsInfo {
 fn fs_info(dir: &Path) -> Result<FsInfo> {
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
         .map_err(|_| anyhow!("{} contains a NUL byte", dir.display()))?;
-    // SAFETY: statvfs/statfs are plain data; all-zero is a valid value.
-    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated and `vfs` is a writable statvfs.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statvfs {}", dir.display()));
-    }
-    let available = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
-    // SAFETY: as above.
+    let available =
+        crate::util::free_bytes(&c).with_context(|| format!("statvfs {}", dir.display()))?;
+    // SAFETY: statfs is plain data; all-zero is a valid value.
     let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is NUL-terminated and `sfs` is a writable statfs.
     let kind = if unsafe { libc::statfs(c.as_ptr(), &mut sfs) } == 0 {
@@ -314,13 +300,8 @@ fn whole_share(pages: &[bool]) -> f64 {
 /// (fdatasync), then `posix_fadvise(DONTNEED)` over the whole file.
 fn evict(file: &std::fs::File) -> Result<()> {
     file.sync_data().context("fdatasync before eviction")?;
-    // SAFETY: plain descriptor call on a descriptor we own.
-    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if r != 0 {
-        return Err(std::io::Error::from_raw_os_error(r))
-            .context("posix_fadvise(DONTNEED) to evict the file from the page cache");
-    }
-    Ok(())
+    crate::util::fadvise(file, libc::POSIX_FADV_DONTNEED)
+        .context("posix_fadvise(DONTNEED) to evict the file from the page cache")
 }
 
 /// Reads the whole file once (buffered) so that it is in the page cache.
@@ -339,8 +320,7 @@ fn warm(path: &Path, pb: &ProgressBar) -> Result<()> {
 }
 
 fn advise_random(file: &std::fs::File) {
-    // SAFETY: plain descriptor call on a descriptor we own; advice only.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let _ = crate::util::fadvise(file, libc::POSIX_FADV_RANDOM);
 }
 
 // ---------------------------------------------------------------------------
@@ -1453,7 +1433,9 @@ fn probe(args: ProbeArgs) -> Result<()> {
         }
         let mut cached_before = None;
         match kind {
-            ReadKind::Direct => {}
+            ReadKind::Direct => {
+                cached_before = residency(&std_file, size).map(|p| cached_share(&p, &offsets));
+            }
             ReadKind::Cold => {
                 evict(&std_file)?;
                 if let Some(pages) = residency(&std_file, size) {
@@ -1498,9 +1480,6 @@ fn probe(args: ProbeArgs) -> Result<()> {
                     }
                 }
             }
-        }
-        if kind == ReadKind::Direct {
-            cached_before = residency(&std_file, size).map(|p| cached_share(&p, &offsets));
         }
         let mut m = match api {
             Api::Async => {

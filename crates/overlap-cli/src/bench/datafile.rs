@@ -6,16 +6,12 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::MutexGuard;
 
 use anyhow::{bail, Context, Result};
 
-use super::{Job, Target};
+use crate::cleanup::registry;
 
-/// Files this process created and must remove, even when interrupted.
-fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
-    crate::cleanup::registry()
-}
+use super::{Job, Target};
 
 /// The fio child running now (0: none), killed on interruption.
 static FIO_CHILD: AtomicI32 = AtomicI32::new(0);
@@ -107,8 +103,7 @@ impl DataFiles {
 
     fn read_target(&mut self, job: &Job) -> Result<Target> {
         let path = match (&self.given, &self.read_file) {
-            (Some(p), _) => p.clone(),
-            (None, Some(p)) => p.clone(),
+            (Some(p), _) | (None, Some(p)) => p.clone(),
             (None, None) => {
                 self.check_dir(self.size)?;
                 let p = self.scratch_path("read");
@@ -180,11 +175,7 @@ impl DataFiles {
         }
         let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
             .map_err(|_| anyhow::anyhow!("--dir {} contains a NUL byte", d.display()))?;
-        // SAFETY: statvfs is plain data; all-zero is a valid value.
-        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: `c` is NUL-terminated and `vfs` is a writable statvfs.
-        if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } == 0 {
-            let avail = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
+        if let Ok(avail) = crate::util::free_bytes(&c) {
             let want = need + need / 20;
             if avail < want {
                 bail!(
@@ -227,12 +218,10 @@ fn fill(path: &Path, size: u64) -> Result<()> {
         size.div_ceil(1 << 20)
     );
     let mut f = create_registered(path, false)?;
-    // Byte k of the file is k % 251 + 1: never zero, and no 4 KiB block
-    // equals its neighbour (251 is prime), so neither compression nor
-    // zero-detection can make reads cheaper than real. Chunks are windows
-    // of one precomputed pattern.
+    // Chunks are windows of one precomputed pattern.
     const CHUNK: usize = 1 << 20;
-    let pattern: Vec<u8> = (0..CHUNK + 251).map(|i| (i % 251 + 1) as u8).collect();
+    let mut pattern = vec![0u8; CHUNK + 251];
+    fill_pattern(&mut pattern);
     let mut done = 0u64;
     while done < size {
         let n = (size - done).min(CHUNK as u64) as usize;
@@ -244,6 +233,15 @@ fn fill(path: &Path, size: u64) -> Result<()> {
     f.sync_all()
         .with_context(|| format!("fsync {}", path.display()))?;
     Ok(())
+}
+
+/// Byte k of `buf` becomes k % 251 + 1: never zero, and no 4 KiB block
+/// equals its neighbour (251 is prime), so neither compression nor
+/// zero-detection can make I/O cheaper than real.
+pub(crate) fn fill_pattern(buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (i % 251 + 1) as u8;
+    }
 }
 
 fn allocate(f: &File, size: u64) -> Result<()> {
@@ -265,6 +263,5 @@ fn warm(f: &File, size: u64) -> Result<()> {
 
 /// Drops the file's clean cached pages (fio's invalidate=1).
 fn drop_cache(f: &File) {
-    // SAFETY: advice only, on a descriptor we hold open.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let _ = crate::util::fadvise(f, libc::POSIX_FADV_DONTNEED);
 }

@@ -18,6 +18,7 @@ use overlap::{AlignedBuf, AlignedBufPool, DriverChoice, Engine, File, KernelWork
 use serde::Serialize;
 
 use super::{default_ops, Driver, Job, Requester, Rw, Target};
+use crate::util::new_hist;
 
 /// What one job measured.
 #[derive(Debug)]
@@ -58,11 +59,6 @@ pub(crate) struct EngineFigures {
 
 /// Buffers are aligned to at least this.
 const PAGE: usize = 4096;
-
-pub(crate) fn new_hist() -> Histogram<u64> {
-    // 1 ns to 1 hour, 3 significant digits: the bounds are constants.
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
 
 /// Latency histograms shared by all requesters: a few shards behind
 /// mutexes, fed in batches, allocated before the measured window. (One
@@ -526,9 +522,7 @@ pub(crate) fn run_job(job: &Job, target: &Target, interactive: bool) -> Result<M
 
 fn fill_for_write(rw: Rw, buf: &mut AlignedBuf) {
     if rw.is_write() {
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = (i % 251 + 1) as u8;
-        }
+        super::datafile::fill_pattern(buf);
     }
 }
 
@@ -562,26 +556,33 @@ struct Req {
     lat: Arc<LatSink>,
 }
 
+impl Req {
+    /// A buffer from the pool, filled with the data pattern for writes.
+    fn buf(&self) -> AlignedBuf {
+        let mut buf = self.pool.get();
+        fill_for_write(self.rw, &mut buf);
+        buf
+    }
+}
+
 /// One requester keeping `depth` operations in flight with futures.
 async fn requester(r: Req) -> u64 {
+    let mut h = r.lat.local();
     let Req {
-        file,
+        ref file,
         rw,
-        pool,
         depth,
-        claims,
+        ref claims,
         offsets,
         bs,
-        lat,
+        ..
     } = r;
-    let mut h = lat.local();
     if depth == 1 {
-        let mut buf = pool.get();
-        fill_for_write(rw, &mut buf);
+        let mut buf = r.buf();
         while let Some(i) = claims.claim() {
             let off = offsets.at(i);
             let t = Instant::now();
-            let (res, b) = issue(&file, rw, buf, off).await;
+            let (res, b) = issue(file, rw, buf, off).await;
             h.record(t.elapsed());
             claims.check(res, bs, off);
             buf = b;
@@ -591,17 +592,15 @@ async fn requester(r: Req) -> u64 {
     let mut inflight = FuturesUnordered::new();
     for _ in 0..depth {
         let Some(i) = claims.claim() else { break };
-        let mut buf = pool.get();
-        fill_for_write(rw, &mut buf);
         let off = offsets.at(i);
-        inflight.push(timed(issue(&file, rw, buf, off), off));
+        inflight.push(timed(issue(file, rw, r.buf(), off), off));
     }
     while let Some((took, off, res, buf)) = inflight.next().await {
         h.record(took);
         claims.check(res, bs, off);
         if let Some(i) = claims.claim() {
             let off = offsets.at(i);
-            inflight.push(timed(issue(&file, rw, buf, off), off));
+            inflight.push(timed(issue(file, rw, buf, off), off));
         }
     }
     h.finish()
@@ -615,18 +614,16 @@ async fn requester(r: Req) -> u64 {
 /// `WouldBlock` it takes a completion first, then retries.
 fn port_requester(engine: &Engine, r: &Req) -> u64 {
     let Req {
-        file,
+        ref file,
         rw,
-        pool,
         depth,
-        claims,
+        ref claims,
         offsets,
         bs,
-        lat,
-    } = r;
-    let (rw, depth, offsets, bs) = (*rw, *depth, *offsets, *bs);
+        ..
+    } = *r;
     let port: Port<AlignedBuf> = Port::new(engine);
-    let mut h = lat.local();
+    let mut h = r.lat.local();
     let mut starts = vec![(Instant::now(), 0u64); depth];
     // Slots free to submit into, with their buffer once they have one.
     let mut free: Vec<(usize, Option<AlignedBuf>)> = (0..depth).rev().map(|s| (s, None)).collect();
@@ -641,11 +638,7 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
                 free.push((slot, buf));
                 break;
             };
-            let buf = buf.unwrap_or_else(|| {
-                let mut b = pool.get();
-                fill_for_write(rw, &mut b);
-                b
-            });
+            let buf = buf.unwrap_or_else(|| r.buf());
             let off = offsets.at(i);
             starts[slot] = (t0, off);
             let wait = port.outstanding() == 0; // nothing of ours holds budget
@@ -791,9 +784,10 @@ fn run_engine(
         submit_syscalls: s1.submit_syscalls - s0.submit_syscalls,
         inflight_ops_high_water: s1.inflight_ops_high_water,
     };
-    let kernel_workers = w
-        .kernel_workers
-        .max(s1.kernel_workers_seen - s0.kernel_workers_seen.min(s1.kernel_workers_seen));
+    let kernel_workers = w.kernel_workers.max(
+        s1.kernel_workers_seen
+            .saturating_sub(s0.kernel_workers_seen),
+    );
     Ok(Measured {
         ops,
         bytes: 0,
