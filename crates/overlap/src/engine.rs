@@ -1,10 +1,11 @@
 //! The engine: one per process is the normal case. It picks a driver,
 //! enforces the in-flight budget and keeps the statistics.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::driver::{pool::PoolDriver, uring::UringDriver, DriverHandle};
+use crate::driver::uring::{RingConfig, UringDriver};
+use crate::driver::{pool::PoolDriver, DriverHandle};
 use crate::error::{Error, FallbackReason, Result};
 use crate::limiter::Limiter;
 use crate::stats::{Counters, Stats};
@@ -240,13 +241,13 @@ impl EngineBuilder {
                 (DriverHandle::Pool(d), info)
             }
             DriverChoice::Uring | DriverChoice::Auto => {
-                match UringDriver::start(
-                    self.ring_entries,
+                let config = RingConfig {
+                    entries: self.ring_entries,
                     cq_entries,
-                    self.max_kernel_workers,
-                    self.submit_chunk,
-                    counters.clone(),
-                ) {
+                    max_kernel_workers: self.max_kernel_workers,
+                    submit_chunk: self.submit_chunk,
+                };
+                match UringDriver::start(config, counters.clone()) {
                     Ok((d, flags)) => (
                         DriverHandle::Uring(d),
                         DriverInfo {
@@ -274,6 +275,10 @@ impl EngineBuilder {
             counters,
             fast_path: self.fast_path,
             info,
+            max_kernel_workers: self.max_kernel_workers,
+            ring_entries: self.ring_entries,
+            cq_entries,
+            own_ring_ops: AtomicUsize::new(0),
             shut: AtomicBool::new(false),
         });
         Ok(Engine {
@@ -290,6 +295,13 @@ pub(crate) struct Shared {
     pub counters: Arc<Counters>,
     pub fast_path: bool,
     pub info: DriverInfo,
+    /// The bound on kernel workers, applied to every ring that submits.
+    pub max_kernel_workers: Option<u32>,
+    /// Ring sizes, for the rings of completion ports.
+    pub ring_entries: u32,
+    pub cq_entries: u32,
+    /// Operations in flight on threads' own rings (see `crate::wait`).
+    pub own_ring_ops: AtomicUsize,
     shut: AtomicBool,
 }
 
@@ -300,6 +312,12 @@ impl Shared {
 
     fn shutdown(&self) {
         if !self.shut.swap(true, Ordering::AcqRel) {
+            // Operations on threads' own rings are reaped by the threads
+            // waiting for them; the calling thread reaps its own.
+            crate::wait::drain_current_thread();
+            while self.own_ring_ops.load(Ordering::Acquire) > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
             self.driver.shutdown();
         }
     }

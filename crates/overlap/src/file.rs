@@ -10,7 +10,8 @@ use std::task::{Poll, Waker};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::{Engine, Shared};
 use crate::error::{AlignmentPart, Error, Result};
-use crate::op::{Op, OpKind, Params, Request, Task};
+use crate::op::{Op, Request, Task};
+use crate::ops::{self, OpKind};
 
 /// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
 /// longer requests come back short and the `*_exact`/`*_all` forms go on.
@@ -176,22 +177,12 @@ impl OpenOptions {
             let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
                 Error::InvalidInput(format!("path {} contains a NUL byte", path.display()))
             })?;
-            let fd = run_op(
-                engine.shared(),
-                None,
-                cpath,
-                |p, prm| OpKind::Open {
-                    path: p.clone(),
-                    flags: prm.flag,
-                    mode: prm.len as u32,
-                },
-                Params {
-                    flag: flags,
-                    len: opts.mode as u64,
-                    ..Params::default()
-                },
-            )
-            .await? as i32;
+            let open = OpKind::Open(ops::Open {
+                path: cpath,
+                flags,
+                mode: opts.mode,
+            });
+            let fd = run_op(engine.shared(), None, open).await? as i32;
             let inner = FileInner {
                 fd: AtomicI32::new(fd),
                 state: AtomicUsize::new(0),
@@ -225,24 +216,21 @@ impl OpenOptions {
     }
 }
 
-/// Runs a buffer-less (or self-owned-buffer) operation through the engine.
-pub(crate) async fn run_op<B: Send + 'static>(
+/// Runs a buffer-less operation through the engine.
+pub(crate) async fn run_op(
     shared: &Arc<Shared>,
     file: Option<&Arc<FileInner>>,
-    buf: B,
-    make: fn(&mut B, &Params) -> OpKind,
-    params: Params,
+    kind: OpKind,
 ) -> Result<i64> {
     let req = Request {
         shared: shared.clone(),
         file: file.map(|f| FileRef::new(f.clone())),
-        buf,
-        make,
-        params,
+        buf: (),
+        kind,
         bytes: 0,
         fast_path: false,
     };
-    let (res, _buf) = Op::request(req).await;
+    let (res, ()) = Op::request(req).await;
     res.map(|n| n as i64)
 }
 
@@ -446,24 +434,6 @@ pub(crate) enum Prepared<B> {
     Req(Request<B>),
 }
 
-fn make_read<B: IoBufMut>(b: &mut B, p: &Params) -> OpKind {
-    OpKind::Read {
-        fd: p.fd,
-        ptr: b.stable_mut_ptr().wrapping_add(p.start),
-        len: p.len as u32,
-        offset: p.offset,
-    }
-}
-
-fn make_write<B: IoBuf>(b: &mut B, p: &Params) -> OpKind {
-    OpKind::Write {
-        fd: p.fd,
-        ptr: b.stable_ptr().wrapping_add(p.start),
-        len: p.len as u32,
-        offset: p.offset,
-    }
-}
-
 impl File {
     /// Opens an existing file for reading (buffered).
     pub fn open(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
@@ -550,31 +520,49 @@ impl File {
 
     pub(crate) fn prepare_read<B: IoBufMut>(
         &self,
-        buf: B,
+        mut buf: B,
         start: usize,
         offset: u64,
     ) -> Prepared<B> {
+        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
+        let ptr = buf.stable_mut_ptr().wrapping_add(start);
+        let kind = OpKind::Read(ops::Read {
+            fd: self.inner.fd(),
+            ptr,
+            len: len as u32,
+            offset,
+        });
         let fast_path = self.inner.shared.fast_path && !self.inner.direct;
-        self.prepare(buf, start, offset, Need::Read, make_read::<B>, fast_path)
+        self.prepare(buf, kind, ptr as usize, offset, len, Need::Read, fast_path)
     }
 
     pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
-        self.prepare(buf, start, offset, Need::Write, make_write::<B>, false)
+        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
+        let ptr = buf.stable_ptr().wrapping_add(start);
+        let kind = OpKind::Write(ops::Write {
+            fd: self.inner.fd(),
+            ptr,
+            len: len as u32,
+            offset,
+        });
+        self.prepare(buf, kind, ptr as usize, offset, len, Need::Write, false)
     }
 
-    /// Validates a transfer of `buf[start..]` at `offset` and turns it into a
-    /// request; invalid and zero-length transfers are answered at once.
+    /// Validates a transfer of `len` bytes at `addr` to or from `offset` and
+    /// turns it into a request; invalid and zero-length transfers are
+    /// answered at once. `kind` points into `buf`'s heap memory, which does
+    /// not move with `buf` (IoBuf contract).
+    #[allow(clippy::too_many_arguments)]
     fn prepare<B: IoBuf>(
         &self,
         buf: B,
-        start: usize,
+        kind: OpKind,
+        addr: usize,
         offset: u64,
+        len: usize,
         need: Need,
-        make: fn(&mut B, &Params) -> OpKind,
         fast_path: bool,
     ) -> Prepared<B> {
-        let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
-        let addr = buf.stable_ptr() as usize + start;
         if let Err(e) = self.check(need, addr, offset, len) {
             return Prepared::Done(Err(e), buf);
         }
@@ -585,14 +573,7 @@ impl File {
             shared: self.inner.shared.clone(),
             file: Some(FileRef::new(self.inner.clone())),
             buf,
-            make,
-            params: Params {
-                fd: self.inner.fd(),
-                offset,
-                len: len as u64,
-                start,
-                flag: 0,
-            },
+            kind,
             bytes: len,
             fast_path,
         })
@@ -669,20 +650,19 @@ impl File {
         })
     }
 
+    /// Runs a buffer-less operation on this file; `make` builds it from the
+    /// descriptor once the file is known to be open.
     fn simple(
         &self,
         need: Need,
-        make: fn(&mut (), &Params) -> OpKind,
-        params: Params,
+        offset: u64,
+        make: impl FnOnce(i32) -> OpKind + Send + 'static,
     ) -> Task<Result<()>> {
         let file = self.clone();
         Task::new(async move {
-            file.check(need, 0, params.offset, 0)?;
-            let params = Params {
-                fd: file.inner.fd(),
-                ..params
-            };
-            run_op(&file.inner.shared, Some(&file.inner), (), make, params)
+            file.check(need, 0, offset, 0)?;
+            let kind = make(file.inner.fd());
+            run_op(&file.inner.shared, Some(&file.inner), kind)
                 .await
                 .map(|_| ())
         })
@@ -690,27 +670,20 @@ impl File {
 
     /// `fsync`: data and metadata reach stable storage.
     pub fn sync_all(&self) -> Task<Result<()>> {
-        self.simple(
-            Need::Open,
-            |_, p| OpKind::Fsync {
-                fd: p.fd,
+        self.simple(Need::Open, 0, |fd| {
+            OpKind::Fsync(ops::Fsync {
+                fd,
                 datasync: false,
-            },
-            Params::default(),
-        )
+            })
+        })
     }
 
     /// `fdatasync`: data (and the metadata needed to read it) reach stable
     /// storage.
     pub fn sync_data(&self) -> Task<Result<()>> {
-        self.simple(
-            Need::Open,
-            |_, p| OpKind::Fsync {
-                fd: p.fd,
-                datasync: true,
-            },
-            Params::default(),
-        )
+        self.simple(Need::Open, 0, |fd| {
+            OpKind::Fsync(ops::Fsync { fd, datasync: true })
+        })
     }
 
     /// Reserves `len` bytes of space from `offset` (`fallocate` mode 0): the
@@ -726,20 +699,14 @@ impl File {
             };
             return Task::new(async move { Err(err) });
         }
-        self.simple(
-            Need::Write,
-            |_, p| OpKind::Fallocate {
-                fd: p.fd,
+        self.simple(Need::Write, offset, move |fd| {
+            OpKind::Fallocate(ops::Fallocate {
+                fd,
                 mode: 0,
-                offset: p.offset,
-                len: p.len,
-            },
-            Params {
                 offset,
                 len,
-                ..Params::default()
-            },
-        )
+            })
+        })
     }
 
     /// Truncates or extends the file to `len` bytes (`ftruncate`).
@@ -752,17 +719,9 @@ impl File {
                 })
             });
         }
-        self.simple(
-            Need::Write,
-            |_, p| OpKind::Ftruncate {
-                fd: p.fd,
-                len: p.len,
-            },
-            Params {
-                len,
-                ..Params::default()
-            },
-        )
+        self.simple(Need::Write, 0, move |fd| {
+            OpKind::Ftruncate(ops::Ftruncate { fd, len })
+        })
     }
 
     /// Size, block size and direct-I/O alignment (`statx`).
@@ -771,45 +730,42 @@ impl File {
         Task::new(async move {
             file.check(Need::Open, 0, 0, 0)?;
             // SAFETY: statx is plain old data; all-zero is a valid value.
-            let buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+            let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+            let kind = OpKind::Statx(ops::Statx {
+                fd: file.inner.fd(),
+                buf: &mut *buf as *mut libc::statx,
+            });
             let req = Request {
                 shared: file.inner.shared.clone(),
                 file: Some(FileRef::new(file.inner.clone())),
                 buf,
-                make: |b, p| OpKind::Statx {
-                    fd: p.fd,
-                    buf: &mut **b as *mut libc::statx,
-                },
-                params: Params {
-                    fd: file.inner.fd(),
-                    ..Params::default()
-                },
+                kind,
                 bytes: 0,
                 fast_path: false,
             };
             let (res, st) = Op::request(req).await;
             res?;
-            let alignment =
-                if st.stx_mask & crate::sys::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
-                    Alignment {
-                        memory: st.stx_dio_mem_align,
-                        offset: st.stx_dio_offset_align,
-                        source: "statx",
-                    }
-                } else {
-                    match logical_block_size(st.stx_dev_major, st.stx_dev_minor) {
-                        Some(n) => Alignment {
-                            memory: n,
-                            offset: n,
-                            source: "block-device",
-                        },
-                        None => Alignment {
-                            memory: 4096,
-                            offset: 4096,
-                            source: "default",
-                        },
-                    }
-                };
+            let alignment = if st.stx_mask & ops::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0
+            {
+                Alignment {
+                    memory: st.stx_dio_mem_align,
+                    offset: st.stx_dio_offset_align,
+                    source: "statx",
+                }
+            } else {
+                match logical_block_size(st.stx_dev_major, st.stx_dev_minor) {
+                    Some(n) => Alignment {
+                        memory: n,
+                        offset: n,
+                        source: "block-device",
+                    },
+                    None => Alignment {
+                        memory: 4096,
+                        offset: 4096,
+                        source: "default",
+                    },
+                }
+            };
             Ok(Metadata {
                 len: st.stx_size,
                 is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
@@ -849,18 +805,11 @@ impl File {
             if fd < 0 {
                 return Err(Error::Closed);
             }
-            run_op(
-                &inner.shared,
-                None,
-                (),
-                |_, p| OpKind::Close { fd: p.fd },
-                Params {
-                    fd,
-                    ..Params::default()
-                },
-            )
-            .await
-            .map(|_| ())
+            // From here the close operation owns the descriptor: whatever
+            // happens to this future or the engine, it is closed once.
+            run_op(&inner.shared, None, OpKind::Close(ops::Close::new(fd)))
+                .await
+                .map(|_| ())
         })
     }
 }

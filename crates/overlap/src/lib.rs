@@ -44,9 +44,11 @@ mod error;
 mod file;
 mod limiter;
 mod op;
+mod ops;
 mod port;
 mod stats;
 mod sys;
+mod wait;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
 pub use engine::{
@@ -55,6 +57,7 @@ pub use engine::{
 };
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
-pub use op::{block_on, Op, Task};
+pub use op::{Op, Task};
 pub use port::{Completion, Port};
 pub use stats::{KernelWorkers, Stats};
+pub use wait::block_on;

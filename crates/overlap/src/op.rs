@@ -1,101 +1,76 @@
-//! Operations: what the kernel is asked to do, the cell that owns an
-//! operation's buffer while the kernel may touch it, and the futures that
-//! callers await.
+//! The cell that owns an operation's buffer while the kernel may touch it,
+//! and the futures callers await.
 //!
 //! Ownership rule: once an operation is handed to a driver, the driver holds
 //! an `Arc` of its [`OpCell`] until the kernel reports completion. The cell
 //! owns the buffer. Dropping the caller's future drops only the caller's
 //! `Arc`, so the buffer stays alive until the kernel is done with it.
 
-use std::ffi::CString;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::Thread;
+use std::task::{Context, Poll, Waker};
 
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::file::FileRef;
 use crate::limiter::{Acquire, Permit};
+use crate::ops::OpKind;
 use crate::port::PortShared;
-
-/// The system call an operation performs, with raw pointers into memory the
-/// operation's cell owns.
-#[derive(Debug)]
-pub(crate) enum OpKind {
-    Read {
-        fd: i32,
-        ptr: *mut u8,
-        len: u32,
-        offset: u64,
-    },
-    Write {
-        fd: i32,
-        ptr: *const u8,
-        len: u32,
-        offset: u64,
-    },
-    Fsync {
-        fd: i32,
-        datasync: bool,
-    },
-    Fallocate {
-        fd: i32,
-        mode: i32,
-        offset: u64,
-        len: u64,
-    },
-    Ftruncate {
-        fd: i32,
-        len: u64,
-    },
-    Statx {
-        fd: i32,
-        buf: *mut libc::statx,
-    },
-    Close {
-        fd: i32,
-    },
-    Open {
-        path: CString,
-        flags: i32,
-        mode: u32,
-    },
-}
-
-// SAFETY: the raw pointers in OpKind point into buffers owned by the same
-// OpCell, which is Send; they are only dereferenced by the kernel or by the
-// one thread that executes the operation.
-unsafe impl Send for OpKind {}
-// SAFETY: OpKind is never mutated after construction; sharing it only shares
-// addresses.
-unsafe impl Sync for OpKind {}
 
 /// What a driver sees of an operation.
 pub(crate) trait Completable: Send + Sync {
     fn kind(&self) -> &OpKind;
-    /// Records the kernel's result (`>= 0`, or `-errno`) and notifies the
-    /// owner. `inline` says the result was known when submission returned.
+    /// The engine the operation belongs to.
+    fn shared(&self) -> &Arc<Shared>;
+    /// The driver performed the operation: records the kernel's result
+    /// (`>= 0`, or `-errno`) and notifies the owner. `inline` says the result
+    /// was known when the submitting system call returned.
+    ///
+    /// Runs user code (wakers, and through released permits and files other
+    /// wakers); drivers call it through [`crate::driver::contain`].
     fn complete(&self, res: i64, inline: bool);
+    /// The engine refused the operation (it was shutting down): the
+    /// operation was not performed, except that a close still closes.
+    fn refuse(&self) {
+        let res = self.kind().refused();
+        self.finish(res, true);
+    }
+    /// Records the result and notifies the owner, without marking the
+    /// operation performed.
+    fn finish(&self, res: i64, inline: bool);
 }
 
 enum State {
     Waiting(Option<Waker>),
     Done(i64),
+    /// The owner took the result.
+    Taken,
 }
 
 pub(crate) enum Target<B> {
+    /// An [`Op`] future takes the result.
     Future,
-    Port { port: Arc<PortShared<B>>, key: u64 },
+    /// A driver delivers the completion to a port's queue, with the key.
+    Port(Arc<PortShared<B>>, u64),
+    /// A port's ring: the worker that reaps the completion takes it
+    /// ([`OpCell::take`]); the key goes with it.
+    Ring(u64),
 }
 
 pub(crate) struct OpCell<B> {
     kind: OpKind,
     target: Target<B>,
     shared: Arc<Shared>,
+    /// For a port's ring: set until the submitter has recorded
+    /// `inline_before`, the completion queue's tail right after the
+    /// submitting call returned. A completion found at a position before it,
+    /// or while the flag is still set, was inline.
+    submitting: AtomicBool,
+    inline_before: AtomicU32,
     /// Everything that changes hands at completion, under one lock: the
-    /// driver takes it once in `complete`, the future once when it is done.
+    /// driver takes it once in `finish`, the future once when it is done.
     slot: Mutex<Slot<B>>,
 }
 
@@ -113,17 +88,23 @@ struct Slot<B> {
 
 impl<B: Send + 'static> OpCell<B> {
     pub(crate) fn new(
-        kind: OpKind,
-        buf: B,
+        req: Request<B>,
         target: Target<B>,
         permit: Option<Permit>,
-        file: Option<FileRef>,
-        shared: Arc<Shared>,
     ) -> Arc<OpCell<B>> {
+        let Request {
+            shared,
+            file,
+            buf,
+            kind,
+            ..
+        } = req;
         Arc::new(OpCell {
             kind,
             target,
             shared,
+            submitting: AtomicBool::new(false),
+            inline_before: AtomicU32::new(0),
             slot: Mutex::new(Slot {
                 state: State::Waiting(None),
                 buf: Some(buf),
@@ -143,7 +124,13 @@ impl<B: Send + 'static> OpCell<B> {
         match &mut slot.state {
             State::Done(res) => {
                 let res = *res;
-                Poll::Ready((res, slot.buf.take().expect("buffer taken once")))
+                slot.state = State::Taken;
+                let buf = slot.buf.take();
+                debug_assert!(buf.is_some(), "a finished operation holds its buffer");
+                match buf {
+                    Some(buf) => Poll::Ready((res, buf)),
+                    None => Poll::Pending,
+                }
             }
             State::Waiting(w) => {
                 match w {
@@ -152,6 +139,79 @@ impl<B: Send + 'static> OpCell<B> {
                 }
                 Poll::Pending
             }
+            State::Taken => {
+                debug_assert!(false, "an operation's result is taken once");
+                Poll::Pending
+            }
+        }
+    }
+
+    /// For a port's ring: the operation's result (from the completion's
+    /// `res`, unless it was preset), the buffer and the permit, taken once by
+    /// the worker that reaped the completion.
+    pub(crate) fn take(&self, cqe_res: i32, inline: bool) -> (i64, Option<(B, Option<Permit>)>) {
+        self.kind.performed();
+        let mut slot = self.slot();
+        let res = match slot.state {
+            State::Done(preset) => preset,
+            _ => self.kind.result(cqe_res),
+        };
+        slot.state = State::Taken;
+        let file = slot.file.take();
+        let out = slot.buf.take().map(|b| (b, slot.permit.take()));
+        drop(slot);
+        drop(file);
+        self.shared.counters.record(&self.kind, res, inline);
+        (res, out)
+    }
+
+    /// Whether the operation reads or writes data (not a no-op or a call on
+    /// the descriptor).
+    pub(crate) fn is_transfer(&self) -> bool {
+        !matches!(self.kind.transfer(), crate::ops::Transfer::None)
+    }
+
+    pub(crate) fn engine(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The io_uring entry of the operation, if this kernel has the opcode.
+    pub(crate) fn kind_entry(&self, ops: &crate::ops::Opcodes) -> Option<io_uring::squeue::Entry> {
+        self.kind.entry(ops)
+    }
+
+    /// Performs the operation with a blocking system call.
+    pub(crate) fn run_blocking(&self) -> i64 {
+        self.kind.blocking()
+    }
+
+    /// Records a result obtained before submission (a port's ring delivers
+    /// it through a no-op).
+    pub(crate) fn preset(&self, res: i64) {
+        self.slot().state = State::Done(res);
+    }
+
+    pub(crate) fn set_submitting(&self, on: bool) {
+        self.submitting.store(on, Ordering::Release);
+    }
+
+    /// Records the completion queue's tail right after submission.
+    pub(crate) fn set_inline_before(&self, tail: u32) {
+        self.inline_before.store(tail, Ordering::Relaxed);
+        self.submitting.store(false, Ordering::Release);
+    }
+
+    /// Whether a completion found at queue position `pos` was inline.
+    pub(crate) fn inline_at(&self, pos: u32) -> bool {
+        self.submitting.load(Ordering::Acquire)
+            || (pos.wrapping_sub(self.inline_before.load(Ordering::Relaxed)) as i32) < 0
+    }
+
+    /// The key of a port's operation.
+    pub(crate) fn port_key(&self) -> u64 {
+        match self.target {
+            Target::Port(_, key) | Target::Ring(key) => key,
+            Target::Future => 0,
         }
     }
 }
@@ -161,18 +221,33 @@ impl<B: Send + 'static> Completable for OpCell<B> {
         &self.kind
     }
 
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     fn complete(&self, res: i64, inline: bool) {
+        self.kind.performed();
+        self.finish(res, inline);
+    }
+
+    fn finish(&self, res: i64, inline: bool) {
         self.shared.counters.record(&self.kind, res, inline);
         let (file, permit, waker, buf) = {
             let mut slot = self.slot();
             let waker = match std::mem::replace(&mut slot.state, State::Done(res)) {
                 State::Waiting(w) => w,
-                State::Done(_) => unreachable!("an operation completes once"),
+                State::Done(_) | State::Taken => {
+                    debug_assert!(false, "an operation completes once");
+                    None
+                }
             };
             // A port takes the buffer now; a future takes it when polled.
             let buf = match self.target {
-                Target::Port { .. } => slot.buf.take(),
-                Target::Future => None,
+                Target::Port(..) => {
+                    slot.state = State::Taken;
+                    slot.buf.take()
+                }
+                Target::Future | Target::Ring(_) => None,
             };
             (slot.file.take(), slot.permit.take(), waker, buf)
         };
@@ -186,10 +261,26 @@ impl<B: Send + 'static> Completable for OpCell<B> {
                     crate::driver::wake(w);
                 }
             }
-            Target::Port { port, key } => {
-                let buf = buf.expect("a port operation's buffer is in its cell");
-                port.deliver(*key, res, buf, permit, inline);
+            Target::Port(port, key) => {
+                if let Some(buf) = buf {
+                    port.deliver(*key, res, buf, permit, inline);
+                }
             }
+            Target::Ring(_) => {
+                debug_assert!(false, "a port's ring operation is taken, not completed");
+                drop(permit);
+            }
+        }
+    }
+}
+
+impl<B> Drop for OpCell<B> {
+    fn drop(&mut self) {
+        let slot = self.slot.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let State::Done(res) = slot.state {
+            // Nobody took the result (the future was dropped): release what
+            // it owns (an opened descriptor).
+            self.kind.unclaimed(res);
         }
     }
 }
@@ -208,9 +299,9 @@ pub(crate) struct Request<B> {
     pub shared: Arc<Shared>,
     pub file: Option<FileRef>,
     pub buf: B,
-    /// Builds the kind once the buffer sits at its final address.
-    pub make: fn(&mut B, &Params) -> OpKind,
-    pub params: Params,
+    /// The operation, with pointers into `buf`'s heap memory, which does not
+    /// move when `buf` moves (IoBuf contract).
+    pub kind: OpKind,
     /// Bytes charged against the in-flight budget.
     pub bytes: usize,
     /// Try `preadv2(RWF_NOWAIT)` on the caller's thread first.
@@ -231,16 +322,6 @@ impl<B> Request<B> {
     }
 }
 
-/// Scalar arguments of a request.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Params {
-    pub fd: i32,
-    pub offset: u64,
-    pub len: u64,
-    pub start: usize,
-    pub flag: i32,
-}
-
 enum Stage<B> {
     Ready(Result<usize>, B),
     Init(Request<B>),
@@ -256,7 +337,9 @@ enum Stage<B> {
 /// lazy; poll many at once, e.g. with `futures::future::join_all`, to have
 /// them in flight together). Dropping it after that is safe: the engine keeps
 /// the buffer until the kernel has finished with it, and the operation still
-/// runs to completion. For threads that are not async, [`Op::wait`] blocks.
+/// runs to completion. For threads that are not async, [`Op::wait`] blocks:
+/// it submits the operation on the calling thread's own ring and sleeps in
+/// the kernel until the completion wakes it.
 #[must_use = "an operation does nothing until awaited or waited on"]
 pub struct Op<B> {
     stage: Stage<B>,
@@ -277,7 +360,7 @@ impl<B: Send + 'static> Op<B> {
 
     /// Blocks the calling thread until the operation completes.
     pub fn wait(self) -> (Result<usize>, B) {
-        block_on(self)
+        crate::wait::block_on(self)
     }
 }
 
@@ -328,29 +411,29 @@ impl<B: Send + 'static> Future for Op<B> {
     }
 }
 
-/// Moves a request into a cell and hands it to the driver.
+/// Moves a request into a cell and hands it to a driver: a future polled
+/// inside [`block_on`](crate::block_on) on an io_uring engine goes to the
+/// calling thread's own ring (the thread will wait for it there); anything
+/// else to the engine's driver.
 pub(crate) fn submit<B: Send + 'static>(
     req: Request<B>,
     target: Target<B>,
     permit: Option<Permit>,
 ) -> Arc<OpCell<B>> {
-    let Request {
-        shared,
-        file,
-        mut buf,
-        make,
-        params,
-        ..
-    } = req;
-    // The buffer's heap memory does not move when `buf` moves into the cell
-    // (IoBuf contract), so the addresses taken here stay valid.
-    let kind = make(&mut buf, &params);
-    let cell = OpCell::new(kind, buf, target, permit, file, shared.clone());
-    shared
-        .counters
-        .submitted
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    shared.driver.submit(cell.clone());
+    let own_ring = matches!(target, Target::Future) && req.shared.driver.is_uring();
+    let cell = OpCell::new(req, target, permit);
+    let shared = Completable::shared(&*cell).clone();
+    shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
+    let op: Arc<dyn Completable> = cell.clone();
+    let op = if own_ring {
+        match crate::wait::submit_on_own_ring(op, &shared) {
+            Ok(()) => return cell,
+            Err(op) => op,
+        }
+    } else {
+        op
+    };
+    shared.driver.submit(op);
     cell
 }
 
@@ -368,7 +451,7 @@ impl<T> Task<T> {
 
     /// Blocks the calling thread until the operation completes.
     pub fn wait(self) -> T {
-        block_on(self)
+        crate::wait::block_on(self)
     }
 }
 
@@ -395,101 +478,5 @@ impl<B> std::fmt::Debug for Op<B> {
             Stage::Finished => "finished",
         };
         f.debug_struct("Op").field("stage", &stage).finish()
-    }
-}
-
-/// How long a thread blocked in `wait()` polls for its wake-up (yielding
-/// the CPU between looks) before it sleeps. On virtual machines without
-/// guest halt polling, waking a sleeping thread on another vCPU costs an
-/// inter-processor interrupt through the hypervisor. Measured here (criterion,
-/// a cached read through the ring, fast path off): 52 us per round trip with
-/// the waiter asleep, 16 us polling; with 4 callers on 2 vCPUs, 8.3 us before
-/// and 6.8 us after (a pure spin there made it 14 us: spinning callers took
-/// the CPU from the engine thread, hence the yield).
-/// `OVERLAP_SPIN_US` overrides it (0 turns polling off).
-pub(crate) fn spin_window() -> std::time::Duration {
-    static SPIN_NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    std::time::Duration::from_nanos(*SPIN_NS.get_or_init(|| {
-        std::env::var("OVERLAP_SPIN_US")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_SPIN_NS, |us| us.min(1000) * 1000)
-    }))
-}
-
-const DEFAULT_SPIN_NS: u64 = 20_000;
-
-struct ThreadWaker {
-    thread: Thread,
-    /// Set by a wake-up, so that a polling waiter sees it without sleeping.
-    notified: std::sync::atomic::AtomicBool,
-}
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.notified
-            .store(true, std::sync::atomic::Ordering::Release);
-        self.thread.unpark();
-    }
-}
-
-/// Runs a future to completion on the current thread: what every `.wait()`
-/// uses. Between polls it looks for its wake-up for up to 20 us (yielding the
-/// CPU; `OVERLAP_SPIN_US` changes it, 0 turns it off), then parks.
-///
-/// ```
-/// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);
-/// ```
-pub fn block_on<F: Future>(fut: F) -> F::Output {
-    use std::sync::atomic::Ordering;
-    thread_local! {
-        // One waker per thread, made once and lent to each poll: `wait()` is
-        // on the page-cache fast path.
-        static WAKER: (Arc<ThreadWaker>, Waker) = {
-            let tw = Arc::new(ThreadWaker {
-                thread: std::thread::current(),
-                notified: std::sync::atomic::AtomicBool::new(false),
-            });
-            (tw.clone(), Waker::from(tw))
-        };
-    }
-    let mut fut = std::pin::pin!(fut);
-    let run = |tw: &ThreadWaker, waker: &Waker, fut: &mut std::pin::Pin<&mut F>| {
-        let mut cx = Context::from_waker(waker);
-        let spin = spin_window();
-        loop {
-            tw.notified.store(false, Ordering::Relaxed);
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                return v;
-            }
-            if !spin.is_zero() {
-                let start = std::time::Instant::now();
-                // Yield rather than spin: the vCPU stays awake, but a
-                // runnable thread (the engine's, or another waiter) gets it.
-                while !tw.notified.load(Ordering::Acquire) && start.elapsed() < spin {
-                    std::thread::yield_now();
-                }
-            }
-            if !tw.notified.load(Ordering::Acquire) {
-                std::thread::park();
-            }
-        }
-    };
-    // Borrow the thread's waker without touching its reference count
-    // (`try_with` is re-entrant, so a nested block_on is fine); during
-    // thread teardown the thread-local is gone: make one.
-    match WAKER.try_with(|(tw, w)| run(tw, w, &mut fut)) {
-        Ok(v) => v,
-        Err(_) => {
-            let tw = Arc::new(ThreadWaker {
-                thread: std::thread::current(),
-                notified: std::sync::atomic::AtomicBool::new(false),
-            });
-            let w = Waker::from(tw.clone());
-            run(&tw, &w, &mut fut)
-        }
     }
 }

@@ -45,6 +45,10 @@ pub struct Stats {
     pub fast_path_skipped: u64,
     /// Times a submitter had to wait for the in-flight budget.
     pub backpressure_waits: u64,
+    /// Port operations submitted again because the kernel cancelled them
+    /// unperformed when the thread that submitted them exited (Linux drops
+    /// the queued kernel-worker work of an exiting thread).
+    pub resubmitted_after_exit: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
@@ -69,6 +73,7 @@ pub(crate) struct Counters {
     pub fast_skipped: AtomicU64,
     pub fast_misses: AtomicU64,
     pub backpressure_waits: AtomicU64,
+    pub resubmitted: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -79,23 +84,31 @@ impl Counters {
     }
 
     /// Counts a completion from a driver (fast-path hits are counted apart).
-    pub(crate) fn record(&self, kind: &crate::op::OpKind, res: i64, inline: bool) {
-        use crate::op::OpKind;
+    pub(crate) fn record(&self, kind: &crate::ops::OpKind, res: i64, inline: bool) {
+        use crate::ops::Transfer;
         self.completed.fetch_add(1, Ordering::Relaxed);
         if inline {
             self.inline.fetch_add(1, Ordering::Relaxed);
         }
-        match kind {
+        match kind.transfer() {
             _ if res < 0 => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            OpKind::Read { .. } => {
+            Transfer::Read => {
                 self.bytes_read.fetch_add(res as u64, Ordering::Relaxed);
             }
-            OpKind::Write { .. } => {
+            Transfer::Write => {
                 self.bytes_written.fetch_add(res as u64, Ordering::Relaxed);
             }
-            _ => {}
+            Transfer::None => {}
+        }
+    }
+
+    /// Looks for kernel workers that did work, at most every
+    /// [`WorkerTracker::PERIOD`]; called after reaping a batch of completions.
+    pub(crate) fn sample_workers_maybe(&self) {
+        if let Ok(mut w) = self.workers.try_lock() {
+            w.maybe_sample();
         }
     }
 
@@ -119,6 +132,7 @@ impl Counters {
             fast_path_misses: self.fast_misses.load(Ordering::Relaxed),
             fast_path_skipped: self.fast_skipped.load(Ordering::Relaxed),
             backpressure_waits: self.backpressure_waits.load(Ordering::Relaxed),
+            resubmitted_after_exit: self.resubmitted.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers
                 .lock()

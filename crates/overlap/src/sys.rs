@@ -1,115 +1,9 @@
-//! Blocking system calls: how the thread-pool driver performs each
-//! operation, and the page-cache fast path.
+//! The page-cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread.
 
 use std::sync::atomic::Ordering;
 
-use crate::op::{OpKind, Request};
-
-fn errno() -> i64 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO) as i64
-}
-
-fn ret(r: i64) -> i64 {
-    if r < 0 {
-        -errno()
-    } else {
-        r
-    }
-}
-
-/// Performs `kind` synchronously; returns the byte count / descriptor, or
-/// `-errno`. EINTR is retried.
-pub(crate) fn execute(kind: &OpKind) -> i64 {
-    loop {
-        let r = execute_once(kind);
-        if r != -(libc::EINTR as i64) {
-            return r;
-        }
-    }
-}
-
-fn execute_once(kind: &OpKind) -> i64 {
-    match *kind {
-        // SAFETY (all arms): the pointers in OpKind point into memory owned by
-        // the operation's cell, valid for `len` bytes, and the cell is kept
-        // alive by the driver until this call has returned.
-        OpKind::Read {
-            fd,
-            ptr,
-            len,
-            offset,
-        } => {
-            ret(unsafe { libc::pread(fd, ptr.cast(), len as usize, offset as libc::off_t) } as i64)
-        }
-        OpKind::Write {
-            fd,
-            ptr,
-            len,
-            offset,
-        } => {
-            ret(unsafe { libc::pwrite(fd, ptr.cast(), len as usize, offset as libc::off_t) } as i64)
-        }
-        OpKind::Fsync { fd, datasync } => {
-            // SAFETY: plain descriptor call.
-            ret(unsafe {
-                if datasync {
-                    libc::fdatasync(fd)
-                } else {
-                    libc::fsync(fd)
-                }
-            } as i64)
-        }
-        OpKind::Fallocate {
-            fd,
-            mode,
-            offset,
-            len,
-        } => {
-            // SAFETY: plain descriptor call.
-            ret(
-                unsafe { libc::fallocate(fd, mode, offset as libc::off_t, len as libc::off_t) }
-                    as i64,
-            )
-        }
-        OpKind::Ftruncate { fd, len } => {
-            // SAFETY: plain descriptor call.
-            ret(unsafe { libc::ftruncate(fd, len as libc::off_t) } as i64)
-        }
-        OpKind::Statx { fd, buf } => {
-            // SAFETY: buf points to a statx owned by the cell; the empty path
-            // with AT_EMPTY_PATH refers to fd itself.
-            ret(
-                unsafe { libc::statx(fd, c"".as_ptr(), libc::AT_EMPTY_PATH, STATX_MASK, buf) }
-                    as i64,
-            )
-        }
-        OpKind::Close { fd } => {
-            // SAFETY: the descriptor is owned by the closing operation; close is
-            // not retried on EINTR by `execute` callers that matter (Linux
-            // always releases the descriptor).
-            let r = unsafe { libc::close(fd) } as i64;
-            if r < 0 && errno() == libc::EINTR as i64 {
-                0
-            } else {
-                ret(r)
-            }
-        }
-        OpKind::Open {
-            ref path,
-            flags,
-            mode,
-        } => {
-            // SAFETY: path is a NUL-terminated string owned by the cell.
-            ret(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) } as i64)
-        }
-    }
-}
-
-/// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
-pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
-pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | STATX_DIOALIGN;
+use crate::op::Request;
+use crate::ops::OpKind;
 
 /// The cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread. Returns
 /// the byte count when the whole request was served from the page cache (or
@@ -125,15 +19,10 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
             return None;
         }
     }
-    let OpKind::Read {
-        fd,
-        ptr,
-        len,
-        offset,
-    } = (req.make)(&mut req.buf, &req.params)
-    else {
+    let OpKind::Read(read) = &req.kind else {
         return None;
     };
+    let (fd, ptr, len, offset) = (read.fd, read.ptr, read.len, read.offset);
     let iov = libc::iovec {
         iov_base: ptr.cast(),
         iov_len: len as usize,

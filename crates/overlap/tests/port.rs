@@ -259,7 +259,11 @@ fn cached_reads_through_a_port_complete_inline(d: Driver) {
     }
     assert_eq!(n, 16);
     let after = engine.stats();
-    assert_eq!(after.fast_path_hits - before.fast_path_hits, 16);
+    // On io_uring the port's ring hands the read to the kernel, which serves
+    // it from the page cache during submission; the pool's port tries
+    // `preadv2(RWF_NOWAIT)` on the caller's thread first.
+    let hits = if d.is_uring() { 0 } else { 16 };
+    assert_eq!(after.fast_path_hits - before.fast_path_hits, hits);
     assert_eq!(after.completed_inline - before.completed_inline, 16);
 
     // Without the fast path the pool driver's completions are not inline.

@@ -1,9 +1,15 @@
 //! Drivers: who performs the system calls. `uring` hands them to the kernel
-//! through io_uring; `pool` performs them on a bounded set of threads where
-//! io_uring is unavailable.
+//! through io_uring from the engine thread (futures polled by any executor);
+//! `ring` is the io_uring machinery it shares with each thread's own ring
+//! (`crate::wait`) and each completion port's ring; `pool` performs them on
+//! a bounded set of threads where io_uring is unavailable.
 
 pub(crate) mod pool;
+pub(crate) mod ring;
 pub(crate) mod uring;
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -21,44 +27,85 @@ thread_local! {
     static DEFERRED: RefCell<Option<Vec<Waker>>> = const { RefCell::new(None) };
 }
 
-/// Wakes `w`, or, inside a [`WakeBatch`], when the batch ends: the woken
+/// Wakes `w`, or, inside [`with_deferred_wakes`], when it ends: the woken
 /// thread then finds every completion of the batch at once instead of
 /// preempting the driver after the first.
 pub(crate) fn wake(w: Waker) {
-    let w = DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(list) => {
-            list.push(w);
-            None
+    // During thread teardown the thread-local may be gone: wake now.
+    let mut w = Some(w);
+    let _ = DEFERRED.try_with(|d| {
+        if let Some(list) = d.borrow_mut().as_mut() {
+            list.extend(w.take());
         }
-        None => Some(w),
     });
     if let Some(w) = w {
         w.wake();
     }
 }
 
-/// Defers [`wake`] calls on this thread until dropped.
-pub(crate) struct WakeBatch(());
+/// A caught panic's payload.
+pub(crate) type Panic = Box<dyn Any + Send>;
 
-impl WakeBatch {
-    pub(crate) fn begin() -> WakeBatch {
-        DEFERRED.with(|d| {
+/// Runs `f` (which completes a batch of operations) with [`wake`] calls
+/// deferred to its end, then performs them, each contained. Returns the
+/// first panic caught.
+pub(crate) fn with_deferred_wakes(f: impl FnOnce() -> Option<Panic>) -> Option<Panic> {
+    let outermost = DEFERRED
+        .try_with(|d| {
             let mut d = d.borrow_mut();
-            if d.is_none() {
+            let outermost = d.is_none();
+            if outermost {
                 *d = Some(Vec::new());
             }
-        });
-        WakeBatch(())
+            outermost
+        })
+        .unwrap_or(false);
+    let mut first = f();
+    if outermost {
+        let list = DEFERRED
+            .try_with(|d| d.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        for w in list {
+            let p = contain("wake-up", || w.wake());
+            first = first.or(p);
+        }
+    }
+    first
+}
+
+/// Runs completion code that reaches user code (wakers, a buffer's `Drop`)
+/// so that a panic in it cannot unwind the thread that owns a ring or a
+/// pool worker: unwinding there would drop memory the kernel still owns.
+/// Returns the panic's payload, if any; on a driver thread it is reported
+/// and dropped.
+pub(crate) fn contain(what: &str, f: impl FnOnce()) -> Option<Panic> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => None,
+        Err(payload) => {
+            if on_driver_thread() {
+                report_panic(what, &payload);
+                None
+            } else {
+                Some(payload)
+            }
+        }
     }
 }
 
-impl Drop for WakeBatch {
-    fn drop(&mut self) {
-        let list = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-        for w in list {
-            w.wake();
-        }
-    }
+/// Says on stderr that a panic in user code was caught and where.
+pub(crate) fn report_panic(what: &str, payload: &Panic) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(|s| s.as_str()))
+        .unwrap_or("(not a string)");
+    eprintln!(
+        "overlap: caught a panic in user code (a waker or a buffer's Drop) while completing \
+         a {what} on {}: {msg}; the engine goes on",
+        std::thread::current().name().unwrap_or("an engine thread")
+    );
 }
 
 pub(crate) fn mark_driver_thread() {
@@ -66,7 +113,7 @@ pub(crate) fn mark_driver_thread() {
 }
 
 pub(crate) fn on_driver_thread() -> bool {
-    DRIVER_THREAD.with(|c| c.get())
+    DRIVER_THREAD.try_with(|c| c.get()).unwrap_or(false)
 }
 
 pub(crate) enum DriverHandle {
@@ -75,6 +122,10 @@ pub(crate) enum DriverHandle {
 }
 
 impl DriverHandle {
+    pub(crate) fn is_uring(&self) -> bool {
+        matches!(self, DriverHandle::Uring(_))
+    }
+
     pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
         match self {
             DriverHandle::Uring(d) => d.submit(op),

@@ -9,7 +9,6 @@ use std::thread::JoinHandle;
 
 use crate::op::Completable;
 use crate::stats::Counters;
-use crate::sys;
 
 pub(crate) struct PoolDriver {
     inner: Arc<Inner>,
@@ -57,7 +56,9 @@ impl PoolDriver {
         let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
         if st.shutdown {
             drop(st);
-            op.complete(-(libc::ECANCELED as i64), true);
+            if let Some(p) = super::contain(op.kind().name(), || op.refuse()) {
+                std::panic::resume_unwind(p);
+            }
             return;
         }
         st.queue.push_back(op);
@@ -79,10 +80,15 @@ impl PoolDriver {
                 Err(_) if st.threads == 0 => {
                     // No thread could be started at all: do the work here
                     // rather than strand it.
-                    let op = st.queue.pop_back().expect("just pushed");
-                    drop(st);
-                    let r = sys::execute(op.kind());
-                    op.complete(r, true);
+                    if let Some(op) = st.queue.pop_back() {
+                        drop(st);
+                        let r = op.kind().blocking();
+                        if let Some(p) =
+                            super::contain(op.kind().name(), move || op.complete(r, true))
+                        {
+                            std::panic::resume_unwind(p);
+                        }
+                    }
                     return;
                 }
                 Err(_) => {}
@@ -110,9 +116,29 @@ impl PoolDriver {
     }
 }
 
+/// Uncounts a worker when it ends, however it ends, so that a worker lost
+/// to a panic is replaced by the next submission instead of leaving work
+/// queued for a thread that is gone.
+struct Alive<'a>(&'a Inner);
+
+impl Drop for Alive<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.st.lock().unwrap_or_else(|p| p.into_inner());
+        st.threads -= 1;
+        let orphaned = !st.queue.is_empty() && st.idle == 0 && !st.shutdown;
+        drop(st);
+        if orphaned && std::thread::panicking() {
+            eprintln!(
+                "overlap: a pool worker ended by a panic; the next submission starts another"
+            );
+        }
+    }
+}
+
 impl Inner {
     fn run(self: Arc<Self>) {
         super::mark_driver_thread();
+        let _alive = Alive(&self);
         loop {
             let job = {
                 let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
@@ -129,8 +155,13 @@ impl Inner {
                 }
             };
             let Some(op) = job else { return };
-            let r = sys::execute(op.kind());
-            op.complete(r, false);
+            let r = op.kind().blocking();
+            // User code runs in here (wakers, a dropped future's buffer);
+            // `contain` keeps a panic from ending this worker.
+            super::contain(op.kind().name(), move || {
+                op.complete(r, false);
+                drop(op);
+            });
         }
     }
 }

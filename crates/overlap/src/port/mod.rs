@@ -2,18 +2,29 @@
 //! of worker threads (Windows' I/O completion port, MariaDB's lesson: any
 //! worker can take any completion, so load balances and nothing is tied to
 //! the thread that submitted).
+//!
+//! On an io_uring engine a port has a ring of its own (`ring`): submitters
+//! hand operations to the kernel themselves and workers sleep in the kernel
+//! on that ring, which wakes them. Elsewhere (the thread pool, or where no
+//! ring could be made) the engine's driver delivers completions to a queue
+//! (`queue`).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Wake, Waker};
+mod queue;
+mod ring;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::limiter::Permit;
-use crate::op::{block_on, submit, to_result, Request, Target};
+use crate::op::{submit, to_result, OpCell, Request, Target};
+use crate::ops::{Nop, OpKind};
+use crate::wait::block_on;
+
+pub(crate) use queue::Queue as PortShared;
+use ring::PortRing;
 
 /// A finished operation taken from a [`Port`].
 #[derive(Debug)]
@@ -25,36 +36,9 @@ pub struct Completion<B> {
     pub result: Result<usize>,
     /// The buffer, given back.
     pub buf: B,
-    /// Whether the operation completed synchronously (page-cache fast path,
-    /// or already done when the submitting system call returned).
+    /// Whether the operation completed synchronously (already done when the
+    /// submitting system call returned: a page-cache hit, for example).
     pub inline: bool,
-}
-
-struct Delivered<B> {
-    completion: Completion<B>,
-    /// Held until a worker takes the completion, so that completions nobody
-    /// collects still count against the in-flight budget.
-    _permit: Option<Permit>,
-}
-
-pub(crate) struct PortShared<B> {
-    st: Mutex<PortState<B>>,
-    cv: Condvar,
-}
-
-struct PortState<B> {
-    ready: VecDeque<Delivered<B>>,
-    /// Submitted and not yet taken.
-    outstanding: usize,
-    /// Threads blocked in `next`; a completion wakes one only if there is
-    /// one (a futex wake is a system call even with nobody waiting).
-    waiting: usize,
-}
-
-impl<B> PortShared<B> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, PortState<B>> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl<B: Send + 'static> PortShared<B> {
@@ -63,63 +47,36 @@ impl<B: Send + 'static> PortShared<B> {
         key: u64,
         res: i64,
         buf: B,
-        permit: Option<Permit>,
+        permit: Option<crate::limiter::Permit>,
         inline: bool,
     ) {
-        let result = to_result(res);
-        self.push(
-            Completion {
-                key,
-                result,
-                buf,
-                inline,
-            },
-            permit,
-        );
-    }
-
-    /// Queues a completion and wakes a waiting worker if there is one that
-    /// the completions already queued will not satisfy. On the engine
-    /// thread the wake-up is deferred to the end of the batch of
-    /// completions, so a worker is woken once per batch, not per completion.
-    fn push(self: &Arc<Self>, completion: Completion<B>, permit: Option<Permit>) {
-        self.push_counted(completion, permit, false);
-    }
-
-    /// As [`push`](Self::push) for a completion known at submission, which
-    /// is counted as outstanding under the same lock.
-    fn push_immediate(self: &Arc<Self>, completion: Completion<B>, permit: Option<Permit>) {
-        self.push_counted(completion, permit, true);
-    }
-
-    fn push_counted(
-        self: &Arc<Self>,
-        completion: Completion<B>,
-        permit: Option<Permit>,
-        new: bool,
-    ) {
-        let mut st = self.lock();
-        if new {
-            st.outstanding += 1;
-        }
-        st.ready.push_back(Delivered {
-            completion,
-            _permit: permit,
-        });
-        let wake = st.waiting >= st.ready.len();
-        drop(st);
-        if wake {
-            crate::driver::wake(Waker::from(self.clone()));
-        }
+        let completion = Completion {
+            key,
+            result: to_result(res),
+            buf,
+            inline,
+        };
+        self.push(completion, permit, false);
     }
 }
 
-impl<B: Send + 'static> Wake for PortShared<B> {
-    fn wake(self: Arc<Self>) {
-        self.cv.notify_one();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.cv.notify_one();
+enum Mode<B: Send + 'static> {
+    Ring(PortRing<B>),
+    Queue(Arc<PortShared<B>>),
+}
+
+struct Inner<B: Send + 'static> {
+    mode: Mode<B>,
+    engine: Engine,
+}
+
+impl<B: Send + 'static> Drop for Inner<B> {
+    fn drop(&mut self) {
+        if let Mode::Ring(ring) = &self.mode {
+            // The ring holds the cells of operations in flight: wait for
+            // them before it goes.
+            ring.drain();
+        }
     }
 }
 
@@ -152,48 +109,56 @@ impl<B: Send + 'static> Wake for PortShared<B> {
 /// keys.sort();
 /// assert_eq!(keys, [0, 1, 2, 3]);
 /// ```
-pub struct Port<B> {
-    shared: Arc<PortShared<B>>,
-    engine: Engine,
+pub struct Port<B: Send + 'static> {
+    inner: Arc<Inner<B>>,
 }
 
-impl<B> Clone for Port<B> {
+impl<B: Send + 'static> Clone for Port<B> {
     fn clone(&self) -> Self {
         Port {
-            shared: self.shared.clone(),
-            engine: self.engine.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
 
-impl<B> std::fmt::Debug for Port<B> {
+impl<B: Send + 'static> std::fmt::Debug for Port<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = self.shared.lock();
+        let (mode, ready) = match &self.inner.mode {
+            Mode::Ring(_) => ("ring", None),
+            Mode::Queue(q) => ("queue", Some(q.ready_len())),
+        };
         f.debug_struct("Port")
-            .field("outstanding", &st.outstanding)
-            .field("ready", &st.ready.len())
+            .field("mode", &mode)
+            .field("outstanding", &self.outstanding())
+            .field("ready", &ready)
             .finish()
     }
 }
 
 impl<B: Send + 'static> Port<B> {
-    /// A new port on `engine`.
+    /// A new port on `engine`. On io_uring the port gets a ring of its own,
+    /// on which its workers wait.
     pub fn new(engine: &Engine) -> Port<B> {
+        let shared = engine.shared();
+        let ring = if shared.driver.is_uring() {
+            PortRing::new(shared)
+        } else {
+            None
+        };
+        let mode = match ring {
+            Some(r) => Mode::Ring(r),
+            None => Mode::Queue(Arc::new(PortShared::new())),
+        };
         Port {
-            shared: Arc::new(PortShared {
-                st: Mutex::new(PortState {
-                    ready: VecDeque::new(),
-                    outstanding: 0,
-                    waiting: 0,
-                }),
-                cv: Condvar::new(),
+            inner: Arc::new(Inner {
+                mode,
+                engine: engine.clone(),
             }),
-            engine: engine.clone(),
         }
     }
 
     fn check_engine(&self, file: &File) -> Result<()> {
-        if !Arc::ptr_eq(self.engine.shared(), file.engine().shared()) {
+        if !Arc::ptr_eq(self.inner.engine.shared(), file.engine().shared()) {
             return Err(Error::InvalidInput(
                 "the file belongs to another engine than the port".into(),
             ));
@@ -209,18 +174,34 @@ impl<B: Send + 'static> Port<B> {
     ) -> std::result::Result<(), (Error, B)> {
         let mut req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
-            Prepared::Done(Ok(n), buf) => {
-                self.shared.push_immediate(
-                    Completion {
+            Prepared::Done(Ok(n), buf) => match &self.inner.mode {
+                Mode::Queue(q) => {
+                    let completion = Completion {
                         key,
                         result: Ok(n),
                         buf,
                         inline: true,
-                    },
-                    None,
-                );
-                return Ok(());
-            }
+                    };
+                    q.push(completion, None, true);
+                    return Ok(());
+                }
+                // The result travels through the ring like any other, so
+                // that a worker asleep in it sees it. Like the queue's, it
+                // needs no budget.
+                Mode::Ring(ring) => {
+                    let shared = self.inner.engine.shared().clone();
+                    let req = Request {
+                        shared: shared.clone(),
+                        file: None,
+                        buf,
+                        kind: OpKind::Nop(Nop { res: n as i64 }),
+                        bytes: 0,
+                        fast_path: false,
+                    };
+                    ring.submit(OpCell::new(req, Target::Ring(key), None), &shared);
+                    return Ok(());
+                }
+            },
             Prepared::Req(req) => req,
         };
         if let Err(e) = req.start() {
@@ -240,28 +221,36 @@ impl<B: Send + 'static> Port<B> {
             drop(permit);
             return Err((Error::Shutdown, req.buf));
         }
-        if let Some(n) = crate::sys::read_nowait(&mut req) {
-            self.shared.push_immediate(
-                Completion {
-                    key,
-                    result: Ok(n),
-                    buf: req.buf,
-                    inline: true,
-                },
-                Some(permit),
-            );
-            return Ok(());
+        match &self.inner.mode {
+            Mode::Ring(ring) => {
+                // The kernel tries a buffered read against the page cache
+                // during submission and completes it inline on a hit: the
+                // caller-side fast path would only add a system call.
+                let shared = req.shared.clone();
+                shared
+                    .counters
+                    .submitted
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let cell = OpCell::new(req, Target::Ring(key), Some(permit));
+                ring.submit(cell, &shared);
+            }
+            Mode::Queue(q) => {
+                if let Some(n) = crate::sys::read_nowait(&mut req) {
+                    let completion = Completion {
+                        key,
+                        result: Ok(n),
+                        buf: req.buf,
+                        inline: true,
+                    };
+                    q.push(completion, Some(permit), true);
+                    return Ok(());
+                }
+                // Counted before the driver can complete it (`take`
+                // decrements).
+                q.add_outstanding();
+                submit(req, Target::Port(q.clone(), key), Some(permit));
+            }
         }
-        // Counted before the driver can complete it (`take` decrements).
-        self.shared.lock().outstanding += 1;
-        submit(
-            req,
-            Target::Port {
-                port: self.shared.clone(),
-                key,
-            },
-            Some(permit),
-        );
         Ok(())
     }
 
@@ -339,46 +328,33 @@ impl<B: Send + 'static> Port<B> {
 
     /// Operations submitted to this port and not yet taken.
     pub fn outstanding(&self) -> usize {
-        self.shared.lock().outstanding
+        match &self.inner.mode {
+            Mode::Ring(r) => r.outstanding(),
+            Mode::Queue(q) => q.outstanding(),
+        }
     }
 
     fn take(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
-        let mut st = self.shared.lock();
-        loop {
-            if let Some(d) = st.ready.pop_front() {
-                st.outstanding -= 1;
-                if st.outstanding == 0 && st.waiting > 0 {
-                    // Wake workers waiting for completions that will not come.
-                    self.shared.cv.notify_all();
+        match &self.inner.mode {
+            Mode::Queue(q) => q.take(deadline, true),
+            Mode::Ring(r) => loop {
+                if let Some(c) = r.try_take() {
+                    return Some(c);
                 }
-                drop(st);
-                return Some(d.completion); // the permit is released here
-            }
-            if st.outstanding == 0 {
-                return None;
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return None;
-            }
-            st.waiting += 1;
-            st = match deadline {
-                None => self.shared.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    self.shared
-                        .cv
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
+                if r.outstanding() == 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
                 }
-            };
-            st.waiting -= 1;
+                r.wait(deadline);
+            },
         }
     }
 
     /// Waits for the next completion, from any operation of this port.
     /// Returns `None` when nothing is outstanding (so a worker loop ends
     /// instead of waiting forever).
+    ///
+    /// On io_uring the worker sleeps in the kernel on the port's ring and
+    /// the completion wakes it.
     pub fn next(&self) -> Option<Completion<B>> {
         self.take(None)
     }
@@ -390,12 +366,9 @@ impl<B: Send + 'static> Port<B> {
 
     /// A completion if one is ready now.
     pub fn try_next(&self) -> Option<Completion<B>> {
-        let mut st = self.shared.lock();
-        let d = st.ready.pop_front()?;
-        st.outstanding -= 1;
-        if st.outstanding == 0 && st.waiting > 0 {
-            self.shared.cv.notify_all();
+        match &self.inner.mode {
+            Mode::Queue(q) => q.take(None, false),
+            Mode::Ring(r) => r.try_take(),
         }
-        Some(d.completion)
     }
 }

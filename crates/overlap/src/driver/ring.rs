@@ -1,0 +1,421 @@
+//! One io_uring and the operations in flight on it: what the engine thread
+//! and every thread's own ring share. Setup (flags, opcode probe, kernel
+//! worker bound), submission, reaping, and a teardown that never frees
+//! memory the kernel may still write.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use io_uring::{opcode, squeue, types, IoUring};
+use slab::Slab;
+
+use super::Panic;
+use crate::error::FallbackReason;
+use crate::op::Completable;
+use crate::ops::Opcodes;
+
+/// User data of the eventfd read that wakes a thread asleep in its ring.
+const EVENTFD_KEY: u64 = u64::MAX;
+/// User data of the cancellation of that read at teardown.
+const CANCEL_KEY: u64 = u64::MAX - 1;
+
+/// The kernel's answer to `io_uring_setup`, mapped to a fallback reason.
+pub(crate) fn reason_for(err: &std::io::Error) -> FallbackReason {
+    match err.raw_os_error() {
+        Some(libc::ENOSYS) => FallbackReason::NotSupported,
+        Some(libc::EPERM) => match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+            .ok()
+            .and_then(|s| s.trim().parse::<u8>().ok())
+        {
+            Some(v) if v > 0 => FallbackReason::DisabledBySysctl(v),
+            _ => FallbackReason::PermissionDenied,
+        },
+        Some(libc::ENOMEM) => FallbackReason::MemoryLimit,
+        _ => FallbackReason::Other(err.to_string()),
+    }
+}
+
+/// Who enters a ring, which decides its setup flags.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Issuers {
+    /// Only the thread that creates the ring submits and waits on it:
+    /// `SINGLE_ISSUER|DEFER_TASKRUN` where the kernel has them.
+    One,
+    /// Any thread submits and any thread waits (a completion port):
+    /// `COOP_TASKRUN` at most.
+    Many,
+}
+
+/// Builds a ring with the best setup flags this kernel accepts.
+pub(crate) fn build_ring(
+    entries: u32,
+    cq_entries: u32,
+    issuers: Issuers,
+) -> Result<(IoUring, &'static str), FallbackReason> {
+    type Setup = (&'static str, fn(&mut io_uring::Builder));
+    let attempts: [Setup; 3] = [
+        ("SINGLE_ISSUER|DEFER_TASKRUN", |b| {
+            b.setup_single_issuer().setup_defer_taskrun();
+        }),
+        ("COOP_TASKRUN", |b| {
+            b.setup_coop_taskrun();
+        }),
+        ("none", |_| {}),
+    ];
+    // OVERLAP_URING_SETUP=coop|none skips the first attempts (for measuring
+    // what each setup flag is worth on a given kernel).
+    let mut skip = match std::env::var("OVERLAP_URING_SETUP").as_deref() {
+        Ok("coop") => 1,
+        Ok("none") => 2,
+        _ => 0,
+    };
+    if issuers == Issuers::Many {
+        skip = skip.max(1);
+    }
+    let mut last = None;
+    for (name, apply) in attempts.into_iter().skip(skip) {
+        let mut b = IoUring::builder();
+        b.setup_cqsize(cq_entries).setup_clamp();
+        apply(&mut b);
+        match b.build(entries) {
+            Ok(ring) => return Ok((ring, name)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+            Err(e) => return Err(reason_for(&e)),
+        }
+    }
+    match last {
+        Some(e) => Err(reason_for(&e)),
+        None => Err(FallbackReason::Other("no io_uring setup attempted".into())),
+    }
+}
+
+/// The opcodes of this kernel, and an error naming one the engine cannot do
+/// without. (An opcode that is merely missing, like `IORING_OP_FTRUNCATE`
+/// before Linux 6.9, makes that operation fall back to its blocking call.)
+pub(crate) fn probe_opcodes(ring: &IoUring) -> Result<Opcodes, FallbackReason> {
+    let mut probe = io_uring::Probe::new();
+    if ring.submitter().register_probe(&mut probe).is_err() {
+        return Err(FallbackReason::MissingOpcode(
+            "IORING_REGISTER_PROBE (Linux 5.6)",
+        ));
+    }
+    let needed: [(u8, &'static str); 3] = [
+        (opcode::Read::CODE, "IORING_OP_READ"),
+        (opcode::Write::CODE, "IORING_OP_WRITE"),
+        (opcode::Nop::CODE, "IORING_OP_NOP"),
+    ];
+    for (code, name) in needed {
+        if !probe.is_supported(code) {
+            return Err(FallbackReason::MissingOpcode(name));
+        }
+    }
+    Ok(Opcodes::from_probe(&probe))
+}
+
+/// Bounds the kernel's io-wq worker threads of the calling thread
+/// (`IORING_REGISTER_IOWQ_MAX_WORKERS`, Linux 5.15: io-wq belongs to the
+/// task, so this applies to every ring that thread submits on) and
+/// describes the limits in force.
+pub(crate) fn bound_kernel_workers(
+    ring: &IoUring,
+    max: Option<u32>,
+) -> Result<String, FallbackReason> {
+    let submitter = ring.submitter();
+    if let Some(n) = max {
+        let mut limits = [n, n];
+        if let Err(e) = submitter.register_iowq_max_workers(&mut limits) {
+            return Err(FallbackReason::Other(format!(
+                "could not bound the kernel's io_uring workers to {n}: {e}"
+            )));
+        }
+    }
+    // Zeros read the limits without changing them.
+    let mut limits = [0u32, 0u32];
+    match submitter.register_iowq_max_workers(&mut limits) {
+        Ok(()) => Ok(format!(
+            "kernel workers (io-wq) per submitting thread: at most {} for file I/O (bounded class), {} for the unbounded class",
+            limits[0], limits[1]
+        )),
+        Err(_) => Ok("kernel worker limits unknown (Linux < 5.15)".to_string()),
+    }
+}
+
+/// An operation whose result is known, to be completed once the ring is no
+/// longer borrowed (completion runs user code, which may use the ring).
+pub(crate) struct Done {
+    pub op: Arc<dyn Completable>,
+    pub res: i64,
+    pub inline: bool,
+}
+
+/// Completes `done` operations, containing panics in user code, with the
+/// wake-ups of the batch deferred to its end. Returns the first panic's
+/// payload (on a driver thread panics are reported instead; a thread that
+/// reaps its own ring resumes it once its ring is consistent again).
+pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
+    let Some(first) = done.first() else {
+        return None;
+    };
+    first.op.shared().counters.sample_workers_maybe();
+    super::with_deferred_wakes(|| {
+        let mut caught = None;
+        for d in done.drain(..) {
+            let name = d.op.kind().name();
+            let p = super::contain(name, move || {
+                let Done { op, res, inline } = d;
+                op.complete(res, inline);
+                // The last reference may be this one: the buffer's Drop
+                // runs here.
+                drop(op);
+            });
+            caught = caught.or(p);
+        }
+        caught
+    })
+}
+
+/// A ring and the operations in flight on it.
+pub(crate) struct RingCore {
+    // Field order: the ring is dropped before the eventfd buffer it may
+    // read into (and `close` makes sure no read is pending by then).
+    ring: IoUring,
+    eventfd_buf: Box<u64>,
+    eventfd: Option<RawFd>,
+    eventfd_armed: bool,
+    /// Completed eventfd reads: each consumed the wake-ups written before it.
+    eventfd_reads: u64,
+    ops: Opcodes,
+    /// In-flight operations keyed by user data, with the number of the
+    /// submitting system call.
+    slab: Slab<(Arc<dyn Completable>, u64)>,
+    /// Number of the last submitting `io_uring_enter`.
+    batch: u64,
+}
+
+impl RingCore {
+    /// `eventfd`, if given, must outlive the core: a thread asleep in the
+    /// ring is woken by writing it.
+    pub(crate) fn new(ring: IoUring, ops: Opcodes, eventfd: Option<RawFd>) -> RingCore {
+        RingCore {
+            ring,
+            eventfd_buf: Box::new(0),
+            eventfd,
+            eventfd_armed: false,
+            eventfd_reads: 0,
+            ops,
+            slab: Slab::new(),
+            batch: 0,
+        }
+    }
+
+    /// Operations in flight (not counting the eventfd read).
+    pub(crate) fn in_flight(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// Entries queued but not yet taken by the kernel.
+    pub(crate) fn pending(&mut self) -> usize {
+        self.ring.submission().len()
+    }
+
+    pub(crate) fn ring(&self) -> &IoUring {
+        &self.ring
+    }
+
+    /// How many eventfd reads have completed: a writer that saw an earlier
+    /// count knows its wake-up was consumed.
+    pub(crate) fn eventfd_reads(&self) -> u64 {
+        self.eventfd_reads
+    }
+
+    /// Queues `op`. An operation without an opcode on this kernel runs its
+    /// blocking call here and lands in `done`.
+    pub(crate) fn push(&mut self, op: Arc<dyn Completable>, done: &mut Vec<Done>) {
+        let Some(sqe) = op.kind().entry(&self.ops) else {
+            let res = op.kind().blocking();
+            done.push(Done {
+                op,
+                res,
+                inline: true,
+            });
+            return;
+        };
+        let key = self.slab.insert((op, self.batch + 1));
+        debug_assert!(
+            (key as u64) < CANCEL_KEY,
+            "slab keys stay below the reserved ones"
+        );
+        self.push_entry(&sqe.user_data(key as u64), done);
+    }
+
+    fn push_entry(&mut self, sqe: &squeue::Entry, done: &mut Vec<Done>) {
+        loop {
+            // SAFETY: every pointer in `sqe` refers to memory owned by an
+            // operation cell held in `self.slab` (or to `self.eventfd_buf`)
+            // until its completion is reaped, and `close` reaps everything
+            // before the ring and the buffer go away.
+            let pushed = unsafe { self.ring.submission().push(sqe) };
+            if pushed.is_ok() {
+                return;
+            }
+            self.submit(done);
+        }
+    }
+
+    /// Hands queued entries to the kernel and runs completion work
+    /// (`IORING_ENTER_GETEVENTS` with no minimum: with `DEFER_TASKRUN` a
+    /// submit-only enter would leave completions waiting for as long as new
+    /// submissions keep coming). Completions found right after it are
+    /// inline if their operation was part of this submission. Returns
+    /// whether a system call submitted anything.
+    pub(crate) fn submit(&mut self, done: &mut Vec<Done>) -> bool {
+        self.submit_reaping(done).0
+    }
+
+    /// As [`submit`](Self::submit); also returns how many completions
+    /// (including the ring's own) were reaped.
+    fn submit_reaping(&mut self, done: &mut Vec<Done>) -> (bool, usize) {
+        let had = self.pending() > 0;
+        if had {
+            self.batch += 1;
+        }
+        self.enter(0, None);
+        (had, self.reap(had, done))
+    }
+
+    /// Submits what is queued and waits until at least one completion (or
+    /// the eventfd read, when armed) arrives, or `timeout` passes.
+    pub(crate) fn wait(&mut self, timeout: Option<std::time::Duration>, done: &mut Vec<Done>) {
+        if self.pending() > 0 {
+            // Submitting and waiting apart keeps "inline" exact: what the
+            // submission completed is reaped before anything is waited for.
+            if self.submit_reaping(done).1 > 0 {
+                return;
+            }
+        }
+        self.enter(1, timeout);
+        self.reap(false, done);
+    }
+
+    fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
+        loop {
+            let to_submit = self.pending() as u32;
+            let r = match timeout {
+                Some(t) if want > 0 => {
+                    let ts = types::Timespec::from(t);
+                    let args = types::SubmitArgs::new().timespec(&ts);
+                    self.ring.submitter().submit_with_args(want, &args)
+                }
+                _ => {
+                    // SAFETY: no extra argument; GETEVENTS asks the kernel to
+                    // run completion work (and to wait for `want`).
+                    unsafe {
+                        self.ring.submitter().enter::<libc::sigset_t>(
+                            to_submit,
+                            want as u32,
+                            IORING_ENTER_GETEVENTS,
+                            None,
+                        )
+                    }
+                }
+            };
+            match r {
+                Ok(_) => return,
+                Err(e) => match e.raw_os_error() {
+                    // A signal, or the timeout: reap what there is.
+                    Some(libc::EINTR) | Some(libc::ETIME) if want > 0 => return,
+                    Some(libc::EINTR) => {}
+                    // The completion ring is full: reaping makes room.
+                    Some(libc::EBUSY) | Some(libc::EAGAIN) => return,
+                    _ => {
+                        // Should not happen with a valid ring; do not spin.
+                        eprintln!("overlap: io_uring_enter failed: {e}");
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Takes every completion in the ring into `done`. When `after_submit`,
+    /// completions of the batch just submitted are inline.
+    fn reap(&mut self, after_submit: bool, done: &mut Vec<Done>) -> usize {
+        let mut cq = self.ring.completion();
+        let mut reaped = 0;
+        loop {
+            cq.sync();
+            let mut any = false;
+            for cqe in &mut cq {
+                any = true;
+                reaped += 1;
+                match cqe.user_data() {
+                    EVENTFD_KEY => {
+                        self.eventfd_armed = false;
+                        self.eventfd_reads += 1;
+                    }
+                    CANCEL_KEY => {}
+                    key => {
+                        let Some((op, batch)) = self.slab.try_remove(key as usize) else {
+                            debug_assert!(false, "a completion for an unknown operation");
+                            continue;
+                        };
+                        let res = op.kind().result(cqe.result());
+                        done.push(Done {
+                            op,
+                            res,
+                            inline: after_submit && batch == self.batch,
+                        });
+                    }
+                }
+            }
+            if !any {
+                return reaped;
+            }
+        }
+    }
+
+    /// Makes sure a read of the eventfd is pending, so that writing the
+    /// eventfd wakes a thread asleep in this ring.
+    pub(crate) fn arm_eventfd(&mut self, done: &mut Vec<Done>) {
+        let Some(fd) = self.eventfd else { return };
+        if self.eventfd_armed {
+            return;
+        }
+        let sqe = opcode::Read::new(
+            types::Fd(fd),
+            (&mut *self.eventfd_buf as *mut u64).cast(),
+            8,
+        )
+        .build()
+        .user_data(EVENTFD_KEY);
+        self.push_entry(&sqe, done);
+        self.eventfd_armed = true;
+    }
+
+    /// Waits for every operation in flight, completing them, then cancels
+    /// the eventfd read and waits for it too, so that nothing the kernel may
+    /// write is freed when the core is dropped.
+    pub(crate) fn drain(&mut self) {
+        let mut done = Vec::new();
+        while self.in_flight() > 0 {
+            self.wait(None, &mut done);
+            if let Some(p) = complete_all(&mut done) {
+                super::report_panic("an operation completed at teardown", &p);
+            }
+        }
+        if self.eventfd_armed {
+            let sqe = opcode::AsyncCancel::new(EVENTFD_KEY)
+                .build()
+                .user_data(CANCEL_KEY);
+            self.push_entry(&sqe, &mut done);
+            while self.eventfd_armed {
+                self.wait(None, &mut done);
+            }
+        }
+        debug_assert!(done.is_empty() && self.slab.is_empty() && !self.eventfd_armed);
+    }
+}
+
+/// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
+const IORING_ENTER_GETEVENTS: u32 = 1;

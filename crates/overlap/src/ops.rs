@@ -1,0 +1,447 @@
+//! The operations. Each one is a type whose io_uring entry and blocking
+//! system call stand side by side (compio's model): a driver asks
+//! [`OpKind::entry`] for the submission entry, and when this kernel lacks the
+//! opcode it gets `None` and runs [`OpKind::blocking`] instead, with no
+//! special case in the driver loop.
+//!
+//! The raw pointers an operation carries point into memory owned by the same
+//! operation cell (its buffer), or into the operation itself (a path), so
+//! they stay valid until the cell is dropped, which no driver does before the
+//! kernel has reported completion.
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use io_uring::{opcode, squeue, types};
+
+/// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
+pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
+/// What `statx` is asked for.
+pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | STATX_DIOALIGN;
+
+/// One operation of the kernel interface.
+trait Operation {
+    /// The io_uring opcode.
+    const CODE: u8;
+    /// The submission entry (without user data).
+    fn entry(&self) -> squeue::Entry;
+    /// The same operation as a blocking system call: the result, or `-errno`.
+    fn blocking(&self) -> i64;
+}
+
+/// The result of a raw libc call as `>= 0` or `-errno`.
+fn ret(r: i64) -> i64 {
+    if r < 0 {
+        -(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO) as i64)
+    } else {
+        r
+    }
+}
+
+/// `pread` into memory the cell owns.
+#[derive(Debug)]
+pub(crate) struct Read {
+    pub fd: i32,
+    pub ptr: *mut u8,
+    pub len: u32,
+    pub offset: u64,
+}
+
+impl Operation for Read {
+    const CODE: u8 = opcode::Read::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
+            .offset(self.offset)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: ptr is valid for len writable bytes owned by the cell,
+        // which outlives this call (module docs).
+        ret(unsafe {
+            libc::pread(
+                self.fd,
+                self.ptr.cast(),
+                self.len as usize,
+                self.offset as libc::off_t,
+            )
+        } as i64)
+    }
+}
+
+/// `pwrite` from memory the cell owns.
+#[derive(Debug)]
+pub(crate) struct Write {
+    pub fd: i32,
+    pub ptr: *const u8,
+    pub len: u32,
+    pub offset: u64,
+}
+
+impl Operation for Write {
+    const CODE: u8 = opcode::Write::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
+            .offset(self.offset)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: ptr is valid for len readable bytes owned by the cell.
+        ret(unsafe {
+            libc::pwrite(
+                self.fd,
+                self.ptr.cast(),
+                self.len as usize,
+                self.offset as libc::off_t,
+            )
+        } as i64)
+    }
+}
+
+/// `fsync` or `fdatasync`.
+#[derive(Debug)]
+pub(crate) struct Fsync {
+    pub fd: i32,
+    pub datasync: bool,
+}
+
+impl Operation for Fsync {
+    const CODE: u8 = opcode::Fsync::CODE;
+    fn entry(&self) -> squeue::Entry {
+        let flags = if self.datasync {
+            types::FsyncFlags::DATASYNC
+        } else {
+            types::FsyncFlags::empty()
+        };
+        opcode::Fsync::new(types::Fd(self.fd)).flags(flags).build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor calls.
+        ret(unsafe {
+            if self.datasync {
+                libc::fdatasync(self.fd)
+            } else {
+                libc::fsync(self.fd)
+            }
+        } as i64)
+    }
+}
+
+/// `fallocate`.
+#[derive(Debug)]
+pub(crate) struct Fallocate {
+    pub fd: i32,
+    pub mode: i32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Operation for Fallocate {
+    const CODE: u8 = opcode::Fallocate::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Fallocate::new(types::Fd(self.fd), self.len)
+            .offset(self.offset)
+            .mode(self.mode)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor call.
+        ret(unsafe {
+            libc::fallocate(
+                self.fd,
+                self.mode,
+                self.offset as libc::off_t,
+                self.len as libc::off_t,
+            )
+        } as i64)
+    }
+}
+
+/// `ftruncate` (an io_uring opcode only since Linux 6.9).
+#[derive(Debug)]
+pub(crate) struct Ftruncate {
+    pub fd: i32,
+    pub len: u64,
+}
+
+impl Operation for Ftruncate {
+    const CODE: u8 = opcode::Ftruncate::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Ftruncate::new(types::Fd(self.fd), self.len).build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor call.
+        ret(unsafe { libc::ftruncate(self.fd, self.len as libc::off_t) } as i64)
+    }
+}
+
+/// `statx` of an open descriptor into a buffer the cell owns.
+#[derive(Debug)]
+pub(crate) struct Statx {
+    pub fd: i32,
+    pub buf: *mut libc::statx,
+}
+
+impl Operation for Statx {
+    const CODE: u8 = opcode::Statx::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Statx::new(types::Fd(self.fd), c"".as_ptr(), self.buf.cast())
+            .flags(libc::AT_EMPTY_PATH)
+            .mask(STATX_MASK)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: buf points to a statx owned by the cell; the empty path
+        // with AT_EMPTY_PATH names fd itself.
+        ret(unsafe {
+            libc::statx(
+                self.fd,
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH,
+                STATX_MASK,
+                self.buf,
+            )
+        } as i64)
+    }
+}
+
+/// `close`. The operation owns the descriptor until it has been closed: if
+/// the operation is dropped before any driver ran it (its future dropped
+/// while waiting for budget, the engine shut down), dropping it closes the
+/// descriptor, so it is closed exactly once whatever happens.
+#[derive(Debug)]
+pub(crate) struct Close {
+    fd: AtomicI32,
+}
+
+impl Close {
+    pub(crate) fn new(fd: i32) -> Close {
+        debug_assert!(fd >= 0, "closing an invalid descriptor");
+        Close {
+            fd: AtomicI32::new(fd),
+        }
+    }
+
+    /// The kernel has run the close: the descriptor is no longer ours,
+    /// whatever the result.
+    fn release(&self) {
+        self.fd.store(-1, Ordering::Release);
+    }
+}
+
+impl Operation for Close {
+    const CODE: u8 = opcode::Close::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Close::new(types::Fd(self.fd.load(Ordering::Acquire))).build()
+    }
+    fn blocking(&self) -> i64 {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd < 0 {
+            return -(libc::EBADF as i64);
+        }
+        // SAFETY: this operation owned fd; swapping -1 in makes this the only
+        // close. Linux releases the descriptor even when close reports EINTR.
+        let r = unsafe { libc::close(fd) } as i64;
+        match ret(r) {
+            e if e == -(libc::EINTR as i64) => 0,
+            other => other,
+        }
+    }
+}
+
+impl Drop for Close {
+    fn drop(&mut self) {
+        let fd = *self.fd.get_mut();
+        if fd >= 0 {
+            // SAFETY: the descriptor is still ours: no driver ran the close.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// `openat(AT_FDCWD, path)`. The path lives in the operation.
+#[derive(Debug)]
+pub(crate) struct Open {
+    pub path: CString,
+    pub flags: i32,
+    pub mode: u32,
+}
+
+impl Operation for Open {
+    const CODE: u8 = opcode::OpenAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
+            .flags(self.flags)
+            .mode(self.mode)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: path is NUL-terminated and owned by the operation.
+        ret(unsafe { libc::open(self.path.as_ptr(), self.flags, self.mode as libc::c_uint) } as i64)
+    }
+}
+
+/// A result known before submission (a completion port delivers it through
+/// its ring like any other, so that a worker asleep in the kernel sees it).
+#[derive(Debug)]
+pub(crate) struct Nop {
+    pub res: i64,
+}
+
+impl Operation for Nop {
+    const CODE: u8 = opcode::Nop::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Nop::new().build()
+    }
+    fn blocking(&self) -> i64 {
+        self.res
+    }
+}
+
+/// Every operation the engine performs.
+#[derive(Debug)]
+pub(crate) enum OpKind {
+    Read(Read),
+    Write(Write),
+    Fsync(Fsync),
+    Fallocate(Fallocate),
+    Ftruncate(Ftruncate),
+    Statx(Statx),
+    Close(Close),
+    Open(Open),
+    Nop(Nop),
+}
+
+// SAFETY: the raw pointers point into memory owned by the same operation
+// cell (module docs); they are dereferenced only by the kernel or by the one
+// thread that performs the operation.
+unsafe impl Send for OpKind {}
+// SAFETY: shared access only reads addresses; the one mutable part (Close's
+// descriptor) is atomic.
+unsafe impl Sync for OpKind {}
+
+/// Which byte counter a successful result adds to.
+pub(crate) enum Transfer {
+    Read,
+    Write,
+    None,
+}
+
+macro_rules! each {
+    ($self:expr, $op:ident => $body:expr) => {
+        match $self {
+            OpKind::Read($op) => $body,
+            OpKind::Write($op) => $body,
+            OpKind::Fsync($op) => $body,
+            OpKind::Fallocate($op) => $body,
+            OpKind::Ftruncate($op) => $body,
+            OpKind::Statx($op) => $body,
+            OpKind::Close($op) => $body,
+            OpKind::Open($op) => $body,
+            OpKind::Nop($op) => $body,
+        }
+    };
+}
+
+/// The opcodes this kernel's io_uring has (`IORING_REGISTER_PROBE`).
+pub(crate) struct Opcodes {
+    supported: [bool; 256],
+}
+
+impl Opcodes {
+    pub(crate) fn from_probe(probe: &io_uring::Probe) -> Opcodes {
+        let mut supported = [false; 256];
+        for (code, s) in supported.iter_mut().enumerate() {
+            *s = probe.is_supported(code as u8);
+        }
+        Opcodes { supported }
+    }
+
+    pub(crate) fn has(&self, code: u8) -> bool {
+        self.supported[code as usize]
+    }
+}
+
+fn entry_of<T: Operation>(op: &T, ops: &Opcodes) -> Option<squeue::Entry> {
+    ops.has(T::CODE).then(|| op.entry())
+}
+
+impl OpKind {
+    /// The io_uring entry, or `None` when this kernel lacks the opcode (the
+    /// driver then calls [`blocking`](Self::blocking)).
+    pub(crate) fn entry(&self, ops: &Opcodes) -> Option<squeue::Entry> {
+        each!(self, op => entry_of(op, ops))
+    }
+
+    /// Performs the operation with a blocking system call; EINTR is retried.
+    pub(crate) fn blocking(&self) -> i64 {
+        loop {
+            let r = each!(self, op => op.blocking());
+            if r != -(libc::EINTR as i64) {
+                return r;
+            }
+        }
+    }
+
+    /// The operation's result from its completion entry's `res`.
+    pub(crate) fn result(&self, cqe_res: i32) -> i64 {
+        match self {
+            OpKind::Nop(n) => n.res,
+            _ => cqe_res as i64,
+        }
+    }
+
+    /// Called once a driver has performed the operation (kernel or system
+    /// call): a close no longer owns its descriptor.
+    pub(crate) fn performed(&self) {
+        if let OpKind::Close(c) = self {
+            c.release();
+        }
+    }
+
+    /// The result to report when the engine refuses the operation (it shut
+    /// down first). A close still closes: the descriptor must not leak.
+    pub(crate) fn refused(&self) -> i64 {
+        match self {
+            OpKind::Close(c) => c.blocking(),
+            _ => -(libc::ECANCELED as i64),
+        }
+    }
+
+    /// Releases what a result owns when nobody took it (the future was
+    /// dropped): an opened descriptor is closed.
+    pub(crate) fn unclaimed(&self, res: i64) {
+        if let (OpKind::Open(_), fd) = (self, res) {
+            if fd >= 0 {
+                // SAFETY: the kernel returned this descriptor to us and no
+                // one else ever saw it.
+                unsafe { libc::close(fd as i32) };
+            }
+        }
+    }
+
+    /// The byte counter a successful result adds to.
+    pub(crate) fn transfer(&self) -> Transfer {
+        match self {
+            OpKind::Read(_) => Transfer::Read,
+            OpKind::Write(_) => Transfer::Write,
+            _ => Transfer::None,
+        }
+    }
+
+    /// Short name for messages.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            OpKind::Read(_) => "read",
+            OpKind::Write(_) => "write",
+            OpKind::Fsync(_) => "fsync",
+            OpKind::Fallocate(_) => "fallocate",
+            OpKind::Ftruncate(_) => "ftruncate",
+            OpKind::Statx(_) => "statx",
+            OpKind::Close(_) => "close",
+            OpKind::Open(_) => "open",
+            OpKind::Nop(_) => "nop",
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! A port's own ring: the completion port of Windows on io_uring. Any thread
+//! submits (under a lock on the submission queue), any worker waits in
+//! `io_uring_enter` on the ring, and the kernel wakes a waiting worker when
+//! a completion arrives: no thread of the engine stands in between.
+//!
+//! The ring has neither `SINGLE_ISSUER` nor `DEFER_TASKRUN` (many threads
+//! submit and wait). Linux runs an operation's completion work on the thread
+//! that submitted it: when that thread next enters or leaves the kernel,
+//! when it is woken from any sleep for it, or, once it has exited, on a
+//! kernel worker. So a completion is posted whatever its submitter does
+//! next, and every worker asleep in the ring sees it. A worker that both
+//! submits and waits (the usual pipeline) is woken by its own completions
+//! directly, as a fio job is.
+//!
+//! `user_data` is the address of the operation's cell (`Arc::into_raw`);
+//! the reaper turns it back into the `Arc`, so a cell lives exactly until
+//! its completion is taken. `WAKE` (0) marks the no-ops that wake waiting
+//! workers when the last outstanding completion has been taken.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::Completion;
+use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
+use crate::engine::Shared;
+use crate::op::{to_result, OpCell};
+use crate::ops::Opcodes;
+
+const WAKE: u64 = 0;
+
+pub(crate) struct PortRing<B> {
+    ring: IoUring,
+    ops: Opcodes,
+    /// Serialises pushes to the submission queue.
+    sq: Mutex<()>,
+    /// Serialises taking from the completion queue; counts the entries taken
+    /// (the queue's head position).
+    cq: Mutex<u32>,
+    /// Submitted and not yet taken.
+    outstanding: AtomicUsize,
+    _buf: PhantomData<fn() -> B>,
+}
+
+impl<B: Send + 'static> PortRing<B> {
+    /// A ring for a port of `shared`'s engine, or `None` if none can be
+    /// made (the port then queues completions from the engine's driver).
+    pub(crate) fn new(shared: &Shared) -> Option<PortRing<B>> {
+        let (ring, _flags) =
+            build_ring(shared.ring_entries, shared.cq_entries, Issuers::Many).ok()?;
+        let ops = probe_opcodes(&ring).ok()?;
+        if shared.max_kernel_workers.is_some() {
+            // io-wq belongs to the submitting task; a port's ring carries
+            // the engine's bound for the threads that submit on it.
+            let _ = crate::driver::ring::bound_kernel_workers(&ring, shared.max_kernel_workers);
+        }
+        Some(PortRing {
+            ring,
+            ops,
+            sq: Mutex::new(()),
+            cq: Mutex::new(0),
+            outstanding: AtomicUsize::new(0),
+            _buf: PhantomData,
+        })
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Submits the operation in `cell` (a read, a write, or a no-op carrying
+    /// a result known in advance).
+    pub(crate) fn submit(&self, cell: Arc<OpCell<B>>, shared: &Shared) {
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        self.enqueue(cell, shared);
+    }
+
+    /// Hands the cell's operation to the kernel (again, after a
+    /// cancellation it did not ask for).
+    fn enqueue(&self, cell: Arc<OpCell<B>>, shared: &Shared) {
+        let sqe = match cell.kind_entry(&self.ops) {
+            Some(sqe) => sqe,
+            None => {
+                // No opcode on this kernel: perform it here and let the ring
+                // deliver the result (a no-op wakes a waiting worker).
+                cell.preset(cell.run_blocking());
+                opcode::Nop::new().build()
+            }
+        };
+        cell.set_submitting(true);
+        // Our own reference while submitting: a worker may take (and drop)
+        // the completion before the submitting call has even returned.
+        let cell_ref = cell.clone();
+        let raw = Arc::into_raw(cell);
+        self.push(&sqe.user_data(raw as u64));
+        self.enter_submit();
+        shared
+            .counters
+            .submit_syscalls
+            .fetch_add(1, Ordering::Relaxed);
+        // Completions at queue positions before the tail seen now were
+        // posted before the submitting call returned: inline. A worker that
+        // takes this one before the tail is recorded (the flag still set)
+        // counts it inline too: it was there no later than that.
+        let taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `cq` serialises every user of the completion queue.
+        let tail = (unsafe { self.ring.completion_shared() }.len() as u32).wrapping_add(*taken);
+        cell_ref.set_inline_before(tail);
+        drop(taken);
+    }
+
+    fn push(&self, sqe: &squeue::Entry) {
+        let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            // SAFETY: `sq` serialises every user of the submission queue.
+            // The entry's pointers refer to memory owned by its cell, which
+            // the ring keeps alive (`user_data`) until its completion is
+            // taken.
+            let pushed = unsafe { self.ring.submission_shared().push(sqe) };
+            if pushed.is_ok() {
+                return;
+            }
+            self.enter_submit();
+        }
+    }
+
+    fn enter_submit(&self) {
+        loop {
+            match self.ring.submitter().submit() {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // EBUSY/EAGAIN: the kernel takes the entries with a later
+                // submission; any other error leaves them queued as well.
+                _ => return,
+            }
+        }
+    }
+
+    /// The next completion if one is in the ring.
+    ///
+    /// Linux cancels the queued kernel-worker (io-wq) work of a thread that
+    /// exits: a buffered write submitted by a thread that ended right after
+    /// comes back `-ECANCELED` without having been performed. Nothing else
+    /// cancels a port's operations, so such an operation is submitted again
+    /// from this (live) thread, and the caller sees only its real result.
+    pub(crate) fn try_take(&self) -> Option<Completion<B>> {
+        loop {
+            let (cell, res, inline) = self.pop()?;
+            if res == -libc::ECANCELED && cell.is_transfer() {
+                let shared = cell.engine().clone();
+                shared.counters.resubmitted.fetch_add(1, Ordering::Relaxed);
+                self.enqueue(cell, &shared);
+                continue;
+            }
+            return self.complete(cell, res, inline);
+        }
+    }
+
+    fn pop(&self) -> Option<(Arc<OpCell<B>>, i32, bool)> {
+        {
+            let mut taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: `cq` serialises every user of the completion queue.
+            let mut cq = unsafe { self.ring.completion_shared() };
+            let mut found = None;
+            for cqe in &mut cq {
+                let pos = *taken;
+                *taken = taken.wrapping_add(1);
+                if cqe.user_data() == WAKE {
+                    continue;
+                }
+                // SAFETY: every other user data is a cell address from
+                // `Arc::into_raw` in `submit`, and each completion is taken
+                // once (under `cq`).
+                let cell = unsafe { Arc::from_raw(cqe.user_data() as *const OpCell<B>) };
+                let inline = cell.inline_at(pos);
+                found = Some((cell, cqe.result(), inline));
+                break;
+            }
+            found
+        }
+    }
+
+    fn complete(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Completion<B>> {
+        let key = cell.port_key();
+        let (res, taken) = cell.take(res, inline);
+        let left = self.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left == 0 {
+            // Workers waiting in the ring for completions that will not
+            // come must return.
+            self.wake_all();
+        }
+        let (buf, permit) = taken?;
+        drop(permit);
+        Some(Completion {
+            key,
+            result: to_result(res),
+            buf,
+            inline,
+        })
+    }
+
+    /// Sleeps in the ring until a completion arrives or `deadline` passes.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) {
+        let r = match deadline {
+            Some(d) => {
+                let Some(left) = d.checked_duration_since(Instant::now()) else {
+                    return;
+                };
+                let ts = types::Timespec::from(left);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submitter().submit_and_wait(1),
+        };
+        if let Err(e) = r {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR) | Some(libc::ETIME) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+            ) {
+                // Should not happen with a valid ring; do not spin.
+                eprintln!("overlap: io_uring_enter on a port failed: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Posts a no-op so that every worker asleep in the ring wakes.
+    fn wake_all(&self) {
+        self.push(&opcode::Nop::new().build().user_data(WAKE));
+        self.enter_submit();
+    }
+
+    /// Takes every outstanding completion and drops it (the port is gone):
+    /// no cell is freed before the kernel is done with it.
+    pub(crate) fn drain(&self) {
+        while self.outstanding() > 0 {
+            let taken = crate::driver::contain("completion of a dropped port", || {
+                if self.try_take().is_none() {
+                    self.wait(None);
+                }
+            });
+            if let Some(p) = taken {
+                crate::driver::report_panic("a completion of a dropped port", &p);
+            }
+        }
+    }
+}

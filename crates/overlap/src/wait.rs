@@ -1,0 +1,411 @@
+//! Blocking waits, and each thread's own ring.
+//!
+//! A thread that blocks in [`block_on`] (every `.wait()`) is the thread the
+//! kernel wakes: operations first polled inside it, on an io_uring engine,
+//! go onto a ring that belongs to the calling thread (created lazily,
+//! `SINGLE_ISSUER|DEFER_TASKRUN`), and the thread sleeps in `io_uring_enter`
+//! on that ring until a completion arrives. The completion's task work wakes
+//! this very thread; no engine thread and no futex hand-off stand in
+//! between, which is what fio's psync/io_uring jobs and a Windows thread in
+//! `GetQueuedCompletionStatus` get.
+//!
+//! Rules that keep it sound:
+//! - Only this thread submits to and reaps its ring (thread-local state), so
+//!   no lock is needed and `DEFER_TASKRUN` applies.
+//! - The outermost `block_on` of a thread does not return while operations
+//!   are in flight on the thread's ring (a future dropped or moved out
+//!   mid-flight included): nothing is left that only this thread could reap
+//!   while it does something else. A thread that ends reaps its ring from
+//!   its thread-local destructor before the ring is freed.
+//! - Completion runs user code (wakers, a dropped future's buffer); it runs
+//!   with the ring not borrowed, and a panic in it is resumed only once
+//!   every completion of the batch has been recorded.
+//! - Something other than the ring (an operation on the engine thread, the
+//!   budget, a port) may wake the thread while it sleeps in the ring: its
+//!   waker then writes the thread's eventfd, which a read pending in the
+//!   ring turns into a completion.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+
+use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
+use crate::driver::Panic;
+use crate::engine::Shared;
+use crate::op::Completable;
+
+/// Submission-queue entries of a thread's ring (more in flight are fine:
+/// a full queue is submitted and refilled).
+const THREAD_RING_ENTRIES: u32 = 64;
+/// Completion-queue entries of a thread's ring (the kernel keeps overflow).
+const THREAD_RING_CQ_ENTRIES: u32 = 1024;
+
+const RUNNING: u8 = 0;
+const PARKED: u8 = 1;
+const IN_RING: u8 = 2;
+
+/// The waker of a thread blocked in [`block_on`].
+struct ThreadWaker {
+    thread: Thread,
+    /// Set by a wake-up, so that a waiter sees it without sleeping.
+    notified: AtomicBool,
+    /// Where the thread sleeps: `RUNNING`, `PARKED` or `IN_RING`.
+    state: AtomicU8,
+    /// Written to wake the thread asleep in its ring. Owned by the waker so
+    /// that a waker outliving the thread never writes a descriptor number
+    /// that was reused.
+    eventfd: OnceLock<OwnedFd>,
+}
+
+impl ThreadWaker {
+    fn new() -> ThreadWaker {
+        ThreadWaker {
+            thread: std::thread::current(),
+            notified: AtomicBool::new(false),
+            state: AtomicU8::new(RUNNING),
+            eventfd: OnceLock::new(),
+        }
+    }
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        // SeqCst pairs with the waiter's store of `state` and load of
+        // `notified`: either the waiter sees the flag, or this sees where
+        // it sleeps.
+        self.notified.store(true, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) == IN_RING {
+            if let Some(fd) = self.eventfd.get() {
+                let one: u64 = 1;
+                // SAFETY: writes 8 bytes from a local into an eventfd this
+                // waker owns.
+                let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            }
+        } else {
+            self.thread.unpark();
+        }
+    }
+}
+
+/// A thread's own ring.
+struct ThreadRing {
+    core: RingCore,
+    /// The bound on the kernel's workers applied to this thread's io-wq.
+    workers_bound: Option<u32>,
+    /// The engine charged for the next submitting system call.
+    last_engine: Weak<Shared>,
+}
+
+impl ThreadRing {
+    fn create(waker: &ThreadWaker) -> Option<ThreadRing> {
+        let (ring, _flags) =
+            ring::build_ring(THREAD_RING_ENTRIES, THREAD_RING_CQ_ENTRIES, Issuers::One).ok()?;
+        let ops = ring::probe_opcodes(&ring).ok()?;
+        if waker.eventfd.get().is_none() {
+            // SAFETY: eventfd has no memory arguments; the result is checked.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+            if efd < 0 {
+                return None;
+            }
+            // SAFETY: efd is a fresh descriptor that nothing else owns.
+            let _ = waker.eventfd.set(unsafe { OwnedFd::from_raw_fd(efd) });
+        }
+        let efd = waker.eventfd.get()?.as_raw_fd();
+        Some(ThreadRing {
+            core: RingCore::new(ring, ops, Some(efd)),
+            workers_bound: None,
+            last_engine: Weak::new(),
+        })
+    }
+
+    /// Applies an engine's bound on kernel workers to this thread's io-wq
+    /// (the smallest bound asked for wins).
+    fn bound_workers(&mut self, max: Option<u32>) {
+        if let Some(n) = max {
+            if self.workers_bound.is_none_or(|b| n < b)
+                && ring::bound_kernel_workers(self.core.ring(), Some(n)).is_ok()
+            {
+                self.workers_bound = Some(n);
+            }
+        }
+    }
+
+    fn submit(&mut self, done: &mut Vec<Done>) {
+        if self.core.submit(done) {
+            self.charge_syscall();
+        }
+    }
+
+    fn charge_syscall(&self) {
+        if let Some(shared) = self.last_engine.upgrade() {
+            shared
+                .counters
+                .submit_syscalls
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for ThreadRing {
+    fn drop(&mut self) {
+        // The thread is ending: reap what is in flight (normally nothing:
+        // block_on drains) and the eventfd read, then free the ring.
+        self.core.drain();
+    }
+}
+
+enum RingState {
+    Untried,
+    Ready(ThreadRing),
+    Unavailable,
+}
+
+/// Per-thread state. Field order: the ring is dropped (and drained) before
+/// this thread's reference to the waker that owns its eventfd.
+struct Local {
+    ring: RefCell<RingState>,
+    /// Nesting of `block_on` on this thread.
+    depth: Cell<u32>,
+    waker: Arc<ThreadWaker>,
+    waker_obj: Waker,
+}
+
+impl Local {
+    fn new() -> Local {
+        let waker = Arc::new(ThreadWaker::new());
+        Local {
+            ring: RefCell::new(RingState::Untried),
+            depth: Cell::new(0),
+            waker_obj: Waker::from(waker.clone()),
+            waker,
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = Local::new();
+}
+
+/// Operations of `shared`'s engine in flight on threads' own rings.
+fn count_in(shared: &Shared) {
+    shared.own_ring_ops.fetch_add(1, Ordering::AcqRel);
+}
+
+fn count_out(done: &[Done]) {
+    for d in done {
+        d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Puts `op` on the calling thread's ring if the thread is inside
+/// [`block_on`] (it will wait there) and has a ring; gives it back
+/// otherwise, for the engine's driver.
+pub(crate) fn submit_on_own_ring(
+    op: Arc<dyn Completable>,
+    shared: &Arc<Shared>,
+) -> Result<(), Arc<dyn Completable>> {
+    let inside = LOCAL.try_with(|l| l.depth.get() > 0).unwrap_or(false);
+    if !inside {
+        return Err(op);
+    }
+    LOCAL.with(|l| {
+        let Ok(mut state) = l.ring.try_borrow_mut() else {
+            return Err(op);
+        };
+        if matches!(*state, RingState::Untried) {
+            *state = match ThreadRing::create(&l.waker) {
+                Some(r) => RingState::Ready(r),
+                None => RingState::Unavailable,
+            };
+        }
+        let RingState::Ready(r) = &mut *state else {
+            return Err(op);
+        };
+        r.bound_workers(shared.max_kernel_workers);
+        if !Weak::ptr_eq(&r.last_engine, &Arc::downgrade(shared)) {
+            r.last_engine = Arc::downgrade(shared);
+        }
+        count_in(shared);
+        let mut done = Vec::new();
+        r.core.push(op, &mut done);
+        drop(state);
+        finish(&mut done);
+        Ok(())
+    })
+}
+
+/// Completes reaped operations with the ring released; resumes the first
+/// panic of user code once all are recorded.
+fn finish(done: &mut Vec<Done>) {
+    count_out(done);
+    if let Some(p) = complete_all(done) {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Reaps everything in flight on the calling thread's ring.
+fn drain_own_ring(l: &Local) -> Option<Panic> {
+    let mut caught = None;
+    loop {
+        let mut done = Vec::new();
+        {
+            let Ok(mut state) = l.ring.try_borrow_mut() else {
+                return caught;
+            };
+            let RingState::Ready(r) = &mut *state else {
+                return caught;
+            };
+            if r.core.in_flight() == 0 {
+                return caught;
+            }
+            r.charge_syscall();
+            r.core.wait(None, &mut done);
+        }
+        count_out(&done);
+        caught = caught.or(complete_all(&mut done));
+    }
+}
+
+/// Called by an engine shutting down: reaps the calling thread's own ring
+/// (it may hold operations of that engine that nobody else can reap).
+pub(crate) fn drain_current_thread() {
+    if let Ok(Some(p)) = LOCAL.try_with(drain_own_ring) {
+        crate::driver::report_panic("an operation reaped at shutdown", &p);
+    }
+}
+
+/// Leaves a `block_on`: the outermost one reaps the thread's ring, also
+/// when unwinding.
+struct Depth<'a>(&'a Local);
+
+impl Drop for Depth<'_> {
+    fn drop(&mut self) {
+        let l = self.0;
+        l.depth.set(l.depth.get() - 1);
+        if l.depth.get() == 0 {
+            if let Some(p) = drain_own_ring(l) {
+                if std::thread::panicking() {
+                    crate::driver::report_panic("an operation reaped while unwinding", &p);
+                } else {
+                    std::panic::resume_unwind(p);
+                }
+            }
+        }
+    }
+}
+
+/// How long a thread parked in `wait()` (waiting for something other than
+/// its own ring: the engine thread, the budget) polls for its wake-up,
+/// yielding the CPU between looks, before it sleeps. On virtual machines
+/// without guest halt polling, waking a sleeping thread on another vCPU
+/// costs an inter-processor interrupt through the hypervisor. Measured here
+/// (criterion, a cached read through the engine thread, fast path off): 52
+/// us per round trip with the waiter asleep, 16 us polling; with 4 callers
+/// on 2 vCPUs, 8.3 us before and 6.8 us after (a pure spin there made it 14
+/// us: spinning callers took the CPU from the engine thread, hence the
+/// yield). `OVERLAP_SPIN_US` overrides it (0 turns polling off).
+pub(crate) fn spin_window() -> std::time::Duration {
+    static SPIN_NS: OnceLock<u64> = OnceLock::new();
+    std::time::Duration::from_nanos(*SPIN_NS.get_or_init(|| {
+        std::env::var("OVERLAP_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_SPIN_NS, |us| us.min(1000) * 1000)
+    }))
+}
+
+const DEFAULT_SPIN_NS: u64 = 20_000;
+
+/// Runs a future to completion on the current thread: what every `.wait()`
+/// uses.
+///
+/// Operations the future polls, on an io_uring engine, are submitted on
+/// the calling thread's own ring, and the thread sleeps in the kernel on
+/// that ring until a completion wakes it; it returns only once nothing it
+/// submitted there is in flight. While it waits for anything else (the
+/// budget, an operation polled earlier by another executor) it looks for
+/// its wake-up for up to 20 us (yielding the CPU; `OVERLAP_SPIN_US` changes
+/// it, 0 turns it off), then parks.
+///
+/// ```
+/// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);
+/// ```
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    // `try_with` is re-entrant, so a nested block_on is fine; during thread
+    // teardown the thread-local is gone: wait without a ring.
+    if LOCAL.try_with(|_| ()).is_ok() {
+        return LOCAL.with(|l| run(l, fut.as_mut()));
+    }
+    let local = Local::new();
+    local.ring.replace(RingState::Unavailable);
+    run(&local, fut)
+}
+
+fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>) -> F::Output {
+    l.depth.set(l.depth.get() + 1);
+    let _depth = Depth(l);
+    let mut cx = Context::from_waker(&l.waker_obj);
+    loop {
+        l.waker.notified.store(false, Ordering::Relaxed);
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        sleep(l);
+    }
+}
+
+/// Waits until the thread's waker fires or its ring has completions.
+fn sleep(l: &Local) {
+    let tw = &l.waker;
+    let mut done = Vec::new();
+    let in_ring = {
+        let mut state = l.ring.borrow_mut();
+        let busy = match &mut *state {
+            RingState::Ready(r) => r.core.in_flight() > 0 || r.core.pending() > 0,
+            _ => false,
+        };
+        match &mut *state {
+            RingState::Ready(r) if busy => {
+                r.core.arm_eventfd(&mut done);
+                tw.state.store(IN_RING, Ordering::SeqCst);
+                if tw.notified.load(Ordering::SeqCst) {
+                    r.submit(&mut done);
+                } else {
+                    if r.core.pending() > 0 {
+                        r.charge_syscall();
+                    }
+                    r.core.wait(None, &mut done);
+                }
+                tw.state.store(RUNNING, Ordering::SeqCst);
+                true
+            }
+            _ => false,
+        }
+    };
+    if in_ring {
+        finish(&mut done);
+        return;
+    }
+    let spin = spin_window();
+    if !spin.is_zero() {
+        let start = std::time::Instant::now();
+        // Yield rather than spin: the vCPU stays awake, but a runnable
+        // thread (the engine's, or another waiter) gets it.
+        while !tw.notified.load(Ordering::Acquire) && start.elapsed() < spin {
+            std::thread::yield_now();
+        }
+    }
+    tw.state.store(PARKED, Ordering::SeqCst);
+    if !tw.notified.load(Ordering::SeqCst) {
+        std::thread::park();
+    }
+    tw.state.store(RUNNING, Ordering::SeqCst);
+}
