@@ -8,7 +8,9 @@
 //!   psync with `numjobs=N`).
 //! - `--concurrency N`: N independent requesters, each with one operation in
 //!   flight (engine: N tokio tasks on a multi-thread runtime with one worker
-//!   per core; sync: N threads). Both given: concurrency × iodepth in flight.
+//!   per core, or with `--requester threads` N OS threads each blocking in
+//!   `.wait()`; sync: N threads). Both given: concurrency × iodepth in flight
+//!   (`--requester threads` refuses an iodepth above 1).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -30,7 +32,8 @@ const DEFAULT_SIZE: u64 = 1 << 30;
 /// Operations per result for random jobs when neither `--ops` nor
 /// `--runtime` is given (sequential jobs make one pass over the file).
 const DEFAULT_RANDOM_OPS: u64 = 100_000;
-/// Most threads the sync baseline may start (concurrency × iodepth).
+/// Most threads the sync baseline (concurrency × iodepth) or the `threads`
+/// requester (concurrency) may start.
 const MAX_SYNC_THREADS: usize = 4096;
 /// Most requesters or depth accepted (bounded like everything else).
 const MAX_PARALLEL: usize = 65_536;
@@ -86,7 +89,8 @@ impl Driver {
     }
 }
 
-/// How one engine requester keeps `--iodepth` operations in flight.
+/// How one engine requester keeps `--iodepth` operations in flight, or how
+/// the `--concurrency` requesters run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Requester {
     /// A port when --iodepth is above 1, a future awaited in a loop at 1 (the
@@ -96,6 +100,11 @@ pub(crate) enum Requester {
     Futures,
     /// A completion port with N outstanding, resubmitting on each completion.
     Port,
+    /// --concurrency N OS threads, each blocking in the engine's `.wait()`
+    /// on one operation at a time (fio's psync with numjobs=N, a
+    /// thread-per-request server); --iodepth must be 1. With --driver sync,
+    /// what sync always does.
+    Threads,
 }
 
 /// The standard workloads (BENCHMARKS.md gives the equivalent fio commands).
@@ -232,7 +241,10 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     warm: bool,
 
-    /// How one engine requester keeps --iodepth operations in flight.
+    /// How one engine requester keeps --iodepth operations in flight (with
+    /// --concurrency above 1, each requester is a tokio task using futures);
+    /// or `threads`: the --concurrency requesters are OS threads blocking in
+    /// `.wait()`, one operation each (--iodepth 1 only).
     #[arg(long, value_enum, default_value = "auto")]
     requester: Requester,
 
@@ -562,6 +574,20 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         }
     }
 
+    let threads = args.requester == Requester::Threads;
+    if threads {
+        if let Some(&depth) = iodepth.iter().find(|&&d| d > 1) {
+            bail!(
+                "--requester threads keeps one operation in flight per thread: --iodepth {depth}{} is refused \
+                 (use --concurrency N for N threads, with --iodepth 1)",
+                match (args.iodepth.is_empty(), args.preset) {
+                    (true, Some(p)) => format!(" (set by --preset {})", p.as_str()),
+                    _ => String::new(),
+                }
+            );
+        }
+    }
+
     let mut jobs = Vec::new();
     for &driver in &drivers {
         for &b in &bs {
@@ -571,6 +597,11 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
                         bail!(
                             "--driver sync with concurrency {conc} × iodepth {depth} would start {} threads; at most {MAX_SYNC_THREADS}",
                             depth * conc
+                        );
+                    }
+                    if threads && conc > MAX_SYNC_THREADS {
+                        bail!(
+                            "--requester threads with concurrency {conc} would start {conc} threads; at most {MAX_SYNC_THREADS}"
                         );
                     }
                     if depth * conc > MAX_PARALLEL {
@@ -673,7 +704,7 @@ fn run_plan(
         let target = data.target_for(job)?;
         if !args.json {
             eprintln!(
-                "[{}/{}] overlap {} {} bs={} iodepth={} concurrency={}{}{}",
+                "[{}/{}] overlap {} {} bs={} iodepth={} concurrency={}{}{}{}",
                 n + 1,
                 total,
                 job.driver.as_str(),
@@ -681,6 +712,11 @@ fn run_plan(
                 job.bs,
                 job.iodepth,
                 job.concurrency,
+                if job.requester == Requester::Threads {
+                    " threads"
+                } else {
+                    ""
+                },
                 if job.direct { " direct" } else { "" },
                 if job.rw.is_write() {
                     if job.prealloc {
@@ -764,6 +800,64 @@ mod tests {
         assert!(parse_size("4q").is_err());
         assert!(parse_size("0").is_err());
         assert!(parse_size("99999999999999999999t").is_err());
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            opts: BenchOpts,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("bench").chain(args.iter().copied()),
+        )?;
+        plan(&cli.opts)
+    }
+
+    #[test]
+    fn threads_requester_pairs_with_psync_numjobs_then_io_uring() {
+        let p = plan_of(&[
+            "--requester",
+            "threads",
+            "--concurrency",
+            "4,16",
+            "--driver",
+            "uring,pool,sync",
+        ])
+        .unwrap();
+        assert_eq!(p.swept, Some("concurrency"));
+        assert_eq!(p.jobs.len(), 6);
+        let target = Target {
+            path: PathBuf::from("/nonexistent"),
+            size: 1 << 20,
+        };
+        for job in &p.jobs {
+            assert_eq!(job.requester, Requester::Threads);
+            assert_eq!(job.iodepth, 1);
+            let n = job.concurrency;
+            let got: Vec<_> = fio::equivalents(job, &target)
+                .iter()
+                .map(|f| (f.ioengine, f.iodepth, f.numjobs))
+                .collect();
+            match job.driver {
+                Driver::Sync => assert_eq!(got, [("psync", 1, n)]),
+                _ => assert_eq!(got, [("psync", 1, n), ("io_uring", n, 1)]),
+            }
+        }
+        // Without --requester threads, the tokio rows keep their pairing.
+        let p = plan_of(&["--concurrency", "4", "--driver", "uring"]).unwrap();
+        let got: Vec<_> = fio::equivalents(&p.jobs[0], &target)
+            .iter()
+            .map(|f| (f.ioengine, f.iodepth, f.numjobs))
+            .collect();
+        assert_eq!(got, [("io_uring", 4, 1)]);
+    }
+
+    #[test]
+    fn threads_requester_refuses_a_depth() {
+        let e = plan_of(&["--requester", "threads", "--iodepth", "2"]).unwrap_err();
+        assert!(e.to_string().contains("--iodepth 2 is refused"), "{e}");
+        assert!(plan_of(&["--requester", "threads", "--preset", "scale"]).is_ok());
     }
 
     #[test]

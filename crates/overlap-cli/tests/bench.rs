@@ -620,7 +620,10 @@ fn compare_fio_prints_both_systems_and_ratios() {
     }
     assert!(out.contains("\nfio      io_uring"), "{out}");
     assert!(out.contains("overlap / fio"), "{out}");
-    assert!(out.contains("overlap uring vs fio io_uring"), "{out}");
+    assert!(
+        out.contains("overlap uring/port    vs fio io_uring"),
+        "{out}"
+    );
     assert_no_leftovers(&dir);
 
     // The same in JSON: one fio line with the schema.
@@ -652,4 +655,212 @@ fn compare_fio_prints_both_systems_and_ratios() {
     // fio splits the operations over its 32 jobs, rounding up.
     let ops = lines[1]["ops"].as_u64().unwrap();
     assert!((2000..2032).contains(&ops), "fio did {ops} operations");
+}
+
+#[test]
+fn requester_threads_options() {
+    // One operation in flight per thread: a depth above 1 is refused, also
+    // when a preset sets it, and in a sweep.
+    expect_error(
+        &["--requester", "threads", "--iodepth", "4"],
+        "--requester threads keeps one operation in flight per thread: --iodepth 4 is refused",
+    );
+    expect_error(
+        &[
+            "--requester",
+            "threads",
+            "--iodepth",
+            "1,2",
+            "--concurrency",
+            "4",
+        ],
+        "--iodepth 2 is refused",
+    );
+    expect_error(
+        &["--requester", "threads", "--preset", "randread"],
+        "--iodepth 32 (set by --preset randread) is refused",
+    );
+    expect_error(
+        &[
+            "--requester",
+            "threads",
+            "--driver",
+            "sync",
+            "--iodepth",
+            "8",
+        ],
+        "--iodepth 8 is refused",
+    );
+    expect_error(
+        &["--requester", "threads", "--concurrency", "5000"],
+        "would start 5000 threads; at most 4096",
+    );
+    expect_error(&["--requester", "thread"], "invalid value 'thread'");
+    let help = stdout(&bin().args(["bench", "--help"]).output().unwrap());
+    assert!(help.contains("threads:"), "{help}");
+}
+
+/// A tiny run of `--requester threads --concurrency 4` on the engine (both
+/// drivers): N threads each waiting on one operation with `.wait()`.
+#[test]
+fn requester_threads_runs_on_uring_and_pool() {
+    let dir = scratch("threads");
+    if !uring_available(&dir) {
+        return;
+    }
+    for driver in ["uring", "pool"] {
+        let lines = run_json(
+            &dir,
+            &[
+                "--driver",
+                driver,
+                "--requester",
+                "threads",
+                "--concurrency",
+                "4",
+                "--ops",
+                "2000",
+                "--size",
+                "8M",
+                "--direct",
+            ],
+        );
+        assert_eq!(lines.len(), 1, "{driver}");
+        let r = &lines[0];
+        check_schema(r);
+        assert_eq!(r["system"], "overlap");
+        assert_eq!(r["driver"], driver);
+        assert_eq!(r["requester"], "threads", "{r}");
+        assert_eq!(r["concurrency"], 4);
+        assert_eq!(r["iodepth"], 1);
+        assert_eq!(r["ops"], 2000, "the claims hand out exactly --ops");
+        assert_eq!(r["direct"], true);
+        // The 4 requester threads, the main thread and the sampler at least.
+        let threads = r["threads_peak"].as_u64().unwrap();
+        assert!(threads >= 6, "{driver}: {threads} threads at most");
+        // Each thread has one operation in flight at a time.
+        let hw = r["engine"]["inflight_ops_high_water"].as_u64().unwrap();
+        assert!(
+            (1..=4).contains(&hw),
+            "{driver}: {hw} operations in flight with 4 threads"
+        );
+    }
+}
+
+#[test]
+fn requester_threads_sweeps_and_the_sync_alias() {
+    let dir = scratch("threads-sweep");
+    if !uring_available(&dir) {
+        return;
+    }
+    let lines = run_json(
+        &dir,
+        &[
+            "--driver",
+            "uring,sync",
+            "--requester",
+            "threads",
+            "--concurrency",
+            "4,16",
+            "--ops",
+            "400",
+            "--size",
+            "4M",
+        ],
+    );
+    let got: Vec<(&str, u64)> = lines
+        .iter()
+        .map(|r| {
+            (
+                r["driver"].as_str().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("uring", 4), ("uring", 16), ("sync", 4), ("sync", 16)]
+    );
+    for r in &lines {
+        check_schema(r);
+        assert_eq!(r["requester"], "threads");
+        assert_eq!(r["iodepth"], 1);
+        assert_eq!(r["ops"], 400);
+    }
+    // With --driver sync, `threads` is what sync does anyway: no engine.
+    assert!(lines[2]["engine"].is_null());
+    assert!(lines[3]["threads_peak"].as_u64().unwrap() >= 16);
+}
+
+#[test]
+fn compare_fio_pairs_threads_with_psync_numjobs_first() {
+    let dir = scratch("threads-fio");
+    if !uring_available(&dir) {
+        return;
+    }
+    let has_fio = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fio").is_file()));
+    if !has_fio {
+        eprintln!("SKIPPED: fio is not installed");
+        return;
+    }
+    let args = [
+        "--driver",
+        "uring",
+        "--requester",
+        "threads",
+        "--concurrency",
+        "4",
+        "--direct",
+        "--size",
+        "8M",
+        "--ops",
+        "400",
+        "--compare-fio",
+    ];
+    let mut all = vec!["--dir", dir.to_str().unwrap()];
+    all.extend_from_slice(&args);
+    let o = run(&all);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    let table_row = out
+        .lines()
+        .find(|l| l.starts_with("overlap"))
+        .unwrap_or_else(|| panic!("no overlap row: {out}"));
+    assert!(table_row.contains(" threads "), "{table_row}");
+    let psync = out
+        .find("overlap uring/threads vs fio psync    randread bs=4k in_flight=4: iops ")
+        .unwrap_or_else(|| panic!("no ratio against fio psync: {out}"));
+    let uring = out
+        .find("overlap uring/threads vs fio io_uring randread bs=4k in_flight=4: iops ")
+        .unwrap_or_else(|| panic!("no ratio against fio io_uring: {out}"));
+    assert!(
+        psync < uring,
+        "psync numjobs=4 is the first comparison: {out}"
+    );
+    assert_no_leftovers(&dir);
+
+    let lines = run_json(&dir, &args);
+    assert_eq!(lines.len(), 3, "overlap, fio psync, fio io_uring");
+    assert_eq!(lines[0]["requester"], "threads");
+    let fio: Vec<(&str, u64, u64)> = lines[1..]
+        .iter()
+        .map(|r| {
+            check_schema(r);
+            assert_eq!(r["system"], "fio");
+            (
+                r["driver"].as_str().unwrap(),
+                r["iodepth"].as_u64().unwrap(),
+                r["concurrency"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(fio, [("psync", 1, 4), ("io_uring", 4, 1)]);
+    let cmd = lines[1]["fio_command"].as_str().unwrap();
+    assert!(
+        cmd.contains("--ioengine=psync")
+            && cmd.contains("--numjobs=4")
+            && cmd.contains("--iodepth=1"),
+        "{cmd}"
+    );
 }

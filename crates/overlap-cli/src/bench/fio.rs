@@ -4,7 +4,10 @@
 //! Equivalences (BENCHMARKS.md repeats them):
 //! - `uring` (and `pool`): `--ioengine=io_uring --iodepth=<concurrency × iodepth> --numjobs=1`;
 //! - `sync` (and `pool`): `--ioengine=psync --numjobs=<concurrency × iodepth>`, one
-//!   synchronous operation in flight per job thread.
+//!   synchronous operation in flight per job thread;
+//! - `--requester threads` (uring or pool, N threads each waiting on one
+//!   operation): psync with `--numjobs=N` first, the same shape, then
+//!   io_uring at `--iodepth=N`, the same number in flight.
 //!
 //! Always `--thread --group_reporting --norandommap --randrepeat=0
 //! --lat_percentiles=1`, `--io_size` = operations × block size (split over
@@ -21,7 +24,7 @@ use serde_json::Value;
 
 use super::report::BenchResult;
 use super::run::{progress_bar, Progress, Sampler};
-use super::{default_ops, Driver, Job, Preset, Rw, Target};
+use super::{default_ops, Driver, Job, Preset, Requester, Rw, Target};
 
 /// Finds `fio` on PATH.
 pub(crate) fn find() -> Option<PathBuf> {
@@ -125,10 +128,11 @@ pub(crate) fn equivalents(job: &Job, target: &Target) -> Vec<FioJob> {
         runtime: job.runtime,
         size: target.blocks(job.bs) * job.bs as u64,
     };
-    match job.driver {
-        Driver::Uring => vec![base("io_uring", n, 1)],
-        Driver::Pool => vec![base("io_uring", n, 1), base("psync", 1, n)],
-        Driver::Sync => vec![base("psync", 1, n)],
+    match (job.driver, job.requester) {
+        (Driver::Sync, _) => vec![base("psync", 1, n)],
+        (_, Requester::Threads) => vec![base("psync", 1, n), base("io_uring", n, 1)],
+        (Driver::Uring, _) => vec![base("io_uring", n, 1)],
+        (Driver::Pool, _) => vec![base("io_uring", n, 1), base("psync", 1, n)],
     }
 }
 

@@ -160,13 +160,14 @@ fn human_bytes(n: u64) -> String {
 
 pub(crate) fn print_table(results: &[BenchResult]) {
     println!(
-        "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
+        "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
         "system",
         "driver",
         "rw",
         "bs",
         "depth",
         "conc",
+        "req",
         "dio",
         "file",
         "ops",
@@ -183,13 +184,14 @@ pub(crate) fn print_table(results: &[BenchResult]) {
     );
     for r in results {
         println!(
-            "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
+            "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
             r.system,
             r.driver,
             r.rw,
             human_bytes(r.bs),
             r.iodepth,
             r.concurrency,
+            r.requester,
             if r.direct { "yes" } else { "no" },
             if r.rw.contains("write") {
                 if r.prealloc {
@@ -216,23 +218,30 @@ pub(crate) fn print_table(results: &[BenchResult]) {
 }
 
 /// fio results comparable to an overlap result: same rw, bs, direct,
-/// preallocation and total operations in flight.
+/// preallocation and total operations in flight, in the order of the
+/// comparisons that matter: the engine's `threads` requester (N threads,
+/// each waiting on one operation) is fio psync with numjobs=N first, then
+/// io_uring at iodepth N; other engine results io_uring (and the pool also
+/// psync); the sync baseline psync.
 pub(crate) fn fio_peers<'a>(o: &BenchResult, results: &'a [BenchResult]) -> Vec<&'a BenchResult> {
-    let wanted: &[&str] = match o.driver.as_str() {
-        "uring" => &["io_uring"],
-        "pool" => &["io_uring", "psync"],
+    let wanted: &[&str] = match (o.driver.as_str(), o.requester.as_str()) {
+        ("uring" | "pool", "threads") => &["psync", "io_uring"],
+        ("uring", _) => &["io_uring"],
+        ("pool", _) => &["io_uring", "psync"],
         _ => &["psync"],
     };
-    results
+    wanted
         .iter()
-        .filter(|f| {
-            f.system == "fio"
-                && wanted.contains(&f.driver.as_str())
-                && f.rw == o.rw
-                && f.bs == o.bs
-                && f.direct == o.direct
-                && f.prealloc == o.prealloc
-                && f.in_flight() == o.in_flight()
+        .flat_map(|&engine| {
+            results.iter().filter(move |f| {
+                f.system == "fio"
+                    && f.driver == engine
+                    && f.rw == o.rw
+                    && f.bs == o.bs
+                    && f.direct == o.direct
+                    && f.prealloc == o.prealloc
+                    && f.in_flight() == o.in_flight()
+            })
         })
         .collect()
 }
@@ -257,8 +266,8 @@ pub(crate) fn print_ratios(results: &[BenchResult]) {
                 header = true;
             }
             println!(
-                "  overlap {:<5} vs fio {:<8} {} bs={} in_flight={}{}: iops {}  cpu/op {}  p50 {}  p99 {}",
-                o.driver,
+                "  overlap {:<13} vs fio {:<8} {} bs={} in_flight={}{}: iops {}  cpu/op {}  p50 {}  p99 {}",
+                format!("{}/{}", o.driver, o.requester),
                 f.driver,
                 o.rw,
                 human_bytes(o.bs),

@@ -734,7 +734,7 @@ fn run_engine(
         lat: lat.clone(),
     };
     // Started before the measured window; shut down after it.
-    let runtime = if job.concurrency > 1 {
+    let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
         Some(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
@@ -746,6 +746,11 @@ fn run_engine(
         None
     };
     let s0 = engine.stats();
+    if job.requester == Requester::Threads {
+        // Its own window: it opens once the threads are started.
+        let (ops, w) = thread_requesters(job, &req, bar)?;
+        return engine_measured(&engine, s0, &lat, ops, w, "threads");
+    }
     let meter = Meter::start(claims, job, bar);
     let (ops, requester) = match (&runtime, job.requester) {
         (Some(rt), _) => {
@@ -770,9 +775,23 @@ fn run_engine(
             (futures::executor::block_on(requester(req)), "futures")
         }
         (None, Requester::Port | Requester::Auto) => (port_requester(&engine, &req), "port"),
+        (None, Requester::Threads) => unreachable!("handled above"),
     };
     let w = meter.finish();
     drop(runtime);
+    engine_measured(&engine, s0, &lat, ops, w, requester)
+}
+
+/// An engine job's result: the window, the latencies and the engine's
+/// statistics since `s0`.
+fn engine_measured(
+    engine: &Engine,
+    s0: overlap::Stats,
+    lat: &LatSink,
+    ops: u64,
+    w: Window,
+    requester: &'static str,
+) -> Result<Measured> {
     let hist = lat.merged()?;
     let s1 = engine.stats();
     let figures = EngineFigures {
@@ -803,46 +822,37 @@ fn run_engine(
     })
 }
 
-fn run_sync(
+/// Starts `threads` threads named `name`, each running `work` with its own
+/// latency batch and the gate; `work` prepares what it needs (buffers), waits
+/// on the gate, then claims operations until none are left. The measured
+/// window opens once every thread is started, so that thread creation is not
+/// in it and all start together. Returns the operations recorded.
+///
+/// Shared by the sync baseline and the engine's `threads` requester, so that
+/// both (and fio's psync with numjobs, their peer) are measured alike.
+fn gated_threads<F>(
+    threads: usize,
+    name: &str,
     job: &Job,
-    target: &Target,
     claims: &Arc<Claims>,
-    offsets: Offsets,
+    lat: &Arc<LatSink>,
     bar: ProgressBar,
-) -> Result<Measured> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(job.rw.is_write())
-        .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
-        .open(&target.path)
-        .with_context(|| format!("opening {}", target.path.display()))?;
-    let threads = job.in_flight();
-    let lat = LatSink::new();
+    work: F,
+) -> Result<(u64, Window)>
+where
+    F: Fn(&Gate, &mut LocalLat) -> Result<()> + Sync,
+{
     let gate = Gate::default();
-    let (file, gate) = (&file, &gate);
-    let (ops, w) = std::thread::scope(|s| -> Result<_> {
+    let (gate, work) = (&gate, &work);
+    std::thread::scope(|s| -> Result<_> {
         let mut handles = Vec::with_capacity(threads);
         for _ in 0..threads {
-            let mine = claims.clone();
             let mut h = lat.local();
             let spawned = std::thread::Builder::new()
-                .name("bench-sync".into())
+                .name(name.into())
                 .stack_size(256 << 10)
                 .spawn_scoped(s, move || -> Result<u64> {
-                    let mut buf = AlignedBuf::new(job.bs, PAGE)?;
-                    fill_for_write(job.rw, &mut buf);
-                    gate.wait();
-                    while let Some(i) = mine.claim() {
-                        let off = offsets.at(i);
-                        let t = Instant::now();
-                        let r = if job.rw.is_write() {
-                            file.write_at(&buf, off)
-                        } else {
-                            file.read_at(&mut buf, off)
-                        };
-                        h.record(t.elapsed());
-                        mine.check(r.map_err(overlap::Error::from), job.bs, off);
-                    }
+                    work(gate, &mut h)?;
                     Ok(h.finish())
                 });
             match spawned {
@@ -858,10 +868,93 @@ fn run_sync(
         gate.open();
         let mut ops = 0;
         for t in handles {
-            ops += t.join().map_err(|_| anyhow!("a sync thread panicked"))??;
+            ops += t
+                .join()
+                .map_err(|_| anyhow!("a requester thread ({name}) panicked"))??;
         }
         Ok((ops, meter.finish()))
-    })?;
+    })
+}
+
+/// The engine's `threads` requester: `job.concurrency` OS threads, each with
+/// one operation in flight, blocking in the engine's `.wait()` until it
+/// completes (fio's psync with numjobs, on the engine).
+fn thread_requesters(job: &Job, req: &Req, bar: ProgressBar) -> Result<(u64, Window)> {
+    let Req {
+        ref file,
+        rw,
+        ref claims,
+        offsets,
+        bs,
+        ref lat,
+        ..
+    } = *req;
+    gated_threads(
+        job.concurrency,
+        "bench-thread",
+        job,
+        claims,
+        lat,
+        bar,
+        |gate, h| {
+            let mut buf = req.buf();
+            // The engine's per-thread waker is made on the first wait: make it
+            // before the window opens.
+            overlap::block_on(std::future::ready(()));
+            gate.wait();
+            while let Some(i) = claims.claim() {
+                let off = offsets.at(i);
+                let t = Instant::now();
+                let (res, b) = issue(file, rw, buf, off).wait();
+                h.record(t.elapsed());
+                claims.check(res, bs, off);
+                buf = b;
+            }
+            Ok(())
+        },
+    )
+}
+
+fn run_sync(
+    job: &Job,
+    target: &Target,
+    claims: &Arc<Claims>,
+    offsets: Offsets,
+    bar: ProgressBar,
+) -> Result<Measured> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(job.rw.is_write())
+        .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
+        .open(&target.path)
+        .with_context(|| format!("opening {}", target.path.display()))?;
+    let lat = LatSink::new();
+    let file = &file;
+    let (ops, w) = gated_threads(
+        job.in_flight(),
+        "bench-sync",
+        job,
+        claims,
+        &lat,
+        bar,
+        |gate, h| {
+            let mut buf = AlignedBuf::new(job.bs, PAGE)?;
+            fill_for_write(job.rw, &mut buf);
+            gate.wait();
+            while let Some(i) = claims.claim() {
+                let off = offsets.at(i);
+                let t = Instant::now();
+                let r = if job.rw.is_write() {
+                    file.write_at(&buf, off)
+                } else {
+                    file.read_at(&mut buf, off)
+                };
+                h.record(t.elapsed());
+                claims.check(r.map_err(overlap::Error::from), job.bs, off);
+            }
+            Ok(())
+        },
+    )?;
     let hist = lat.merged()?;
     Ok(Measured {
         ops,
