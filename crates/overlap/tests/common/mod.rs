@@ -1,15 +1,22 @@
 //! Shared helpers for the integration tests: the per-driver macro, test
 //! files under `CARGO_TARGET_TMPDIR`, patterned data, a buffer that counts
-//! itself, and child processes for tests that need a process of their own.
+//! itself, a buffer that is never freed (to see writes after its drop), user
+//! code that panics off its thread, child processes for tests that need a
+//! process of their own, deadlines, and descriptors open on a file.
 #![allow(dead_code, unused_macros)]
 
+use std::any::Any;
 use std::future::Future;
+use std::io::Read;
 use std::path::Path;
 use std::pin::Pin;
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake};
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
 
 use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenOptions};
 
@@ -280,6 +287,70 @@ unsafe impl IoBufMut for CountingBuf {
     }
 }
 
+/// Byte that a dropped [`KeptBuf`] is filled with.
+pub const KEPT_POISON: u8 = 0xDB;
+
+/// Where dropped [`KeptBuf`]s go.
+pub type Yard = Arc<Mutex<Vec<overlap::AlignedBuf>>>;
+
+/// A buffer that, when dropped, is poisoned and kept in its [`Yard`]
+/// instead of being freed: a kernel write after the drop (a use after free)
+/// then shows as changed bytes, deterministically, instead of as heap
+/// corruption somewhere else later.
+pub struct KeptBuf {
+    buf: Option<overlap::AlignedBuf>,
+    yard: Yard,
+}
+
+impl KeptBuf {
+    pub fn new(buf: overlap::AlignedBuf, yard: &Yard) -> KeptBuf {
+        KeptBuf {
+            buf: Some(buf),
+            yard: yard.clone(),
+        }
+    }
+    fn inner(&self) -> &overlap::AlignedBuf {
+        self.buf.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for KeptBuf {
+    fn drop(&mut self) {
+        if let Some(mut b) = self.buf.take() {
+            b.fill(KEPT_POISON);
+            self.yard.lock().unwrap_or_else(|p| p.into_inner()).push(b);
+        }
+    }
+}
+
+/// How many of the yard's buffers were written after they were dropped.
+pub fn written_after_drop(yard: &Yard) -> usize {
+    let yard = yard.lock().unwrap_or_else(|p| p.into_inner());
+    yard.iter()
+        .filter(|b| b.iter().any(|&x| x != KEPT_POISON))
+        .count()
+}
+
+// SAFETY: the bytes live in the AlignedBuf's heap allocation, which does not
+// move with the value and is never freed (the yard keeps it).
+unsafe impl IoBuf for KeptBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.inner().as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.inner().len()
+    }
+}
+// SAFETY: as above; any byte is a valid u8.
+unsafe impl IoBufMut for KeptBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.buf
+            .as_mut()
+            .expect("present until dropped")
+            .as_mut_ptr()
+    }
+}
+
 /// A window `[shift, shift + len)` of an [`overlap::AlignedBuf`]: a buffer
 /// whose address is deliberately off the allocation's alignment.
 pub struct Shifted {
@@ -312,6 +383,96 @@ unsafe impl IoBuf for Shifted {
 unsafe impl IoBufMut for Shifted {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.inner.as_mut_ptr().wrapping_add(self.shift)
+    }
+}
+
+// ------------------------------------------------ user code that panics
+
+/// Records that user code ran, and whether it ran (and panicked) on another
+/// thread than the one that armed it: a driver thread, say.
+#[derive(Debug, Default)]
+pub struct Tripwire {
+    fired: AtomicBool,
+    ran: AtomicBool,
+}
+
+impl Tripwire {
+    /// Whether the user code ran, on any thread.
+    pub fn ran(&self) -> bool {
+        self.ran.load(Ordering::SeqCst)
+    }
+    /// Whether it ran (and panicked) off its owner's thread.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+    fn trip(&self, owner: ThreadId, what: &str) {
+        let here = std::thread::current();
+        if here.id() != owner {
+            self.fired.store(true, Ordering::SeqCst);
+        }
+        self.ran.store(true, Ordering::SeqCst);
+        if here.id() != owner && !std::thread::panicking() {
+            panic!("deliberate panic in user code: {what} on {:?}", here.name());
+        }
+    }
+}
+
+/// A write buffer whose `Drop` panics when it runs off the thread that made
+/// it (quietly records it otherwise).
+pub struct PanicOnDrop {
+    buf: overlap::AlignedBuf,
+    owner: ThreadId,
+    wire: Arc<Tripwire>,
+}
+
+impl PanicOnDrop {
+    pub fn new(buf: overlap::AlignedBuf, wire: &Arc<Tripwire>) -> PanicOnDrop {
+        PanicOnDrop {
+            buf,
+            owner: std::thread::current().id(),
+            wire: wire.clone(),
+        }
+    }
+}
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        self.wire.trip(self.owner, "a buffer's Drop");
+    }
+}
+
+// SAFETY: the bytes live in the AlignedBuf's heap allocation, which does not
+// move with the value.
+unsafe impl IoBuf for PanicOnDrop {
+    fn stable_ptr(&self) -> *const u8 {
+        self.buf.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// A waker that panics when woken off the thread that made it.
+pub struct PanicWaker {
+    owner: ThreadId,
+    wire: Arc<Tripwire>,
+}
+
+impl PanicWaker {
+    pub fn new(wire: &Arc<Tripwire>) -> PanicWaker {
+        PanicWaker {
+            owner: std::thread::current().id(),
+            wire: wire.clone(),
+        }
+    }
+}
+
+impl Wake for PanicWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wire.trip(self.owner, "Waker::wake");
     }
 }
 
@@ -353,6 +514,17 @@ pub fn child_ok(name: &str) {
 /// Runs the test `name` of this test binary in a child process with the
 /// given environment changes, and asserts that it ran and passed.
 pub fn run_child(name: &str, set: &[(&str, &str)], remove: &[&str]) -> Output {
+    run_child_within(name, set, remove, Duration::from_secs(600))
+}
+
+/// As [`run_child`], killing the child (and failing) if it has not finished
+/// within `limit`: a hung child is a failure, never a hung test.
+pub fn run_child_within(
+    name: &str,
+    set: &[(&str, &str)],
+    remove: &[&str],
+    limit: Duration,
+) -> Output {
     let exe = std::env::current_exe().expect("current_exe");
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -362,16 +534,50 @@ pub fn run_child(name: &str, set: &[(&str, &str)], remove: &[&str]) -> Output {
         "--include-ignored",
         "--test-threads=1",
     ])
-    .env(CHILD_MARKER, name);
+    .env(CHILD_MARKER, name)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     for k in remove {
         cmd.env_remove(k);
     }
     for (k, v) in set {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("spawn child test process");
+    let mut child = cmd.spawn().expect("spawn child test process");
+    // Drain both pipes on threads of their own, so a chatty child never
+    // blocks on a full pipe while we wait for it.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out_reader = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err_reader = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + limit;
+    let (status, timed_out) = loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            break (status, false);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill(); // our own child, by its pid
+            break (child.wait().expect("reap the killed child"), true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !timed_out,
+        "child test {name} (env {set:?}) was still running after {limit:?} and was killed (hung)\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
     assert!(
         out.status.success() && stdout.contains(&format!("CHILD-OK {name}")),
         "child test {name} (env {set:?}) failed: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
@@ -387,6 +593,106 @@ pub fn run_child(name: &str, set: &[(&str, &str)], remove: &[&str]) -> Output {
     out
 }
 
+// ------------------------------------------------------------ deadlines
+
+/// Work running on a thread of its own, awaited with a deadline.
+pub struct Watched<T> {
+    rx: mpsc::Receiver<T>,
+    handle: JoinHandle<()>,
+}
+
+/// Starts `f` on a thread of its own; [`Watched::wait`] gives its result or
+/// says that it hung or panicked.
+pub fn watch<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Watched<T> {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name("watched".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .expect("spawn a watched thread");
+    Watched { rx, handle }
+}
+
+impl<T> Watched<T> {
+    /// The result, or why there is none by `deadline`. A thread still
+    /// running then is left behind: it is hung, and the caller fails.
+    pub fn wait(self, deadline: Instant) -> Result<T, String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(v) => {
+                let _ = self.handle.join();
+                Ok(v)
+            }
+            Err(RecvTimeoutError::Timeout) => Err("did not finish in time (hung)".into()),
+            Err(RecvTimeoutError::Disconnected) => Err(match self.handle.join() {
+                Err(p) => format!("panicked: {}", panic_message(&*p)),
+                Ok(()) => "ended without a result".into(),
+            }),
+        }
+    }
+}
+
+/// Runs `f` on a thread of its own and waits at most `limit` for it.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    watch(f)
+        .wait(Instant::now() + limit)
+        .map_err(|e| format!("{e} (limit {limit:?})"))
+}
+
+/// Polls `cond` every 2 ms until it holds or `limit` has passed; returns
+/// whether it held.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The message of a panic payload.
+pub fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(not a string)".into()
+    }
+}
+
+// ------------------------------------------------------------ descriptors
+
+/// This process's descriptors open on the file at `path` (same device and
+/// inode), from /proc/self/fd. Unlike a count of all descriptors, or a test
+/// of one descriptor number, this cannot be fooled by other threads (other
+/// tests) opening and closing descriptors at the same time.
+pub fn fds_open_on(path: &Path) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let want = std::fs::metadata(path).expect("stat the file");
+    let mut fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            // stat follows the link to the open file; a descriptor closed
+            // meanwhile simply fails.
+            let m = std::fs::metadata(e.path()).ok()?;
+            (m.dev() == want.dev() && m.ino() == want.ino()).then_some(fd)
+        })
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
 /// The process umask, from /proc (reading it with umask(2) would race with
 /// other threads creating files).
 pub fn umask() -> u32 {
@@ -395,6 +701,21 @@ pub fn umask() -> u32 {
         .find_map(|l| l.strip_prefix("Umask:"))
         .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
         .unwrap_or(0o022)
+}
+
+/// Creates a FIFO (named pipe) at `path`.
+pub fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("no NUL in path");
+    // SAFETY: c is a valid NUL-terminated path.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(
+        r,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// `fcntl(F_GETFL)` of a descriptor.
