@@ -163,7 +163,7 @@ impl Drop for ThreadRing {
 
 enum RingState {
     Untried,
-    Ready(ThreadRing),
+    Ready(Box<ThreadRing>),
     Unavailable,
 }
 
@@ -221,7 +221,7 @@ pub(crate) fn submit_on_own_ring(
         };
         if matches!(*state, RingState::Untried) {
             *state = match ThreadRing::create(&l.waker) {
-                Some(r) => RingState::Ready(r),
+                Some(r) => RingState::Ready(Box::new(r)),
                 None => RingState::Unavailable,
             };
         }

@@ -153,9 +153,7 @@ pub(crate) struct Done {
 /// payload (on a driver thread panics are reported instead; a thread that
 /// reaps its own ring resumes it once its ring is consistent again).
 pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
-    let Some(first) = done.first() else {
-        return None;
-    };
+    let first = done.first()?;
     first.op.shared().counters.sample_workers_maybe();
     super::with_deferred_wakes(|| {
         let mut caught = None;

@@ -61,7 +61,7 @@ impl<B: Send + 'static> PortShared<B> {
 }
 
 enum Mode<B: Send + 'static> {
-    Ring(PortRing<B>),
+    Ring(Box<PortRing<B>>),
     Queue(Arc<PortShared<B>>),
 }
 
@@ -146,7 +146,7 @@ impl<B: Send + 'static> Port<B> {
             None
         };
         let mode = match ring {
-            Some(r) => Mode::Ring(r),
+            Some(r) => Mode::Ring(Box::new(r)),
             None => Mode::Queue(Arc::new(PortShared::new())),
         };
         Port {
