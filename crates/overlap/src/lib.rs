@@ -34,6 +34,42 @@
 //! assert_eq!(&back[..], &buf[..]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## The life of a read
+//!
+//! 1. [`File::read_at`] checks the request (`File::check`: open for
+//!    reading, offset range, direct-I/O alignment) and builds an
+//!    `ops::Read` pointing into the buffer's heap memory (`File::prepare_read`).
+//!    The result is an [`Op`], a future that has done nothing yet.
+//! 2. Its first poll (`Op::poll`) counts it in on the file (`Request::start`),
+//!    tries the page cache on the calling thread for a buffered read
+//!    (`sys::read_nowait`, `preadv2(RWF_NOWAIT)`), and else takes a share of
+//!    the in-flight budget (`Limiter::acquire`, waiting if it is full).
+//! 3. `op::submit` moves the request into an `OpCell`, which owns the buffer
+//!    from now until the kernel is done with it, and picks the ring:
+//!    - polled inside [`block_on`] (every `.wait()`) on io_uring, the calling
+//!      thread's own ring (`wait::submit_on_own_ring`, then `RingCore::push`,
+//!      which asks `OpKind::entry` for the io_uring entry, or runs
+//!      `OpKind::blocking` where the kernel lacks the opcode);
+//!    - polled by another executor, the engine thread's queue
+//!      (`UringDriver::submit`), which the engine thread moves into its ring;
+//!    - on the thread pool, the pool's queue (`PoolDriver::submit`).
+//! 4. The kernel performs the read. A thread in `block_on` sleeps in
+//!    `io_uring_enter` on its own ring (`RingCore::wait`), and the
+//!    completion's task work wakes that very thread; the engine thread does
+//!    the same on its ring for the futures it carries.
+//! 5. The reaper (`RingCore::reap`) turns the completion into a `Done`, and
+//!    `ring::complete_all` calls `OpCell::complete` with panics in user code
+//!    contained: the result is stored, the file and the budget are released,
+//!    and the future's waker fires.
+//! 6. The next poll of the [`Op`] takes the result and the buffer
+//!    (`OpCell::poll_done`). Had the future been dropped, the cell would
+//!    still hold the buffer until step 5, and drop it then.
+//!
+//! A [`Port`] differs in steps 3 to 6: the submitting thread puts the
+//! operation on the port's own ring and enters the kernel itself
+//! (`PortRing::submit`), and whichever worker waits in [`Port::next`] is
+//! woken by the kernel and takes the completion (`PortRing::try_take`).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
