@@ -195,6 +195,13 @@ impl<B: Send + 'static> OpCell<B> {
         self.submitting.store(on, Ordering::Release);
     }
 
+    /// Releases the operation's claim on its file (the kernel holds its own
+    /// reference once it has taken the submission).
+    pub(crate) fn release_file(&self) {
+        let file = self.slot().file.take();
+        drop(file);
+    }
+
     /// Records the completion queue's tail right after submission.
     pub(crate) fn set_inline_before(&self, tail: u32) {
         self.inline_before.store(tail, Ordering::Relaxed);
@@ -391,7 +398,9 @@ impl<B: Send + 'static> Future for Op<B> {
                             drop(permit);
                             return Poll::Ready((Err(Error::Shutdown), req.buf));
                         }
-                        this.stage = Stage::InFlight(submit(req, Target::Future, Some(permit)));
+                        let own_ring = crate::wait::polled_by_block_on(cx.waker());
+                        this.stage =
+                            Stage::InFlight(submit(req, Target::Future, Some(permit), own_ring));
                     }
                     Poll::Pending => {
                         this.stage = Stage::Admitting(acq, req);
@@ -411,16 +420,17 @@ impl<B: Send + 'static> Future for Op<B> {
     }
 }
 
-/// Moves a request into a cell and hands it to a driver: a future polled
-/// inside [`block_on`](crate::block_on) on an io_uring engine goes to the
-/// calling thread's own ring (the thread will wait for it there); anything
-/// else to the engine's driver.
+/// Moves a request into a cell and hands it to a driver: a future polled by
+/// [`block_on`](crate::block_on) itself (`own_ring`) on an io_uring engine
+/// goes to the calling thread's own ring (the thread will wait for it
+/// there); anything else to the engine's driver.
 pub(crate) fn submit<B: Send + 'static>(
     req: Request<B>,
     target: Target<B>,
     permit: Option<Permit>,
+    own_ring: bool,
 ) -> Arc<OpCell<B>> {
-    let own_ring = matches!(target, Target::Future) && req.shared.driver.is_uring();
+    let own_ring = own_ring && matches!(target, Target::Future) && req.shared.driver.is_uring();
     let cell = OpCell::new(req, target, permit);
     let shared = Completable::shared(&*cell).clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);

@@ -97,6 +97,9 @@ impl Wake for ThreadWaker {
 /// A thread's own ring.
 struct ThreadRing {
     core: RingCore,
+    /// The process that made the ring: a child after `fork` shares the
+    /// parent's ring memory and must never touch it.
+    pid: u32,
     /// The bound on the kernel's workers applied to this thread's io-wq.
     workers_bound: Option<u32>,
     /// The engine charged for the next submitting system call.
@@ -120,6 +123,7 @@ impl ThreadRing {
         let efd = waker.eventfd.get()?.as_raw_fd();
         Some(ThreadRing {
             core: RingCore::new(ring, ops, Some(efd)),
+            pid: std::process::id(),
             workers_bound: None,
             last_engine: Weak::new(),
         })
@@ -157,7 +161,7 @@ impl Drop for ThreadRing {
     fn drop(&mut self) {
         // The thread is ending: reap what is in flight (normally nothing:
         // block_on drains) and the eventfd read, then free the ring.
-        self.core.drain();
+        self.core.drain(count_out);
     }
 }
 
@@ -204,21 +208,43 @@ fn count_out(done: &[Done]) {
     }
 }
 
-/// Puts `op` on the calling thread's ring if the thread is inside
-/// [`block_on`] (it will wait there) and has a ring; gives it back
-/// otherwise, for the engine's driver.
+/// Whether an operation polled with `waker` is polled by this thread's
+/// [`block_on`] itself (directly, or through combinators that pass its
+/// waker on), which will wait for it on this thread's ring. An operation
+/// polled by any other executor, even one nested inside `block_on` (which
+/// would park without reaping the ring), goes to the engine's driver.
+pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
+    LOCAL
+        .try_with(|l| l.depth.get() > 0 && waker.will_wake(&l.waker_obj))
+        .unwrap_or(false)
+}
+
+/// Puts `op` on the calling thread's ring (the caller checked
+/// [`polled_by_block_on`]); gives it back, for the engine's driver, if the
+/// thread has no ring or the engine is shutting down.
 pub(crate) fn submit_on_own_ring(
     op: Arc<dyn Completable>,
     shared: &Arc<Shared>,
 ) -> Result<(), Arc<dyn Completable>> {
-    let inside = LOCAL.try_with(|l| l.depth.get() > 0).unwrap_or(false);
-    if !inside {
+    if LOCAL.try_with(|_| ()).is_err() {
         return Err(op);
     }
     LOCAL.with(|l| {
         let Ok(mut state) = l.ring.try_borrow_mut() else {
             return Err(op);
         };
+        if let RingState::Ready(r) = &mut *state {
+            if r.pid != std::process::id() {
+                // A child after fork: the ring's memory is the parent's.
+                // Forget it (never drain or free it) and make a new one.
+                let RingState::Ready(inherited) =
+                    std::mem::replace(&mut *state, RingState::Untried)
+                else {
+                    unreachable!("matched above")
+                };
+                std::mem::forget(inherited);
+            }
+        }
         if matches!(*state, RingState::Untried) {
             *state = match ThreadRing::create(&l.waker) {
                 Some(r) => RingState::Ready(Box::new(r)),
@@ -228,11 +254,20 @@ pub(crate) fn submit_on_own_ring(
         let RingState::Ready(r) = &mut *state else {
             return Err(op);
         };
+        if r.pid != std::process::id() {
+            return Err(op);
+        }
         r.bound_workers(shared.max_kernel_workers);
         if !Weak::ptr_eq(&r.last_engine, &Arc::downgrade(shared)) {
             r.last_engine = Arc::downgrade(shared);
         }
         count_in(shared);
+        if shared.is_shut() {
+            // Shutdown may have seen no operation on threads' rings: refuse
+            // through the driver rather than run after it.
+            shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+            return Err(op);
+        }
         let mut done = Vec::new();
         r.core.push(op, &mut done);
         drop(state);
@@ -289,6 +324,12 @@ impl Drop for Depth<'_> {
     fn drop(&mut self) {
         let l = self.0;
         l.depth.set(l.depth.get() - 1);
+        if l.depth.get() > 0 {
+            // The nested run cleared the thread's wake-up flag, which the
+            // outer future may have been woken through meanwhile: poll it
+            // again (a spurious poll is harmless, a lost wake-up is not).
+            l.waker.notified.store(true, Ordering::SeqCst);
+        }
         if l.depth.get() == 0 {
             if let Some(p) = drain_own_ring(l) {
                 if std::thread::panicking() {

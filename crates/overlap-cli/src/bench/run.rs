@@ -770,9 +770,12 @@ fn run_engine(
                 .context("a requester task panicked")?;
             (parts.iter().sum(), "tokio")
         }
-        (None, Requester::Futures) => (futures::executor::block_on(requester(req)), "futures"),
+        // The engine's own block_on (what `.wait()` runs): the requester's
+        // operations go on this thread's ring and the thread sleeps in the
+        // kernel until their completions wake it.
+        (None, Requester::Futures) => (overlap::block_on(requester(req)), "futures"),
         (None, Requester::Auto) if job.iodepth <= 1 => {
-            (futures::executor::block_on(requester(req)), "futures")
+            (overlap::block_on(requester(req)), "futures")
         }
         (None, Requester::Port | Requester::Auto) => (port_requester(&engine, &req), "port"),
         (None, Requester::Threads) => unreachable!("handled above"),

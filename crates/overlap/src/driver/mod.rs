@@ -101,7 +101,11 @@ pub(crate) fn report_panic(what: &str, payload: &Panic) {
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(|s| s.as_str()))
         .unwrap_or("(not a string)");
-    eprintln!(
+    use std::io::Write;
+    // Never panics (a closed stderr must not turn a contained panic into an
+    // unwinding driver thread).
+    let _ = writeln!(
+        std::io::stderr(),
         "overlap: caught a panic in user code (a waker or a buffer's Drop) while completing \
          a {what} on {}: {msg}; the engine goes on",
         std::thread::current().name().unwrap_or("an engine thread")

@@ -3,6 +3,7 @@
 //! worker bound), submission, reaping, and a teardown that never frees
 //! memory the kernel may still write.
 
+use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -174,10 +175,10 @@ pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
 
 /// A ring and the operations in flight on it.
 pub(crate) struct RingCore {
-    // Field order: the ring is dropped before the eventfd buffer it may
-    // read into (and `close` makes sure no read is pending by then).
-    ring: IoUring,
-    eventfd_buf: Box<u64>,
+    // Freed by `Drop` only once nothing is in flight (`drain`); otherwise
+    // leaked, never freed under the kernel.
+    ring: ManuallyDrop<IoUring>,
+    eventfd_buf: ManuallyDrop<Box<u64>>,
     eventfd: Option<RawFd>,
     eventfd_armed: bool,
     /// Completed eventfd reads: each consumed the wake-ups written before it.
@@ -195,8 +196,8 @@ impl RingCore {
     /// ring is woken by writing it.
     pub(crate) fn new(ring: IoUring, ops: Opcodes, eventfd: Option<RawFd>) -> RingCore {
         RingCore {
-            ring,
-            eventfd_buf: Box::new(0),
+            ring: ManuallyDrop::new(ring),
+            eventfd_buf: ManuallyDrop::new(Box::new(0)),
             eventfd,
             eventfd_armed: false,
             eventfd_reads: 0,
@@ -250,8 +251,9 @@ impl RingCore {
         loop {
             // SAFETY: every pointer in `sqe` refers to memory owned by an
             // operation cell held in `self.slab` (or to `self.eventfd_buf`)
-            // until its completion is reaped, and `close` reaps everything
-            // before the ring and the buffer go away.
+            // until its completion is reaped; `drain` reaps everything
+            // before the ring and the buffer go, and `Drop` leaks both
+            // rather than free them with anything in flight.
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 return;
@@ -382,7 +384,7 @@ impl RingCore {
         }
         let sqe = opcode::Read::new(
             types::Fd(fd),
-            (&mut *self.eventfd_buf as *mut u64).cast(),
+            (&mut **self.eventfd_buf as *mut u64).cast(),
             8,
         )
         .build()
@@ -394,10 +396,11 @@ impl RingCore {
     /// Waits for every operation in flight, completing them, then cancels
     /// the eventfd read and waits for it too, so that nothing the kernel may
     /// write is freed when the core is dropped.
-    pub(crate) fn drain(&mut self) {
+    pub(crate) fn drain(&mut self, reaped: fn(&[Done])) {
         let mut done = Vec::new();
         while self.in_flight() > 0 {
             self.wait(None, &mut done);
+            reaped(&done);
             if let Some(p) = complete_all(&mut done) {
                 super::report_panic("an operation completed at teardown", &p);
             }
@@ -412,6 +415,24 @@ impl RingCore {
             }
         }
         debug_assert!(done.is_empty() && self.slab.is_empty() && !self.eventfd_armed);
+    }
+}
+
+impl Drop for RingCore {
+    fn drop(&mut self) {
+        if self.slab.is_empty() && !self.eventfd_armed {
+            // SAFETY: nothing is in flight: the kernel holds no pointer into
+            // the cells or the buffer, which are dropped exactly once here.
+            unsafe {
+                ManuallyDrop::drop(&mut self.ring);
+                ManuallyDrop::drop(&mut self.eventfd_buf);
+            }
+        } else {
+            // Only an unwinding owner gets here: the kernel may still write
+            // into the cells' buffers, so they, the ring and the eventfd
+            // buffer are leaked, never freed.
+            std::mem::forget(std::mem::take(&mut self.slab));
+        }
     }
 }
 

@@ -153,22 +153,17 @@ impl UringDriver {
                             counters,
                             fixed_chunk: config.submit_chunk,
                         };
+                        // However the thread ends, later operations are
+                        // refused, not queued for a thread that is gone.
+                        let _dead = Dead(q.clone());
                         engine.run();
                         // Everything in flight was reaped; the eventfd read
                         // is cancelled and reaped too before the ring goes.
-                        engine.core.drain();
+                        engine.core.drain(|_| {});
                     }
                     Err(reason) => {
                         let _ = tx.send(Err(reason));
                     }
-                }
-                let stranded = {
-                    let mut st = q.lock();
-                    st.dead = true;
-                    std::mem::take(&mut st.ops)
-                };
-                for op in stranded {
-                    let _ = super::contain(op.kind().name(), || op.refuse());
                 }
             })
             .map_err(|e| {
@@ -233,6 +228,22 @@ impl UringDriver {
         }
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Marks the engine thread gone and refuses what was queued for it.
+struct Dead(Arc<Queue>);
+
+impl Drop for Dead {
+    fn drop(&mut self) {
+        let stranded = {
+            let mut st = self.0.lock();
+            st.dead = true;
+            std::mem::take(&mut st.ops)
+        };
+        for op in stranded {
+            let _ = super::contain(op.kind().name(), || op.refuse());
         }
     }
 }

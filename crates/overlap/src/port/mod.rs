@@ -198,6 +198,10 @@ impl<B: Send + 'static> Port<B> {
                         bytes: 0,
                         fast_path: false,
                     };
+                    shared
+                        .counters
+                        .submitted
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     ring.submit(OpCell::new(req, Target::Ring(key), None), &shared);
                     return Ok(());
                 }
@@ -248,7 +252,7 @@ impl<B: Send + 'static> Port<B> {
                 // Counted before the driver can complete it (`take`
                 // decrements).
                 q.add_outstanding();
-                submit(req, Target::Port(q.clone(), key), Some(permit));
+                submit(req, Target::Port(q.clone(), key), Some(permit), false);
             }
         }
         Ok(())

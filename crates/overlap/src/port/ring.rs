@@ -32,6 +32,10 @@ use crate::ops::Opcodes;
 
 const WAKE: u64 = 0;
 
+/// The longest a worker sleeps in the ring before it checks whether any
+/// completion is still to come.
+const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
+
 pub(crate) struct PortRing<B> {
     ring: IoUring,
     ops: Opcodes,
@@ -97,6 +101,13 @@ impl<B: Send + 'static> PortRing<B> {
         let raw = Arc::into_raw(cell);
         self.push(&sqe.user_data(raw as u64));
         self.enter_submit();
+        // The kernel takes its own reference to the file when it consumes
+        // the entry: from then on the descriptor may close (`File::close`
+        // waits for the file's operations) even if nobody has collected
+        // this completion yet.
+        if self.submission_empty() {
+            cell_ref.release_file();
+        }
         shared
             .counters
             .submit_syscalls
@@ -125,6 +136,12 @@ impl<B: Send + 'static> PortRing<B> {
             }
             self.enter_submit();
         }
+    }
+
+    fn submission_empty(&self) -> bool {
+        let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `sq` serialises every user of the submission queue.
+        unsafe { self.ring.submission_shared() }.is_empty()
     }
 
     fn enter_submit(&self) {
@@ -184,13 +201,15 @@ impl<B: Send + 'static> PortRing<B> {
 
     fn complete(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Completion<B>> {
         let key = cell.port_key();
-        let (res, taken) = cell.take(res, inline);
+        // Counted out before any user code runs (`take` releases the file,
+        // whose close may wake a waker that panics).
         let left = self.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
         if left == 0 {
             // Workers waiting in the ring for completions that will not
             // come must return.
             self.wake_all();
         }
+        let (res, taken) = cell.take(res, inline);
         let (buf, permit) = taken?;
         drop(permit);
         Some(Completion {
@@ -201,8 +220,14 @@ impl<B: Send + 'static> PortRing<B> {
         })
     }
 
-    /// Sleeps in the ring until a completion arrives or `deadline` passes.
+    /// Sleeps in the ring until a completion arrives or `deadline` passes,
+    /// or at most [`RECHECK`]: the no-op that wakes waiting workers when the
+    /// last completion is taken can be consumed by another taker before a
+    /// worker that already decided to wait has entered the kernel, so a
+    /// waiter looks at `outstanding` again at least that often.
     pub(crate) fn wait(&self, deadline: Option<Instant>) {
+        let recheck = Instant::now() + RECHECK;
+        let deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
         let r = match deadline {
             Some(d) => {
                 let Some(left) = d.checked_duration_since(Instant::now()) else {

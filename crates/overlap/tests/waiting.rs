@@ -1,0 +1,121 @@
+//! Where a waiting thread sleeps, and that it always wakes: the thread's own
+//! ring under `block_on`, a port's ring, and the cases that must not use
+//! them (another executor nested inside `block_on`). Every scenario runs
+//! under a deadline, so a lost wake-up fails instead of hanging.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use overlap::{File, Port};
+
+per_driver!(
+    a_foreign_executor_nested_in_block_on_is_not_stranded,
+    the_last_completion_releases_every_waiting_worker,
+    close_does_not_wait_for_uncollected_port_completions,
+    wait_reports_inline_and_async_exactly,
+);
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// `futures::executor::block_on` inside `overlap::block_on` parks without
+/// reaping the thread's ring: an operation it polls must go elsewhere.
+fn a_foreign_executor_nested_in_block_on_is_not_stranded(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("nested");
+    std_create_pattern(&path, 90, 64 << 10);
+    let file = File::open(&engine, &path).wait().unwrap();
+    let r = within(LIMIT, move || {
+        overlap::block_on(async {
+            let (res, buf) = futures::executor::block_on(file.read_at(vec![0u8; 4096], 8192));
+            assert_eq!(res.unwrap(), 4096);
+            assert_pattern(&buf, 90, 8192);
+            // And the other way round, for good measure.
+            let (res, _) = file.read_at(vec![0u8; 4096], 0).await;
+            res.unwrap()
+        })
+    });
+    assert_eq!(r.expect("the nested read completes"), 4096);
+    engine.shutdown();
+}
+
+/// Two workers drain one outstanding operation, many times over: the one
+/// that does not get it must return `None`, however the wake-up races.
+fn the_last_completion_releases_every_waiting_worker(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("last");
+    std_create_pattern(&path, 91, 64 << 10);
+    let file = File::open(&engine, &path).wait().unwrap();
+    let r = within(LIMIT, move || {
+        for round in 0..200u64 {
+            let port: Port<Vec<u8>> = Port::new(&engine);
+            port.read_at(&file, vec![0u8; 512], 0, round).unwrap();
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    let port = port.clone();
+                    std::thread::spawn(move || {
+                        let mut n = 0;
+                        while let Some(c) = port.next() {
+                            c.result.unwrap();
+                            n += 1;
+                        }
+                        n
+                    })
+                })
+                .collect();
+            let taken: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+            assert_eq!(taken, 1, "round {round}");
+        }
+    });
+    r.expect("every worker returns once nothing is outstanding");
+}
+
+/// A port completion nobody has collected yet must not keep `close` waiting:
+/// the kernel holds its own reference to the file once it has the request.
+fn close_does_not_wait_for_uncollected_port_completions(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("close");
+    let file = File::create(&engine, &path).wait().unwrap();
+    let r = within(LIMIT, move || {
+        let port: Port<Vec<u8>> = Port::new(&engine);
+        port.write_at(&file, pattern(92, 0, 4096), 0, 7).unwrap();
+        file.close().wait().unwrap();
+        let c = port.next().expect("the write's completion");
+        (c.key, c.result.unwrap())
+    });
+    assert_eq!(r.expect("close returns"), (7, 4096));
+    assert_pattern(&std_read(&path, 0, 4096), 92, 0);
+}
+
+/// `.wait()` on the thread's own ring: a cached read completes inline, a
+/// direct read from a file just written with O_DIRECT does not.
+fn wait_reports_inline_and_async_exactly(d: Driver) {
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let path = dir.path().join("inline");
+    std_create_pattern(&path, 93, 1 << 20);
+    let cached = File::open(&engine, &path).wait().unwrap();
+    // Read once so every page is cached.
+    let (res, _) = cached.read_exact_at(vec![0u8; 1 << 20], 0).wait();
+    res.unwrap();
+    let before = engine.stats();
+    for i in 0..16u64 {
+        let (res, buf) = cached.read_at(vec![0u8; 4096], i * 4096).wait();
+        assert_eq!(res.unwrap(), 4096);
+        assert_pattern(&buf, 93, i * 4096);
+    }
+    let s = engine.stats();
+    assert_eq!(s.completed - before.completed, 16);
+    if d.is_uring() {
+        // The kernel serves a cached read during the submitting call.
+        assert_eq!(s.completed_inline - before.completed_inline, 16, "{s:?}");
+    } else {
+        // A pool thread's completion is asynchronous.
+        assert_eq!(s.completed_inline - before.completed_inline, 0, "{s:?}");
+    }
+}
