@@ -1,38 +1,99 @@
-//! The io_uring driver.
+//! The io_uring driver: where each operation is submitted, who waits for
+//! it, and why.
 //!
-//! Design: one engine thread owns the ring. Callers append operations to a
-//! shared queue and go on; the engine thread moves everything queued into
-//! the submission ring and submits it with one `io_uring_enter`, so many
-//! callers' operations reach the kernel in one system call. When it has
-//! nothing to submit it sleeps in `io_uring_enter` waiting for completions or
-//! for an eventfd that callers write to only when it is asleep. Because only
-//! this thread enters the ring, it can use `IORING_SETUP_SINGLE_ISSUER` and
-//! `IORING_SETUP_DEFER_TASKRUN` (completion work runs when the engine thread
-//! asks for it, never as an interrupt to another thread), and every
-//! completion found right after a submission without waiting is known to
-//! have completed inline.
+//! # Design: the thread that waits is the thread the kernel wakes
 //!
-//! Why not "callers submit directly, a reaper thread waits"? Measured on the
-//! development machine (2 vCPUs, virtio disk, quiet; random 4 KiB O_DIRECT
-//! reads, depth 32, one requester; `examples/randread.rs` against
-//! `examples/design_b.rs`, interleaved with fio, medians of 5):
+//! Linux runs an io_uring request's completion work on the thread that
+//! submitted it, and a thread asleep in `io_uring_enter` on a ring is woken
+//! by the kernel itself when a completion arrives there. So the fastest way
+//! to wait is to submit on a ring of one's own and sleep on it: what a fio
+//! job does, and what a Windows thread in `GetQueuedCompletionStatus` gets.
+//! The engine routes every operation to the ring whose waiter will be woken:
 //!
-//! | design | IOPS | CPU per read |
+//! | who waits | ring | module |
 //! | --- | --- | --- |
-//! | fio, io_uring engine (one thread, one request per `io_uring_enter`) | 89k | 4.9 us |
-//! | callers submit (one `io_uring_enter` each), reaper thread | 88k | 4.6-4.9 us |
-//! | this engine thread, chunks of 4 per `io_uring_enter` | 81k | 4.5 us |
-//! | this engine thread, one `io_uring_enter` per batch | 71k | 3.9 us |
+//! | a thread in `.wait()` / [`block_on`](crate::block_on) | the thread's own ring, `SINGLE_ISSUER\|DEFER_TASKRUN`, created lazily | `crate::wait` |
+//! | workers in [`Port::next`](crate::Port::next) | the port's own ring (many submitters, many waiters; `COOP_TASKRUN`) | `crate::port` |
+//! | a future polled by another executor (tokio, smol, ...) | this engine thread's ring, `SINGLE_ISSUER\|DEFER_TASKRUN` | here |
 //!
-//! Callers that submit directly reach the device sooner (no hand-off to
-//! this thread) but pay a system call per operation, and they own the
-//! completion task work of their requests, so the kernel interrupts them to
-//! post completions a reaper waits for; many callers submitting at once also
-//! contend for the ring. This thread batches any number of callers into few
-//! system calls, runs with `SINGLE_ISSUER|DEFER_TASKRUN`, and can tell inline
-//! from asynchronous completions; its cost is the hand-off, about 8% at
-//! depth 32 from a single requester. Wake-ups of callers are deferred to the
-//! end of each batch of completions (`WakeBatch`), so a waiting caller is
+//! The engine thread stays for futures because a foreign executor parks
+//! where overlap cannot reach (a tokio worker in `epoll_wait`): someone
+//! else must wait in the kernel for those completions. The integrations
+//! (overlap-tokio, Python) can register a ring with their reactor instead.
+//!
+//! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
+//! global (every ring takes its permits from the one limiter); statistics
+//! stay exact (a completion is inline when it was posted before the
+//! submitting call returned: a batch number on the thread and engine rings,
+//! the completion queue's tail on a port's ring); a dropped future's buffer
+//! stays owned by its cell until the kernel is done. Thread exit: Linux
+//! cancels the queued kernel-worker (io-wq) work of an exiting thread, so
+//! `block_on` never returns with its ring busy (nothing is left for an
+//! absent thread to reap), and a port resubmits an operation the kernel
+//! cancelled unperformed (`Stats::resubmitted_after_exit`).
+//!
+//! # Measured (the reason for the choice)
+//!
+//! Random 4 KiB O_DIRECT reads of a 1 GiB file; `scripts/bench-hotpath`
+//! runs each shape with every design in turn, each invocation with fio 3.33
+//! beside it (`--compare-fio`), and `scripts/hotpath-table.py` gives the
+//! medians. "Engine thread" is the previous design (every operation handed
+//! to this thread and its completion handed back); "own rings" this one.
+//! The fast device is ext4 on a loop device over tmpfs (`scripts/fastdev`),
+//! CPU-bound, which shows software cost the disk hides; medians of two
+//! interleaved rounds on 2026-11-23. The disk (virtio, one queue) swung
+//! from 1.2k to 18k IOPS at depth 1 within minutes during this session, so
+//! only ratios measured in the same invocation mean anything there.
+//!
+//! | shape (fast device) | engine thread | own rings | fio io_uring | own rings vs fio | CPU per read vs fio |
+//! | --- | --- | --- | --- | --- | --- |
+//! | depth 1, `.wait()` | 16.1k, 32.9 us | 27.0k, 15.9 us | 37.1k, 11.7 us | 0.73x | 1.35x |
+//! | depth 4, port | 32.4k, 17.9 us | 67.4k, 8.3 us | 80.1k, 7.6 us | 0.84x | 1.08x |
+//! | depth 32, port | 237k, 4.0 us | 194k, 4.7 us | 205k, 4.3 us | 0.95x | 1.09x |
+//! | depth 32, futures in `block_on` | 212k, 4.2 us | 232k, 3.7 us | 214k, 4.1 us | 1.09x | 0.90x |
+//! | 4 threads in `.wait()` (vs fio psync, 4 jobs: 92.9k) | - | 87.0k, 9.8 us | 90.2k | 0.94x psync | |
+//! | 16 threads in `.wait()` (vs fio psync, 16 jobs: 118k) | - | 112.8k, 9.2 us | 192.7k | 0.96x psync | |
+//! | 4 tokio tasks | 38.7k, 19.2 us | 35.5k, 20.6 us | 79.8k, 7.2 us | 0.45x | 2.87x |
+//! | 16 tokio tasks | 114k, 7.9 us | 116k, 8.1 us | 175k, 5.0 us | 0.66x | 1.62x |
+//! | 1024 tokio tasks | 205k, 4.3 us | 201k, 4.5 us | 220k, 4.1 us | 0.92x | 1.11x |
+//!
+//! What the table says:
+//! - A thread waiting on its own ring is the big win where the hand-off
+//!   dominated: depth 1 went from 16k to 27k reads/s and from 33 to 16 us
+//!   of CPU per read; four threads in `.wait()` now run at psync's pace.
+//!   With many operations per waiter (depth 32 through `block_on`) it
+//!   beats fio: one `io_uring_enter` submits a batch and the next waits.
+//! - A port on its own ring doubles depth 4 (no hand-off) but loses to the
+//!   engine thread at depth 32 on the CPU-bound device: there the engine
+//!   thread and the requester ran on both vCPUs at once (237k), while the
+//!   port's single requester makes one `io_uring_enter` per submission (as
+//!   fio does) plus a lock per completion. On the disk the port did better
+//!   than the engine thread (73k against 62k, 0.99x fio in that run).
+//! - Futures on tokio still go through this thread: tokio's 4 and 16 task
+//!   rows are unchanged, as expected; that path belongs to the tokio
+//!   integration, which can put a ring per worker into tokio's reactor.
+//!
+//! Designs weighed and not taken: one shared ring where callers submit and
+//! waiters reap (leader/follower) makes the reaper wake the other waiters
+//! through futexes (a second wake-up per operation on this VM, ~20 us),
+//! and completion work still runs on each submitter; SQPOLL spends a core
+//! of two polling. An earlier measurement of "callers submit, one reaper
+//! thread" is kept in `examples/design_b.rs` (88k against this thread's
+//! 81k at depth 32 on the disk, then).
+//!
+//! # The engine thread
+//!
+//! Callers append operations to a shared queue and go on; the engine thread
+//! moves everything queued into the submission ring and submits it in
+//! chunks, so many callers' operations reach the kernel in few system
+//! calls. Every submitting `io_uring_enter` carries `IORING_ENTER_GETEVENTS`:
+//! with `DEFER_TASKRUN` a submit-only call never runs completion work, and
+//! while new operations kept arriving, completions waited (a direct read's
+//! median went from 45 us to 7 ms beside two streaming threads;
+//! `tests/taskrun.rs` holds the bound). When it has nothing to submit it
+//! sleeps in `io_uring_enter` waiting for completions or for an eventfd
+//! that callers write to only when it is asleep. Wake-ups of callers are
+//! deferred to the end of each batch of completions, so a waiting caller is
 //! woken once per batch, not once per completion.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
