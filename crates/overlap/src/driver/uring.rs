@@ -34,7 +34,8 @@
 //!
 //! # Measured (the reason for the choice)
 //!
-//! Random 4 KiB O_DIRECT reads of a 1 GiB file; `scripts/bench-hotpath`
+//! Random 4 KiB O_DIRECT reads of a 1 GiB file (BENCHMARKS.md has the disk's
+//! figures and the commands); `scripts/bench-hotpath`
 //! runs each shape with every design in turn, each invocation with fio 3.33
 //! beside it (`--compare-fio`), and `scripts/hotpath-table.py` gives the
 //! medians. "Engine thread" is the previous design (every operation handed
@@ -67,8 +68,8 @@
 //!   engine thread at depth 32 on the CPU-bound device: there the engine
 //!   thread and the requester ran on both vCPUs at once (237k), while the
 //!   port's single requester makes one `io_uring_enter` per submission (as
-//!   fio does) plus a lock per completion. On the disk the port did better
-//!   than the engine thread (73k against 62k, 0.99x fio in that run).
+//!   fio does) plus a lock per completion. On the disk the two were level
+//!   (medians of two rounds: 69.1k and 64.3k, 0.92x and 0.95x of fio).
 //! - Futures on tokio still go through this thread: tokio's 4 and 16 task
 //!   rows are unchanged, as expected; that path belongs to the tokio
 //!   integration, which can put a ring per worker into tokio's reactor.
