@@ -28,7 +28,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
@@ -97,9 +97,9 @@ impl Wake for ThreadWaker {
 /// A thread's own ring.
 struct ThreadRing {
     core: RingCore,
-    /// The process that made the ring: a child after `fork` shares the
-    /// parent's ring memory and must never touch it.
-    pid: u32,
+    /// The fork generation that made the ring: a child after `fork` shares
+    /// the parent's ring memory and must never touch it.
+    generation: u64,
     /// The bound on the kernel's workers applied to this thread's io-wq.
     workers_bound: Option<u32>,
     /// The engine charged for the next submitting system call.
@@ -123,7 +123,7 @@ impl ThreadRing {
         let efd = waker.eventfd.get()?.as_raw_fd();
         Some(ThreadRing {
             core: RingCore::new(ring, ops, Some(efd)),
-            pid: std::process::id(),
+            generation: fork_generation(),
             workers_bound: None,
             last_engine: Weak::new(),
         })
@@ -159,6 +159,11 @@ impl ThreadRing {
 
 impl Drop for ThreadRing {
     fn drop(&mut self) {
+        if self.generation != fork_generation() {
+            // A child after fork: the ring's memory is the parent's; leave
+            // it alone (the child's mappings go with the child).
+            return;
+        }
         // The thread is ending: reap what is in flight (normally nothing:
         // block_on drains) and the eventfd read, then free the ring.
         self.core.drain(count_out);
@@ -195,6 +200,25 @@ impl Local {
 
 thread_local! {
     static LOCAL: Local = Local::new();
+}
+
+/// Incremented in the child of every `fork`, so that a thread ring made
+/// before it is recognised without a system call per operation.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The current fork generation (registering the `fork` handler once).
+fn fork_generation() -> u64 {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a handler that only touches an atomic, which
+        // is async-signal-safe as a child of fork requires.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORK_GENERATION.load(Ordering::Relaxed)
 }
 
 /// Operations of `shared`'s engine in flight on threads' own rings.
@@ -234,7 +258,7 @@ pub(crate) fn submit_on_own_ring(
             return Err(op);
         };
         if let RingState::Ready(r) = &mut *state {
-            if r.pid != std::process::id() {
+            if r.generation != fork_generation() {
                 // A child after fork: the ring's memory is the parent's.
                 // Forget it (never drain or free it) and make a new one.
                 let RingState::Ready(inherited) =
@@ -254,9 +278,6 @@ pub(crate) fn submit_on_own_ring(
         let RingState::Ready(r) = &mut *state else {
             return Err(op);
         };
-        if r.pid != std::process::id() {
-            return Err(op);
-        }
         r.bound_workers(shared.max_kernel_workers);
         if !Weak::ptr_eq(&r.last_engine, &Arc::downgrade(shared)) {
             r.last_engine = Arc::downgrade(shared);
@@ -297,7 +318,7 @@ fn drain_own_ring(l: &Local) -> Option<Panic> {
             let RingState::Ready(r) = &mut *state else {
                 return caught;
             };
-            if r.core.in_flight() == 0 {
+            if r.core.in_flight() == 0 || r.generation != fork_generation() {
                 return caught;
             }
             r.charge_syscall();
@@ -410,7 +431,9 @@ fn sleep(l: &Local) {
     let in_ring = {
         let mut state = l.ring.borrow_mut();
         let busy = match &mut *state {
-            RingState::Ready(r) => r.core.in_flight() > 0 || r.core.pending() > 0,
+            RingState::Ready(r) if r.generation == fork_generation() => {
+                r.core.in_flight() > 0 || r.core.pending() > 0
+            }
             _ => false,
         };
         match &mut *state {
