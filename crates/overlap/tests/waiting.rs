@@ -20,6 +20,70 @@ per_driver!(
 
 const LIMIT: Duration = Duration::from_secs(20);
 
+/// The child process of `a_forked_child_gets_a_ring_of_its_own`.
+#[test]
+fn fork_child() {
+    if !is_child("fork_child") {
+        return;
+    }
+    let d = Driver::uring().expect("the parent found io_uring usable");
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("fork");
+    std_create_pattern(&path, 94, 64 << 10);
+    let file = File::open(&engine, &path).wait().unwrap();
+    // This thread now has a ring of its own.
+    let (res, buf) = file.read_at(vec![0u8; 4096], 0).wait();
+    assert_eq!(res.unwrap(), 4096);
+    assert_pattern(&buf, 94, 0);
+
+    // SAFETY: fork in a test's child process; the grandchild only reads a
+    // file through a new engine and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        // The inherited ring's memory is shared with the parent and its
+        // submitter is the parent's thread: using it would hang here and
+        // corrupt the parent. A new ring must be made.
+        let ok = std::panic::catch_unwind(|| {
+            let engine = d.engine();
+            let file = File::open(&engine, &path).wait().unwrap();
+            let (res, buf) = file.read_at(vec![0u8; 4096], 8192).wait();
+            res.unwrap() == 4096
+                && buf
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &b)| b == pattern_byte(94, 8192 + i as u64))
+        });
+        // SAFETY: leaves the forked process without running the parent's
+        // destructors or atexit handlers.
+        unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the grandchild forked above.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child failed its read (status {status:#x})"
+    );
+    // The parent's ring still works.
+    let (res, buf) = file.read_at(vec![0u8; 4096], 4096).wait();
+    assert_eq!(res.unwrap(), 4096);
+    assert_pattern(&buf, 94, 4096);
+    child_ok("fork_child");
+}
+
+/// A thread that used `.wait()` forks; the child's `.wait()` must not touch
+/// the ring it inherited (shared memory, another submitter).
+#[test]
+fn a_forked_child_gets_a_ring_of_its_own() {
+    if Driver::uring().is_none() {
+        return;
+    }
+    run_child_within("fork_child", &[], &[], Duration::from_secs(60));
+}
+
 /// `futures::executor::block_on` inside `overlap::block_on` parks without
 /// reaping the thread's ring: an operation it polls must go elsewhere.
 fn a_foreign_executor_nested_in_block_on_is_not_stranded(d: Driver) {
