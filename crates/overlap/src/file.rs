@@ -533,7 +533,7 @@ impl File {
             offset,
         });
         let fast_path = self.inner.shared.fast_path && !self.inner.direct;
-        self.prepare(buf, kind, ptr as usize, offset, len, Need::Read, fast_path)
+        self.prepare(buf, kind, Need::Read, fast_path)
     }
 
     pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
@@ -545,24 +545,15 @@ impl File {
             len: len as u32,
             offset,
         });
-        self.prepare(buf, kind, ptr as usize, offset, len, Need::Write, false)
+        self.prepare(buf, kind, Need::Write, false)
     }
 
-    /// Validates a transfer of `len` bytes at `addr` to or from `offset` and
-    /// turns it into a request; invalid and zero-length transfers are
-    /// answered at once. `kind` points into `buf`'s heap memory, which does
-    /// not move with `buf` (IoBuf contract).
-    #[allow(clippy::too_many_arguments)]
-    fn prepare<B: IoBuf>(
-        &self,
-        buf: B,
-        kind: OpKind,
-        addr: usize,
-        offset: u64,
-        len: usize,
-        need: Need,
-        fast_path: bool,
-    ) -> Prepared<B> {
+    /// Validates the read or write `kind` and turns it into a request;
+    /// invalid and zero-length transfers are answered at once. `kind` points
+    /// into `buf`'s heap memory, which does not move with `buf` (IoBuf
+    /// contract).
+    fn prepare<B: IoBuf>(&self, buf: B, kind: OpKind, need: Need, fast_path: bool) -> Prepared<B> {
+        let (addr, offset, len) = kind.span().unwrap_or_default();
         if let Err(e) = self.check(need, addr, offset, len) {
             return Prepared::Done(Err(e), buf);
         }

@@ -171,20 +171,6 @@ impl<B: Send + 'static> OpCell<B> {
         !matches!(self.kind.transfer(), crate::ops::Transfer::None)
     }
 
-    pub(crate) fn engine(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
-    /// The io_uring entry of the operation, if this kernel has the opcode.
-    pub(crate) fn kind_entry(&self, ops: &crate::ops::Opcodes) -> Option<io_uring::squeue::Entry> {
-        self.kind.entry(ops)
-    }
-
-    /// Performs the operation with a blocking system call.
-    pub(crate) fn run_blocking(&self) -> i64 {
-        self.kind.blocking()
-    }
-
     /// Records a result obtained before submission (a port's ring delivers
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {
@@ -430,13 +416,13 @@ pub(crate) fn submit<B: Send + 'static>(
     permit: Option<Permit>,
     own_ring: bool,
 ) -> Arc<OpCell<B>> {
-    let own_ring = own_ring && matches!(target, Target::Future) && req.shared.driver.is_uring();
+    let own_ring = own_ring && req.shared.driver.is_uring();
     let cell = OpCell::new(req, target, permit);
     let shared = Completable::shared(&*cell).clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     let op = if own_ring {
-        match crate::wait::submit_on_own_ring(op, &shared) {
+        match crate::wait::submit_on_own_ring(op) {
             Ok(()) => return cell,
             Err(op) => op,
         }

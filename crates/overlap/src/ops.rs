@@ -430,6 +430,15 @@ impl OpKind {
         }
     }
 
+    /// A read's or write's memory address, file offset and length.
+    pub(crate) fn span(&self) -> Option<(usize, u64, usize)> {
+        match self {
+            OpKind::Read(r) => Some((r.ptr as usize, r.offset, r.len as usize)),
+            OpKind::Write(w) => Some((w.ptr as usize, w.offset, w.len as usize)),
+            _ => None,
+        }
+    }
+
     /// Short name for messages.
     pub(crate) fn name(&self) -> &'static str {
         match self {

@@ -246,10 +246,7 @@ pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
 /// Puts `op` on the calling thread's ring (the caller checked
 /// [`polled_by_block_on`]); gives it back, for the engine's driver, if the
 /// thread has no ring or the engine is shutting down.
-pub(crate) fn submit_on_own_ring(
-    op: Arc<dyn Completable>,
-    shared: &Arc<Shared>,
-) -> Result<(), Arc<dyn Completable>> {
+pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Completable>> {
     if LOCAL.try_with(|_| ()).is_err() {
         return Err(op);
     }
@@ -278,16 +275,19 @@ pub(crate) fn submit_on_own_ring(
         let RingState::Ready(r) = &mut *state else {
             return Err(op);
         };
-        r.bound_workers(shared.max_kernel_workers);
-        if !Weak::ptr_eq(&r.last_engine, &Arc::downgrade(shared)) {
-            r.last_engine = Arc::downgrade(shared);
-        }
-        count_in(shared);
-        if shared.is_shut() {
-            // Shutdown may have seen no operation on threads' rings: refuse
-            // through the driver rather than run after it.
-            shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
-            return Err(op);
+        {
+            let shared = op.shared();
+            r.bound_workers(shared.max_kernel_workers);
+            if r.last_engine.as_ptr() != Arc::as_ptr(shared) {
+                r.last_engine = Arc::downgrade(shared);
+            }
+            count_in(shared);
+            if shared.is_shut() {
+                // Shutdown may have seen no operation on threads' rings:
+                // refuse through the driver rather than run after it.
+                shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+                return Err(op);
+            }
         }
         let mut done = Vec::new();
         r.core.push(op, &mut done);

@@ -19,7 +19,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::op::{submit, to_result, OpCell, Request, Target};
+use crate::op::{submit, OpCell, Request, Target};
 use crate::ops::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -39,25 +39,6 @@ pub struct Completion<B> {
     /// Whether the operation completed synchronously (already done when the
     /// submitting system call returned: a page-cache hit, for example).
     pub inline: bool,
-}
-
-impl<B: Send + 'static> PortShared<B> {
-    pub(crate) fn deliver(
-        self: &Arc<Self>,
-        key: u64,
-        res: i64,
-        buf: B,
-        permit: Option<crate::limiter::Permit>,
-        inline: bool,
-    ) {
-        let completion = Completion {
-            key,
-            result: to_result(res),
-            buf,
-            inline,
-        };
-        self.push(completion, permit, false);
-    }
 }
 
 enum Mode<B: Send + 'static> {
@@ -176,33 +157,22 @@ impl<B: Send + 'static> Port<B> {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(Ok(n), buf) => match &self.inner.mode {
                 Mode::Queue(q) => {
-                    let completion = Completion {
-                        key,
-                        result: Ok(n),
-                        buf,
-                        inline: true,
-                    };
-                    q.push(completion, None, true);
+                    q.push_immediate(key, n, buf, None);
                     return Ok(());
                 }
                 // The result travels through the ring like any other, so
                 // that a worker asleep in it sees it. Like the queue's, it
                 // needs no budget.
                 Mode::Ring(ring) => {
-                    let shared = self.inner.engine.shared().clone();
                     let req = Request {
-                        shared: shared.clone(),
+                        shared: self.inner.engine.shared().clone(),
                         file: None,
                         buf,
                         kind: OpKind::Nop(Nop { res: n as i64 }),
                         bytes: 0,
                         fast_path: false,
                     };
-                    shared
-                        .counters
-                        .submitted
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    ring.submit(OpCell::new(req, Target::Ring(key), None), &shared);
+                    ring.submit(OpCell::new(req, Target::Ring(key), None));
                     return Ok(());
                 }
             },
@@ -230,23 +200,11 @@ impl<B: Send + 'static> Port<B> {
                 // The kernel tries a buffered read against the page cache
                 // during submission and completes it inline on a hit: the
                 // caller-side fast path would only add a system call.
-                let shared = req.shared.clone();
-                shared
-                    .counters
-                    .submitted
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let cell = OpCell::new(req, Target::Ring(key), Some(permit));
-                ring.submit(cell, &shared);
+                ring.submit(OpCell::new(req, Target::Ring(key), Some(permit)));
             }
             Mode::Queue(q) => {
                 if let Some(n) = crate::sys::read_nowait(&mut req) {
-                    let completion = Completion {
-                        key,
-                        result: Ok(n),
-                        buf: req.buf,
-                        inline: true,
-                    };
-                    q.push(completion, Some(permit), true);
+                    q.push_immediate(key, n, req.buf, Some(permit));
                     return Ok(());
                 }
                 // Counted before the driver can complete it (`take`

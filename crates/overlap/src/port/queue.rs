@@ -97,6 +97,46 @@ impl<B: Send + 'static> Queue<B> {
         }
     }
 
+    /// A driver's completion of an operation submitted to this port.
+    pub(crate) fn deliver(
+        self: &Arc<Self>,
+        key: u64,
+        res: i64,
+        buf: B,
+        permit: Option<Permit>,
+        inline: bool,
+    ) {
+        let result = crate::op::to_result(res);
+        self.push(
+            Completion {
+                key,
+                result,
+                buf,
+                inline,
+            },
+            permit,
+            false,
+        );
+    }
+
+    /// A result known at submission (zero length, or the page-cache fast
+    /// path), counted as outstanding and ready at once.
+    pub(crate) fn push_immediate(
+        self: &Arc<Self>,
+        key: u64,
+        n: usize,
+        buf: B,
+        permit: Option<Permit>,
+    ) {
+        let completion = Completion {
+            key,
+            result: Ok(n),
+            buf,
+            inline: true,
+        };
+        self.push(completion, permit, true);
+    }
+
     /// The next completion: waits until `deadline` (forever if `None`), or
     /// returns `None` at once when nothing is outstanding.
     pub(crate) fn take(&self, deadline: Option<Instant>, block: bool) -> Option<Completion<B>> {

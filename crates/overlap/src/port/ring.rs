@@ -27,7 +27,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::Completion;
 use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
-use crate::op::{to_result, OpCell};
+use crate::op::{to_result, Completable, OpCell};
 use crate::ops::Opcodes;
 
 const WAKE: u64 = 0;
@@ -77,20 +77,24 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
     /// a result known in advance).
-    pub(crate) fn submit(&self, cell: Arc<OpCell<B>>, shared: &Shared) {
+    pub(crate) fn submit(&self, cell: Arc<OpCell<B>>) {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
-        self.enqueue(cell, shared);
+        cell.shared()
+            .counters
+            .submitted
+            .fetch_add(1, Ordering::Relaxed);
+        self.enqueue(cell);
     }
 
     /// Hands the cell's operation to the kernel (again, after a
     /// cancellation it did not ask for).
-    fn enqueue(&self, cell: Arc<OpCell<B>>, shared: &Shared) {
-        let sqe = match cell.kind_entry(&self.ops) {
+    fn enqueue(&self, cell: Arc<OpCell<B>>) {
+        let sqe = match cell.kind().entry(&self.ops) {
             Some(sqe) => sqe,
             None => {
                 // No opcode on this kernel: perform it here and let the ring
                 // deliver the result (a no-op wakes a waiting worker).
-                cell.preset(cell.run_blocking());
+                cell.preset(cell.kind().blocking());
                 opcode::Nop::new().build()
             }
         };
@@ -108,7 +112,8 @@ impl<B: Send + 'static> PortRing<B> {
         if self.submission_empty() {
             cell_ref.release_file();
         }
-        shared
+        cell_ref
+            .shared()
             .counters
             .submit_syscalls
             .fetch_add(1, Ordering::Relaxed);
@@ -166,9 +171,11 @@ impl<B: Send + 'static> PortRing<B> {
         loop {
             let (cell, res, inline) = self.pop()?;
             if res == -libc::ECANCELED && cell.is_transfer() {
-                let shared = cell.engine().clone();
-                shared.counters.resubmitted.fetch_add(1, Ordering::Relaxed);
-                self.enqueue(cell, &shared);
+                cell.shared()
+                    .counters
+                    .resubmitted
+                    .fetch_add(1, Ordering::Relaxed);
+                self.enqueue(cell);
                 continue;
             }
             return self.complete(cell, res, inline);
