@@ -1,0 +1,1 @@
+//! Filesystem operations: the names of `tokio::fs`.
