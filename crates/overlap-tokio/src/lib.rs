@@ -7,7 +7,7 @@
 //! and their completions reach tokio through its own reactor: each tokio
 //! worker thread submits on a ring of its own, registered with tokio's
 //! I/O driver, so the kernel wakes the worker and no thread of overlap's
-//! stands in between (see the crate's `reactor` module).
+//! stands in between (see [`on_ring`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -16,3 +16,4 @@ mod global;
 mod reactor;
 
 pub use global::{engine, set_engine};
+pub use reactor::{on_ring, OnRing};

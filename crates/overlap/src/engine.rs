@@ -313,9 +313,12 @@ impl Shared {
     fn shutdown(&self) {
         if !self.shut.swap(true, Ordering::AcqRel) {
             // Operations on threads' own rings are reaped by the threads
-            // waiting for them; the calling thread reaps its own.
+            // waiting for them; the calling thread reaps its own. Reactor
+            // rings are reaped here too: the executor task that would reap
+            // them may be the one blocked in this call.
             crate::wait::drain_current_thread();
             while self.own_ring_ops.load(Ordering::Acquire) > 0 {
+                crate::reactor::reap_all();
                 std::thread::sleep(std::time::Duration::from_micros(100));
             }
             self.driver.shutdown();

@@ -409,7 +409,8 @@ impl<B: Send + 'static> Future for Op<B> {
 /// Moves a request into a cell and hands it to a driver: a future polled by
 /// [`block_on`](crate::block_on) itself (`own_ring`) on an io_uring engine
 /// goes to the calling thread's own ring (the thread will wait for it
-/// there); anything else to the engine's driver.
+/// there); a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter)
+/// goes to that reactor ring; anything else to the engine's driver.
 pub(crate) fn submit<B: Send + 'static>(
     req: Request<B>,
     target: Target<B>,
@@ -417,12 +418,18 @@ pub(crate) fn submit<B: Send + 'static>(
     own_ring: bool,
 ) -> Arc<OpCell<B>> {
     let own_ring = own_ring && req.shared.driver.is_uring();
+    let for_future = matches!(target, Target::Future);
     let cell = OpCell::new(req, target, permit);
     let shared = Completable::shared(&*cell).clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     let op = if own_ring {
         match crate::wait::submit_on_own_ring(op) {
+            Ok(()) => return cell,
+            Err(op) => op,
+        }
+    } else if for_future && shared.driver.is_uring() {
+        match crate::reactor::submit_current(op) {
             Ok(()) => return cell,
             Err(op) => op,
         }

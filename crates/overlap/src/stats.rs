@@ -49,6 +49,14 @@ pub struct Stats {
     /// unperformed when the thread that submitted them exited (Linux drops
     /// the queued kernel-worker work of an exiting thread).
     pub resubmitted_after_exit: u64,
+    /// Operations submitted on the ring of the thread waiting for them
+    /// (`.wait()`, [`block_on`](crate::block_on)).
+    pub submitted_on_thread_rings: u64,
+    /// Operations submitted on an executor's reactor ring
+    /// ([`ReactorRing`](crate::ReactorRing): the tokio integration's path).
+    /// The rest of `submitted` went through the engine's driver (its thread,
+    /// or the pool), a port's ring, or the fast path.
+    pub submitted_on_reactor_rings: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
@@ -74,6 +82,8 @@ pub(crate) struct Counters {
     pub fast_misses: AtomicU64,
     pub backpressure_waits: AtomicU64,
     pub resubmitted: AtomicU64,
+    pub thread_ring_submitted: AtomicU64,
+    pub reactor_submitted: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -133,6 +143,8 @@ impl Counters {
             fast_path_skipped: self.fast_skipped.load(Ordering::Relaxed),
             backpressure_waits: self.backpressure_waits.load(Ordering::Relaxed),
             resubmitted_after_exit: self.resubmitted.load(Ordering::Relaxed),
+            submitted_on_thread_rings: self.thread_ring_submitted.load(Ordering::Relaxed),
+            submitted_on_reactor_rings: self.reactor_submitted.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers
                 .lock()

@@ -226,7 +226,7 @@ fn count_in(shared: &Shared) {
     shared.own_ring_ops.fetch_add(1, Ordering::AcqRel);
 }
 
-fn count_out(done: &[Done]) {
+pub(crate) fn count_out(done: &[Done]) {
     for d in done {
         d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
     }
@@ -282,6 +282,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
                 r.last_engine = Arc::downgrade(shared);
             }
             count_in(shared);
+            shared
+                .counters
+                .thread_ring_submitted
+                .fetch_add(1, Ordering::Relaxed);
             if shared.is_shut() {
                 // Shutdown may have seen no operation on threads' rings:
                 // refuse through the driver rather than run after it.

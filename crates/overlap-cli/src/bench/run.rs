@@ -739,6 +739,7 @@ fn run_engine(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
                 .thread_name("bench-tokio")
+                .enable_all()
                 .build()
                 .context("starting the tokio runtime")?,
         )
@@ -756,7 +757,9 @@ fn run_engine(
         (Some(rt), _) => {
             let parts = rt.block_on(async {
                 let tasks: Vec<_> = (0..job.concurrency)
-                    .map(|_| tokio::spawn(requester(req.clone())))
+                    // overlap-tokio: each worker submits on its own ring,
+                    // and tokio's reactor delivers the completions.
+                    .map(|_| tokio::spawn(overlap_tokio::on_ring(requester(req.clone()))))
                     .collect();
                 let mut parts = Vec::with_capacity(tasks.len());
                 for t in tasks {

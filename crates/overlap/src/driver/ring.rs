@@ -375,6 +375,11 @@ impl RingCore {
         }
     }
 
+    /// Takes the completions already in the ring, without a system call.
+    pub(crate) fn reap_ready(&mut self, done: &mut Vec<Done>) -> usize {
+        self.reap(false, done)
+    }
+
     /// Makes sure a read of the eventfd is pending, so that writing the
     /// eventfd wakes a thread asleep in this ring.
     pub(crate) fn arm_eventfd(&mut self, done: &mut Vec<Done>) {

@@ -1,0 +1,279 @@
+//! Completions through tokio's reactor: operations polled on tokio threads
+//! go on those threads' rings and complete without the engine's thread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use overlap::{DriverChoice, DriverKind, Engine, OpenOptions};
+use overlap_tokio::on_ring;
+
+const BLOCK: usize = 4096;
+const BLOCKS: usize = 256;
+
+fn runtimes() -> Vec<(&'static str, tokio::runtime::Runtime)> {
+    vec![
+        (
+            "current_thread",
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        ),
+        (
+            "multi_thread",
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap(),
+        ),
+    ]
+}
+
+/// A file of `BLOCKS` blocks, block `i` filled with byte `i`.
+fn make_file(engine: &Engine, dir: &std::path::Path) -> overlap::File {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(engine, dir.join("data"))
+        .wait()
+        .unwrap();
+    let mut all = Vec::with_capacity(BLOCK * BLOCKS);
+    for i in 0..BLOCKS {
+        all.extend(std::iter::repeat_n(i as u8, BLOCK));
+    }
+    let (res, _) = file.write_all_at(all, 0).wait();
+    res.unwrap();
+    file
+}
+
+fn uses_rings(engine: &Engine) -> bool {
+    engine.driver().kind == DriverKind::Uring
+}
+
+/// An engine on each driver this machine has (io_uring skipped loudly
+/// where the kernel refuses it), each of its own: other tests run beside.
+fn engines() -> Vec<Engine> {
+    let mut v = Vec::new();
+    match Engine::builder().driver(DriverChoice::Uring).build() {
+        Ok(e) => v.push(e),
+        Err(e) => eprintln!("SKIPPED: io_uring unavailable: {e}"),
+    }
+    v.push(
+        Engine::builder()
+            .driver(DriverChoice::Pool)
+            .build()
+            .unwrap(),
+    );
+    v
+}
+
+#[test]
+fn concurrent_reads_complete_through_the_reactor() {
+    for engine in &engines() {
+        concurrent_reads(engine);
+    }
+}
+
+fn concurrent_reads(engine: &Engine) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = Arc::new(make_file(engine, dir.path()));
+    for (name, rt) in runtimes() {
+        let before = engine.stats();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for i in 0..BLOCKS {
+                let file = file.clone();
+                tasks.push(tokio::spawn(async move {
+                    let off = (i * BLOCK) as u64;
+                    let (res, buf) = on_ring(file.read_at(vec![0u8; BLOCK], off)).await;
+                    assert_eq!(res.unwrap(), BLOCK);
+                    assert!(buf.iter().all(|&b| b == i as u8), "block {i} read wrong");
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let after = engine.stats();
+        let on_rings = after.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
+        if uses_rings(engine) {
+            // The cache fast path may answer some reads on the spot; every
+            // read that reached the driver went on a reactor ring.
+            let fast = after.fast_path_hits - before.fast_path_hits;
+            assert_eq!(
+                on_rings + fast,
+                BLOCKS as u64,
+                "{name}: every read on a tokio thread's ring"
+            );
+        } else {
+            assert_eq!(on_rings, 0, "{name}: a pool engine ignores reactor rings");
+        }
+    }
+}
+
+#[test]
+fn direct_reads_complete_asynchronously_through_the_reactor() {
+    for engine in &engines() {
+        direct_reads(engine);
+    }
+}
+
+fn direct_reads(engine: &Engine) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    drop(make_file(engine, dir.path()));
+    let file = match OpenOptions::new()
+        .read(true)
+        .direct(true)
+        .open(engine, dir.path().join("data"))
+        .wait()
+    {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
+            return;
+        }
+    };
+    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, 64).unwrap();
+    for (name, rt) in runtimes() {
+        let before = engine.stats();
+        rt.block_on(async {
+            let mut tasks = Vec::new();
+            for t in 0..16 {
+                let file = file.clone();
+                let pool = pool.clone();
+                tasks.push(tokio::spawn(async move {
+                    for k in 0..16 {
+                        let i = (t * 16 + k) % BLOCKS;
+                        let (res, buf) =
+                            on_ring(file.read_at(pool.get(), (i * BLOCK) as u64)).await;
+                        assert_eq!(res.unwrap(), BLOCK);
+                        assert!(buf.iter().all(|&b| b == i as u8));
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let after = engine.stats();
+        let expected = if uses_rings(engine) { 256 } else { 0 };
+        assert_eq!(
+            after.submitted_on_reactor_rings - before.submitted_on_reactor_rings,
+            expected,
+            "{name}"
+        );
+        assert_eq!(after.errors, before.errors, "{name}");
+    }
+}
+
+/// A runtime dropped while its tasks' reads are in flight: the reads still
+/// complete (the thread drains its ring), nothing hangs, and the next
+/// runtime on the same thread gets a working ring.
+#[test]
+fn runtime_dropped_with_reads_in_flight() {
+    let engine = overlap_tokio::engine();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = Arc::new(make_file(engine, dir.path()));
+    for round in 0..3 {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for i in 0..64 {
+                let file = file.clone();
+                tokio::spawn(async move {
+                    let _ = on_ring(file.read_at(vec![0u8; BLOCK], (i * BLOCK) as u64)).await;
+                });
+            }
+            // Let the tasks submit, then leave with their reads in flight.
+            tokio::task::yield_now().await;
+        });
+        drop(rt);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The old ring is drained by the next use on this thread.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (res, buf) = rt.block_on(on_ring(file.read_at(vec![0u8; BLOCK], 0)));
+        assert_eq!(res.unwrap(), BLOCK, "round {round}");
+        assert!(buf.iter().all(|&b| b == 0));
+        while engine.in_flight().0 > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: operations never completed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// A runtime without its I/O driver cannot host a ring: operations go
+/// through the engine's driver instead, and still complete.
+#[test]
+fn runtime_without_io_driver_falls_back() {
+    let engine = overlap_tokio::engine();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = Arc::new(make_file(engine, dir.path()));
+    // A thread of its own: rings are per thread, and this one must not have
+    // one from another test.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let before = overlap_tokio::engine().stats();
+        let (res, buf) = rt.block_on(on_ring(file.read_at(vec![0u8; BLOCK], BLOCK as u64)));
+        assert_eq!(res.unwrap(), BLOCK);
+        assert!(buf.iter().all(|&b| b == 1));
+        let after = overlap_tokio::engine().stats();
+        assert_eq!(
+            after.submitted_on_reactor_rings,
+            before.submitted_on_reactor_rings
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+/// Shutting an engine down from inside a current-thread runtime while its
+/// operations are in flight on that thread's ring: the shutdown reaps the
+/// ring itself (the runtime's reaper cannot run while it blocks).
+#[test]
+fn shutdown_inside_the_runtime_does_not_deadlock() {
+    let Some(engine) = engines().into_iter().find(uses_rings) else {
+        return; // SKIPPED printed by engines()
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = Arc::new(make_file(&engine, dir.path()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut ops = Vec::new();
+            for i in 0..32 {
+                let file = file.clone();
+                ops.push(tokio::spawn(async move {
+                    on_ring(file.sync_all()).await.ok();
+                    on_ring(file.read_at(vec![0u8; BLOCK], (i * BLOCK) as u64))
+                        .await
+                        .0
+                        .ok()
+                }));
+            }
+            tokio::task::yield_now().await;
+            engine.shutdown();
+            let (res, _) = file.read_at(vec![0u8; BLOCK], 0).await;
+            assert!(matches!(res, Err(overlap::Error::Shutdown)), "{res:?}");
+        });
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("engine shutdown inside a current-thread runtime hung");
+    t.join().unwrap();
+}

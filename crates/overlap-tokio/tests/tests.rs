@@ -1,0 +1,3 @@
+//! overlap-tokio's integration tests: one binary, a module per subject.
+
+mod reactor_ring;

@@ -1,0 +1,274 @@
+//! Rings watched by an executor's reactor: how an async runtime (tokio,
+//! smol, ...) gets completions without a thread of overlap's in between.
+//!
+//! A future polled by a foreign executor normally reaches the kernel
+//! through the engine thread: its submission crosses to that thread and its
+//! completion crosses back, two cross-thread wake-ups per operation. An
+//! integration removes both with a [`ReactorRing`]:
+//!
+//! 1. Each executor thread makes a ring of its own ([`ReactorRing::new`])
+//!    and registers the ring's descriptor with its reactor (tokio's
+//!    `AsyncFd`, smol's `Async`): the descriptor is readable while
+//!    completions wait in the ring.
+//! 2. It polls engine futures inside [`ReactorRing::enter`]: operations they
+//!    submit go onto that ring, from the polling thread, with no hand-off.
+//! 3. When the descriptor is readable, a task of the executor calls
+//!    [`ReactorRing::reap`], which completes the operations and wakes their
+//!    futures, on the executor's own thread.
+//!
+//! The kernel runs an operation's completion work on the thread that
+//! submitted it; a thread asleep in the reactor (`epoll_wait`) or parked
+//! is woken for it by the kernel, and the ring's descriptor turns readable.
+//! So the thread that waits is the thread the kernel wakes, as with a
+//! thread in [`block_on`](crate::block_on).
+//!
+//! The ring has neither `SINGLE_ISSUER` nor `DEFER_TASKRUN`: the reaping
+//! task may run on any thread of a work-stealing executor. Submissions and
+//! reaping take a lock that is normally uncontended (one ring per thread).
+//!
+//! Rules for integrations:
+//! - Only the thread that made a ring should submit on it (poll inside
+//!   `enter` on that thread), and that thread must [`drain`](ReactorRing::drain)
+//!   it before it exits: Linux cancels the queued kernel-worker work of an
+//!   exiting thread, which would fail such operations with `ECANCELED`.
+//!   Memory stays safe either way: a ring is only freed once nothing is in
+//!   flight on it.
+//! - Engines on the thread pool ignore reactor rings: their operations go
+//!   to the pool as usual, so an integration works unchanged where io_uring
+//!   is blocked ([`Stats::submitted_on_reactor_rings`](crate::Stats) says
+//!   which path operations took).
+
+use std::cell::Cell;
+use std::os::fd::{AsRawFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
+use crate::error::FallbackReason;
+use crate::op::Completable;
+
+/// Submission-queue entries of a reactor ring (a full queue is submitted
+/// and refilled, so more may be in flight).
+const ENTRIES: u32 = 256;
+/// Completion-queue entries (the kernel keeps any overflow).
+const CQ_ENTRIES: u32 = 4096;
+
+/// A ring that an executor's reactor watches (see the [module docs](self)).
+///
+/// Cloning gives another handle to the same ring.
+///
+/// ```
+/// use overlap::{Engine, OpenOptions, ReactorRing};
+/// use std::os::fd::AsRawFd;
+///
+/// let engine = Engine::new()?;
+/// let dir = tempfile::tempdir()?;
+/// let file = OpenOptions::new().read(true).write(true).create(true)
+///     .open(&engine, dir.path().join("f")).wait()?;
+/// let ring = match ReactorRing::new() {
+///     Ok(ring) => ring,
+///     Err(why) => { println!("no ring: {why}"); return Ok(()) }
+/// };
+/// // An executor would register `ring.as_raw_fd()` with its reactor and
+/// // poll its tasks inside `enter`; here one poll submits the write...
+/// let mut op = std::pin::pin!(file.write_at(b"hi".to_vec(), 0));
+/// let waker = std::task::Waker::noop();
+/// let mut cx = std::task::Context::from_waker(&waker);
+/// let mut polled = ring.enter(|| op.as_mut().poll(&mut cx));
+/// // ...and reaping the ring when its descriptor is readable completes it.
+/// while polled.is_pending() {
+///     ring.reap();
+///     polled = ring.enter(|| op.as_mut().poll(&mut cx));
+/// }
+/// # use std::future::Future;
+/// let std::task::Poll::Ready((res, _buf)) = polled else { unreachable!() };
+/// assert_eq!(res?, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ReactorRing {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Mutex<RingCore>,
+    fd: RawFd,
+}
+
+thread_local! {
+    /// The ring of the innermost `ReactorRing::enter` on this thread.
+    static CURRENT: Cell<Option<NonNull<Inner>>> = const { Cell::new(None) };
+}
+
+/// Every live reactor ring, so that an engine shutting down can reap them
+/// itself (the executor that would may be the one blocked in the shutdown).
+static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+impl ReactorRing {
+    /// A new ring, or the reason io_uring cannot be used (the integration
+    /// then leaves operations to the engine's driver).
+    pub fn new() -> Result<ReactorRing, FallbackReason> {
+        let (ring, _flags) = ring::build_ring(ENTRIES, CQ_ENTRIES, Issuers::Many)?;
+        let ops = ring::probe_opcodes(&ring)?;
+        let fd = ring.as_raw_fd();
+        let inner = Arc::new(Inner {
+            core: Mutex::new(RingCore::new(ring, ops, None)),
+            fd,
+        });
+        let mut live = lock(&LIVE);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&inner));
+        Ok(ReactorRing { inner })
+    }
+
+    /// Runs `f` with this ring as the calling thread's reactor ring: engine
+    /// operations that `f` polls for the first time are submitted on it
+    /// (on an io_uring engine; a pool engine ignores it). Nests: the
+    /// innermost ring wins, and the previous one is restored on return.
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<NonNull<Inner>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
+        let this = NonNull::from(&*self.inner);
+        let _restore = Restore(CURRENT.with(|c| c.replace(Some(this))));
+        f()
+    }
+
+    /// Completes every operation whose completion is in the ring, waking
+    /// their futures; returns how many. Does not block and makes no system
+    /// call when nothing is there.
+    pub fn reap(&self) -> usize {
+        let mut done = Vec::new();
+        lock(&self.inner.core).reap_ready(&mut done);
+        let n = done.len();
+        finish(&mut done);
+        n
+    }
+
+    /// Operations in flight on this ring.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.inner.core).in_flight()
+    }
+
+    /// Blocks until every operation in flight on this ring has completed,
+    /// completing them: what a thread that made the ring does before it
+    /// exits.
+    pub fn drain(&self) {
+        self.inner.drain();
+    }
+}
+
+impl AsRawFd for ReactorRing {
+    /// The ring's descriptor: readable while completions wait in the ring.
+    /// It stays open as long as any handle to the ring lives.
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd
+    }
+}
+
+impl std::fmt::Debug for ReactorRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReactorRing")
+            .field("fd", &self.inner.fd)
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn drain(&self) {
+        loop {
+            let mut done = Vec::new();
+            {
+                let mut core = lock(&self.core);
+                if core.in_flight() == 0 {
+                    return;
+                }
+                core.wait(None, &mut done);
+            }
+            finish(&mut done);
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle: nothing can submit any more. Wait for what is in
+        // flight (normally nothing: the owning thread drained it) before the
+        // ring and the operations' memory go.
+        let core = self.core.get_mut().unwrap_or_else(|p| p.into_inner());
+        core.drain(crate::wait::count_out);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Completes reaped operations with the ring unlocked (completion runs user
+/// code: wakers, a dropped future's buffer); resumes the first panic once
+/// all are recorded.
+fn finish(done: &mut Vec<Done>) {
+    crate::wait::count_out(done);
+    if let Some(p) = complete_all(done) {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Puts `op` on the calling thread's current reactor ring, if a
+/// [`ReactorRing::enter`] is active; gives it back otherwise (or if the
+/// engine is shutting down), for the engine's driver.
+pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Completable>> {
+    let Some(ptr) = CURRENT.try_with(Cell::get).ok().flatten() else {
+        return Err(op);
+    };
+    // SAFETY: `CURRENT` holds a pointer only while `enter` runs on this
+    // thread, and `enter` borrows a handle that keeps the ring alive.
+    let inner = unsafe { ptr.as_ref() };
+    let shared = op.shared().clone();
+    shared.own_ring_ops.fetch_add(1, Ordering::AcqRel);
+    if shared.is_shut() {
+        // Shutdown may have seen no operation on the rings: refuse
+        // through the driver rather than run after it.
+        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        return Err(op);
+    }
+    shared
+        .counters
+        .reactor_submitted
+        .fetch_add(1, Ordering::Relaxed);
+    let mut done = Vec::new();
+    {
+        let mut core = lock(&inner.core);
+        core.push(op, &mut done);
+        if core.submit(&mut done) {
+            shared
+                .counters
+                .submit_syscalls
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    finish(&mut done);
+    Ok(())
+}
+
+/// Reaps every live reactor ring from the calling thread: an engine
+/// shutting down waits for their operations, and the executor task that
+/// would reap them may be the very one blocked in the shutdown.
+pub(crate) fn reap_all() {
+    let rings: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+    for inner in rings {
+        let mut done = Vec::new();
+        if let Ok(mut core) = inner.core.try_lock() {
+            core.reap_ready(&mut done);
+        }
+        crate::wait::count_out(&done);
+        if let Some(p) = complete_all(&mut done) {
+            crate::driver::report_panic("an operation reaped at shutdown", &p);
+        }
+    }
+}
