@@ -24,6 +24,7 @@ mod fio;
 mod plot;
 mod report;
 mod run;
+mod tokio_baselines;
 
 pub(crate) use report::BenchResult;
 
@@ -77,6 +78,13 @@ pub(crate) enum Driver {
     Pool,
     /// Plain pread/pwrite on the caller's threads: the baseline.
     Sync,
+    /// pread/pwrite inside `tokio::task::spawn_blocking`, from --concurrency
+    /// tokio tasks (what `tokio::fs` does underneath).
+    SpawnBlocking,
+    /// `tokio::fs::File` (seek, then read_exact or write_all), one per
+    /// tokio task; always buffered (its buffer cannot be aligned for
+    /// O_DIRECT), reading the evicted file through the page cache.
+    TokioFs,
 }
 
 impl Driver {
@@ -85,6 +93,8 @@ impl Driver {
             Driver::Uring => "uring",
             Driver::Pool => "pool",
             Driver::Sync => "sync",
+            Driver::SpawnBlocking => "spawn-blocking",
+            Driver::TokioFs => "tokio-fs",
         }
     }
 }
@@ -588,6 +598,23 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         }
     }
 
+    let tokio_baselines = drivers
+        .iter()
+        .filter(|d| matches!(d, Driver::SpawnBlocking | Driver::TokioFs))
+        .count();
+    if tokio_baselines > 0 && iodepth.iter().any(|&d| d > 1) {
+        bail!(
+            "--driver spawn-blocking and tokio-fs run --concurrency N tokio tasks with one operation each in flight: \
+             --iodepth above 1 is refused (use --concurrency)"
+        );
+    }
+    if direct && drivers.contains(&Driver::TokioFs) {
+        eprintln!(
+            "note: --driver tokio-fs runs buffered: tokio::fs::File reads through a buffer of its own, \
+             which cannot be aligned for O_DIRECT; the file is evicted from the page cache first"
+        );
+    }
+
     let mut jobs = Vec::new();
     for &driver in &drivers {
         for &b in &bs {
@@ -617,7 +644,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
                             bs: b,
                             iodepth: depth,
                             concurrency: conc,
-                            direct,
+                            direct: direct && driver != Driver::TokioFs,
                             prealloc: pre,
                             warm,
                             ops,

@@ -129,7 +129,9 @@ pub(crate) fn equivalents(job: &Job, target: &Target) -> Vec<FioJob> {
         size: target.blocks(job.bs) * job.bs as u64,
     };
     match (job.driver, job.requester) {
-        (Driver::Sync, _) => vec![base("psync", 1, n)],
+        (Driver::Sync | Driver::SpawnBlocking | Driver::TokioFs, _) => {
+            vec![base("psync", 1, n)]
+        }
         (_, Requester::Threads) => vec![base("psync", 1, n), base("io_uring", n, 1)],
         (Driver::Uring, _) => vec![base("io_uring", n, 1)],
         (Driver::Pool, _) => vec![base("io_uring", n, 1), base("psync", 1, n)],

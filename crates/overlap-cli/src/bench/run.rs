@@ -38,6 +38,30 @@ pub(crate) struct Measured {
     pub requester: &'static str,
 }
 
+impl Measured {
+    /// A result measured outside the engine (no engine statistics).
+    pub(crate) fn without_engine(
+        ops: u64,
+        w: Window,
+        hist: Histogram<u64>,
+        requester: &'static str,
+    ) -> Measured {
+        Measured {
+            ops,
+            bytes: 0,
+            elapsed: w.elapsed,
+            hist,
+            cpu_s: w.cpu_s,
+            ctx_switches: w.ctx,
+            threads_peak: w.threads_peak,
+            rss_peak_bytes: w.rss_peak_bytes,
+            kernel_workers: w.kernel_workers,
+            engine: None,
+            requester,
+        }
+    }
+}
+
 /// The engine's own statistics over one job.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct EngineFigures {
@@ -58,7 +82,7 @@ pub(crate) struct EngineFigures {
 }
 
 /// Buffers are aligned to at least this.
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 /// Latency histograms shared by all requesters: a few shards behind
 /// mutexes, fed in batches, allocated before the measured window. (One
@@ -70,7 +94,7 @@ pub(crate) struct LatSink {
 }
 
 impl LatSink {
-    fn new() -> Arc<LatSink> {
+    pub(crate) fn new() -> Arc<LatSink> {
         let n = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
         Arc::new(LatSink {
             shards: (0..n.clamp(2, 16))
@@ -82,7 +106,7 @@ impl LatSink {
 
     /// A requester's own batch, flushed into a shard every 64 records and
     /// when dropped.
-    fn local(self: &Arc<Self>) -> LocalLat {
+    pub(crate) fn local(self: &Arc<Self>) -> LocalLat {
         let shard = self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len();
         LocalLat {
             sink: self.clone(),
@@ -92,7 +116,7 @@ impl LatSink {
         }
     }
 
-    fn merged(&self) -> Result<Histogram<u64>> {
+    pub(crate) fn merged(&self) -> Result<Histogram<u64>> {
         let mut h = new_hist();
         for s in &self.shards {
             h.add(&*s.lock().unwrap_or_else(|p| p.into_inner()))
@@ -114,7 +138,7 @@ impl LocalLat {
     const BATCH: usize = 64;
 
     #[inline]
-    fn record(&mut self, d: Duration) {
+    pub(crate) fn record(&mut self, d: Duration) {
         self.buf.push((d.as_nanos() as u64).max(1));
         self.count += 1;
         if self.buf.len() == Self::BATCH {
@@ -132,7 +156,7 @@ impl LocalLat {
     }
 
     /// Flushes and returns how many operations were recorded.
-    fn finish(mut self) -> u64 {
+    pub(crate) fn finish(mut self) -> u64 {
         self.flush();
         self.count
     }
@@ -168,7 +192,7 @@ impl Claims {
     }
 
     #[inline]
-    fn claim(&self) -> Option<u64> {
+    pub(crate) fn claim(&self) -> Option<u64> {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
@@ -191,7 +215,7 @@ impl Claims {
 
     /// Checks one operation's result.
     #[inline]
-    fn check(&self, res: overlap::Result<usize>, bs: usize, offset: u64) {
+    pub(crate) fn check(&self, res: overlap::Result<usize>, bs: usize, offset: u64) {
         match res {
             Ok(n) if n == bs => {}
             Ok(n) => self.fail(format!(
@@ -238,7 +262,7 @@ impl Gate {
 
 /// Operation number → file offset.
 #[derive(Debug, Clone, Copy)]
-struct Offsets {
+pub(crate) struct Offsets {
     random: bool,
     blocks: u64,
     bs: u64,
@@ -247,7 +271,7 @@ struct Offsets {
 
 impl Offsets {
     #[inline]
-    fn at(&self, i: u64) -> u64 {
+    pub(crate) fn at(&self, i: u64) -> u64 {
         let block = if self.random {
             splitmix64(self.seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15)) % self.blocks
         } else {
@@ -432,14 +456,14 @@ pub(crate) fn progress_bar(interactive: bool, len: u64, unit: &str) -> ProgressB
 }
 
 /// The measured window: rusage, time and samplers around the work.
-struct Meter {
+pub(crate) struct Meter {
     t0: Instant,
     ru0: (f64, u64),
     kw0: KernelWorkers,
     sampler: Sampler,
 }
 
-struct Window {
+pub(crate) struct Window {
     elapsed: Duration,
     cpu_s: f64,
     ctx: u64,
@@ -449,7 +473,7 @@ struct Window {
 }
 
 impl Meter {
-    fn start(claims: &Arc<Claims>, job: &Job, bar: ProgressBar) -> Meter {
+    pub(crate) fn start(claims: &Arc<Claims>, job: &Job, bar: ProgressBar) -> Meter {
         let kw0 = KernelWorkers::snapshot();
         let t0 = Instant::now();
         let sampler = Sampler::start(
@@ -470,7 +494,7 @@ impl Meter {
         }
     }
 
-    fn finish(self) -> Window {
+    pub(crate) fn finish(self) -> Window {
         let (cpu1, ctx1) = rusage();
         let elapsed = self.t0.elapsed();
         let kw = KernelWorkers::snapshot().active_since(&self.kw0) as u64;
@@ -506,6 +530,9 @@ pub(crate) fn run_job(job: &Job, target: &Target, interactive: bool) -> Result<M
     let mut m = match job.driver {
         Driver::Sync => run_sync(job, target, &claims, offsets, bar)?,
         Driver::Uring | Driver::Pool => run_engine(job, target, &claims, offsets, bar)?,
+        Driver::SpawnBlocking | Driver::TokioFs => {
+            super::tokio_baselines::run(job, target, &claims, offsets, bar)?
+        }
     };
     claims.result()?;
     m.bytes = m.ops * job.bs as u64;
@@ -520,7 +547,7 @@ pub(crate) fn run_job(job: &Job, target: &Target, interactive: bool) -> Result<M
     Ok(m)
 }
 
-fn fill_for_write(rw: Rw, buf: &mut AlignedBuf) {
+pub(crate) fn fill_for_write(rw: Rw, buf: &mut AlignedBuf) {
     if rw.is_write() {
         super::datafile::fill_pattern(buf);
     }
@@ -735,14 +762,7 @@ fn run_engine(
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
-        Some(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
-                .thread_name("bench-tokio")
-                .enable_all()
-                .build()
-                .context("starting the tokio runtime")?,
-        )
+        Some(super::tokio_baselines::runtime()?)
     } else {
         None
     };
@@ -961,20 +981,7 @@ fn run_sync(
             Ok(())
         },
     )?;
-    let hist = lat.merged()?;
-    Ok(Measured {
-        ops,
-        bytes: 0,
-        elapsed: w.elapsed,
-        hist,
-        cpu_s: w.cpu_s,
-        ctx_switches: w.ctx,
-        threads_peak: w.threads_peak,
-        rss_peak_bytes: w.rss_peak_bytes,
-        kernel_workers: w.kernel_workers,
-        engine: None,
-        requester: "threads",
-    })
+    Ok(Measured::without_engine(ops, w, lat.merged()?, "threads"))
 }
 
 #[cfg(test)]
