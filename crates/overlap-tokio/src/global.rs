@@ -23,3 +23,8 @@ pub fn engine() -> &'static Engine {
 pub fn set_engine(engine: Engine) -> Result<(), Engine> {
     ENGINE.set(engine)
 }
+
+/// The process's engine if one was made or installed already.
+pub(crate) fn engine_if_made() -> Option<&'static Engine> {
+    ENGINE.get()
+}

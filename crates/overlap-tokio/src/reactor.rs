@@ -133,7 +133,10 @@ fn thread_ring() -> Option<ReactorRing> {
 
 /// Makes a ring for this thread and starts its reaper on `handle`'s runtime.
 fn make_ring(handle: &tokio::runtime::Handle) -> Option<ThreadRing> {
-    if crate::engine().driver().kind != DriverKind::Uring {
+    // A process engine on the pool would never use the ring. (Engines of
+    // the caller's own may be polled here too: the process engine is not
+    // made just to look.)
+    if crate::global::engine_if_made().is_some_and(|e| e.driver().kind != DriverKind::Uring) {
         return None;
     }
     let ring = ReactorRing::new().ok()?;
