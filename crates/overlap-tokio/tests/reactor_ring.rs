@@ -406,3 +406,64 @@ async fn futures_poll_once<F: std::future::Future + ?Sized>(
     })
     .await
 }
+
+/// Many tasks submitting at once on one thread: their entries are queued
+/// and handed to the kernel in batches by the ring's flusher, not one
+/// system call each (`OVERLAP_SUBMIT_BATCH=1` turns batching off).
+#[test]
+fn submissions_of_ready_tasks_are_batched() {
+    let Some(engine) = engines().into_iter().find(uses_rings) else {
+        return; // SKIPPED printed by engines()
+    };
+    if std::env::var("OVERLAP_SUBMIT_BATCH").is_ok_and(|v| v.trim() == "1") {
+        eprintln!("SKIPPED: submission batching turned off by OVERLAP_SUBMIT_BATCH=1");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    drop(make_file(&engine, dir.path()));
+    let file = match OpenOptions::new()
+        .read(true)
+        .direct(true)
+        .open(&engine, dir.path().join("data"))
+        .wait()
+    {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
+            return;
+        }
+    };
+    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The thread's ring and its flusher start with the first operation.
+    let (res, _) = rt.block_on(on_ring(file.read_at(pool.get(), 0)));
+    res.unwrap();
+    let before = engine.stats();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..BLOCKS)
+            .map(|i| {
+                let file = file.clone();
+                let buf = pool.get();
+                tokio::spawn(on_ring(async move {
+                    let (res, buf) = file.read_at(buf, (i * BLOCK) as u64).await;
+                    assert_eq!(res.unwrap(), BLOCK);
+                    assert!(buf.iter().all(|&b| b == i as u8), "block {i}");
+                }))
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let after = engine.stats();
+    let ops = after.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
+    let calls = after.submit_syscalls - before.submit_syscalls;
+    assert_eq!(ops, BLOCKS as u64);
+    assert!(
+        calls * 4 <= ops,
+        "{ops} reads took {calls} submitting system calls: not batched"
+    );
+}
