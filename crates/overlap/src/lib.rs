@@ -81,6 +81,7 @@ mod file;
 mod limiter;
 mod op;
 mod ops;
+pub mod path;
 mod port;
 mod stats;
 mod sys;
