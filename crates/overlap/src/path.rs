@@ -240,15 +240,16 @@ pub fn symlink_metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<
     statx(engine, path.as_ref(), libc::AT_SYMLINK_NOFOLLOW)
 }
 
-/// Whether `path` exists (following symbolic links): `Ok(false)` when it or
-/// a directory on the way does not (`ENOENT`, `ENOTDIR`), other errors (a
-/// directory that may not be searched) as errors.
+/// Whether `path` exists (following symbolic links), as
+/// `std::fs::exists`: `Ok(false)` only when it does not (`ENOENT`); any
+/// other error (a directory that may not be searched, a file where a
+/// directory should be) is returned, since existence cannot be told.
 pub fn try_exists(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<bool>> {
     let stat = metadata(engine, path);
     Task::new(async move {
         match stat.await {
             Ok(_) => Ok(true),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(false),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT)) => Ok(false),
             Err(e) => Err(e),
         }
     })

@@ -217,8 +217,12 @@ fn try_exists_tells_missing_from_present(d: Driver) {
     assert!(!path::try_exists(&engine, &f).wait().unwrap());
     std::fs::write(&f, b"").unwrap();
     assert!(path::try_exists(&engine, &f).wait().unwrap());
-    // A "directory" on the way that is a file: does not exist either.
-    assert!(!path::try_exists(&engine, f.join("below")).wait().unwrap());
+    // A "directory" on the way that is a file: cannot tell (as std).
+    assert_errno(
+        path::try_exists(&engine, f.join("below")).wait(),
+        libc::ENOTDIR,
+        ErrorKind::NotADirectory,
+    );
 }
 
 fn nul_paths_are_refused_before_submission(d: Driver) {
