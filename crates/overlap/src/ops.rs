@@ -59,14 +59,21 @@ impl Operation for Read {
     fn blocking(&self) -> i64 {
         // SAFETY: ptr is valid for len writable bytes owned by the cell,
         // which outlives this call (module docs).
-        ret(unsafe {
+        let r = ret(unsafe {
             libc::pread(
                 self.fd,
                 self.ptr.cast(),
                 self.len as usize,
                 self.offset as libc::off_t,
             )
-        } as i64)
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // A pipe, FIFO or socket has no offset; io_uring ignores it there,
+        // and so does this side.
+        // SAFETY: as above.
+        ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
     }
 }
 
@@ -88,14 +95,20 @@ impl Operation for Write {
     }
     fn blocking(&self) -> i64 {
         // SAFETY: ptr is valid for len readable bytes owned by the cell.
-        ret(unsafe {
+        let r = ret(unsafe {
             libc::pwrite(
                 self.fd,
                 self.ptr.cast(),
                 self.len as usize,
                 self.offset as libc::off_t,
             )
-        } as i64)
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // Not seekable: the offset is ignored, as io_uring does.
+        // SAFETY: as above.
+        ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
     }
 }
 

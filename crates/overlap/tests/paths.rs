@@ -29,6 +29,7 @@ per_driver!(
     into_fd_only_when_alone_and_idle,
     try_clone_duplicates_the_descriptor,
     append_writes_go_to_the_end,
+    reads_and_writes_on_a_pipe_ignore_the_offset,
 );
 
 #[track_caller]
@@ -395,4 +396,21 @@ fn append_writes_go_to_the_end(d: Driver) {
             .wait(),
         Err(Error::InvalidInput(_))
     ));
+}
+
+fn reads_and_writes_on_a_pipe_ignore_the_offset(d: Driver) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let engine = d.engine();
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are new and owned here alone.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = (File::from_fd(&engine, r), File::from_fd(&engine, w));
+    // io_uring ignores the offset of a stream; the pool's pwrite/pread get
+    // ESPIPE and use write/read instead.
+    let (res, _) = w.write_all_at(b"through the pipe".to_vec(), 12345).wait();
+    res.unwrap();
+    let (n, buf) = r.read_at(vec![0u8; 64], 999).wait();
+    assert_eq!(&buf[..n.unwrap()], b"through the pipe");
 }
