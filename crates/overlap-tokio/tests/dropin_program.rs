@@ -23,6 +23,8 @@ fn kind_errno<T>(r: std::io::Result<T>) -> String {
     }
 }
 
+// The refused combinations are refused on purpose.
+#[allow(clippy::nonsensical_open_options, clippy::suspicious_open_options)]
 pub async fn program(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     macro_rules! note {
