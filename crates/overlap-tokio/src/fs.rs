@@ -85,6 +85,10 @@ fn engine() -> &'static overlap::Engine {
 
 /// How much [`read`] asks for at a time once past the expected length.
 const READ_CHUNK: usize = 64 << 10;
+/// Files up to this size are read or written with one request; larger ones
+/// in pieces of this size (a request larger than the engine's in-flight
+/// budget waits until nothing else is in flight).
+const WHOLE_MAX: usize = 8 << 20;
 /// How much [`copy`] moves per read and write.
 const COPY_CHUNK: usize = 1 << 20;
 
@@ -115,17 +119,31 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         .await
         .map(|st| st.len as usize)
         .unwrap_or(0);
-    // The expected length plus one byte, so that a file of exactly the
-    // expected length is known complete after one read.
-    let first = hint.saturating_add(1).min(overlap::MAX_RW_BYTES);
-    let (res, mut out) = on_ring(file.read_at(vec![0u8; first], 0)).await;
-    let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
-    out.truncate(n);
-    if n == 0 {
-        return Ok(out);
+    let mut out;
+    if hint < WHOLE_MAX {
+        // One read for the whole file: its expected length plus one byte,
+        // so that a file of exactly that length is known complete.
+        let (res, buf) = on_ring(file.read_at(vec![0u8; hint + 1], 0)).await;
+        out = buf;
+        let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
+        out.truncate(n);
+        if n == 0 {
+            return Ok(out);
+        }
+    } else {
+        // Large files in pieces, each well within the engine's budget.
+        out = Vec::with_capacity(hint.saturating_add(1));
     }
-    // The file grew, or a read came back short: go on to the end.
-    let mut chunk = vec![0u8; READ_CHUNK];
+    // The file grew, a read came back short, or the file is large: go on
+    // to the end.
+    let mut chunk = vec![
+        0u8;
+        if hint < WHOLE_MAX {
+            READ_CHUNK
+        } else {
+            WHOLE_MAX
+        }
+    ];
     loop {
         let (res, back) = on_ring(file.read_at(chunk, out.len() as u64)).await;
         chunk = back;
@@ -181,10 +199,18 @@ pub async fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
 /// # }
 /// ```
 pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Result<()> {
-    let data = contents.as_ref().to_owned();
+    let contents = contents.as_ref();
     let file = File::create(path).await?;
-    let (res, _) = file.write_all_at(data, 0).await;
-    res
+    // Owned copies for the engine, one piece at a time.
+    let mut buf = Vec::with_capacity(contents.len().min(WHOLE_MAX));
+    for (i, piece) in contents.chunks(WHOLE_MAX).enumerate() {
+        buf.clear();
+        buf.extend_from_slice(piece);
+        let (res, back) = file.write_all_at(buf, (i * WHOLE_MAX) as u64).await;
+        res?;
+        buf = back;
+    }
+    Ok(())
 }
 
 /// Copies the contents of one file to another, and the permission bits;

@@ -23,7 +23,17 @@ rt_tests!(
 async fn read_and_write_whole_files() {
     let dir = tempdir();
     let p = dir.path().join("f");
-    for len in [0usize, 1, 4095, 4096, 65_537, 3 << 20] {
+    for len in [
+        0usize,
+        1,
+        4095,
+        4096,
+        65_537,
+        3 << 20,
+        (8 << 20) - 1,
+        8 << 20,
+        17 << 20 | 5,
+    ] {
         let want = data(len, len as u8);
         fs::write(&p, &want).await.unwrap();
         assert!(std::fs::read(&p).unwrap() == want, "write {len}");
