@@ -27,7 +27,7 @@ async fn the_same_program_observes_the_same() {
     assert!(ours.iter().any(|l| l == "from 6: \"world\""), "{ours:#?}");
     assert!(
         ours.iter()
-            .any(|l| l == "append: \"one\\ntwo\\n\", position 8"),
+            .any(|l| l == "append: \"zero\\none\\ntwo\\n\", position 13"),
         "{ours:#?}"
     );
     assert!(

@@ -121,6 +121,7 @@ pub async fn program(dir: &Path) -> Vec<String> {
 
     // Append.
     let log = dir.join("log");
+    std::fs::write(&log, b"zero\n").unwrap();
     let mut a = fs::OpenOptions::new()
         .append(true)
         .create(true)

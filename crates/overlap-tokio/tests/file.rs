@@ -25,6 +25,7 @@ rt_tests!(
     open_options_follow_std_rules,
     positional_io_beyond_tokio,
     direct_io_with_aligned_buffers,
+    times_permissions_and_metadata,
 );
 
 async fn large_write_then_read_back() {
@@ -388,4 +389,41 @@ async fn direct_io_with_aligned_buffers() {
     let (res, _) = f.read_at(vec![0u8; 3], 1).await;
     assert_eq!(res.unwrap_err().kind(), ErrorKind::InvalidInput);
     let _ = fs::remove_file(&p).await;
+}
+
+async fn times_permissions_and_metadata() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, SystemTime};
+    let dir = tempdir();
+    let p = dir.path().join("t");
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(b"12345").await.unwrap();
+    // metadata waits for nothing, but set_times waits for the write.
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    f.set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
+        .await
+        .unwrap();
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.modified().unwrap(), when);
+    assert_eq!(m.accessed().unwrap(), when);
+    assert_eq!(m.len(), 5, "the write before it is done");
+    let later = when + Duration::from_secs(60);
+    f.set_modified(later).await.unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), later);
+    let meta = f.metadata().await.unwrap();
+    assert_eq!((meta.len(), meta.modified().unwrap()), (5, later));
+    f.set_permissions(std::fs::Permissions::from_mode(0o604))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o604
+    );
+    // FromRawFd takes ownership as std's does.
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(std::fs::File::open(&p).unwrap());
+    // SAFETY: raw is a descriptor just opened and owned by nobody else.
+    let mut g = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    let mut s = String::new();
+    g.read_to_string(&mut s).await.unwrap();
+    assert_eq!(s, "12345");
 }

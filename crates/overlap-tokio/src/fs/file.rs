@@ -156,6 +156,8 @@ impl Buf {
     }
 }
 
+/// The operation in flight. Its engine futures are each polled through
+/// `on_ring` inside it (not the whole, so that no `on_ring` nests).
 type OpFuture = Pin<Box<dyn Future<Output = (Operation, Buf)> + Send>>;
 
 enum State {
@@ -856,7 +858,7 @@ impl AsyncRead for File {
                     let len = dst.remaining().min(me.max_buf_size);
                     let buf = std::mem::take(buf);
                     let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len);
-                    inner.state = State::Busy(Box::pin(on_ring(fut)));
+                    inner.state = State::Busy(Box::pin(fut));
                 }
                 State::Busy(fut) => {
                     let (op, buf) = ready!(fut.as_mut().poll(cx));
@@ -895,7 +897,7 @@ impl AsyncSeek for File {
                 me.cursor.unread(buf.discard());
                 let buf = std::mem::take(buf);
                 let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, buf);
-                inner.state = State::Busy(Box::pin(on_ring(fut)));
+                inner.state = State::Busy(Box::pin(fut));
                 Ok(())
             }
         }
@@ -943,7 +945,7 @@ impl File {
                     let mut data = std::mem::take(&mut buf.data);
                     let n = fill(&mut data, self.max_buf_size);
                     let fut = write_op(self.file.clone(), self.cursor.clone(), data);
-                    let mut fut: OpFuture = Box::pin(on_ring(fut));
+                    let mut fut: OpFuture = Box::pin(fut);
                     // Submit the write now: it proceeds whether or not this
                     // file is polled again (as tokio's background write).
                     match fut.as_mut().poll(cx) {
