@@ -17,6 +17,7 @@
 //! | [`File::sync_all`], [`File::sync_data`] | engine | `fsync`, `fdatasync` |
 //! | [`File::set_len`] | engine | `ftruncate` (Linux 6.9; the system call before) |
 //! | [`File::try_clone`] | calling thread | `fcntl(F_DUPFD_CLOEXEC)` (does no I/O) |
+//! | [`File::from_std`], [`File::into_std`], [`File::try_into_std`] | calling thread | `fcntl(F_GETFL)`, `lseek` (no I/O; `from_std` of an O_DIRECT file also `statx` for its alignment) |
 //! | [`File::metadata`] | blocking pool | `fstat`: a `std::fs::Metadata` can only come from std ([`File::statx`] uses the engine) |
 //! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
 //! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
@@ -34,6 +35,35 @@
 //!
 //! Errors are `std::io::Error`s with the kinds tokio's have, and with the
 //! kernel's errno (`raw_os_error`) when it came from the kernel.
+//!
+//! # Differences from `tokio::fs`
+//!
+//! - `metadata`, `symlink_metadata`, `File::metadata` and
+//!   `DirEntry::metadata` return `std::fs::Metadata`, which only std can
+//!   make, so they run on the blocking pool; [`statx`], [`symlink_statx`]
+//!   and [`File::statx`] give the same facts through the engine.
+//! - `File` reads and writes at a position of its own (shared with its
+//!   [`File::try_clone`] copies), not at the descriptor's offset: another
+//!   descriptor for the same open file made outside this crate (a `dup`
+//!   kept before [`File::from_std`]) does not see the position move. The
+//!   descriptor's offset is set when the file goes back to std.
+//! - [`File::into_std`] leaves the std file at the position the reader has
+//!   reached; tokio's leaves it after the bytes it had read ahead.
+//! - After a write to a file opened for appending, the position is the end
+//!   of the file as `statx` reports it when next needed, not the end of
+//!   that write taken atomically (they differ only if someone else appends
+//!   meanwhile).
+//! - A write's error reported later (at the next write or `flush`) keeps
+//!   its errno; tokio's keeps only its kind.
+//! - [`File::set_max_buf_size`] takes 0 as 1 instead of panicking.
+//! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
+//!   options cannot be read back).
+//! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
+//!   an `AsyncRead`/`AsyncWrite` transfer whose buffer, offset or length is
+//!   not aligned (the internal buffer is a `Vec`, aligned only by chance)
+//!   fails with `InvalidInput` before any system call, where std's would
+//!   get `EINVAL` from the kernel; use [`File::engine_file`] with
+//!   `overlap::AlignedBuf`s.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
