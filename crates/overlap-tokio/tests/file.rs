@@ -26,6 +26,7 @@ rt_tests!(
     positional_io_beyond_tokio,
     direct_io_with_aligned_buffers,
     times_permissions_and_metadata,
+    write_through_and_access_hints,
 );
 
 async fn large_write_then_read_back() {
@@ -426,4 +427,27 @@ async fn times_permissions_and_metadata() {
     let mut s = String::new();
     g.read_to_string(&mut s).await.unwrap();
     assert_eq!(s, "12345");
+}
+
+async fn write_through_and_access_hints() {
+    let dir = tempdir();
+    let p = dir.path().join("dsync");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .write_through(true)
+        .access(overlap::Access::Sequential)
+        .open(&p)
+        .await
+        .unwrap();
+    // SAFETY: F_GETFL reads the descriptor's flags; no memory involved.
+    let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC, "O_DSYNC set");
+    f.write_all(b"durable").await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"durable");
+    let plain = File::open(&p).await.unwrap();
+    // SAFETY: as above.
+    let flags = unsafe { libc::fcntl(plain.as_raw_fd(), libc::F_GETFL) };
+    assert_eq!(flags & libc::O_DSYNC, 0);
 }

@@ -30,6 +30,7 @@ per_driver!(
     try_clone_duplicates_the_descriptor,
     append_writes_go_to_the_end,
     reads_and_writes_on_a_pipe_ignore_the_offset,
+    dropped_path_operations_still_complete,
 );
 
 /// The kind std gives an errno (named kinds newer than the MSRV included).
@@ -418,4 +419,42 @@ fn reads_and_writes_on_a_pipe_ignore_the_offset(d: Driver) {
     res.unwrap();
     let (n, buf) = r.read_at(vec![0u8; 64], 999).wait();
     assert_eq!(&buf[..n.unwrap()], b"through the pipe");
+}
+
+fn dropped_path_operations_still_complete(d: Driver) {
+    // The paths (and statx's buffer) belong to the operation, not to the
+    // future: dropping the future after submission is safe, and the
+    // operation still runs.
+    let engine = d.engine();
+    let dir = tempdir();
+    let n = 64;
+    for i in 0..n {
+        std::fs::write(dir.path().join(format!("a{i}")), b"x").unwrap();
+    }
+    let mut pending = 0;
+    for i in 0..n {
+        let mut rename = path::rename(
+            &engine,
+            dir.path().join(format!("a{i}")),
+            dir.path().join(format!("b{i}")),
+        );
+        let mut stat = path::metadata(&engine, dir.path());
+        if poll_once(&mut rename).is_pending() {
+            pending += 1;
+        }
+        let _ = poll_once(&mut stat);
+        drop(rename);
+        drop(stat);
+    }
+    let all = wait_until(std::time::Duration::from_secs(10), || {
+        (0..n).all(|i| dir.path().join(format!("b{i}")).exists())
+    });
+    assert!(
+        all,
+        "every rename ran ({pending} were in flight when dropped)"
+    );
+    assert!(wait_until(std::time::Duration::from_secs(10), || {
+        let s = engine.stats();
+        s.completed == s.submitted
+    }));
 }
