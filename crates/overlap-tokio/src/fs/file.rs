@@ -127,31 +127,41 @@ struct Inner {
     pos: u64,
 }
 
-/// Bytes read ahead: `data[start..]` not yet handed to the reader. The
-/// cursor is past them, as the kernel's offset would be.
+/// Bytes read ahead: `data[start..end]` not yet handed to the reader. The
+/// cursor is past them, as the kernel's offset would be. The vector keeps
+/// its length between operations, so that a read needs to zero only what
+/// it adds to it.
 #[derive(Default)]
 struct Buf {
     data: Vec<u8>,
     start: usize,
+    end: usize,
 }
 
 impl Buf {
+    fn new(data: Vec<u8>, end: usize) -> Buf {
+        Buf {
+            data,
+            start: 0,
+            end,
+        }
+    }
     fn remaining(&self) -> usize {
-        self.data.len() - self.start
+        self.end - self.start
     }
     fn copy_to(&mut self, dst: &mut ReadBuf<'_>) {
         let n = self.remaining().min(dst.remaining());
         dst.put_slice(&self.data[self.start..self.start + n]);
         self.start += n;
-        if self.start == self.data.len() {
+        if self.start == self.end {
             self.discard();
         }
     }
     /// Drops the unread bytes (keeping the allocation); returns how many.
     fn discard(&mut self) -> usize {
         let n = self.remaining();
-        self.data.clear();
         self.start = 0;
+        self.end = 0;
         n
     }
 }
@@ -760,21 +770,22 @@ async fn read_op(
         Err(e) => return (Operation::Read(Err(e)), buf),
     };
     let mut data = std::mem::take(&mut buf.data);
-    data.resize(len, 0);
-    let (res, mut data) = on_ring(file.read_at(data, offset)).await;
+    // Zero-filled only where it grows: the rest is initialised already.
+    if data.len() < len {
+        data.resize(len, 0);
+    } else {
+        data.truncate(len);
+    }
+    let (res, data) = on_ring(file.read_at(data, offset)).await;
     match res {
         Ok(n) => {
-            data.truncate(n);
             cursor.set(offset + n as u64);
-            (Operation::Read(Ok(n)), Buf { data, start: 0 })
+            (Operation::Read(Ok(n)), Buf::new(data, n))
         }
-        Err(e) => {
-            data.clear();
-            (
-                Operation::Read(Err(engine_err(e, libc::EBADF))),
-                Buf { data, start: 0 },
-            )
-        }
+        Err(e) => (
+            Operation::Read(Err(engine_err(e, libc::EBADF))),
+            Buf::new(data, 0),
+        ),
     }
 }
 
@@ -792,9 +803,8 @@ async fn write_op(file: overlap::File, cursor: Arc<Cursor>, data: Vec<u8>) -> (O
         }
     };
     let len = data.len() as u64;
-    let (res, mut data) = on_ring(file.write_all_at(data, offset)).await;
-    data.clear();
-    let buf = Buf { data, start: 0 };
+    let (res, data) = on_ring(file.write_all_at(data, offset)).await;
+    let buf = Buf::new(data, 0);
     match res {
         Ok(()) => {
             cursor.set(if append { AT_END } else { offset + len });
