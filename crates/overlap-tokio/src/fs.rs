@@ -21,7 +21,7 @@
 //! | [`File::metadata`] | blocking pool | `fstat`: a `std::fs::Metadata` can only come from std ([`File::statx`] uses the engine) |
 //! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
 //! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
-//! | [`write`] | engine | `openat`, `write`s |
+//! | [`write()`] | engine | `openat`, `write`s |
 //! | [`copy`] | engine + blocking pool | `openat`, `statx`, `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
 //! | [`create_dir`], [`create_dir_all`], [`DirBuilder::create`] | engine | `mkdirat` (and `statx` to tell an existing directory) |
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
@@ -62,8 +62,8 @@
 //!   an `AsyncRead`/`AsyncWrite` transfer whose buffer, offset or length is
 //!   not aligned (the internal buffer is a `Vec`, aligned only by chance)
 //!   fails with `InvalidInput` before any system call, where std's would
-//!   get `EINVAL` from the kernel; use [`File::engine_file`] with
-//!   `overlap::AlignedBuf`s.
+//!   get `EINVAL` from the kernel; use [`File::read_at`] and
+//!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;

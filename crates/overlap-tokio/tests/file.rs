@@ -376,14 +376,15 @@ async fn direct_io_with_aligned_buffers() {
         }
         Err(e) => panic!("{e}"),
     };
-    let ef = f.engine_file();
-    assert!(ef.is_direct());
-    let pool = overlap::AlignedBufPool::for_file(ef, 4096, 2).unwrap();
+    assert!(f.is_direct());
+    let a = f.alignment();
+    let len = 4096.max(a.offset as usize);
+    let pool = overlap::AlignedBufPool::new(len, a.memory.max(a.offset) as usize, 2).unwrap();
     let mut buf = pool.get();
     buf.fill(0x5a);
-    let (res, _) = ef.write_all_at(buf, 0).await;
+    let (res, _) = f.write_all_at(buf, 0).await;
     res.unwrap();
-    let (res, back) = ef.read_exact_at(pool.get(), 0).await;
+    let (res, back) = f.read_exact_at(pool.get(), 0).await;
     res.unwrap();
     assert!(back.iter().all(|&b| b == 0x5a));
     // The unaligned AsyncRead buffer is refused as the kernel would.

@@ -482,8 +482,9 @@ impl File {
         // put there (SEEK_END) rather than asked for.
         match self.try_into_std() {
             Ok(std) => std,
-            // Unreachable: with nothing in flight, this is the only handle
-            // on the engine's file. Should it happen, a duplicate serves.
+            // Unreachable: with nothing in flight, nothing else holds the
+            // engine's file (it is never handed out). Should it happen
+            // anyway, a duplicate of the descriptor serves.
             Err(mut me) => {
                 let std = me
                     .dup_std()
@@ -643,16 +644,28 @@ impl File {
 
     // ------------------------------------------------------------ beyond tokio
 
-    /// The engine's file underneath, for what tokio's `File` does not offer
-    /// (owned-buffer positional I/O on any buffer type, `allocate`,
-    /// alignment). Operations on it do not move this file's cursor.
-    pub fn engine_file(&self) -> &overlap::File {
+    /// The engine's file underneath. Not public: a clone of it could close
+    /// the descriptor under [`AsFd`] borrows.
+    pub(crate) fn engine_file(&self) -> &overlap::File {
         &self.file
     }
 
-    /// Reads up to `buf.len()` bytes at `offset` into `buf`, which comes back
-    /// with the count; the file's cursor does not move, and the operation
-    /// does not wait for this file's buffered read or write.
+    /// The direct-I/O alignment of the file (what buffers, offsets and
+    /// lengths must be multiples of when it was opened with
+    /// [`OpenOptions::direct`]).
+    pub fn alignment(&self) -> overlap::Alignment {
+        self.file.alignment()
+    }
+
+    /// Whether the file was opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset` into `buf` (a `Vec<u8>`,
+    /// an `overlap::AlignedBuf`, ...), which comes back with the count. The
+    /// file's cursor does not move, and the read does not wait for this
+    /// file's `AsyncRead`/`AsyncWrite` operation in flight.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new()?.block_on(async {
@@ -665,7 +678,11 @@ impl File {
     /// # Ok::<(), std::io::Error>(()) })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub async fn read_at(&self, buf: Vec<u8>, offset: u64) -> (io::Result<usize>, Vec<u8>) {
+    pub async fn read_at<B: overlap::IoBufMut>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<usize>, B) {
         let (res, buf) = on_ring(self.file.read_at(buf, offset)).await;
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }
@@ -673,14 +690,18 @@ impl File {
     /// Writes `buf` at `offset` (fewer bytes may be written; see
     /// [`write_all_at`](Self::write_all_at)); the cursor does not move. On a
     /// file opened for appending the data goes to the end (Linux's rule).
-    pub async fn write_at(&self, buf: Vec<u8>, offset: u64) -> (io::Result<usize>, Vec<u8>) {
+    pub async fn write_at<B: overlap::IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         let (res, buf) = on_ring(self.file.write_at(buf, offset)).await;
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }
 
     /// Fills `buf` from `offset`, or fails with
     /// [`io::ErrorKind::UnexpectedEof`]; the cursor does not move.
-    pub async fn read_exact_at(&self, buf: Vec<u8>, offset: u64) -> (io::Result<()>, Vec<u8>) {
+    pub async fn read_exact_at<B: overlap::IoBufMut>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<()>, B) {
         let (res, buf) = on_ring(self.file.read_exact_at(buf, offset)).await;
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }
@@ -698,7 +719,11 @@ impl File {
     /// # Ok::<(), std::io::Error>(()) })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub async fn write_all_at(&self, buf: Vec<u8>, offset: u64) -> (io::Result<()>, Vec<u8>) {
+    pub async fn write_all_at<B: overlap::IoBuf>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<()>, B) {
         let (res, buf) = on_ring(self.file.write_all_at(buf, offset)).await;
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }

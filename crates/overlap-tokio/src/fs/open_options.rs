@@ -278,12 +278,12 @@ impl OpenOptions {
         self
     }
 
-    /// Beyond tokio: O_DIRECT, bypassing the page cache. Reads and writes
-    /// must then use buffers, offsets and lengths aligned as
-    /// [`overlap::File::alignment`] says: use
-    /// [`File::engine_file`] with `overlap::AlignedBuf`s (the
-    /// `AsyncRead`/`AsyncWrite` buffers are not aligned, and misaligned
-    /// requests fail with [`io::ErrorKind::InvalidInput`]).
+    /// Beyond tokio: O_DIRECT, bypassing the page cache. Buffers, offsets
+    /// and lengths must then be aligned as [`File::alignment`] says: use
+    /// [`File::read_at`] and [`File::write_all_at`] with
+    /// `overlap::AlignedBuf`s. (`AsyncRead`/`AsyncWrite` use a `Vec`, aligned
+    /// only by chance: misaligned requests fail with
+    /// [`io::ErrorKind::InvalidInput`].)
     pub fn direct(&mut self, direct: bool) -> &mut OpenOptions {
         self.inner.direct(direct);
         self
