@@ -27,6 +27,7 @@ rt_tests!(
     direct_io_with_aligned_buffers,
     times_permissions_and_metadata,
     write_through_and_access_hints,
+    a_cancelled_read_loses_no_data,
 );
 
 async fn large_write_then_read_back() {
@@ -451,4 +452,41 @@ async fn write_through_and_access_hints() {
     // SAFETY: as above.
     let flags = unsafe { libc::fcntl(plain.as_raw_fd(), libc::F_GETFL) };
     assert_eq!(flags & libc::O_DSYNC, 0);
+}
+
+async fn a_cancelled_read_loses_no_data() {
+    // A read future dropped while its read is in flight: the read goes on,
+    // and its bytes come to the next reads, as with tokio's background
+    // read. A FIFO makes the read wait for data.
+    let dir = tempdir();
+    let p = dir.path().join("fifo");
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Read and write: opening a FIFO so does not wait for a writer.
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .await
+        .unwrap();
+    let mut big = [0u8; 64];
+    {
+        let mut read = Box::pin(f.read(&mut big));
+        assert!(
+            crate::util::poll_once(&mut read).await.is_none(),
+            "nothing to read yet"
+        );
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .and_then(|mut w| std::io::Write::write_all(&mut w, b"hello world"))
+        .unwrap();
+    let mut two = [0u8; 2];
+    f.read_exact(&mut two).await.unwrap();
+    assert_eq!(&two, b"he");
+    let mut rest = [0u8; 9];
+    f.read_exact(&mut rest).await.unwrap();
+    assert_eq!(&rest, b"llo world");
 }
