@@ -56,9 +56,15 @@ fn uses_rings(engine: &Engine) -> bool {
 /// where the kernel refuses it), each of its own: other tests run beside.
 fn engines() -> Vec<Engine> {
     let mut v = Vec::new();
-    match Engine::builder().driver(DriverChoice::Uring).build() {
-        Ok(e) => v.push(e),
-        Err(e) => eprintln!("SKIPPED: io_uring unavailable: {e}"),
+    if overlap_tokio::engine().driver().kind != DriverKind::Uring {
+        // Threads make no reactor rings while the process's engine is on
+        // the pool (`OVERLAP_DRIVER=pool`, the suite's second run).
+        eprintln!("SKIPPED: reactor rings with the process engine on the pool");
+    } else {
+        match Engine::builder().driver(DriverChoice::Uring).build() {
+            Ok(e) => v.push(e),
+            Err(e) => eprintln!("SKIPPED: io_uring unavailable: {e}"),
+        }
     }
     v.push(
         Engine::builder()
@@ -466,4 +472,41 @@ fn submissions_of_ready_tasks_are_batched() {
         calls * 4 <= ops,
         "{ops} reads took {calls} submitting system calls: not batched"
     );
+}
+
+/// `overlap_tokio::fs` polls its engine operations on the tokio thread's
+/// ring (other tests share the process engine, so this is a lower bound).
+#[test]
+fn fs_operations_go_through_reactor_rings() {
+    let engine = overlap_tokio::engine();
+    if engine.driver().kind != DriverKind::Uring {
+        eprintln!("SKIPPED: reactor rings with the process engine on the pool");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("f");
+    for (name, rt) in runtimes() {
+        let before = engine.stats().submitted_on_reactor_rings;
+        rt.block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut f = overlap_tokio::fs::File::create(&path).await.unwrap();
+            for _ in 0..10 {
+                f.write_all(&[7u8; 4096]).await.unwrap();
+                f.flush().await.unwrap();
+            }
+            f.sync_all().await.unwrap();
+            drop(f);
+            let mut f = overlap_tokio::fs::File::open(&path).await.unwrap();
+            let mut back = Vec::new();
+            f.read_to_end(&mut back).await.unwrap();
+            assert_eq!(back.len(), 40960, "{name}");
+        });
+        let on_rings = engine.stats().submitted_on_reactor_rings - before;
+        // Two opens, ten writes and a sync (reads of the cached file may
+        // be answered by the engine's fast path without a submission).
+        assert!(
+            on_rings >= 13,
+            "{name}: only {on_rings} operations on reactor rings"
+        );
+    }
 }
