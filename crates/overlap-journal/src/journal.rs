@@ -142,6 +142,15 @@ impl Options {
     }
 
     fn validate(&self) -> Result<()> {
+        if self.segment_size < 8192
+            || self.segment_size % 4096 != 0
+            || self.segment_size > 1 << 40
+        {
+            return Err(Error::InvalidInput(format!(
+                "segment_size {} must be a multiple of 4 KiB between 8 KiB and 1 TiB",
+                self.segment_size
+            )));
+        }
         if self.max_record_bytes == 0 || self.max_record_bytes > MAX_RECORD_LIMIT {
             return Err(Error::InvalidInput(format!(
                 "max_record_bytes must be between 1 and {MAX_RECORD_LIMIT}"
@@ -410,14 +419,24 @@ impl std::fmt::Debug for Journal {
 impl Journal {
     /// Opens the journal in directory `dir` (creating it if needed),
     /// recovering what is there.
+    ///
+    /// When the open fails, a directory it created is removed again.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Journal> {
         options.validate()?;
+        let dir = dir.as_ref();
         let engine = match &options.engine {
             Some(e) => e.clone(),
             None => Engine::new()?,
         };
-        let storage = FsStorage::open(&engine, dir, options.direct_io, options.sync)?;
-        Journal::open_with_storage(Arc::new(storage), options)
+        let existed = dir.exists();
+        let res = FsStorage::open(&engine, dir, options.direct_io, options.sync)
+            .and_then(|storage| Journal::open_with_storage(Arc::new(storage), options));
+        if res.is_err() && !existed {
+            // Only what this call made is in it: the lock, perhaps a
+            // checkpoint or a segment of a journal never used.
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        res
     }
 
     /// Opens a journal on any [`Storage`] (tests use a fault-injecting one).
@@ -612,6 +631,9 @@ impl Journal {
         s.accepted_lsn = self.sh.accepted.load(SeqCst);
         s.written_lsn = self.sh.written.load(SeqCst);
         s.durable_lsn = self.sh.durable.load(SeqCst);
+        s.recovery_cut_lsn = self.report.truncated_at;
+        s.recovery_cuts = self.report.truncated_at.is_some() as u64;
+        s.recovery_dropped_records = self.report.dropped_records;
         s
     }
 
@@ -895,7 +917,7 @@ impl Prealloc {
         self.want(&mut st, seq);
         while st.created < seq {
             if let Some(e) = &st.error {
-                return Err(copy_error(e));
+                return Err(crate::error::copy_io(e));
             }
             if st.stop {
                 return Err(io::Error::other("journal closing"));
@@ -911,14 +933,6 @@ impl Prealloc {
     }
 }
 
-/// A copy of `e` (an `io::Error` is not `Clone`), keeping its OS error
-/// number if it has one.
-fn copy_error(e: &io::Error) -> io::Error {
-    match e.raw_os_error() {
-        Some(n) => io::Error::from_raw_os_error(n),
-        None => io::Error::new(e.kind(), e.to_string()),
-    }
-}
 
 /// The background flusher: takes published records from the ring, writes
 /// them, syncs when someone waits for `Durable`.
