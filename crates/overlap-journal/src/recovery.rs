@@ -333,28 +333,38 @@ pub(crate) fn recover(
         for &seq in segs.iter().filter(|&&s| s > end_seq) {
             storage.remove_segment(seq)?;
         }
-        if segs.binary_search(&end_seq).is_err() || bad_headers.contains(&end_seq) {
-            storage.create_segment(
+        let missing = segs.binary_search(&end_seq).is_err() || bad_headers.contains(&end_seq);
+        // The log ends exactly where a segment that does not exist would
+        // start (it stopped when that segment could not be made, e.g. for
+        // lack of space): leave it to the preallocator, so that the journal
+        // opens (and reads) on a full file system.
+        let defer = missing && end == geo.segment_start(end_seq) && end_seq > first_seq;
+        if defer {
+            last_seq = end_seq - 1;
+        } else {
+            if missing {
+                storage.create_segment(
+                    end_seq,
+                    geo.segment_size,
+                    &geo.encode_segment_header(end_seq),
+                )?;
+            }
+            last_seq = end_seq;
+            // Zero everything after the end in its segment, so that no stale
+            // byte there is ever read as part of the log again.
+            let block_off = geo.file_offset(tail_start);
+            let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
+            zeroes[..tail.len()].copy_from_slice(&tail);
+            let (res, _) = storage.write(end_seq, block_off, zeroes);
+            res?;
+            storage.zero(
                 end_seq,
-                geo.segment_size,
-                &geo.encode_segment_header(end_seq),
+                block_off + bs,
+                geo.segment_size.saturating_sub(block_off + bs),
             )?;
         }
-        last_seq = end_seq;
-        // Zero everything after the end in its segment, so that no stale
-        // byte there is ever read as part of the log again.
-        let block_off = geo.file_offset(tail_start);
-        let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
-        zeroes[..tail.len()].copy_from_slice(&tail);
-        let (res, _) = storage.write(end_seq, block_off, zeroes);
-        res?;
-        storage.zero(
-            end_seq,
-            block_off + bs,
-            geo.segment_size.saturating_sub(block_off + bs),
-        )?;
         // Everything up to the end is now made durable.
-        for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=end_seq {
+        for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
             storage.sync(seq)?;
         }
         checkpoint = Checkpoint {
