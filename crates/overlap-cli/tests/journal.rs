@@ -399,3 +399,39 @@ fn help_explains_levels_limit_and_preallocation() {
         assert!(h.contains(word), "--help lacks {word:?}: {h}");
     }
 }
+
+#[test]
+fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
+    // ramfs has no fallocate: the journal said "Operation not supported
+    // (os error 95)" without naming it and left a half-made directory.
+    let base = scratch("ramfs");
+    let mnt = base.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "ramfs", "ramfs", mnt.to_str().unwrap()])
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!("SKIPPED: cannot mount ramfs: {}", String::from_utf8_lossy(&o.stderr).trim());
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: cannot mount ramfs: {e}");
+            return;
+        }
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let j = mnt.join("j");
+    let o = journal(&["append", j.to_str().unwrap()], Some(b"x\n"));
+    assert!(!o.status.success());
+    let err = stderr_of(&o);
+    assert!(err.contains("fallocate"), "{err}");
+    assert!(!j.exists(), "left behind: {:?}", std::fs::read_dir(&j).map(|d| d.count()));
+}

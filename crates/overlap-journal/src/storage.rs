@@ -141,8 +141,9 @@ fn seg_name(seq: u64) -> String {
 }
 
 /// Bytes an unprivileged user may still allocate on the file system holding
-/// `dir` (`statvfs`: available blocks times the fragment size).
-fn free_bytes(dir: &Path) -> io::Result<u64> {
+/// `dir` (`statvfs`: available blocks times the fragment size); `None` for
+/// a file system that reports no size at all (ramfs, some FUSE ones).
+fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the path"))?;
@@ -152,7 +153,10 @@ fn free_bytes(dir: &Path) -> io::Result<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64))
+    if vfs.f_blocks == 0 {
+        return Ok(None);
+    }
+    Ok(Some((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64)))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -420,8 +424,7 @@ impl Storage for FsStorage {
         // Refuse before allocating anything when the file system cannot
         // hold the segment: a failed fallocate may leave a partly
         // allocated file behind and the file system full until removed.
-        let free = free_bytes(&self.dir)?;
-        if free < size {
+        if let Some(free) = free_bytes(&self.dir)?.filter(|&f| f < size) {
             return Err(context(
                 io::Error::from_raw_os_error(libc::ENOSPC),
                 format!(
