@@ -83,9 +83,11 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    /// Log bytes per segment.
+    /// Log bytes per segment (at least 1, so that no geometry, even one
+    /// that is not [`valid`](Self::valid), makes the arithmetic below
+    /// divide by zero or underflow).
     pub fn data_per_segment(&self) -> u64 {
-        self.segment_size - self.header_size
+        self.segment_size.saturating_sub(self.header_size).max(1)
     }
 
     /// The segment holding log position `pos`.
@@ -95,12 +97,12 @@ impl Geometry {
 
     /// The file offset of log position `pos` within its segment.
     pub fn file_offset(&self, pos: u64) -> u64 {
-        self.header_size + pos % self.data_per_segment()
+        self.header_size.saturating_add(pos % self.data_per_segment())
     }
 
     /// The first log position of segment `seq`.
     pub fn segment_start(&self, seq: u64) -> u64 {
-        seq * self.data_per_segment()
+        seq.saturating_mul(self.data_per_segment())
     }
 
     /// The identity that records starting in segment `seq` carry: a hash of
