@@ -97,7 +97,8 @@ impl Geometry {
 
     /// The file offset of log position `pos` within its segment.
     pub fn file_offset(&self, pos: u64) -> u64 {
-        self.header_size.saturating_add(pos % self.data_per_segment())
+        self.header_size
+            .saturating_add(pos % self.data_per_segment())
     }
 
     /// The first log position of segment `seq`.

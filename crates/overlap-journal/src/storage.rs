@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use overlap::{AlignedBuf, Engine, File, OpenOptions};
 
@@ -156,7 +157,9 @@ fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
     if vfs.f_blocks == 0 {
         return Ok(None);
     }
-    Ok(Some((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64)))
+    Ok(Some(
+        (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64),
+    ))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -234,7 +237,16 @@ impl FsStorage {
         } else {
             std::fs::File::open(&lock_path).or_else(|_| std::fs::File::open(dir))?
         };
-        let locked = lock(&lock_file, write)?;
+        // A lock held only for a moment (a process forking between opening
+        // and exec, which briefly shares the descriptor) is waited out, for
+        // at most about half a second.
+        let mut locked = lock(&lock_file, write)?;
+        let mut pause = Duration::from_millis(1);
+        while !locked && write && pause < Duration::from_millis(256) {
+            std::thread::sleep(pause);
+            pause *= 2;
+            locked = lock(&lock_file, write)?;
+        }
         if !locked && write {
             return Err(crate::Error::Locked(dir.display().to_string()));
         }

@@ -158,7 +158,11 @@ fn a_segment_too_large_for_the_file_system_leaves_nothing() {
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
     assert!(err.to_string().contains("segment 0 needs 64 MiB"), "{err}");
     // The directory it created is gone again, and all the space is back.
-    assert!(!dir.exists(), "{:?}", std::fs::read_dir(&dir).map(|d| d.count()));
+    assert!(
+        !dir.exists(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
+    );
     assert!(free_bytes(&mount.0) >= free, "space was not given back");
     // In a directory that existed: nothing left but the lock file, and no
     // settings persisted.
@@ -193,7 +197,11 @@ fn a_journal_that_ran_out_of_space_works_again_once_space_is_freed() {
     let keep = 6 << 20;
     let fill = free_bytes(&mount.0).saturating_sub(keep);
     let f = std::fs::File::create(&filler).unwrap();
-    run("fallocate", &["-l", &fill.to_string(), filler.to_str().unwrap()]).unwrap();
+    run(
+        "fallocate",
+        &["-l", &fill.to_string(), filler.to_str().unwrap()],
+    )
+    .unwrap();
     drop(f);
     let mut acked = 0usize;
     let err = loop {

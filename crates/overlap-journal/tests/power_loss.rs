@@ -80,7 +80,10 @@ fn reopen(s: &FaultStorage, what: &str) -> (Journal, bool) {
             )
             .unwrap_or_else(|e| panic!("{what}: salvage failed: {e}"));
             let r = j.recovery_report();
-            assert!(!r.cut_acknowledged && r.dropped_records > 0, "{what}: {r:?}");
+            assert!(
+                !r.cut_acknowledged && r.dropped_records > 0,
+                "{what}: {r:?}"
+            );
             (j, true)
         }
         Err(e) => panic!("{what}: recovery failed: {e}"),
@@ -126,7 +129,10 @@ fn power_loss_keeps_a_prefix_with_everything_durable() {
         let acked = if acked2 > 0 { base + acked2 } else { base };
         let crashed2 = crashed.crash(loss, &mut rng);
         drop(j);
-        let (j, stopped) = reopen(&crashed2, &format!("iteration {iter} ({loss:?}), second crash"));
+        let (j, stopped) = reopen(
+            &crashed2,
+            &format!("iteration {iter} ({loss:?}), second crash"),
+        );
         refused += stopped as u32;
         let got = read_all(&j);
         check_prefix(
@@ -142,7 +148,9 @@ fn power_loss_keeps_a_prefix_with_everything_durable() {
         torn > 5 && lost_unacked > 20,
         "torn {torn}, lost {lost_unacked}"
     );
-    eprintln!("power loss: {torn} torn tails cut, {refused} out-of-order tears refused then salvaged");
+    eprintln!(
+        "power loss: {torn} torn tails cut, {refused} out-of-order tears refused then salvaged"
+    );
 }
 
 fn poisoned_with(e: &Error, errno: Option<i32>) -> bool {

@@ -162,11 +162,7 @@ fn records_in_a_later_segment_are_found() {
     // Damage at the very end of a segment, the next valid record in the
     // next segment file.
     let l = build("next-segment", 10);
-    let first_of_seg1 = *l
-        .lsns
-        .iter()
-        .find(|&&p| l.geo.segment_of(p) == 1)
-        .unwrap();
+    let first_of_seg1 = *l.lsns.iter().find(|&&p| l.geo.segment_of(p) == 1).unwrap();
     let idx = l.lsns.iter().position(|&p| p == first_of_seg1).unwrap();
     let victim = l.lsns[idx - 1];
     // Damage the last record starting in segment 0 and every record after
@@ -192,7 +188,12 @@ fn a_torn_tail_is_cut_and_reported() {
     let j = Journal::open(&l.dir, opts()).unwrap();
     let s = j.stats();
     assert_eq!((s.recovery_cuts, s.recovery_cut_lsn), (1, Some(victim)));
-    assert!(j.recovery_report().damage.as_deref().unwrap().contains("CRC"));
+    assert!(j
+        .recovery_report()
+        .damage
+        .as_deref()
+        .unwrap()
+        .contains("CRC"));
     drop(j);
     // A clean open reports no cut.
     let j = Journal::open(&l.dir, opts()).unwrap();
