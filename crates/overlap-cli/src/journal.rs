@@ -199,7 +199,8 @@ fn append(dir: &Path, level: Level, open: &OpenArgs) -> Result<()> {
     let opts = open.options()?;
     let max = opts.max_record_bytes;
     let j = Arc::new(
-        Journal::open(dir, opts).with_context(|| format!("opening the journal {}", dir.display()))?,
+        Journal::open(dir, opts)
+            .with_context(|| format!("opening the journal {}", dir.display()))?,
     );
     report_cut(dir, j.recovery_report());
     // A printer thread acknowledges in order while the main thread appends.
@@ -453,7 +454,10 @@ fn repair(dir: &Path, json: bool) -> Result<()> {
                     r.dropped_records - r.dropped_lsns.len() as u64
                 );
             }
-            println!("kept {} record(s), LSN {}..{}", r.records, r.start_lsn, r.end_lsn);
+            println!(
+                "kept {} record(s), LSN {}..{}",
+                r.records, r.start_lsn, r.end_lsn
+            );
         }
         _ => println!(
             "nothing to repair: {} records, LSN {}..{}",

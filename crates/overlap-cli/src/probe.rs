@@ -854,11 +854,7 @@ fn explain(mode: Mode, v: Verdict, m: &Measurement, cx: &Facts) -> String {
                              that streak of misses the engine sent {} reads straight to {}{}",
                             m.fast_path_misses,
                             m.fast_path_skipped,
-                            if pool {
-                                "the thread pool"
-                            } else {
-                                "the ring"
-                            },
+                            if pool { "the thread pool" } else { "the ring" },
                             fast_path_off(m)
                         );
                     }

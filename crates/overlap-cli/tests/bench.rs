@@ -905,7 +905,10 @@ fn a_block_device_is_read_and_written_only_when_allowed() {
     let dev = match out {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_string(),
         Ok(o) => {
-            eprintln!("SKIPPED: no loop device: {}", String::from_utf8_lossy(&o.stderr).trim());
+            eprintln!(
+                "SKIPPED: no loop device: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
             return;
         }
         Err(e) => {
@@ -929,9 +932,21 @@ fn a_block_device_is_read_and_written_only_when_allowed() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--allow-write"), "{}", stderr(&o));
     let o = run(&[
-        "--file", &dev, "--rw", "randwrite", "--ops", "8", "--allow-write", "--driver", "pool",
+        "--file",
+        &dev,
+        "--rw",
+        "randwrite",
+        "--ops",
+        "8",
+        "--allow-write",
+        "--driver",
+        "pool",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(img.exists());
-    assert_eq!(std::fs::metadata(&img).unwrap().len(), 4 << 20, "grew past the device");
+    assert_eq!(
+        std::fs::metadata(&img).unwrap().len(),
+        4 << 20,
+        "grew past the device"
+    );
 }

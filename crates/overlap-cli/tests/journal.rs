@@ -155,9 +155,15 @@ fn plain_dump_never_confuses_text_and_binary() {
     let d = scratch("quoting").join("j");
     let dir = d.to_str().unwrap();
     let input: &[u8] = b"base64://4=\n\xff\xfe\n\"quoted\"\ntab\there\nplain text\n";
-    ok(&journal(&["append", dir, "--segment-mib", "1"], Some(input)));
+    ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(input),
+    ));
     let text = ok(&journal(&["dump", dir], None));
-    let payloads: Vec<&str> = text.lines().map(|l| l.split_once('\t').unwrap().1).collect();
+    let payloads: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1)
+        .collect();
     assert_eq!(
         payloads,
         [
@@ -176,7 +182,13 @@ fn append_fails_when_stdout_goes_away() {
     // part of the input appended and most LSNs never reported.
     let d = scratch("closed-stdout").join("j");
     let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
-        .args(["journal", "append", d.to_str().unwrap(), "--segment-mib", "8"])
+        .args([
+            "journal",
+            "append",
+            d.to_str().unwrap(),
+            "--segment-mib",
+            "8",
+        ])
         .args(["--level", "written"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -206,9 +218,18 @@ fn append_fails_when_stdout_goes_away() {
 #[test]
 fn append_to_a_full_stdout_says_it_is_stdout() {
     let d = scratch("full-stdout").join("j");
-    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
-        .args(["journal", "append", d.to_str().unwrap(), "--segment-mib", "1"])
+        .args([
+            "journal",
+            "append",
+            d.to_str().unwrap(),
+            "--segment-mib",
+            "1",
+        ])
         .stdin(Stdio::piped())
         .stdout(full)
         .stderr(Stdio::piped())
@@ -240,26 +261,48 @@ fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
     let d = scratch("args");
     // --segment-mib 0 left a directory holding only LOCK.
     let j = d.join("j");
-    let o = journal(&["append", j.to_str().unwrap(), "--segment-mib", "0"], Some(b"x\n"));
+    let o = journal(
+        &["append", j.to_str().unwrap(), "--segment-mib", "0"],
+        Some(b"x\n"),
+    );
     assert!(!o.status.success());
     assert!(stderr_of(&o).contains("--segment-mib"), "{}", stderr_of(&o));
     assert!(!j.exists(), "a failed append left {}", j.display());
     // --duration 0 said "must be between 0 and 3600".
-    let o = journal(&["bench", "--duration", "0", "--dir", d.to_str().unwrap()], None);
+    let o = journal(
+        &["bench", "--duration", "0", "--dir", d.to_str().unwrap()],
+        None,
+    );
     assert!(!o.status.success());
     assert!(!stderr_of(&o).contains("between 0"), "{}", stderr_of(&o));
     assert!(stderr_of(&o).contains("more than 0"), "{}", stderr_of(&o));
     // --record-bytes 100000000 gave an internal message.
     let o = journal(
-        &["bench", "--record-bytes", "100000000", "--dir", d.to_str().unwrap()],
+        &[
+            "bench",
+            "--record-bytes",
+            "100000000",
+            "--dir",
+            d.to_str().unwrap(),
+        ],
         None,
     );
     assert!(!o.status.success());
-    assert!(stderr_of(&o).contains("--record-bytes"), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("--record-bytes"),
+        "{}",
+        stderr_of(&o)
+    );
     // --dir /nonexistent created the path.
     let missing = d.join("missing").join("deeper");
     let o = journal(
-        &["bench", "--duration", "0.1", "--dir", missing.to_str().unwrap()],
+        &[
+            "bench",
+            "--duration",
+            "0.1",
+            "--dir",
+            missing.to_str().unwrap(),
+        ],
         None,
     );
     assert!(!o.status.success());
@@ -302,7 +345,10 @@ fn journal_bench_cleans_up_on_sigterm_and_sigint() {
             "killed by the signal instead of cleaning up"
         );
         assert_eq!(o.status.code(), Some(128 + sig));
-        let left: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()).collect();
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
@@ -314,7 +360,10 @@ fn repair_salvages_and_lists_what_it_dropped() {
     let d = scratch("repair").join("j");
     let dir = d.to_str().unwrap();
     let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
-    let out = ok(&journal(&["append", dir, "--segment-mib", "1"], Some(lines.as_bytes())));
+    let out = ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(lines.as_bytes()),
+    ));
     let lsns: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
     // A checkpoint lagging the acknowledgements (as after a crash), and two
     // damaged bytes in acknowledged record 20, with records after it.
@@ -332,7 +381,8 @@ fn repair_salvages_and_lists_what_it_dropped() {
         .write(true)
         .open(d.join("0000000000000000.seg"))
         .unwrap();
-    seg.write_all_at(&[0xde, 0xad], 4096 + lsns[20] + 26).unwrap();
+    seg.write_all_at(&[0xde, 0xad], 4096 + lsns[20] + 26)
+        .unwrap();
     drop((f, seg));
     // verify refuses (it used to say "ok"), append refuses (it used to cut
     // 29 acknowledged records silently and hand out their LSNs again).
@@ -340,11 +390,18 @@ fn repair_salvages_and_lists_what_it_dropped() {
     assert!(!v.status.success());
     assert!(stderr_of(&v).contains("repair"), "{}", stderr_of(&v));
     let a = journal(&["append", dir], Some(b"new\n"));
-    assert!(!a.status.success(), "{}", String::from_utf8_lossy(&a.stdout));
+    assert!(
+        !a.status.success(),
+        "{}",
+        String::from_utf8_lossy(&a.stdout)
+    );
     assert!(!journal(&["dump", dir], None).status.success());
     // repair cuts and says what it dropped.
     let r = ok(&journal(&["repair", dir], None));
-    assert!(r.contains(&format!("cut the log at LSN {}", lsns[20])), "{r}");
+    assert!(
+        r.contains(&format!("cut the log at LSN {}", lsns[20])),
+        "{r}"
+    );
     assert!(r.contains("dropped 29 valid record(s)"), "{r}");
     assert!(r.contains(&format!("dropped\t{}", lsns[21])), "{r}");
     assert_eq!(r.matches("dropped\t").count(), 29, "{r}");
@@ -384,7 +441,11 @@ fn dump_and_verify_read_while_an_appender_runs() {
     let text = ok(&dumped);
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(text.ends_with("\ttwo\n"), "{text}");
-    assert!(stderr_of(&dumped).contains("another process"), "{}", stderr_of(&dumped));
+    assert!(
+        stderr_of(&dumped).contains("another process"),
+        "{}",
+        stderr_of(&dumped)
+    );
     assert!(ok(&v).contains("ok: 2 records"));
 }
 
@@ -395,7 +456,14 @@ fn help_explains_levels_limit_and_preallocation() {
         .output()
         .unwrap();
     let h = ok(&o);
-    for word in ["accepted", "written", "durable", "1 MiB", "preallocated", "128 MiB"] {
+    for word in [
+        "accepted",
+        "written",
+        "durable",
+        "1 MiB",
+        "preallocated",
+        "128 MiB",
+    ] {
         assert!(h.contains(word), "--help lacks {word:?}: {h}");
     }
 }
@@ -413,7 +481,10 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
     match mounted {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            eprintln!("SKIPPED: cannot mount ramfs: {}", String::from_utf8_lossy(&o.stderr).trim());
+            eprintln!(
+                "SKIPPED: cannot mount ramfs: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
             return;
         }
         Err(e) => {
@@ -433,5 +504,9 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
     assert!(!o.status.success());
     let err = stderr_of(&o);
     assert!(err.contains("fallocate"), "{err}");
-    assert!(!j.exists(), "left behind: {:?}", std::fs::read_dir(&j).map(|d| d.count()));
+    assert!(
+        !j.exists(),
+        "left behind: {:?}",
+        std::fs::read_dir(&j).map(|d| d.count())
+    );
 }

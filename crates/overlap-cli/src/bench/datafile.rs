@@ -222,8 +222,7 @@ impl Drop for DataFiles {
 /// [`size_of`]) and whether it is a device.
 fn given_size(path: &Path) -> Result<(u64, bool)> {
     use std::os::unix::fs::FileTypeExt;
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("--file {}", path.display()))?;
+    let meta = std::fs::metadata(path).with_context(|| format!("--file {}", path.display()))?;
     let t = meta.file_type();
     if t.is_file() {
         return Ok((meta.len(), false));
