@@ -331,6 +331,11 @@ impl<S: StreamSource> RecordReader<S> {
         }
     }
 
+    /// The source it reads.
+    pub fn source(&self) -> &S {
+        &self.src
+    }
+
     /// The position of the next record.
     pub fn position(&self) -> u64 {
         self.pos
@@ -372,18 +377,29 @@ impl<S: StreamSource> RecordReader<S> {
         let mut p = align_up(from, RECORD_ALIGN);
         let mut found = None;
         while p < to {
-            let hdr = self.get(p, RECORD_HEADER)?;
-            if hdr.len() < RECORD_HEADER {
+            if self.get(p, RECORD_HEADER)?.len() < RECORD_HEADER {
                 break;
             }
-            if u64_at(hdr, 8) == p {
-                self.pos = p;
-                if let Next::Record(..) = self.next_record()? {
-                    found = Some(p);
+            // Scan the window in place: one comparison per 8 bytes.
+            let mut off = (p - self.win_pos) as usize;
+            let mut candidate = None;
+            while off + RECORD_HEADER <= self.win_len && p < to {
+                if u64_at(&self.win, off + 8) == p {
+                    candidate = Some(p);
                     break;
                 }
+                off += RECORD_ALIGN as usize;
+                p += RECORD_ALIGN;
             }
-            p += RECORD_ALIGN;
+            let Some(q) = candidate else {
+                continue; // the window is used up: the next get() moves it
+            };
+            self.pos = q;
+            if let Next::Record(..) = self.next_record()? {
+                found = Some(q);
+                break;
+            }
+            p = q + RECORD_ALIGN;
         }
         self.pos = saved;
         Ok(found)

@@ -411,8 +411,8 @@ struct Dropped {
 /// segment by segment (skipping missing ones). Stops at the first one
 /// unless `all`; with `all`, counts every record that follows a valid one
 /// and every later island of them.
-fn scan_after<S: StreamSource>(
-    reader: &mut RecordReader<S>,
+fn scan_after(
+    reader: &mut RecordReader<StorageSource>,
     segs: &[u64],
     geo: Geometry,
     end: u64,
@@ -423,14 +423,35 @@ fn scan_after<S: StreamSource>(
     let saved = reader.position();
     let mut from = end + RECORD_ALIGN;
     for &seq in segs {
+        let seg_start = geo.segment_start(seq);
         let seg_end = geo.segment_start(seq + 1).min(to);
         if seg_end <= from {
             continue;
         }
-        from = from.max(geo.segment_start(seq));
+        from = from.max(seg_start);
         while from < seg_end {
-            let Some(q) = reader.find_valid_after(from, seg_end)? else {
+            // Skip what was never written (preallocated space): a valid
+            // record was written, so it starts in a stretch that may hold
+            // data.
+            let off = geo.file_offset(from);
+            let Some((d0, d1)) = reader.source().storage.data_after(seq, off)? else {
                 break;
+            };
+            let region_start = seg_start + d0.saturating_sub(geo.header_size);
+            let region_end = seg_start
+                .saturating_add(d1.saturating_sub(geo.header_size))
+                .min(seg_end);
+            from = from.max(region_start & !(RECORD_ALIGN - 1));
+            if from >= region_end {
+                if d1 == u64::MAX || region_end >= seg_end {
+                    break;
+                }
+                from = region_end;
+                continue;
+            }
+            let Some(q) = reader.find_valid_after(from, region_end)? else {
+                from = region_end;
+                continue;
             };
             out.first.get_or_insert(q);
             if !all {

@@ -72,6 +72,15 @@ pub trait Storage: Send + Sync + 'static {
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()>;
     /// Deletes segment `seq` durably.
     fn remove_segment(&self, seq: u64) -> io::Result<()>;
+    /// The stretch `[start, end)` of segment `seq`, at or after `offset`,
+    /// that may hold data: bytes outside every such stretch read as zeros
+    /// (never written, or zeroed). `None` when nothing at or after
+    /// `offset` was ever written. Lets recovery skip preallocated space;
+    /// the default says everything may hold data.
+    fn data_after(&self, seq: u64, offset: u64) -> io::Result<Option<(u64, u64)>> {
+        let _ = seq;
+        Ok(Some((offset, u64::MAX)))
+    }
     /// The checkpoint file's contents, `None` if it does not exist.
     fn read_checkpoint(&self) -> io::Result<Option<Vec<u8>>>;
     /// Writes `data` at `offset` of the checkpoint file (creating it, and
@@ -535,6 +544,35 @@ impl Storage for FsStorage {
         let n = res?;
         buf[..n].copy_from_slice(&v[..n]);
         Ok(n)
+    }
+
+    fn data_after(&self, seq: u64, offset: u64) -> io::Result<Option<(u64, u64)>> {
+        let Some(seg) = self.seg(seq)? else {
+            return Ok(None);
+        };
+        let fd = seg.file.as_raw_fd();
+        let Ok(off) = libc::off_t::try_from(offset) else {
+            return Ok(None);
+        };
+        // SAFETY: lseek on a descriptor the segment keeps open; no memory is
+        // passed. SEEK_DATA skips holes and unwritten (preallocated, never
+        // written) extents that have no page in the cache.
+        let start = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
+        if start < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENXIO) => Ok(None),
+                // Not supported here: everything may hold data.
+                Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(Some((offset, u64::MAX))),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        if end < 0 {
+            return Ok(Some((start as u64, u64::MAX)));
+        }
+        Ok(Some((start as u64, end as u64)))
     }
 
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()> {
