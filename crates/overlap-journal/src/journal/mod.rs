@@ -71,9 +71,7 @@ impl Journal {
         let res = FsStorage::open(&engine, dir, options.direct_io, options.sync)
             .and_then(|storage| Journal::open_with_storage(Arc::new(storage), options));
         if res.is_err() && !existed {
-            // Only what this call made is in it: the lock, perhaps a
-            // checkpoint or a segment of a journal never used.
-            let _ = std::fs::remove_dir_all(dir);
+            remove_made(dir);
         }
         res
     }
@@ -412,4 +410,26 @@ impl Future for Wait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         self.sh.poll_wait(self.lsn, self.level, cx)
     }
+}
+
+/// Removes a journal directory that a failed [`Journal::open`] created:
+/// the files a journal makes (the lock, a checkpoint, segments of a journal
+/// never used, temporary files), then the directory itself only if that
+/// left it empty, so nothing another process put there meanwhile is lost.
+fn remove_made(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let ours = name == "LOCK"
+                || name == "checkpoint"
+                || name == ".probe.tmp"
+                || name.ends_with(".seg")
+                || name.ends_with(".seg.tmp");
+            if ours {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
