@@ -17,7 +17,7 @@ pub struct Record {
     pub data: Vec<u8>,
 }
 
-/// Iterator over records (from [`Journal::read_from`] or [`crate::inspect`]).
+/// Iterator over records (from [`crate::Journal::read_from`] or [`crate::inspect`]).
 pub struct RecordIter {
     reader: RecordReader<StorageSource>,
     end: u64,
