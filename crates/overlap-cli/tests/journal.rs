@@ -510,3 +510,45 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
         std::fs::read_dir(&j).map(|d| d.count())
     );
 }
+
+#[test]
+fn a_cut_torn_tail_is_reported_on_stderr() {
+    use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
+    use std::os::unix::fs::FileExt;
+    let d = scratch("cut-note").join("j");
+    let dir = d.to_str().unwrap();
+    let out = ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(b"a\nb\nc\n"),
+    ));
+    let lsns: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    // The last record torn, the durable point before it.
+    let ck = d.join("checkpoint");
+    let c = Checkpoint::decode_file(&std::fs::read(&ck).unwrap()).unwrap();
+    let c = Checkpoint {
+        durable_lsn: lsns[2],
+        generation: c.generation + 1,
+        ..c
+    };
+    let f = std::fs::OpenOptions::new().write(true).open(&ck).unwrap();
+    f.write_all_at(&c.encode(), 0).unwrap();
+    f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+    let seg = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("0000000000000000.seg"))
+        .unwrap();
+    seg.write_all_at(&[0x77], 4096 + lsns[2] + 24).unwrap();
+    drop((f, seg));
+    let o = journal(&["append", dir], Some(b"d\n"));
+    let out = ok(&o);
+    assert_eq!(
+        out.trim(),
+        lsns[2].to_string(),
+        "the cut LSN is handed out again"
+    );
+    let err = stderr_of(&o);
+    assert!(
+        err.contains(&format!("recovery cut {dir} at LSN {}", lsns[2])),
+        "{err}"
+    );
+}
