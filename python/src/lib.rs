@@ -1,0 +1,98 @@
+//! `overlap._native`: the extension module behind the `overlap` Python
+//! package (asyncio file I/O on the overlap engine). The Python side lives
+//! in `python/overlap/`; `hub` explains how completions reach the loop.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+use std::sync::OnceLock;
+
+use overlap::Engine;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+mod buffer;
+mod errors;
+mod file;
+mod hub;
+
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// The process's engine, started on first use (io_uring, or the thread
+/// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses).
+pub(crate) fn engine() -> PyResult<&'static Engine> {
+    if let Some(e) = ENGINE.get() {
+        return Ok(e);
+    }
+    let made = Engine::new().map_err(|e| PyRuntimeError::new_err(format!("overlap: {e}")))?;
+    // Another thread may have won the race; its engine is the one.
+    let _ = ENGINE.set(made);
+    ENGINE
+        .get()
+        .ok_or_else(|| PyRuntimeError::new_err("overlap: no engine"))
+}
+
+/// `driver()`: which driver the engine runs and why.
+#[pyfunction]
+fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let info = engine()?.driver();
+    let d = PyDict::new(py);
+    d.set_item("kind", info.kind.as_str())?;
+    d.set_item("fallback", info.fallback.as_ref().map(|r| r.to_string()))?;
+    d.set_item("hint", info.fallback.as_ref().map(|r| r.hint()))?;
+    d.set_item("detail", &info.detail)?;
+    let (ops, bytes) = engine()?.limits();
+    d.set_item("max_inflight_ops", ops)?;
+    d.set_item("max_inflight_bytes", bytes)?;
+    Ok(d)
+}
+
+/// `stats()`: the engine's counters since it started.
+#[pyfunction]
+fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let e = engine()?;
+    let s = py.detach(|| e.stats());
+    let d = PyDict::new(py);
+    d.set_item("submitted", s.submitted)?;
+    d.set_item("completed", s.completed)?;
+    d.set_item("completed_inline", s.completed_inline)?;
+    d.set_item("completed_async", s.completed_async)?;
+    d.set_item("errors", s.errors)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("bytes_written", s.bytes_written)?;
+    d.set_item("inflight_ops_high_water", s.inflight_ops_high_water)?;
+    d.set_item("inflight_bytes_high_water", s.inflight_bytes_high_water)?;
+    d.set_item("submit_syscalls", s.submit_syscalls)?;
+    d.set_item("fast_path_hits", s.fast_path_hits)?;
+    d.set_item("fast_path_misses", s.fast_path_misses)?;
+    d.set_item("fast_path_skipped", s.fast_path_skipped)?;
+    d.set_item("backpressure_waits", s.backpressure_waits)?;
+    d.set_item("submitted_on_thread_rings", s.submitted_on_thread_rings)?;
+    d.set_item("submitted_on_reactor_rings", s.submitted_on_reactor_rings)?;
+    d.set_item("kernel_workers_seen", s.kernel_workers_seen)?;
+    let (ops, bytes) = e.in_flight();
+    d.set_item("in_flight_ops", ops)?;
+    d.set_item("in_flight_bytes", bytes)?;
+    Ok(d)
+}
+
+/// The page size, the default alignment of `AlignedBuffer`.
+#[pyfunction]
+fn page_size() -> usize {
+    buffer::page_size()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(driver, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(file::open, m)?)?;
+    m.add_class::<buffer::AlignedBuffer>()?;
+    m.add_class::<file::PyFile>()?;
+    m.add_class::<file::PyAlignment>()?;
+    m.add_class::<file::FileStat>()?;
+    m.add_class::<hub::Hub>()?;
+    m.add("MAX_RW_BYTES", overlap::MAX_RW_BYTES)?;
+    Ok(())
+}
