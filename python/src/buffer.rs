@@ -211,7 +211,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// The default alignment is the page size, a multiple of the direct-I/O
 /// memory alignment of every file system Linux has (`File.alignment` gives a
 /// file's own figures).
-#[pyclass(module = "overlap", name = "AlignedBuffer", frozen)]
+#[pyclass(module = "overlap", name = "AlignedBuffer", frozen, weakref)]
 pub struct AlignedBuffer {
     mem: UnsafeCell<Mem>,
 }
