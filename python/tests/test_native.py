@@ -469,35 +469,38 @@ async def test_cancel_task_with_read_in_flight(data):
     loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
     hub = _loop.hub_for(loop)
     async with overlap.open(path, direct=True) as f:
+        cancelled_in_flight = 0
         for round in range(20):
-            buf = overlap.AlignedBuffer(65536)
-            ref = weakref.ref(buf)
-            # Only the operation holds the buffer from here on.
-            op = f.readinto_at(buf, (round % 8) * 65536)
-            del buf
+            holder = [overlap.AlignedBuffer(65536)]
+            ref = weakref.ref(holder[0])
+            ops = []
 
             async def reader():
-                return await op
+                # Only the operation holds the buffer once it is submitted.
+                ops.append(f.readinto_at(holder.pop(), (round % 8) * 65536))
+                return await ops[0]
 
             task = asyncio.create_task(reader())
-            # One turn of the loop: the task awaits the read; the loop has
-            # not looked for completions since, so the read is in flight
-            # (unless the kernel completed it inline).
+            # One turn of the loop: the task submits its read and awaits it;
+            # the loop has not looked for completions since.
             await asyncio.sleep(0)
-            in_flight = not op.done()
+            assert not holder and len(ops) == 1
+            if ops[0].done():
+                continue  # completed inline: nothing was in flight
             assert task.cancel()
             gc.collect()
-            if in_flight:
-                # The kernel may still write into it: it must be alive.
-                assert ref() is not None
+            # The kernel may still write into it: it must be alive.
+            assert ref() is not None
             try:
                 await task
             except asyncio.CancelledError:
                 pass
             else:
                 pytest.fail("the task was not cancelled")
-            assert op.cancelled()
-            del task, reader, op
+            assert ops[0].cancelled()
+            cancelled_in_flight += 1
+            del task, reader, ops
+        assert cancelled_in_flight >= 10
         assert await settle() == 0
         gc.collect()
         assert ref() is None, "released once the kernel was done"
@@ -548,15 +551,19 @@ def test_loops_on_two_threads():
 
 def test_sequential_event_loops_and_hub_cleanup(data):
     path, content = data
+    hubs = []
     for _ in range(3):
         async def main():
+            hubs.append(_loop.hub_for(asyncio.get_running_loop()))
             async with overlap.open(path) as f:
                 return await f.read_at(16, 0)
 
         assert asyncio.run(main()) == content[:16]
+    assert len({id(h) for h in hubs}) == 3, "one hub per loop"
     gc.collect()
-    # Hubs of collected loops were closed.
-    assert all(not h.closed for h in _loop._hubs.values())
+    # A collected loop's hub is closed: its ring drained, its queue dropped.
+    assert all(h.closed for h in hubs)
+    assert all(h.pending == 0 for h in hubs)
 
 
 # ---------------------------------------------------------------- leaks
