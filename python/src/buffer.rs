@@ -10,8 +10,8 @@ use std::ptr::NonNull;
 use overlap::{IoBuf, IoBufMut};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
-use pyo3::prelude::*;
 use pyo3::ffi;
+use pyo3::prelude::*;
 
 /// The largest alignment accepted (as the engine's [`overlap::MAX_ALIGN`]).
 pub const MAX_ALIGN: usize = overlap::MAX_ALIGN;
@@ -167,7 +167,9 @@ impl PyBufRef {
             ))
         })?;
         if !buf.is_c_contiguous() {
-            return Err(PyBufferError::new_err("write_at() needs a contiguous buffer"));
+            return Err(PyBufferError::new_err(
+                "write_at() needs a contiguous buffer",
+            ));
         }
         Ok(PyBufRef { buf })
     }
@@ -304,9 +306,7 @@ impl AlignedBuffer {
         // `ptr` is valid for `len` writable bytes for as long as `slf`
         // lives, and the view holds a reference to `slf` (FillInfo increfs
         // it) until it is released.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr.cast(), len, 0, flags)
-        };
+        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr.cast(), len, 0, flags) };
         if rc != 0 {
             return Err(PyErr::fetch(slf.py()));
         }

@@ -1,9 +1,7 @@
 //! overlap's errors as the Python exceptions of the usual types.
 
 use overlap::Error;
-use pyo3::exceptions::{
-    PyBlockingIOError, PyEOFError, PyOSError, PyRuntimeError, PyValueError,
-};
+use pyo3::exceptions::{PyBlockingIOError, PyEOFError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
@@ -46,10 +44,12 @@ pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
                 "File not open for {}",
                 if what == "read" { "reading" } else { "writing" }
             );
-            Python::attach(|py| match UNSUPPORTED.import(py, "io", "UnsupportedOperation") {
-                Ok(t) => PyErr::from_type(t.clone(), msg),
-                Err(e) => e,
-            })
+            Python::attach(
+                |py| match UNSUPPORTED.import(py, "io", "UnsupportedOperation") {
+                    Ok(t) => PyErr::from_type(t.clone(), msg),
+                    Err(e) => e,
+                },
+            )
         }
         Error::Closed => PyValueError::new_err("I/O operation on closed file"),
         Error::WouldBlock => PyBlockingIOError::new_err(e.to_string()),

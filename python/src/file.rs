@@ -29,8 +29,7 @@ pub struct Mode {
 /// each with an optional "+"; letters in any order).
 pub fn parse_mode(mode: &str) -> PyResult<Mode> {
     let invalid = || PyValueError::new_err(format!("invalid mode: '{mode}'"));
-    let (mut r, mut w, mut a, mut x, mut plus, mut b, mut t) =
-        (0u8, 0u8, 0u8, 0u8, 0u8, 0u8, 0u8);
+    let (mut r, mut w, mut a, mut x, mut plus, mut b, mut t) = (0u8, 0u8, 0u8, 0u8, 0u8, 0u8, 0u8);
     for c in mode.chars() {
         let slot = match c {
             'r' => &mut r,
@@ -53,7 +52,9 @@ pub fn parse_mode(mode: &str) -> PyResult<Mode> {
         ));
     }
     if t == 1 && b == 1 {
-        return Err(PyValueError::new_err("can't have text and binary mode at once"));
+        return Err(PyValueError::new_err(
+            "can't have text and binary mode at once",
+        ));
     }
     if b == 0 {
         return Err(PyValueError::new_err(format!(
@@ -85,8 +86,7 @@ fn parse_access(access: Option<&str>) -> PyResult<Access> {
 }
 
 pub fn check_offset(offset: i64) -> PyResult<u64> {
-    u64::try_from(offset)
-        .map_err(|_| PyValueError::new_err(format!("negative offset {offset}")))
+    u64::try_from(offset).map_err(|_| PyValueError::new_err(format!("negative offset {offset}")))
 }
 
 fn check_len(what: &str, len: i64) -> PyResult<u64> {
@@ -260,7 +260,8 @@ impl PyFile {
         let file = self.file.clone();
         let misaligned = file.is_direct()
             && len > 0
-            && (overlap::IoBuf::stable_ptr(&src) as usize) % (file.alignment().memory.max(1) as usize)
+            && (overlap::IoBuf::stable_ptr(&src) as usize)
+                % (file.alignment().memory.max(1) as usize)
                 != 0;
         let fut = if misaligned {
             let mut mem = self.read_buffer(len)?;
@@ -310,7 +311,12 @@ impl PyFile {
 
     /// Reserves `length` bytes from `offset` (`fallocate` mode 0): the file
     /// grows if needed and the new range reads as zeros.
-    fn allocate<'py>(&self, py: Python<'py>, offset: i64, length: i64) -> PyResult<Bound<'py, PyAny>> {
+    fn allocate<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+        length: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let offset = check_offset(offset)?;
         let length = check_len("length", length)?;
         let t = self.file.allocate(offset, length);
@@ -409,7 +415,10 @@ impl PyFile {
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let me = slf.into_any().unbind();
-        spawn(py, boxed(async move { Box::new(move |_py: Python<'_>| Ok(me)) as Resolve }))
+        spawn(
+            py,
+            boxed(async move { Box::new(move |_py: Python<'_>| Ok(me)) as Resolve }),
+        )
     }
 
     #[pyo3(signature = (*_args))]
@@ -431,7 +440,11 @@ impl PyFile {
         format!(
             "<overlap.File name={name} mode='{}' direct={}{}>",
             self.mode,
-            if self.file.is_direct() { "True" } else { "False" },
+            if self.file.is_direct() {
+                "True"
+            } else {
+                "False"
+            },
             if self.closed() { " closed" } else { "" }
         )
     }

@@ -166,12 +166,11 @@ impl HubInner {
             op.again.store(false, Ordering::Release);
             let waker = Waker::from(op.clone());
             let mut cx = Context::from_waker(&waker);
-            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                match &self.ring {
+            let polled =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.ring {
                     Some(ring) => ring.enter(|| fut.as_mut().poll(&mut cx)),
                     None => fut.as_mut().poll(&mut cx),
-                }
-            }));
+                }));
             match polled {
                 Ok(Poll::Pending) => {
                     drop(guard);
