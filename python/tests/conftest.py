@@ -2,31 +2,27 @@
 OVERLAP_DRIVER (``uring`` or ``pool``); ./scripts/test runs the suite once
 for each."""
 
-import asyncio
-import os
-
 import pytest
 
-import overlap
+# The real aiofiles, for the differential tests (test_aiofiles.py), imported
+# before aiofiles_upstream/conftest.py points the name "aiofiles" at
+# overlap.aiofiles for aiofiles' own test suite.
+import aiofiles
+import aiofiles.os  # noqa: F401
+import aiofiles.ospath  # noqa: F401
+import aiofiles.tempfile  # noqa: F401
+import aiofiles.threadpool  # noqa: F401
 
-EXPECTED_DRIVER = os.environ.get("OVERLAP_DRIVER") or None
+import overlap
+import overlap_test_helpers
+from overlap_test_helpers import EXPECTED_DRIVER, pattern
+
+overlap_test_helpers.REAL_AIOFILES = aiofiles
 
 
 def pytest_report_header(config):
     d = overlap.driver()
     return f"overlap driver: {d['kind']} (fallback: {d['fallback']}); OVERLAP_DRIVER={EXPECTED_DRIVER}"
-
-
-def pattern(size: int, seed: int = 0) -> bytes:
-    """Deterministic bytes where every 4 KiB block differs."""
-    out = bytearray(size)
-    for i in range(0, size, 4096):
-        blk = ((i // 4096 + seed) % 251).to_bytes(1, "little") * 8
-        out[i : i + 4096] = (blk * 512)[: min(4096, size - i)]
-    # Make bytes within a block differ too.
-    for i in range(0, size, 97):
-        out[i] = (i * 31 + seed) & 0xFF
-    return bytes(out)
 
 
 @pytest.fixture
@@ -41,33 +37,3 @@ def data(tmp_path):
 @pytest.fixture
 def uring():
     return overlap.driver()["kind"] == "uring"
-
-
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def thread_count(kernel_workers: bool = False) -> int:
-    """Threads of this process; io_uring's kernel workers (iou-wrk, idle
-    ones linger for seconds) only if asked."""
-    n = 0
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{t}/comm") as c:
-                comm = c.read()
-        except OSError:
-            continue
-        if kernel_workers or not comm.startswith("iou-wrk"):
-            n += 1
-    return n
-
-
-async def settle(loop_hub_pending=None, timeout: float = 5.0):
-    """Lets the loop run until the current loop's hub has nothing pending."""
-    from overlap import _loop
-
-    hub = _loop.hub_for(asyncio.get_running_loop())
-    deadline = asyncio.get_running_loop().time() + timeout
-    while hub.pending and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.005)
-    return hub.pending

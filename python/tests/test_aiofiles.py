@@ -7,7 +7,6 @@ import io
 import os
 import sys
 
-import aiofiles as real
 import pytest
 
 import overlap
@@ -18,13 +17,12 @@ import overlap.aiofiles.tempfile
 import overlap.aiofiles.threadpool
 from overlap.aiofiles.threadpool import engine as engine_mod
 
+from overlap_test_helpers import REAL_AIOFILES as real
+
+assert real is not ours and real.__name__ == "aiofiles"
+
 
 def test_same_public_names():
-    import aiofiles.os
-    import aiofiles.ospath
-    import aiofiles.tempfile
-    import aiofiles.threadpool
-
     assert ours.__all__ == real.__all__
     for name in real.__all__:
         assert hasattr(ours, name)

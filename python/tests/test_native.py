@@ -18,7 +18,7 @@ import pytest
 import overlap
 from overlap import _loop
 
-from conftest import EXPECTED_DRIVER, fd_count, pattern, settle, thread_count
+from overlap_test_helpers import EXPECTED_DRIVER, fd_count, pattern, settle, thread_count
 
 # ---------------------------------------------------------------- driver, stats
 

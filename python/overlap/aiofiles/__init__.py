@@ -18,15 +18,16 @@ call                                           how
 its ``read``, ``read1``, ``readall``,          engine reads at the file's position; no thread
 ``readinto``, ``readline``, ``readlines``,
 ``peek``, ``async for``
-its ``write``, ``writelines``                  engine writes (not buffered in user space); no
-                                               thread
+its ``write``, ``writelines``, ``flush``       gathered up to the buffer size as io does, then
+                                               engine writes; no thread
 its ``truncate``, ``seek(.., SEEK_END)``       engine ``ftruncate`` / ``statx``; no thread
-its ``tell``, ``seek``, ``flush``,             no system call at all
+its ``tell``, ``seek``,                        no system call at all
 ``isatty``, ``seekable``, ``fileno``, ...
 its ``close`` and ``async with`` exit          engine ``close``; no thread
-``open`` of a descriptor, with an ``opener``   thread pool, as aiofiles (the engine opens by
-or ``closefd=False``; of a pipe, device,       path, and positional I/O needs a regular file);
-directory or other non-regular file            the file's methods then use the thread pool too
+``open`` of a descriptor, with an ``opener``,  thread pool, as aiofiles (the engine opens by
+``closefd=False``, or with ``threadpool.       path, and positional I/O needs a regular file);
+sync_open`` replaced (tests do); of a pipe,    the file's methods then use the thread pool too
+device, directory or other non-regular file
 ``tempfile.*``                                 thread pool, as aiofiles (the standard library
                                                creates the file); the file's methods too
 ``os.*``, ``ospath.*``                         thread pool, as aiofiles (no asynchronous

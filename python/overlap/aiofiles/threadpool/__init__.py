@@ -26,6 +26,7 @@ from .engine import engine_open
 from .text import AsyncTextIndirectIOWrapper, AsyncTextIOWrapper
 
 sync_open = open
+_builtin_open = open
 
 __all__ = (
     "open",
@@ -86,7 +87,13 @@ async def _open(
     directory) with the thread pool, as aiofiles does."""
     if loop is None:
         loop = asyncio.get_running_loop()
-    if opener is None and closefd and isinstance(file, (str, bytes, os.PathLike)):
+    if (
+        opener is None
+        and closefd
+        and isinstance(file, (str, bytes, os.PathLike))
+        # Code that replaces sync_open (tests simulating a slow open) gets it.
+        and sync_open is _builtin_open
+    ):
         f = await engine_open(
             file, mode, buffering, encoding, errors, newline, loop, executor
         )

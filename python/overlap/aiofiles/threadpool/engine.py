@@ -10,25 +10,30 @@ existing code hold, and have the same methods and properties.
 
 Differences from the thread-pool objects, all documented per method:
 
-- Writes are not held in a user-space buffer: each ``write`` is written to
-  the file (the page cache) before it returns, so ``flush`` has nothing to
-  do. That is what ``flush`` guarantees anyway.
+- Writes are gathered in user space up to the buffer size, as
+  ``io.BufferedWriter`` does, and written by ``flush``, ``close``, a read or
+  a seek with one engine write. A file dropped without ``close`` writes
+  what is gathered with a blocking ``pwrite`` when collected (as ``io``'s
+  files do); close your files.
 - The position is kept here and every transfer is positional (``pread``/
   ``pwrite`` shaped). In append mode ("a") each write first asks the
   kernel for the file's size (``statx``, an engine operation) and writes
   there; unlike O_APPEND it is not atomic against other processes
   appending at the same moment.
-- ``fileno()`` is the engine's descriptor; ``raw`` and ``buffer`` are these
-  objects themselves (there is no separate ``io`` layer underneath);
-  ``detach()`` raises ``io.UnsupportedOperation``.
+- ``fileno()`` is the engine's descriptor; ``raw`` is the binary object
+  itself and a text file's ``buffer`` is its binary object (there is no
+  separate ``io`` layer underneath); a binary ``detach()`` returns a plain
+  ``io.FileIO`` on a duplicate of the descriptor.
 - Text ``tell()`` returns the byte position (exact for stateless encodings
   such as UTF-8 and Latin-1), and ``seek`` accepts it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import io
+import warnings
 import locale
 import os
 
@@ -47,8 +52,16 @@ def _unsupported(what: str) -> io.UnsupportedOperation:
 class _EngineBinary:
     """The binary file on the engine (mixed into the aiofiles classes)."""
 
-    def __init__(self, nf, mode: str, name, *, readable, writable, append, loop, executor):
+    def __init__(
+        self, nf, mode: str, name, *, readable, writable, append, bufsize, loop, executor
+    ):
         self._nf = nf
+        # Writes are gathered in user space up to bufsize bytes (0: every
+        # write goes to the file at once), as io.BufferedWriter does.
+        self._bufsize = bufsize
+        self._wbuf = bytearray()
+        self._wbuf_pos = 0
+        self._detached = False
         self._mode = mode
         self._name = name
         self._readable = readable
@@ -65,8 +78,26 @@ class _EngineBinary:
     # -- helpers
 
     def _check_open(self):
+        if self._detached:
+            raise ValueError("raw stream has been detached")
         if self._nf.closed:
             raise ValueError("I/O operation on closed file.")
+
+    async def _before_read(self):
+        self._check_readable()
+        await self._flush_wbuf()
+
+    async def _flush_wbuf(self):
+        """Writes the gathered bytes (one engine write; at the end of the
+        file in append mode)."""
+        if not self._wbuf:
+            return
+        data = bytes(self._wbuf)
+        off = await self._size() if self._append else self._wbuf_pos
+        await self._nf.write_at(data, off)
+        del self._wbuf[: len(data)]
+        if self._append:
+            self._pos = off + len(data)
 
     def _check_readable(self):
         self._check_open()
@@ -96,7 +127,7 @@ class _EngineBinary:
     async def read(self, size=-1):
         """Reads up to ``size`` bytes (all to the end if negative or None):
         engine reads at the current position."""
-        self._check_readable()
+        await self._before_read()
         if size is None or size < 0:
             return await self.readall()
         have = self._buffered()
@@ -110,7 +141,7 @@ class _EngineBinary:
 
     async def readall(self):
         """Reads to the end of the file (engine reads, sized by ``statx``)."""
-        self._check_readable()
+        await self._before_read()
         parts = []
         have = self._buffered()
         if have:
@@ -133,7 +164,7 @@ class _EngineBinary:
     async def read1(self, size=-1):
         """At most one engine read of up to ``size`` bytes (``CHUNK`` if
         negative)."""
-        self._check_readable()
+        await self._before_read()
         if size is None or size < 0:
             size = CHUNK
         have = self._buffered()
@@ -148,7 +179,7 @@ class _EngineBinary:
     async def readinto(self, b):
         """Reads into the writable buffer ``b`` (an engine read straight into
         it); returns the count."""
-        self._check_readable()
+        await self._before_read()
         mv = memoryview(b).cast("B")
         have = self._buffered()
         n = 0
@@ -169,7 +200,7 @@ class _EngineBinary:
     async def peek(self, size=0):
         """Bytes at the current position without moving it (one engine read
         of ``CHUNK`` bytes when nothing is buffered)."""
-        self._check_readable()
+        await self._before_read()
         have = self._buffered()
         if not have:
             self._rbuf = await self._nf.read_at(max(size, CHUNK), self._pos)
@@ -180,7 +211,7 @@ class _EngineBinary:
     async def readline(self, size=-1):
         """Reads up to and including ``b"\\n"`` (engine reads of ``CHUNK``
         bytes, the surplus kept for the next call)."""
-        self._check_readable()
+        await self._before_read()
         if size is None:
             size = -1
         parts = []
@@ -220,28 +251,43 @@ class _EngineBinary:
     # -- writing
 
     async def write(self, b):
-        """Writes all of ``b`` at the current position (at the end of the
-        file in append mode), an engine write; returns ``len(b)``."""
+        """Writes ``b``; returns ``len(b)``. Up to the buffer size (the file
+        system's block size, or ``buffering``) it is gathered in user space
+        and written by ``flush``, ``close``, a read or a seek, as
+        ``io.BufferedWriter`` does; larger writes (and ``buffering=0``) are
+        one engine write at once, at the position (the end of the file in
+        append mode)."""
         self._check_writable()
         if isinstance(b, str):
             raise TypeError("a bytes-like object is required, not 'str'")
+        mv = memoryview(b).cast("B")
+        n = len(mv)
         self._drop_readahead()
-        if self._append:
-            self._pos = await self._size()
-        n = await self._nf.write_at(b, self._pos)
+        if self._bufsize == 0 or n >= self._bufsize:
+            await self._flush_wbuf()
+            off = await self._size() if self._append else self._pos
+            written = await self._nf.write_at(mv, off)
+            self._pos = off + written
+            return written
+        if not self._wbuf:
+            self._wbuf_pos = self._pos
+        self._wbuf += mv
         self._pos += n
+        if len(self._wbuf) >= self._bufsize:
+            await self._flush_wbuf()
         return n
 
     async def writelines(self, lines):
-        """Writes each item of ``lines`` (joined into one engine write)."""
+        """Writes each item of ``lines``."""
         self._check_writable()
-        await self.write(b"".join(bytes(memoryview(x)) for x in lines))
+        for x in lines:
+            await self.write(x)
 
     async def flush(self):
-        """Nothing to do: writes reach the file (the page cache) before
-        ``write`` returns. Use ``os.fsync``-like durability through
-        ``overlap.open(...).fsync()``."""
+        """Writes what ``write`` gathered (an engine write): then it is in
+        the file (the page cache; durable only after an fsync)."""
         self._check_open()
+        await self._flush_wbuf()
 
     async def truncate(self, size=None):
         """Truncates (or extends) the file to ``size`` bytes, the position
@@ -251,6 +297,7 @@ class _EngineBinary:
             size = self._pos
         if size < 0:
             raise ValueError(f"negative size value {size}")
+        await self._flush_wbuf()
         self._drop_readahead()
         await self._nf.truncate(size)
         return size
@@ -261,6 +308,7 @@ class _EngineBinary:
         """Moves the position; ``SEEK_END`` asks the kernel for the size
         (an engine ``statx``). Returns the new position."""
         self._check_open()
+        await self._flush_wbuf()
         if whence == os.SEEK_SET:
             if offset < 0:
                 raise ValueError(f"negative seek position {offset}")
@@ -299,16 +347,57 @@ class _EngineBinary:
         return False
 
     async def close(self):
-        """Closes the file (an engine ``close``, after the operations in
-        flight on it). Closing again does nothing."""
-        await self._nf.close()
+        """Writes what is gathered, then closes the file (an engine
+        ``close``, after the operations in flight on it). Closing again does
+        nothing."""
+        if self._detached:
+            raise ValueError("raw stream has been detached")
+        try:
+            if not self._nf.closed:
+                await self._flush_wbuf()
+        finally:
+            await self._nf.close()
+
+    def _flush_sync(self):
+        """Last resort for a file dropped unclosed: a blocking pwrite of what
+        is gathered, as io's files flush when collected."""
+        if self._wbuf and not self._nf.closed and not self._detached:
+            fd = self._nf.fileno()
+            off = os.fstat(fd).st_size if self._append else self._wbuf_pos
+            data = bytes(self._wbuf)
+            while data:
+                n = os.pwrite(fd, data, off)
+                data, off = data[n:], off + n
+            self._wbuf.clear()
+
+    def __del__(self):
+        try:
+            self._flush_sync()
+        except Exception:
+            pass
 
     def fileno(self):
         self._check_open()
         return self._nf.fileno()
 
     def detach(self):
-        raise _unsupported("detach: an overlap.aiofiles file has no separate raw stream")
+        """Returns a plain ``io.FileIO`` on a duplicate of the descriptor, at
+        this position (after a blocking write of what is gathered), and
+        leaves this object unusable, as ``io.BufferedReader.detach`` does."""
+        self._check_open()
+        self._flush_sync()
+        fd = os.dup(self._nf.fileno())
+        raw = io.FileIO(fd, self._mode.replace("b", "") or "r", closefd=True)
+        raw.seek(self._pos)
+        self._detached = True
+        self._close_soon()
+        return raw
+
+    def _close_soon(self):
+        try:
+            self._nf.close()  # started now; nothing waits for it
+        except RuntimeError:
+            pass  # no running loop: the descriptor closes when collected
 
     @property
     def closed(self):
@@ -333,6 +422,13 @@ class _EngineBinary:
         await self.close()
 
 
+class _Detached:
+    """What a detached text file has left underneath."""
+
+    def __getattr__(self, name):
+        raise ValueError("underlying buffer has been detached")
+
+
 class EngineBufferedReader(_EngineBinary, AsyncBufferedReader):
     """A binary file opened for reading ("rb", "r+b", "w+b", ...), on the
     engine; what aiofiles returns as ``AsyncBufferedReader``."""
@@ -352,8 +448,12 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
     """A text file on the engine: bytes read and written by the engine, then
     decoded and encoded here (with Python's codecs and newline rules)."""
 
-    def __init__(self, binary: _EngineBinary, mode, encoding, errors, newline, *, loop, executor):
+    def __init__(
+        self, binary, mode, encoding, errors, newline, *, line_buffering=False, loop, executor
+    ):
         self._bin = binary
+        self._line_buffering = line_buffering
+        self._detached = False
         self._text_mode = mode
         self._encoding = encoding
         self._errors = errors
@@ -401,14 +501,12 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         self._consumed += len(out)
         return out
 
-    def _check_text_readable(self):
-        self._bin._check_readable()
 
     # -- reading
 
     async def read(self, size=-1):
         """Reads up to ``size`` characters (all if negative or None)."""
-        self._check_text_readable()
+        await self._bin._before_read()
         if size is None or size < 0:
             while await self._fill(BIG_CHUNK):
                 pass
@@ -441,7 +539,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
 
     async def readline(self, size=-1):
         """Reads one line (line endings as ``newline`` says)."""
-        self._check_text_readable()
+        await self._bin._before_read()
         if size is None:
             size = -1
         while True:
@@ -494,6 +592,8 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
                 self._encoder.setstate(0)
         data = self._encoder.encode(s)
         await self._bin.write(data)
+        if self._line_buffering and ("\n" in s or "\r" in s):
+            await self._bin.flush()
         return n
 
     async def writelines(self, lines):
@@ -540,8 +640,8 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         return pos | (flags << 64)
 
     async def flush(self):
-        """Nothing to do: writes reach the file before ``write`` returns."""
-        self._bin._check_open()
+        """Writes what is gathered (see the binary ``write``)."""
+        await self._bin.flush()
 
     async def truncate(self, size=None):
         """Truncates the file to ``size`` bytes (the position if None)."""
@@ -605,7 +705,23 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         return self._bin.fileno()
 
     def detach(self):
-        raise _unsupported("detach: an overlap.aiofiles file has no separate buffer")
+        """Returns a plain (synchronous) ``io`` binary file on a duplicate of
+        the descriptor at this position, and leaves this object unusable, as
+        ``io.TextIOWrapper.detach`` (which aiofiles proxies directly) does."""
+        b = self._bin
+        b._check_open()
+        if self._text or self._fed:
+            b._pos = self._text_state()[0]
+        b._flush_sync()
+        fd = os.dup(b._nf.fileno())
+        raw_mode = b._mode if "+" in b._mode else b._mode[0] + "b"
+        out = io.open(fd, raw_mode.replace("a", "r+") if "a" in raw_mode else raw_mode)
+        out.seek(b._pos)
+        b._detached = True
+        b._close_soon()
+        self._detached = True
+        self._bin = _Detached()
+        return out
 
     @property
     def buffer(self):
@@ -625,7 +741,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
 
     @property
     def line_buffering(self):
-        return False
+        return self._line_buffering
 
     @property
     def newlines(self):
@@ -725,14 +841,41 @@ async def engine_open(file, mode, buffering, encoding, errors, newline, loop, ex
         canonical = "rb+"
     else:
         canonical = letter + "b" + ("+" if plus else "")
+    if buffering == 1 and not text:
+        warnings.warn(
+            "line buffering (buffering=1) isn't supported in binary mode, "
+            "the default buffer size will be used",
+            RuntimeWarning,
+            2,
+        )
+    if buffering == 0:
+        bufsize = 0
+    elif buffering is None or buffering < 0 or buffering == 1:
+        bufsize = st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
+    else:
+        bufsize = buffering
     kw = dict(
-        readable=readable, writable=writable, append=append, loop=loop, executor=executor
+        readable=readable,
+        writable=writable,
+        append=append,
+        bufsize=bufsize,
+        loop=loop,
+        executor=executor,
     )
     if text:
         b = EngineBufferedReader(nf, canonical, os.fspath(file), **kw)
         if append:
             b._pos = st.st_size
-        return EngineTextIOWrapper(b, mode, encoding, errors, newline, loop=loop, executor=executor)
+        return EngineTextIOWrapper(
+            b,
+            mode,
+            encoding,
+            errors,
+            newline,
+            line_buffering=buffering == 1,
+            loop=loop,
+            executor=executor,
+        )
     if buffering == 0:
         f = EngineFileIO(nf, canonical, os.fspath(file), **kw)
     elif readable:
