@@ -226,23 +226,24 @@ impl HubInner {
     }
 }
 
-/// Resolves the asyncio future with the operation's outcome, unless it is
-/// already done (cancelled): then the result is dropped here, on the loop's
-/// thread, with the GIL.
+/// Resolves the asyncio future with the operation's outcome. One that is
+/// already done (cancelled) refuses it, and the result is dropped here, on
+/// the loop's thread, with the GIL.
 fn finish(py: Python<'_>, pyfut: &Bound<'_, PyAny>, outcome: PyResult<Resolve>) {
-    let done = pyfut
-        .call_method0(intern!(py, "done"))
-        .and_then(|d| d.is_truthy())
-        .unwrap_or(true);
-    if done {
-        return;
-    }
     let res = match outcome.and_then(|resolve| resolve(py)) {
         Ok(value) => pyfut.call_method1(intern!(py, "set_result"), (value,)),
         Err(err) => pyfut.call_method1(intern!(py, "set_exception"), (err.into_value(py),)),
     };
     if let Err(e) = res {
-        e.write_unraisable(py, Some(pyfut));
+        // A cancelled future refuses the result (InvalidStateError): the
+        // result is dropped here, on the loop's thread, with the GIL.
+        let done = pyfut
+            .call_method0(intern!(py, "done"))
+            .and_then(|d| d.is_truthy())
+            .unwrap_or(false);
+        if !done {
+            e.write_unraisable(py, Some(pyfut));
+        }
     }
 }
 

@@ -85,7 +85,8 @@ class _EngineBinary:
 
     async def _before_read(self):
         self._check_readable()
-        await self._flush_wbuf()
+        if self._wbuf:
+            await self._flush_wbuf()
 
     async def _flush_wbuf(self):
         """Writes the gathered bytes (one engine write; at the end of the
@@ -127,6 +128,12 @@ class _EngineBinary:
     async def read(self, size=-1):
         """Reads up to ``size`` bytes (all to the end if negative or None):
         engine reads at the current position."""
+        if not self._rbuf and not self._wbuf and size is not None and size >= 0:
+            # The common case, kept short: one engine read at the position.
+            self._check_readable()
+            data = await self._nf.read_at(size, self._pos)
+            self._pos += len(data)
+            return data
         await self._before_read()
         if size is None or size < 0:
             return await self.readall()
@@ -308,7 +315,8 @@ class _EngineBinary:
         """Moves the position; ``SEEK_END`` asks the kernel for the size
         (an engine ``statx``). Returns the new position."""
         self._check_open()
-        await self._flush_wbuf()
+        if self._wbuf:
+            await self._flush_wbuf()
         if whence == os.SEEK_SET:
             if offset < 0:
                 raise ValueError(f"negative seek position {offset}")
