@@ -8,6 +8,7 @@ with no Python thread per operation and no GIL held while the kernel works.
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 
 from . import _native
@@ -26,7 +27,13 @@ def hub_for(loop: asyncio.AbstractEventLoop) -> "_native.Hub":
     try:
         if hub.ring_fd >= 0:
             loop.add_reader(hub.ring_fd, hub.reap)
-        loop.add_reader(hub.event_fd, hub.on_event)
+        if os.environ.get("OVERLAP_PY_WAKE") == "threadsafe":
+            # For measurement only: wake-ups from other threads through
+            # call_soon_threadsafe (the GIL on the waking thread) instead of
+            # the eventfd.
+            hub.use_call_soon_threadsafe(loop.call_soon_threadsafe, hub.on_threadsafe)
+        else:
+            loop.add_reader(hub.event_fd, hub.on_event)
     except BaseException:
         hub.close()
         raise

@@ -87,6 +87,9 @@ pub struct HubInner {
     /// completions (for `overlap.stats()` and the tests).
     eventfd_wakes: AtomicU64,
     ring_reaps: AtomicU64,
+    /// Set to wake the loop with `loop.call_soon_threadsafe(callback)`
+    /// instead of the eventfd (measured against it: see BENCHMARKS.md).
+    threadsafe: std::sync::OnceLock<(Py<PyAny>, Py<PyAny>)>,
 }
 
 impl HubInner {
@@ -111,8 +114,18 @@ impl HubInner {
         }
     }
 
-    /// Makes the eventfd readable.
+    /// Wakes the loop: makes the eventfd readable (or, where configured,
+    /// `call_soon_threadsafe`, which takes the GIL on the waking thread).
     fn signal(&self) {
+        if let Some((call, cb)) = self.threadsafe.get() {
+            Python::attach(|py| {
+                if let Err(e) = call.call1(py, (cb.clone_ref(py),)) {
+                    // The loop is closed: nobody waits any more.
+                    drop(e);
+                }
+            });
+            return;
+        }
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a local into our eventfd. EAGAIN (the
         // counter is saturated) leaves it readable, which is all we need.
@@ -224,6 +237,12 @@ impl HubInner {
         let queued = std::mem::take(&mut *lock(&self.queue));
         drop(queued);
     }
+
+    /// Wakes on the loop's thread, counted like an eventfd wake.
+    fn on_wake(self: &Arc<Self>, py: Python<'_>) {
+        self.eventfd_wakes.fetch_add(1, Ordering::Relaxed);
+        self.dispatch(py, || ());
+    }
 }
 
 /// Resolves the asyncio future with the operation's outcome. One that is
@@ -283,6 +302,7 @@ impl Hub {
                 pending: AtomicUsize::new(0),
                 eventfd_wakes: AtomicU64::new(0),
                 ring_reaps: AtomicU64::new(0),
+                threadsafe: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -343,8 +363,19 @@ impl Hub {
                 std::mem::size_of::<u64>(),
             )
         };
-        self.inner.eventfd_wakes.fetch_add(1, Ordering::Relaxed);
-        self.inner.dispatch(py, || ());
+        self.inner.on_wake(py);
+    }
+
+    /// The `call_soon_threadsafe` callback: polls operations woken elsewhere.
+    fn on_threadsafe(&self, py: Python<'_>) {
+        self.inner.on_wake(py);
+    }
+
+    /// Wakes the loop for completions from other threads with
+    /// `call_soon_threadsafe(callback)` (the loop's bound method) instead of
+    /// the eventfd. For measurements (`OVERLAP_PY_WAKE=threadsafe`).
+    fn use_call_soon_threadsafe(&self, call_soon_threadsafe: Py<PyAny>, callback: Py<PyAny>) {
+        let _ = self.inner.threadsafe.set((call_soon_threadsafe, callback));
     }
 
     /// Waits for every operation in flight on the ring and stops the hub
