@@ -22,6 +22,9 @@ Contenders (``--only`` picks some):
   ``aiofiles`` (25.1, its default executor), ``aiofile+caio`` (aiofile on
   caio's io_uring backend, ``CAIO_IMPL=uring``, as installed).
 - buffered, 1024 tasks: ``overlap.aiofiles`` and ``aiofiles``.
+- wake (not by default): on the thread-pool driver, completions woken on
+  pool threads reach the loop through the hub's eventfd (``add_reader``)
+  or through ``loop.call_soon_threadsafe`` (``OVERLAP_PY_WAKE=threadsafe``).
 """
 
 from __future__ import annotations
@@ -281,6 +284,15 @@ def main() -> None:
         emit(oa, af)
         if "reads_per_s" in oa and "reads_per_s" in ca:
             print(f"   overlap.aiofiles / aiofile+caio: {oa['reads_per_s'] / ca['reads_per_s']:.2f}x", flush=True)
+    if "wake" in groups:
+        print("## thread-pool driver (OVERLAP_DRIVER=pool): how pool threads wake the loop", flush=True)
+        ev = run_worker("overlap", a.file, a.tasks, a.seconds, {"OVERLAP_DRIVER": "pool"})
+        ev["contender"] = "overlap pool, eventfd"
+        ts = run_worker("overlap", a.file, a.tasks, a.seconds,
+                        {"OVERLAP_DRIVER": "pool", "OVERLAP_PY_WAKE": "threadsafe"})
+        ts["contender"] = "overlap pool, call_soon_ts"
+        emit(ev)
+        emit(ts, ev)
     if "many" in groups:
         print("## buffered, 1024 tasks, file evicted before each contender", flush=True)
         evict(a.file)
