@@ -475,7 +475,7 @@ pub fn open<'py>(
     if path.contains(&0) {
         return Err(PyValueError::new_err("embedded null byte"));
     }
-    let engine = crate::engine()?.clone();
+    let engine = crate::engine()?;
     let path_buf = PathBuf::from(OsStr::from_bytes(path));
     let name = match name {
         Some(n) => n,

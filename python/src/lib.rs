@@ -4,7 +4,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use overlap::Engine;
 use pyo3::exceptions::PyRuntimeError;
@@ -16,32 +16,44 @@ mod errors;
 mod file;
 mod hub;
 
-static ENGINE: OnceLock<Engine> = OnceLock::new();
+/// The process's engine and the process it was made in.
+static ENGINE: Mutex<Option<(Engine, u32)>> = Mutex::new(None);
 
 /// The process's engine, started on first use (io_uring, or the thread
 /// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses).
-pub(crate) fn engine() -> PyResult<&'static Engine> {
-    if let Some(e) = ENGINE.get() {
-        return Ok(e);
+///
+/// A child made by `fork` gets an engine of its own on first use: the
+/// parent's driver threads do not exist in the child. The parent's engine
+/// is left alone there (shutting it down would wait for threads that are
+/// not there), and so are files opened before the fork, which keep it.
+pub(crate) fn engine() -> PyResult<Engine> {
+    let pid = std::process::id();
+    let mut slot = ENGINE.lock().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some((e, made_in)) if *made_in == pid => return Ok(e.clone()),
+        Some(_) => {
+            if let Some((stale, _)) = slot.take() {
+                std::mem::forget(stale);
+            }
+        }
+        None => {}
     }
     let made = Engine::new().map_err(|e| PyRuntimeError::new_err(format!("overlap: {e}")))?;
-    // Another thread may have won the race; its engine is the one.
-    let _ = ENGINE.set(made);
-    ENGINE
-        .get()
-        .ok_or_else(|| PyRuntimeError::new_err("overlap: no engine"))
+    *slot = Some((made.clone(), pid));
+    Ok(made)
 }
 
 /// `driver()`: which driver the engine runs and why.
 #[pyfunction]
 fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let info = engine()?.driver();
+    let engine = engine()?;
+    let info = engine.driver();
     let d = PyDict::new(py);
     d.set_item("kind", info.kind.as_str())?;
     d.set_item("fallback", info.fallback.as_ref().map(|r| r.to_string()))?;
     d.set_item("hint", info.fallback.as_ref().map(|r| r.hint()))?;
     d.set_item("detail", &info.detail)?;
-    let (ops, bytes) = engine()?.limits();
+    let (ops, bytes) = engine.limits();
     d.set_item("max_inflight_ops", ops)?;
     d.set_item("max_inflight_bytes", bytes)?;
     Ok(d)

@@ -586,3 +586,43 @@ async def test_nothing_leaks(tmp_path, data):
     gc.collect()
     assert fd_count() <= fds
     assert overlap.stats()["in_flight_ops"] == 0
+
+
+def test_forked_child_gets_an_engine_of_its_own(data):
+    """A child made by fork (multiprocessing's default on Linux before 3.14)
+    opens and reads files; the parent's driver threads are not there."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path, content = data
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, sys, overlap
+
+        async def rd():
+            async with overlap.open({str(path)!r}) as f:
+                return await f.read_at(16, 0)
+
+        first = asyncio.run(rd())
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ok = asyncio.run(asyncio.wait_for(rd(), 10)) == first
+            except BaseException as e:
+                print("child:", repr(e), flush=True)
+                ok = False
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    # (Run away from python/, whose overlap/ is the uncompiled source.)
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(path.parent),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
