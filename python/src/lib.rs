@@ -20,7 +20,9 @@ mod hub;
 static ENGINE: Mutex<Option<(Engine, u32)>> = Mutex::new(None);
 
 /// The process's engine, started on first use (io_uring, or the thread
-/// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses).
+/// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses;
+/// `OVERLAP_MAX_INFLIGHT_OPS` and `OVERLAP_MAX_INFLIGHT_BYTES` set the
+/// in-flight budget, default 4096 operations and 64 MiB).
 ///
 /// A child made by `fork` gets an engine of its own on first use: the
 /// parent's driver threads do not exist in the child. The parent's engine
@@ -38,9 +40,31 @@ pub(crate) fn engine() -> PyResult<Engine> {
         }
         None => {}
     }
-    let made = Engine::new().map_err(|e| PyRuntimeError::new_err(format!("overlap: {e}")))?;
+    let mut builder = Engine::builder();
+    if let Some(n) = env_limit("OVERLAP_MAX_INFLIGHT_OPS")? {
+        builder = builder.max_inflight_ops(n);
+    }
+    if let Some(n) = env_limit("OVERLAP_MAX_INFLIGHT_BYTES")? {
+        builder = builder.max_inflight_bytes(n);
+    }
+    let made = builder
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("overlap: {e}")))?;
     *slot = Some((made.clone(), pid));
     Ok(made)
+}
+
+/// An in-flight limit from the environment (a positive integer), if set.
+fn env_limit(name: &str) -> PyResult<Option<usize>> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{name}={v}: expected a positive integer"
+            ))),
+        },
+    }
 }
 
 /// `driver()`: which driver the engine runs and why.
