@@ -46,8 +46,10 @@ def driver() -> dict:
     use, or None), ``hint`` (what to change to get it), ``detail`` (the ring's
     setup flags and kernel worker limits, or the pool's size),
     ``max_inflight_ops`` and ``max_inflight_bytes`` (the in-flight budget).
-    The environment variable ``OVERLAP_DRIVER=uring|pool`` chooses, read when
-    the engine starts (on first use).
+    The environment variable ``OVERLAP_DRIVER=uring|pool`` chooses, and
+    ``OVERLAP_MAX_INFLIGHT_OPS`` / ``OVERLAP_MAX_INFLIGHT_BYTES`` set the
+    budget (operations beyond it wait for a share), read when the engine
+    starts (on first use; a forked child starts its own).
     """
     return _native.driver()
 
