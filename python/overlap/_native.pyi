@@ -1,13 +1,15 @@
 """Type hints for the extension module behind :mod:`overlap`."""
 
 import asyncio
-from typing import Any, Literal, Optional, Tuple, Union
+import sys
+from typing import Any, Literal, Optional, Tuple, final
 
 from typing_extensions import Buffer, Self
 
 MAX_RW_BYTES: int
 """Linux never transfers more than this in one read or write."""
 
+@final
 class Alignment:
     """The direct-I/O alignment a file requires (``File.alignment``)."""
 
@@ -18,6 +20,7 @@ class Alignment:
     source: Literal["statx", "block-device", "default"]
     """Where the figures came from."""
 
+@final
 class FileStat:
     """What ``File.stat()`` reports (``statx``)."""
 
@@ -34,6 +37,7 @@ class FileStat:
     alignment: Alignment
     """The direct-I/O alignment."""
 
+@final
 class AlignedBuffer:
     """Zeroed memory whose address is aligned for direct I/O, with the buffer
     protocol (``memoryview(buf)``, ``bytes(buf)``, ``readinto_at``,
@@ -44,7 +48,7 @@ class AlignedBuffer:
     of two up to 65536. A size that cannot be allocated raises MemoryError.
     """
 
-    def __init__(self, size: int, alignment: Optional[int] = None) -> None: ...
+    def __new__(cls, size: int, alignment: Optional[int] = None) -> "AlignedBuffer": ...
     @property
     def alignment(self) -> int:
         """The address alignment, in bytes."""
@@ -53,8 +57,10 @@ class AlignedBuffer:
         """The address of the first byte."""
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
 
+@final
 class File:
     """An open file. Every method returns an awaitable (an asyncio future) and
     must be called from a coroutine running on an event loop; the operation is
@@ -111,10 +117,11 @@ class File:
     def __aenter__(self) -> "asyncio.Future[Self]": ...
     def __aexit__(self, *args: Any) -> "asyncio.Future[None]": ...
 
+@final
 class Hub:
     """The completion hub of one event loop (internal: see ``overlap._loop``)."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> "Hub": ...
     @property
     def ring_fd(self) -> int: ...
     @property
@@ -127,6 +134,8 @@ class Hub:
     def wakeups(self) -> Tuple[int, int]: ...
     def reap(self) -> int: ...
     def on_event(self) -> None: ...
+    def on_threadsafe(self) -> None: ...
+    def use_call_soon_threadsafe(self, call_soon_threadsafe: Any, callback: Any) -> None: ...
     def close(self) -> None: ...
 
 def open(

@@ -699,3 +699,39 @@ def test_backpressure_wakes_waiting_operations(data):
         cwd=str(path.parent),
     )
     assert bad.returncode != 0 and "OVERLAP_MAX_INFLIGHT_OPS=zero" in bad.stderr
+
+
+def test_type_stubs_match_the_extension(tmp_path):
+    """overlap/_native.pyi describes what the extension really has
+    (mypy's stubtest), and the package type-checks with it."""
+    import subprocess
+    import sys
+
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIPPED: mypy is not installed (scripts/test-python installs it)")
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "overlap._native", "--ignore-missing-stub"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
+    )
+    errors = [
+        line
+        for line in r.stdout.splitlines()
+        # @disjoint_base is newer than the typing_extensions most have.
+        if line.startswith("error:") and "disjoint base" not in line
+    ]
+    assert errors == [], r.stdout
+    pkg = os.path.dirname(overlap.__file__)
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--cache-dir", str(tmp_path / "c"),
+         os.path.join(pkg, "__init__.py"), os.path.join(pkg, "_native.pyi")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
