@@ -1,0 +1,136 @@
+"""overlap: file I/O for asyncio that is truly asynchronous.
+
+Operations go to the kernel through io_uring (or, where io_uring is
+blocked, a bounded thread pool, and :func:`driver` says why), and their
+completions reach the event loop through its own selector: no thread per
+operation, no GIL held while the kernel works, and a bounded amount of
+memory and operations in flight.
+
+>>> async def main():
+...     async with overlap.open("data.bin", "w+b") as f:
+...         await f.write_at(b"hello", 0)
+...         assert await f.read_at(5, 0) == b"hello"
+
+``overlap.aiofiles`` is a drop-in for the aiofiles package.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Generator, Optional, Union
+
+from . import _native
+from ._native import MAX_RW_BYTES, Alignment, AlignedBuffer, File, FileStat
+
+__all__ = [
+    "open",
+    "File",
+    "FileStat",
+    "Alignment",
+    "AlignedBuffer",
+    "driver",
+    "stats",
+    "page_size",
+    "MAX_RW_BYTES",
+]
+
+__version__ = "0.1.0"
+
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+
+def driver() -> dict:
+    """Which driver the engine runs and why.
+
+    Keys: ``kind`` ("uring" or "pool"), ``fallback`` (why io_uring is not in
+    use, or None), ``hint`` (what to change to get it), ``detail`` (the ring's
+    setup flags and kernel worker limits, or the pool's size),
+    ``max_inflight_ops`` and ``max_inflight_bytes`` (the in-flight budget).
+    The environment variable ``OVERLAP_DRIVER=uring|pool`` chooses, and
+    ``OVERLAP_MAX_INFLIGHT_OPS`` / ``OVERLAP_MAX_INFLIGHT_BYTES`` set the
+    budget (operations beyond it wait for a share), read when the engine
+    starts (on first use; a forked child starts its own).
+    """
+    return _native.driver()
+
+
+def stats() -> dict:
+    """The engine's counters since it started: ``submitted``, ``completed``,
+    ``completed_inline`` (synchronous: page-cache hits, or done when the
+    submitting call returned) vs ``completed_async`` (really overlapped),
+    ``kernel_workers_seen`` (io_uring worker threads that had to do blocking
+    work), ``submitted_on_reactor_rings`` (operations submitted by the event
+    loop's thread on its own ring), bytes, errors, high-water marks and the
+    operations and bytes in flight now."""
+    return _native.stats()
+
+
+def page_size() -> int:
+    """The memory page size: the default alignment of :class:`AlignedBuffer`."""
+    return _native.page_size()
+
+
+class _Opening:
+    """What :func:`open` returns: await it for the :class:`File`, or use it
+    as an async context manager that closes the file on exit."""
+
+    __slots__ = ("_args", "_file")
+
+    def __init__(self, args: tuple) -> None:
+        self._args = args
+        self._file: Optional[File] = None
+
+    def _start(self) -> Any:
+        path, mode, direct, write_through, access, name = self._args
+        return _native.open(path, mode, direct, write_through, access, name)
+
+    def __await__(self) -> Generator[Any, None, File]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> File:
+        self._file = await self._start()
+        return self._file
+
+    async def __aexit__(self, *exc: Any) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            await f.close()
+
+
+def open(
+    path: StrPath,
+    mode: str = "rb",
+    *,
+    direct: bool = False,
+    write_through: bool = False,
+    access: Optional[str] = None,
+) -> _Opening:
+    """Opens ``path`` for asynchronous I/O; await the result, or use it with
+    ``async with``.
+
+    ``mode`` is a binary mode as for Python's :func:`open`: "rb", "wb", "ab",
+    "xb", "r+b", "w+b", "a+b", "x+b". Reads and writes are positional
+    (``read_at``/``write_at`` take an offset) in every mode; "a" creates the
+    file if needed and keeps its contents.
+
+    ``direct=True`` opens with O_DIRECT (no page cache): offsets and lengths
+    must be multiples of ``File.alignment.offset`` and buffers aligned
+    (:class:`AlignedBuffer`), else ``ValueError`` names the alignment.
+    ``write_through=True`` opens with O_DSYNC: a write completes once its data
+    is on stable storage. ``access`` is read-ahead advice: None, "normal",
+    "sequential" or "random".
+
+    Errors are the usual ones: ``FileNotFoundError``, ``PermissionError``,
+    ``FileExistsError`` ("x"), ``IsADirectoryError``, ``OSError`` with errno.
+    """
+    if not isinstance(mode, str):
+        raise TypeError(f"open() argument 'mode' must be str, not {type(mode).__name__}")
+    name = path
+    if isinstance(path, int) or not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"expected str, bytes or os.PathLike object, not {type(path).__name__}"
+        )
+    fs_path = os.fsencode(path)
+    if access is not None and not isinstance(access, str):
+        raise TypeError("access must be None or a str")
+    return _Opening((fs_path, mode, bool(direct), bool(write_through), access, name))

@@ -1,0 +1,441 @@
+//! How completions reach an asyncio event loop.
+//!
+//! Each event loop has one [`Hub`], made on first use by `overlap._loop`:
+//!
+//! - On io_uring, the hub owns an [`overlap::ReactorRing`]. Engine
+//!   futures are polled inside [`ReactorRing::enter`] on the loop's thread,
+//!   so their operations are submitted on that ring by the loop's thread
+//!   itself. The ring's descriptor is registered with `loop.add_reader`:
+//!   when completions wait in the ring the selector wakes, the loop calls
+//!   [`Hub::reap`], which completes the operations; their wakers run right
+//!   there, on the loop's thread, and the futures are polled again and
+//!   their asyncio futures resolved in the same callback.
+//! - A waker fired on any other thread (the thread-pool driver where
+//!   io_uring is blocked, or a released share of the in-flight budget)
+//!   queues the operation and writes the hub's eventfd, also watched with
+//!   `loop.add_reader`: no Python thread and no GIL on the waking thread.
+//!
+//! An operation is an [`OpState`]: the engine future, the asyncio future it
+//! resolves, and its hub. The engine holds it (through the waker) while the
+//! operation is in flight, so a cancelled asyncio future never drops an
+//! operation early: the engine future runs to completion, its buffer stays
+//! alive until the kernel is done, and its result is discarded.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+
+use overlap::{DriverKind, ReactorRing};
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+/// Builds an operation's Python result on the loop's thread, with the GIL.
+pub type Resolve = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+/// An engine future whose output turns into the Python result.
+pub type BoxFut = Pin<Box<dyn Future<Output = Resolve> + Send>>;
+
+thread_local! {
+    /// The hub whose queue this thread is running (inside `dispatch`):
+    /// wakes for it need no eventfd, the running loop picks them up.
+    static DISPATCHING: Cell<*const HubInner> = const { Cell::new(std::ptr::null()) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One in-flight operation.
+struct OpState {
+    /// The engine future; `None` once it has completed.
+    fut: Mutex<Option<BoxFut>>,
+    /// The asyncio future it resolves.
+    pyfut: Py<PyAny>,
+    hub: Arc<HubInner>,
+    /// Sits in the hub's queue (set by a wake, cleared before a poll).
+    queued: AtomicBool,
+    /// Woken while being polled further up the stack: poll again.
+    again: AtomicBool,
+}
+
+impl Wake for OpState {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.hub.schedule(self.clone());
+        }
+    }
+}
+
+/// A hub's shared state: held by its Python object and by every operation
+/// in flight on it.
+pub struct HubInner {
+    ring: Option<ReactorRing>,
+    efd: OwnedFd,
+    queue: Mutex<Vec<Arc<OpState>>>,
+    closed: AtomicBool,
+    /// Operations started and not yet completed.
+    pending: AtomicUsize,
+    /// Wakes that came through the eventfd, and reaps of the ring that found
+    /// completions (for `overlap.stats()` and the tests).
+    eventfd_wakes: AtomicU64,
+    ring_reaps: AtomicU64,
+    /// Set to wake the loop with `loop.call_soon_threadsafe(callback)`
+    /// instead of the eventfd (measured against it: see BENCHMARKS.md).
+    threadsafe: std::sync::OnceLock<(Py<PyAny>, Py<PyAny>)>,
+}
+
+impl HubInner {
+    /// Queues a woken operation for the loop's thread.
+    fn schedule(&self, op: Arc<OpState>) {
+        if self.closed.load(Ordering::Acquire) {
+            // Nobody will poll it again: the loop is gone. Dropping it here
+            // is safe (the engine future has completed or owns its buffer).
+            return;
+        }
+        let local = DISPATCHING
+            .try_with(|d| std::ptr::eq(d.get(), self))
+            .unwrap_or(false);
+        let was_empty = {
+            let mut q = lock(&self.queue);
+            let e = q.is_empty();
+            q.push(op);
+            e
+        };
+        if was_empty && !local {
+            self.signal();
+        }
+    }
+
+    /// Wakes the loop: makes the eventfd readable (or, where configured,
+    /// `call_soon_threadsafe`, which takes the GIL on the waking thread).
+    fn signal(&self) {
+        if let Some((call, cb)) = self.threadsafe.get() {
+            Python::attach(|py| {
+                if let Err(e) = call.call1(py, (cb.clone_ref(py),)) {
+                    // The loop is closed: nobody waits any more.
+                    drop(e);
+                }
+            });
+            return;
+        }
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a local into our eventfd. EAGAIN (the
+        // counter is saturated) leaves it readable, which is all we need.
+        unsafe {
+            libc::write(
+                self.efd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    /// Runs `f` with this hub as the thread's dispatching hub, then polls
+    /// every queued operation until the queue is empty.
+    fn dispatch<R>(self: &Arc<Self>, py: Python<'_>, f: impl FnOnce() -> R) -> R {
+        struct Restore(*const HubInner);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = DISPATCHING.try_with(|d| d.set(self.0));
+            }
+        }
+        let prev = DISPATCHING.with(|d| d.replace(Arc::as_ptr(self)));
+        let _restore = Restore(prev);
+        let r = f();
+        let mut batch = Vec::new();
+        loop {
+            std::mem::swap(&mut batch, &mut *lock(&self.queue));
+            if batch.is_empty() {
+                break;
+            }
+            for op in batch.drain(..) {
+                self.poll_op(py, &op);
+            }
+        }
+        r
+    }
+
+    /// Polls one operation (inside the ring, so that what it submits goes
+    /// there) and resolves its asyncio future when it is done.
+    fn poll_op(self: &Arc<Self>, py: Python<'_>, op: &Arc<OpState>) {
+        op.queued.store(false, Ordering::Release);
+        let outcome = loop {
+            let Ok(mut guard) = op.fut.try_lock() else {
+                // Polled further up this thread's stack (a buffer's release
+                // ran Python code that started an operation): that poll
+                // will go round again.
+                op.again.store(true, Ordering::Release);
+                return;
+            };
+            let Some(fut) = guard.as_mut() else { return };
+            op.again.store(false, Ordering::Release);
+            let waker = Waker::from(op.clone());
+            let mut cx = Context::from_waker(&waker);
+            let polled =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match &self.ring {
+                    Some(ring) => ring.enter(|| fut.as_mut().poll(&mut cx)),
+                    None => fut.as_mut().poll(&mut cx),
+                }));
+            match polled {
+                Ok(Poll::Pending) => {
+                    drop(guard);
+                    if op.again.swap(false, Ordering::AcqRel) {
+                        continue;
+                    }
+                    return;
+                }
+                Ok(Poll::Ready(resolve)) => {
+                    *guard = None;
+                    break Ok(resolve);
+                }
+                Err(panic) => {
+                    // The engine never panics on its own; if it did, the
+                    // operation fails rather than the interpreter.
+                    *guard = None;
+                    let msg = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    break Err(PyRuntimeError::new_err(format!(
+                        "overlap: internal error: {msg}"
+                    )));
+                }
+            }
+        };
+        self.pending.fetch_sub(1, Ordering::AcqRel);
+        finish(py, op.pyfut.bind(py), outcome);
+    }
+
+    /// Completes what the ring holds; returns how many.
+    fn reap_ring(self: &Arc<Self>, py: Python<'_>) -> usize {
+        self.dispatch(py, || match &self.ring {
+            Some(ring) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.reap())).unwrap_or(0)
+            }
+            None => 0,
+        })
+    }
+
+    /// Shuts the hub down: waits (without the GIL) for what is in flight on
+    /// its ring, and drops every queued operation. Later wakes drop theirs.
+    fn close(self: &Arc<Self>, py: Python<'_>) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(ring) = self.ring.clone() {
+            py.detach(move || ring.drain());
+        }
+        let queued = std::mem::take(&mut *lock(&self.queue));
+        drop(queued);
+    }
+
+    /// Wakes on the loop's thread, counted like an eventfd wake.
+    fn on_wake(self: &Arc<Self>, py: Python<'_>) {
+        self.eventfd_wakes.fetch_add(1, Ordering::Relaxed);
+        self.dispatch(py, || ());
+    }
+}
+
+/// Resolves the asyncio future with the operation's outcome. One that is
+/// already done (cancelled) refuses it, and the result is dropped here, on
+/// the loop's thread, with the GIL.
+fn finish(py: Python<'_>, pyfut: &Bound<'_, PyAny>, outcome: PyResult<Resolve>) {
+    let res = match outcome.and_then(|resolve| resolve(py)) {
+        Ok(value) => pyfut.call_method1(intern!(py, "set_result"), (value,)),
+        Err(err) => pyfut.call_method1(intern!(py, "set_exception"), (err.into_value(py),)),
+    };
+    if let Err(e) = res {
+        // A cancelled future refuses the result (InvalidStateError): the
+        // result is dropped here, on the loop's thread, with the GIL.
+        let done = pyfut
+            .call_method0(intern!(py, "done"))
+            .and_then(|d| d.is_truthy())
+            .unwrap_or(false);
+        if !done {
+            e.write_unraisable(py, Some(pyfut));
+        }
+    }
+}
+
+/// `overlap._native.Hub`: the completion hub of one event loop (see the
+/// module docs). Made and registered by `overlap._loop.hub_for`.
+#[pyclass(module = "overlap._native", name = "Hub", frozen)]
+pub struct Hub {
+    pub(crate) inner: Arc<HubInner>,
+}
+
+#[pymethods]
+impl Hub {
+    #[new]
+    fn new() -> PyResult<Hub> {
+        let engine = crate::engine()?;
+        let ring = if engine.driver().kind == DriverKind::Uring {
+            ReactorRing::new().ok()
+        } else {
+            None
+        };
+        // SAFETY: plain system call; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(PyOSError::new_err(format!(
+                "eventfd: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let efd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Hub {
+            inner: Arc::new(HubInner {
+                ring,
+                efd,
+                queue: Mutex::new(Vec::new()),
+                closed: AtomicBool::new(false),
+                pending: AtomicUsize::new(0),
+                eventfd_wakes: AtomicU64::new(0),
+                ring_reaps: AtomicU64::new(0),
+                threadsafe: std::sync::OnceLock::new(),
+            }),
+        })
+    }
+
+    /// The reactor ring's descriptor (readable while completions wait), or
+    /// -1 when operations go through the engine's driver.
+    #[getter]
+    fn ring_fd(&self) -> i32 {
+        self.inner.ring.as_ref().map_or(-1, |r| r.as_raw_fd())
+    }
+
+    /// The eventfd that wakes the loop for completions from other threads.
+    #[getter]
+    fn event_fd(&self) -> i32 {
+        self.inner.efd.as_raw_fd()
+    }
+
+    /// Operations started on this hub and not yet completed.
+    #[getter]
+    fn pending(&self) -> usize {
+        self.inner.pending.load(Ordering::Acquire)
+    }
+
+    /// Whether `close` ran.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// Wake-ups through the eventfd / reaps of the ring that found
+    /// completions.
+    #[getter]
+    fn wakeups(&self) -> (u64, u64) {
+        (
+            self.inner.eventfd_wakes.load(Ordering::Relaxed),
+            self.inner.ring_reaps.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The ring's reader callback: completes the operations in the ring.
+    fn reap(&self, py: Python<'_>) -> usize {
+        let n = self.inner.reap_ring(py);
+        if n > 0 {
+            self.inner.ring_reaps.fetch_add(1, Ordering::Relaxed);
+        }
+        n
+    }
+
+    /// The eventfd's reader callback: polls operations woken elsewhere.
+    fn on_event(&self, py: Python<'_>) {
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a local from our non-blocking eventfd;
+        // EAGAIN (nothing to read) is fine.
+        unsafe {
+            libc::read(
+                self.inner.efd.as_raw_fd(),
+                (&mut count as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        self.inner.on_wake(py);
+    }
+
+    /// The `call_soon_threadsafe` callback: polls operations woken elsewhere.
+    fn on_threadsafe(&self, py: Python<'_>) {
+        self.inner.on_wake(py);
+    }
+
+    /// Wakes the loop for completions from other threads with
+    /// `call_soon_threadsafe(callback)` (the loop's bound method) instead of
+    /// the eventfd. For measurements (`OVERLAP_PY_WAKE=threadsafe`).
+    fn use_call_soon_threadsafe(&self, call_soon_threadsafe: Py<PyAny>, callback: Py<PyAny>) {
+        let _ = self.inner.threadsafe.set((call_soon_threadsafe, callback));
+    }
+
+    /// Waits for every operation in flight on the ring and stops the hub
+    /// (the loop is gone). Idempotent.
+    fn close(&self, py: Python<'_>) {
+        self.inner.close(py);
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let inner = self.inner.clone();
+        Python::attach(move |py| inner.close(py));
+    }
+}
+
+static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static HUB_FOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+thread_local! {
+    /// The last loop seen on this thread (by address) and its hub. A hub is
+    /// closed when its loop is collected, before the address can be reused.
+    static CACHE: std::cell::RefCell<Option<(usize, Arc<HubInner>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The running loop and its hub; `RuntimeError` outside a running loop.
+pub fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<HubInner>)> {
+    let get = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?;
+    let lp = get.call0()?;
+    let key = lp.as_ptr() as usize;
+    let cached = CACHE.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|(k, h)| *k == key && !h.closed.load(Ordering::Acquire))
+            .map(|(_, h)| h.clone())
+    });
+    if let Some(hub) = cached {
+        return Ok((lp, hub));
+    }
+    let hub_for = HUB_FOR.import(py, "overlap._loop", "hub_for")?;
+    let hub = hub_for.call1((&lp,))?;
+    let hub = hub.cast::<Hub>()?.get().inner.clone();
+    CACHE.with(|c| *c.borrow_mut() = Some((key, hub.clone())));
+    Ok((lp, hub))
+}
+
+/// Starts `fut` on the running loop: polls it once now (submitting its
+/// operation), and returns the asyncio future it will resolve.
+pub fn spawn<'py>(py: Python<'py>, fut: BoxFut) -> PyResult<Bound<'py, PyAny>> {
+    let (lp, hub) = current(py)?;
+    let pyfut = lp.call_method0(intern!(py, "create_future"))?;
+    let op = Arc::new(OpState {
+        fut: Mutex::new(Some(fut)),
+        pyfut: pyfut.clone().unbind(),
+        hub: hub.clone(),
+        queued: AtomicBool::new(true),
+        again: AtomicBool::new(false),
+    });
+    hub.pending.fetch_add(1, Ordering::AcqRel);
+    hub.dispatch(py, || hub.poll_op(py, &op));
+    Ok(pyfut)
+}

@@ -1,0 +1,134 @@
+//! `overlap._native`: the extension module behind the `overlap` Python
+//! package (asyncio file I/O on the overlap engine). The Python side lives
+//! in `python/overlap/`; `hub` explains how completions reach the loop.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+use std::sync::Mutex;
+
+use overlap::Engine;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+mod buffer;
+mod errors;
+mod file;
+mod hub;
+
+/// The process's engine and the process it was made in.
+static ENGINE: Mutex<Option<(Engine, u32)>> = Mutex::new(None);
+
+/// The process's engine, started on first use (io_uring, or the thread
+/// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses;
+/// `OVERLAP_MAX_INFLIGHT_OPS` and `OVERLAP_MAX_INFLIGHT_BYTES` set the
+/// in-flight budget, default 4096 operations and 64 MiB).
+///
+/// A child made by `fork` gets an engine of its own on first use: the
+/// parent's driver threads do not exist in the child. The parent's engine
+/// is left alone there (shutting it down would wait for threads that are
+/// not there), and so are files opened before the fork, which keep it.
+pub(crate) fn engine() -> PyResult<Engine> {
+    let pid = std::process::id();
+    let mut slot = ENGINE.lock().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some((e, made_in)) if *made_in == pid => return Ok(e.clone()),
+        Some(_) => {
+            if let Some((stale, _)) = slot.take() {
+                std::mem::forget(stale);
+            }
+        }
+        None => {}
+    }
+    let mut builder = Engine::builder();
+    if let Some(n) = env_limit("OVERLAP_MAX_INFLIGHT_OPS")? {
+        builder = builder.max_inflight_ops(n);
+    }
+    if let Some(n) = env_limit("OVERLAP_MAX_INFLIGHT_BYTES")? {
+        builder = builder.max_inflight_bytes(n);
+    }
+    let made = builder
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("overlap: {e}")))?;
+    *slot = Some((made.clone(), pid));
+    Ok(made)
+}
+
+/// An in-flight limit from the environment (a positive integer), if set.
+fn env_limit(name: &str) -> PyResult<Option<usize>> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{name}={v}: expected a positive integer"
+            ))),
+        },
+    }
+}
+
+/// `driver()`: which driver the engine runs and why.
+#[pyfunction]
+fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let engine = engine()?;
+    let info = engine.driver();
+    let d = PyDict::new(py);
+    d.set_item("kind", info.kind.as_str())?;
+    d.set_item("fallback", info.fallback.as_ref().map(|r| r.to_string()))?;
+    d.set_item("hint", info.fallback.as_ref().map(|r| r.hint()))?;
+    d.set_item("detail", &info.detail)?;
+    let (ops, bytes) = engine.limits();
+    d.set_item("max_inflight_ops", ops)?;
+    d.set_item("max_inflight_bytes", bytes)?;
+    Ok(d)
+}
+
+/// `stats()`: the engine's counters since it started.
+#[pyfunction]
+fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let e = engine()?;
+    let s = py.detach(|| e.stats());
+    let d = PyDict::new(py);
+    d.set_item("submitted", s.submitted)?;
+    d.set_item("completed", s.completed)?;
+    d.set_item("completed_inline", s.completed_inline)?;
+    d.set_item("completed_async", s.completed_async)?;
+    d.set_item("errors", s.errors)?;
+    d.set_item("bytes_read", s.bytes_read)?;
+    d.set_item("bytes_written", s.bytes_written)?;
+    d.set_item("inflight_ops_high_water", s.inflight_ops_high_water)?;
+    d.set_item("inflight_bytes_high_water", s.inflight_bytes_high_water)?;
+    d.set_item("submit_syscalls", s.submit_syscalls)?;
+    d.set_item("fast_path_hits", s.fast_path_hits)?;
+    d.set_item("fast_path_misses", s.fast_path_misses)?;
+    d.set_item("fast_path_skipped", s.fast_path_skipped)?;
+    d.set_item("backpressure_waits", s.backpressure_waits)?;
+    d.set_item("submitted_on_thread_rings", s.submitted_on_thread_rings)?;
+    d.set_item("submitted_on_reactor_rings", s.submitted_on_reactor_rings)?;
+    d.set_item("kernel_workers_seen", s.kernel_workers_seen)?;
+    let (ops, bytes) = e.in_flight();
+    d.set_item("in_flight_ops", ops)?;
+    d.set_item("in_flight_bytes", bytes)?;
+    Ok(d)
+}
+
+/// The page size, the default alignment of `AlignedBuffer`.
+#[pyfunction]
+fn page_size() -> usize {
+    buffer::page_size()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(driver, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(file::open, m)?)?;
+    m.add_class::<buffer::AlignedBuffer>()?;
+    m.add_class::<file::PyFile>()?;
+    m.add_class::<file::PyAlignment>()?;
+    m.add_class::<file::FileStat>()?;
+    m.add_class::<hub::Hub>()?;
+    m.add("MAX_RW_BYTES", overlap::MAX_RW_BYTES)?;
+    Ok(())
+}

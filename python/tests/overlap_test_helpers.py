@@ -1,0 +1,54 @@
+"""Helpers shared by the tests (imported by name; conftest.py sets
+REAL_AIOFILES before aiofiles_upstream/ points "aiofiles" at overlap's)."""
+
+import asyncio
+import os
+
+import overlap
+
+EXPECTED_DRIVER = os.environ.get("OVERLAP_DRIVER") or None
+
+# The real aiofiles package (set by conftest.py).
+REAL_AIOFILES = None
+
+
+def pattern(size: int, seed: int = 0) -> bytes:
+    """Deterministic bytes where every 4 KiB block differs."""
+    out = bytearray(size)
+    for i in range(0, size, 4096):
+        blk = ((i // 4096 + seed) % 251).to_bytes(1, "little") * 8
+        out[i : i + 4096] = (blk * 512)[: min(4096, size - i)]
+    # Make bytes within a block differ too.
+    for i in range(0, size, 97):
+        out[i] = (i * 31 + seed) & 0xFF
+    return bytes(out)
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def thread_count(kernel_workers: bool = False) -> int:
+    """Threads of this process; io_uring's kernel workers (iou-wrk, idle
+    ones linger for seconds) only if asked."""
+    n = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as c:
+                comm = c.read()
+        except OSError:
+            continue
+        if kernel_workers or not comm.startswith("iou-wrk"):
+            n += 1
+    return n
+
+
+async def settle(loop_hub_pending=None, timeout: float = 5.0):
+    """Lets the loop run until the current loop's hub has nothing pending."""
+    from overlap import _loop
+
+    hub = _loop.hub_for(asyncio.get_running_loop())
+    deadline = asyncio.get_running_loop().time() + timeout
+    while hub.pending and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
+    return hub.pending
