@@ -25,7 +25,12 @@ fn an_explicit_builder_choice_is_obeyed(d: Driver) {
             "the accepted setup flags are recorded"
         );
     } else {
-        assert_eq!(info.kind, DriverKind::Pool);
+        let want = if d.is_aio() {
+            DriverKind::Aio
+        } else {
+            DriverKind::Pool
+        };
+        assert_eq!(info.kind, want);
         match &info.fallback {
             Some(r @ FallbackReason::Forced(by)) => {
                 assert!(by.contains("builder"), "{by}");

@@ -53,6 +53,10 @@ impl PoolDriver {
             .counters
             .submit_syscalls
             .fetch_add(1, Ordering::Relaxed);
+        inner
+            .counters
+            .pool_submitted
+            .fetch_add(1, Ordering::Relaxed);
         let mut st = inner.st.lock().unwrap_or_else(|p| p.into_inner());
         if st.shutdown {
             drop(st);
@@ -113,6 +117,23 @@ impl PoolDriver {
         for h in handles {
             let _ = h.join();
         }
+    }
+}
+
+/// Runs `op` on the calling thread, which would otherwise hand it to a
+/// worker and sleep until the worker woke it: what a blocking
+/// `Op::wait` does on a thread-pool engine. The operation holds its share of
+/// the budget (taken before submission) until it completes here, and is
+/// counted as inline (its result was known when the call returned) and in
+/// `Stats::ran_on_caller`. A panic in user code reached by completion (a
+/// released permit's waker) is resumed once the operation is recorded.
+pub(crate) fn run_on_caller(op: Arc<dyn Completable>) {
+    let counters = &op.shared().counters;
+    counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
+    counters.ran_on_caller.fetch_add(1, Ordering::Relaxed);
+    let r = op.kind().blocking();
+    if let Some(p) = super::contain(op.kind().name(), move || op.complete(r, true)) {
+        std::panic::resume_unwind(p);
     }
 }
 
