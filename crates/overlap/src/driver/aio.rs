@@ -229,13 +229,6 @@ impl AioDriver {
         counters: Arc<Counters>,
     ) -> Result<AioDriver, (String, PoolDriver)> {
         let events = events.clamp(1, MAX_AIO_EVENTS);
-        if std::env::var_os("OVERLAP_TEST_AIO_SETUP_FAILS").is_some() {
-            // For tests: io_setup failing as with fs.aio-max-nr exhausted.
-            return Err((
-                setup_failure(&std::io::Error::from_raw_os_error(libc::EAGAIN)),
-                pool,
-            ));
-        }
         let ctx = match io_setup(events as u32) {
             Ok(c) => c,
             Err(e) => return Err((setup_failure(&e), pool)),
