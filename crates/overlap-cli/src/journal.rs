@@ -98,8 +98,18 @@ enum SyncArg {
 
 impl OpenArgs {
     fn options(&self) -> Options {
-        Options::default()
-            .segment_size(self.segment_mib << 20)
+        let opts = Options::default();
+        // The journal's engine, made here so that its driver (and why not
+        // io_uring, in a container) is said on stderr; if it cannot start,
+        // Journal::open reports the error.
+        let opts = match overlap::Engine::new() {
+            Ok(engine) => {
+                eprintln!("overlap journal: engine driver {}", engine.driver());
+                opts.engine(engine)
+            }
+            Err(_) => opts,
+        };
+        opts.segment_size(self.segment_mib << 20)
             .buffer_bytes(self.buffer_mib << 20)
             .max_record_bytes(
                 overlap_journal::DEFAULT_MAX_RECORD_BYTES.min((self.buffer_mib << 20) / 4),
