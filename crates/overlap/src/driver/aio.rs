@@ -52,14 +52,17 @@ const IOCB_CMD_PWRITE: u16 = 1;
 const IOCB_CMD_FSYNC: u16 = 2;
 const IOCB_CMD_FDSYNC: u16 = 3;
 
-/// `struct iocb` (linux/aio_abi.h), little-endian layout.
-#[cfg(target_endian = "little")]
+/// `struct iocb` (linux/aio_abi.h). `aio_key` and `aio_rw_flags` swap
+/// places on big-endian machines (the header's `PADDED` macro).
 #[repr(C)]
 #[derive(Default)]
 struct Iocb {
     aio_data: u64,
+    #[cfg(target_endian = "little")]
     aio_key: u32,
     aio_rw_flags: i32,
+    #[cfg(target_endian = "big")]
+    aio_key: u32,
     aio_lio_opcode: u16,
     aio_reqprio: i16,
     aio_fildes: u32,
@@ -438,13 +441,15 @@ fn reap(inner: &Arc<Inner>) {
                 break;
             }
         }
-        // Once shut down, look again every 10 ms: a submitter that failed
-        // to submit may have emptied the slab without an event.
+        // Once woken for shutdown, look again every 10 ms (a submitter that
+        // failed to submit may have emptied the slab without an event);
+        // before, every second, in case the wake-up could not be posted (a
+        // kernel whose eventfd cannot be read through AIO, before 5.11).
         let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 10_000_000,
+            tv_sec: if woken { 0 } else { 1 },
+            tv_nsec: if woken { 10_000_000 } else { 0 },
         };
-        let timeout: *const libc::timespec = if woken { &ts } else { std::ptr::null() };
+        let timeout: *const libc::timespec = &ts;
         // SAFETY: `events` has room for EVENTS_PER_REAP events; `timeout` is
         // null or points to a live local.
         let n = unsafe {
