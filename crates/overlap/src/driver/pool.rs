@@ -1,6 +1,14 @@
 //! The thread-pool driver: blocking system calls on at most `max_threads`
 //! threads, started on demand. A real fallback, not a toy: it is what
 //! `fio --ioengine=psync --numjobs=N` does.
+//!
+//! Two things keep it from being slower than psync (issue 11; figures in
+//! BENCHMARKS.md): a thread blocked in `Op::wait` makes the call itself
+//! ([`run_on_caller`]: one context switch per read, as `pread`, where the
+//! hand-off to a worker and back made five), and an idle worker looks for
+//! work for the spin window before it sleeps, so that the next submission,
+//! which usually follows a completion within microseconds, needs no futex
+//! wake-up.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
