@@ -1,6 +1,6 @@
-//! Files a command creates go away on every way out: at the end, on error,
+//! Files (and scratch directories) a command creates go away on every way out: at the end, on error,
 //! and on SIGINT, SIGTERM or SIGHUP. One registry and one signal thread for
-//! the whole process, shared by `probe` and `bench`.
+//! the whole process, shared by `probe`, `bench` and `journal bench`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,11 +16,36 @@ pub(crate) fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
     FILES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Removes a registered path: a file, or a directory and all in it (a
+/// scratch directory the command made, such as `journal bench`'s).
+fn remove(p: &std::path::Path) {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => {
+            // Threads of the command may still be adding files: retry.
+            for _ in 0..3 {
+                if std::fs::remove_dir_all(p).is_ok() {
+                    break;
+                }
+            }
+        }
+        _ => {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// Removes every registered file (best effort) and forgets them.
 pub(crate) fn remove_all() {
     for p in std::mem::take(&mut *registry()) {
-        let _ = std::fs::remove_file(p);
+        remove(&p);
     }
+}
+
+/// Removes one registered path now and forgets it.
+pub(crate) fn remove_one(path: &std::path::Path) {
+    let mut files = registry();
+    remove(path);
+    files.retain(|p| p != path);
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and every thread started
@@ -62,7 +87,7 @@ pub(crate) fn install(command: &'static str, before_exit: Option<fn()>) {
                 // Held until exit: no file can be created after this removal.
                 let files = registry();
                 for p in files.iter() {
-                    let _ = std::fs::remove_file(p);
+                    remove(p);
                 }
                 // Not eprintln!: it panics when stderr is a closed pipe, and
                 // this thread must reach exit() whatever happens.

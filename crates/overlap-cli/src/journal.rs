@@ -7,6 +7,8 @@
 //! - `dump DIR [--json]`: the records; with `--json`, one object per line
 //!   with `lsn` and `data` (UTF-8 text) or `data_b64` (anything else).
 //! - `verify DIR`: what recovery would do; exits non-zero when corrupt.
+//! - `repair DIR`: salvage a damaged journal: cut it at the first damage
+//!   and list what that dropped.
 //! - `bench`: append latency and throughput, and group commit against a
 //!   baseline that calls `fdatasync` after every record (see [`bench`]).
 
@@ -34,8 +36,16 @@ pub struct JournalArgs {
 
 #[derive(Subcommand, Debug)]
 enum JournalCmd {
-    /// Append standard input, one record per line, printing each record's
-    /// LSN as soon as it is acknowledged at `--level`.
+    /// Append standard input, one record per line (at most 1 MiB each,
+    /// the newline not included), printing each record's LSN as soon as it
+    /// is acknowledged at `--level`: `accepted` (in the journal's memory:
+    /// lost if the process dies), `written` (handed to the kernel: survives
+    /// the process, not a power loss) or `durable` (on stable storage:
+    /// survives a power loss). Segment files are preallocated in full
+    /// (`--segment-mib`, 64 MiB by default) and the next one is made ahead
+    /// of need, so even a few records occupy two segments (128 MiB by
+    /// default). Exits non-zero if any line was not appended or any LSN not
+    /// printed, saying whether the journal or standard output failed.
     Append {
         /// The journal directory (created if needed).
         dir: PathBuf,
@@ -45,7 +55,11 @@ enum JournalCmd {
         #[command(flatten)]
         open: OpenArgs,
     },
-    /// Print the records.
+    /// Print the records, one per line: `LSN<TAB>payload`. A payload that
+    /// is UTF-8 without control characters and does not start with `"` is
+    /// printed as it is; any other is printed quoted, with `\n`, `\t`,
+    /// `\\`, `\"` and `\xNN` escapes, so the two never look alike. Works
+    /// while an appender runs (reading the durable prefix).
     Dump {
         /// The journal directory.
         dir: PathBuf,
@@ -57,13 +71,25 @@ enum JournalCmd {
         strict: bool,
     },
     /// Report what recovery would do; exit status 1 when the journal is
-    /// corrupt.
+    /// corrupt or damaged in a way only `repair` cuts. Works while an
+    /// appender runs (checking the durable prefix).
     Verify {
         /// The journal directory.
         dir: PathBuf,
         /// Strict recovery: any damage is corruption.
         #[arg(long)]
         strict: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Salvage a damaged journal: cut the log at the first damage, even
+    /// where recovery refuses to (damage before the durable point, or with
+    /// valid records after it), and print what was dropped. The dropped
+    /// records' LSNs are handed out again to new records.
+    Repair {
+        /// The journal directory.
+        dir: PathBuf,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -97,7 +123,13 @@ enum SyncArg {
 }
 
 impl OpenArgs {
-    fn options(&self) -> Options {
+    fn options(&self) -> Result<Options> {
+        if !(1..=1 << 20).contains(&self.segment_mib) {
+            bail!("--segment-mib must be between 1 and 1048576 (1 TiB)");
+        }
+        if !self.buffer_mib.is_power_of_two() || self.buffer_mib > 4096 {
+            bail!("--buffer-mib must be a power of two between 1 and 4096");
+        }
         let opts = Options::default();
         // The journal's engine, made here so that its driver (and why not
         // io_uring, in a container) is said on stderr; if it cannot start,
@@ -109,7 +141,8 @@ impl OpenArgs {
             }
             Err(_) => opts,
         };
-        opts.segment_size(self.segment_mib << 20)
+        Ok(opts
+            .segment_size(self.segment_mib << 20)
             .buffer_bytes(self.buffer_mib << 20)
             .max_record_bytes(
                 overlap_journal::DEFAULT_MAX_RECORD_BYTES.min((self.buffer_mib << 20) / 4),
@@ -119,7 +152,7 @@ impl OpenArgs {
                 SyncArg::Auto => SyncMethod::Auto,
                 SyncArg::Fdatasync => SyncMethod::Fdatasync,
                 SyncArg::Dsync => SyncMethod::Dsync,
-            })
+            }))
     }
 }
 
@@ -146,6 +179,7 @@ pub fn run(args: JournalArgs) -> Result<()> {
         JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open),
         JournalCmd::Dump { dir, json, strict } => dump(&dir, json, strict),
         JournalCmd::Verify { dir, strict, json } => verify(&dir, strict, json),
+        JournalCmd::Repair { dir, json } => repair(&dir, json),
         JournalCmd::Bench(b) => bench(b),
     }
 }
@@ -158,25 +192,54 @@ fn mode(strict: bool) -> RecoveryMode {
     }
 }
 
+/// Prints the cut recovery made, if any (never silent).
+fn report_cut(dir: &Path, r: &overlap_journal::RecoveryReport) {
+    if let Some(at) = r.truncated_at {
+        let _ = writeln!(
+            std::io::stderr(),
+            "overlap journal: recovery cut {} at LSN {at} ({}); nothing valid followed it and it \
+             is past the durable point {} recorded in the checkpoint (a torn write)",
+            dir.display(),
+            r.damage.as_deref().unwrap_or("damage"),
+            r.checkpoint_durable_lsn
+        );
+    }
+}
+
 fn append(dir: &Path, level: Level, open: &OpenArgs) -> Result<()> {
-    let opts = open.options();
+    let opts = open.options()?;
     let max = opts.max_record_bytes;
-    let j =
-        Arc::new(Journal::open(dir, opts).with_context(|| format!("opening {}", dir.display()))?);
+    let j = Arc::new(
+        Journal::open(dir, opts)
+            .with_context(|| format!("opening the journal {}", dir.display()))?,
+    );
+    report_cut(dir, j.recovery_report());
     // A printer thread acknowledges in order while the main thread appends.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Lsn>(65536);
     let printer = {
         let j = j.clone();
-        std::thread::spawn(move || -> Result<()> {
+        std::thread::spawn(move || -> (u64, Result<()>) {
             let stdout = std::io::stdout();
+            let mut printed = 0u64;
             for lsn in rx {
-                j.wait_blocking(lsn, level)
-                    .with_context(|| format!("waiting for LSN {lsn} to be {level}"))?;
+                if let Err(e) = j.wait_blocking(lsn, level) {
+                    let e = anyhow::Error::from(e)
+                        .context(format!("the journal: waiting for LSN {lsn} to be {level}"));
+                    return (printed, Err(e));
+                }
                 let mut o = stdout.lock();
-                writeln!(o, "{lsn}")?;
-                o.flush()?;
+                if let Err(e) = writeln!(o, "{lsn}").and_then(|()| o.flush()) {
+                    // Not an io::Error in the chain: a closed pipe here is a
+                    // failure (records not reported), not a quiet exit.
+                    let e = anyhow::anyhow!(
+                        "standard output failed ({e}); the journal is fine, but LSN {lsn} and \
+                         later could not be reported"
+                    );
+                    return (printed, Err(e));
+                }
+                printed += 1;
             }
-            Ok(())
+            (printed, Ok(()))
         })
     };
     let stdin = std::io::stdin();
@@ -188,35 +251,48 @@ fn append(dir: &Path, level: Level, open: &OpenArgs) -> Result<()> {
         match input.read_until(b'\n', &mut line) {
             Ok(0) => break Ok(()),
             Ok(_) => {}
-            Err(e) => break Err(anyhow::Error::from(e).context("reading standard input")),
+            Err(e) => break Err(anyhow::anyhow!("reading standard input: {e}")),
         }
-        n += 1;
         if line.last() == Some(&b'\n') {
             line.pop();
         }
         if line.len() > max {
             break Err(anyhow::anyhow!(
-                "line {n}: {} bytes exceeds the record limit of {max} bytes",
+                "line {}: {} bytes exceeds the record limit of {max} bytes",
+                n + 1,
                 line.len()
             ));
         }
         match j.append(&line) {
             Ok(lsn) => {
+                n += 1;
                 if tx.send(lsn).is_err() {
                     break Ok(()); // the printer failed; its error follows
                 }
             }
-            Err(e) => break Err(anyhow::Error::from(e).context(format!("appending line {n}"))),
+            Err(e) => {
+                break Err(anyhow::Error::from(e).context(format!(
+                    "the journal {}: appending line {}",
+                    dir.display(),
+                    n + 1
+                )))
+            }
         }
     };
     drop(tx);
-    let printed = printer
+    let (printed, printer_res) = printer
         .join()
         .map_err(|_| anyhow::anyhow!("printer thread panicked"))?;
-    result?;
-    printed?;
     let j = Arc::try_unwrap(j).map_err(|_| anyhow::anyhow!("journal still shared"))?;
-    j.close().context("closing the journal")?;
+    let closed = j.close();
+    let partial = |e: anyhow::Error| {
+        e.context(format!(
+            "stopped after appending {n} line(s), {printed} acknowledged as {level}"
+        ))
+    };
+    result.map_err(partial)?;
+    printer_res.map_err(partial)?;
+    closed.with_context(|| format!("closing the journal {}", dir.display()))?;
     Ok(())
 }
 
@@ -229,17 +305,60 @@ struct DumpLine<'a> {
     data_b64: Option<String>,
 }
 
+/// The plain-dump form of a payload: as it is when it is UTF-8 without
+/// control characters and does not start with `"`; otherwise quoted with
+/// escapes. The two forms never coincide.
+fn plain(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(t) = std::str::from_utf8(data) {
+        if !t.starts_with('"') && !t.chars().any(char::is_control) {
+            return t.into();
+        }
+    }
+    let mut out = String::with_capacity(data.len() + 2);
+    out.push('"');
+    for chunk in data.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                c if c.is_control() => {
+                    let mut b = [0u8; 4];
+                    for byte in c.encode_utf8(&mut b).bytes() {
+                        out.push_str(&format!("\\x{byte:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out.push('"');
+    out.into()
+}
+
 fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
     let opts = Options::default().recovery(mode(strict));
     let (report, records) = overlap_journal::inspect(dir, &opts)
         .with_context(|| format!("reading {}", dir.display()))?;
+    if report.live {
+        eprintln!(
+            "note: another process is appending to {}; showing the durable prefix (up to LSN {})",
+            dir.display(),
+            report.checkpoint_durable_lsn
+        );
+    }
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
     let b64 = base64::engine::general_purpose::STANDARD;
     for r in records {
         let r = r?;
-        let text = std::str::from_utf8(&r.data).ok();
         if json {
+            let text = std::str::from_utf8(&r.data).ok();
             let line = DumpLine {
                 lsn: r.lsn.0,
                 data: text,
@@ -248,15 +367,15 @@ fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
             serde_json::to_writer(&mut o, &line)?;
             writeln!(o)?;
         } else {
-            match text {
-                Some(t) => writeln!(o, "{}\t{t}", r.lsn)?,
-                None => writeln!(o, "{}\tbase64:{}", r.lsn, b64.encode(&r.data))?,
-            }
+            writeln!(o, "{}\t{}", r.lsn, plain(&r.data))?;
         }
     }
     o.flush()?;
     if let (Some(at), Some(d)) = (report.truncated_at, &report.damage) {
-        eprintln!("note: the log has a damaged tail at LSN {at} ({d}) that recovery would cut off");
+        eprintln!(
+            "note: the log has a torn tail at LSN {at} ({d}) that recovery would cut off \
+             (nothing valid follows it)"
+        );
     }
     Ok(())
 }
@@ -269,12 +388,22 @@ fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "ok: {} records in {} segments, LSN {}..{}; durable point {}",
-                    r.records, r.segments, r.start_lsn, r.end_lsn, r.checkpoint_durable_lsn
+                    "ok: {} records in {} segments, LSN {}..{}; durable point {}{}",
+                    r.records,
+                    r.segments,
+                    r.start_lsn,
+                    r.end_lsn,
+                    r.checkpoint_durable_lsn,
+                    if r.live {
+                        " (another process is appending: the durable prefix was checked)"
+                    } else {
+                        ""
+                    }
                 );
                 if let (Some(at), Some(d)) = (r.truncated_at, &r.damage) {
                     println!(
-                        "recovery would cut a torn tail at LSN {at} ({d}): only records never acknowledged durable are there"
+                        "recovery would cut a torn tail at LSN {at} ({d}): it is past the \
+                         checkpoint's durable point and no valid record follows it"
                     );
                 }
             }
@@ -287,10 +416,66 @@ fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
                     serde_json::json!({"corrupt": true, "error": e.to_string()})
                 );
             }
-            bail!("{}: {e}", dir.display())
+            bail!(
+                "{}: {e}\n(`overlap journal repair {}` cuts the log there and lists what it drops)",
+                dir.display(),
+                dir.display()
+            )
         }
         Err(e) => Err(anyhow::Error::from(e).context(format!("verifying {}", dir.display()))),
     }
+}
+
+fn repair(dir: &Path, json: bool) -> Result<()> {
+    let opts = Options::default().recovery(RecoveryMode::Salvage);
+    // Never create a journal here: look first.
+    overlap_journal::verify(dir, &opts).with_context(|| format!("reading {}", dir.display()))?;
+    let j = Journal::open(dir, opts).with_context(|| format!("repairing {}", dir.display()))?;
+    let r = j.recovery_report().clone();
+    j.close().context("closing the journal")?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    match (r.truncated_at, &r.damage) {
+        (Some(at), Some(d)) => {
+            println!("cut the log at LSN {at}: {d}");
+            if r.cut_acknowledged {
+                println!(
+                    "the cut is before the durable point {}: records acknowledged durable were dropped",
+                    r.checkpoint_durable_lsn
+                );
+            }
+            println!(
+                "dropped {} valid record(s) after the damage ({} payload bytes){}",
+                r.dropped_records,
+                r.dropped_bytes,
+                if r.dropped_records > 0 {
+                    "; their LSNs will be handed out again"
+                } else {
+                    ""
+                }
+            );
+            for lsn in &r.dropped_lsns {
+                println!("dropped\t{lsn}");
+            }
+            if r.dropped_records > r.dropped_lsns.len() as u64 {
+                println!(
+                    "dropped\t... {} more",
+                    r.dropped_records - r.dropped_lsns.len() as u64
+                );
+            }
+            println!(
+                "kept {} record(s), LSN {}..{}",
+                r.records, r.start_lsn, r.end_lsn
+            );
+        }
+        _ => println!(
+            "nothing to repair: {} records, LSN {}..{}",
+            r.records, r.start_lsn, r.end_lsn
+        ),
+    }
+    Ok(())
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,7 +551,19 @@ struct BenchResult {
 
 fn bench(args: BenchArgs) -> Result<()> {
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        bail!("--duration must be between 0 and 3600 seconds");
+        bail!("--duration must be more than 0 and at most 3600 seconds");
+    }
+    let limit = overlap_journal::DEFAULT_MAX_RECORD_BYTES;
+    if args.record_bytes > limit {
+        bail!("--record-bytes must be at most {limit} (the journal's record limit, 1 MiB)");
+    }
+    if (args.open.buffer_mib << 20) < 4 * args.record_bytes.max(1).next_power_of_two() {
+        bail!("--buffer-mib must hold at least four records of --record-bytes");
+    }
+    // The scratch directory goes inside --dir, which must exist: a
+    // benchmark creates nothing the user did not ask for.
+    if !args.dir.is_dir() {
+        bail!("--dir {}: not an existing directory", args.dir.display());
     }
     if args.threads == 0 || args.threads > 1024 {
         bail!("--threads must be between 1 and 1024");
@@ -382,10 +579,14 @@ fn bench(args: BenchArgs) -> Result<()> {
     let scratch = args
         .dir
         .join(format!("overlap-journal-bench-{}", std::process::id()));
+    // Ctrl-C, SIGTERM or SIGHUP remove the scratch journal (gigabytes of
+    // preallocated segments) before exiting.
+    crate::cleanup::install("journal bench", None);
     for (name, bytes, threads, level) in runs {
-        let _ = std::fs::remove_dir_all(&scratch);
+        crate::cleanup::remove_one(&scratch);
+        crate::cleanup::registry().push(scratch.clone());
         let res = run_scenario(&args, &scratch, name, bytes, threads, level);
-        let _ = std::fs::remove_dir_all(&scratch);
+        crate::cleanup::remove_one(&scratch);
         let r = res?;
         if args.json {
             println!("{}", serde_json::to_string(&r)?);
@@ -440,7 +641,7 @@ fn run_scenario(
 ) -> Result<BenchResult> {
     let opts = args
         .open
-        .options()
+        .options()?
         .max_record_bytes(bytes.max(1).next_power_of_two());
     let j = Arc::new(Journal::open(dir, opts).context("opening the bench journal")?);
     let storage = j.recovery_report().storage.clone();

@@ -857,10 +857,10 @@ fn explain(mode: Mode, v: Verdict, m: &Measurement, cx: &Facts) -> String {
                             "; {} reads tried the page cache on the calling thread first \
                              (preadv2 RWF_NOWAIT) and missed, and on a miss the kernel starts \
                              the disk read right there, which is what queueing cost; after \
-                             that streak of misses the engine sent {} reads straight to the \
-                             ring{}",
+                             that streak of misses the engine sent {} reads straight to {}{}",
                             m.fast_path_misses,
                             m.fast_path_skipped,
+                            if pool { "the thread pool" } else { "the ring" },
                             fast_path_off(m)
                         );
                     }

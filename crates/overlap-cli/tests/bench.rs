@@ -921,3 +921,89 @@ fn compare_fio_pairs_threads_with_psync_numjobs_first() {
         "{cmd}"
     );
 }
+
+#[test]
+fn a_fifo_is_refused_before_open_blocks() {
+    // `bench --file FIFO` hung forever in open().
+    let dir = scratch("fifo");
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut child = bin()
+        .args(["bench", "--file", fifo.to_str().unwrap(), "--ops", "4"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed().as_secs() > 20 {
+            let _ = child.kill();
+            panic!("bench --file FIFO still blocked after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("FIFO"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_block_device_is_read_and_written_only_when_allowed() {
+    // `--file /dev/loop0` was refused as "not a regular file". Needs root
+    // and a free loop device; skipped loudly otherwise.
+    let dir = scratch("blockdev");
+    let img = dir.join("dev.img");
+    std::fs::write(&img, vec![5u8; 4 << 20]).unwrap();
+    let out = Command::new("losetup")
+        .args(["-f", "--show", img.to_str().unwrap()])
+        .output();
+    let dev = match out {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_string(),
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED: no loop device: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no loop device: losetup: {e}");
+            return;
+        }
+    };
+    struct Detach(String);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let _detach = Detach(dev.clone());
+    let o = run(&["--file", &dev, "--ops", "50", "--json", "--driver", "pool"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(r["file_size"], 4 << 20, "the size comes from the device");
+    // Writing is refused without --allow-write, and the device untouched.
+    let o = run(&["--file", &dev, "--rw", "write", "--ops", "4"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--allow-write"), "{}", stderr(&o));
+    let o = run(&[
+        "--file",
+        &dev,
+        "--rw",
+        "randwrite",
+        "--ops",
+        "8",
+        "--allow-write",
+        "--driver",
+        "pool",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(img.exists());
+    assert_eq!(
+        std::fs::metadata(&img).unwrap().len(),
+        4 << 20,
+        "grew past the device"
+    );
+}

@@ -1,6 +1,7 @@
 //! `overlap journal`, run as the built binary: a shell pipeline into a
 //! durable journal, dump (text and JSON, UTF-8 and binary), verify on a
-//! clean and a corrupt journal, and a tiny bench run's JSON keys.
+//! clean and a corrupt journal, repair, partial ingest, error texts, and
+//! `journal bench` (JSON keys, cleanup on signals, argument checks).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -60,7 +61,8 @@ fn append_dump_verify() {
     let text = ok(&journal(&["dump", dir], None));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], format!("{}\thello", lsns[0]));
-    assert_eq!(lines[2], format!("{}\tbase64://4=", lsns[2]));
+    // Binary is quoted with escapes: never mistaken for a text record.
+    assert_eq!(lines[2], format!("{}\t\"\\xff\\xfe\"", lsns[2]));
     assert!(lines[3].ends_with("\tlast line without newline"));
 
     let json = ok(&journal(&["dump", dir, "--json"], None));
@@ -142,4 +144,411 @@ fn bench_json_keys() {
     assert!(v["records"].as_u64().unwrap() > 0);
     // The scratch journal is removed.
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+}
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn plain_dump_never_confuses_text_and_binary() {
+    let d = scratch("quoting").join("j");
+    let dir = d.to_str().unwrap();
+    let input: &[u8] = b"base64://4=\n\xff\xfe\n\"quoted\"\ntab\there\nplain text\n";
+    ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(input),
+    ));
+    let text = ok(&journal(&["dump", dir], None));
+    let payloads: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_once('\t').unwrap().1)
+        .collect();
+    assert_eq!(
+        payloads,
+        [
+            "base64://4=",
+            r#""\xff\xfe""#,
+            r#""\"quoted\"""#,
+            r#""tab\there""#,
+            "plain text"
+        ]
+    );
+}
+
+#[test]
+fn append_fails_when_stdout_goes_away() {
+    // `seq 1 100000 | overlap journal append DIR | head -1` exited 0 with
+    // part of the input appended and most LSNs never reported.
+    let d = scratch("closed-stdout").join("j");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
+        .args([
+            "journal",
+            "append",
+            d.to_str().unwrap(),
+            "--segment-mib",
+            "8",
+        ])
+        .args(["--level", "written"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for i in 0..100_000 {
+            if writeln!(input, "{i}").is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 2];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out); // as `head -1` does
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(!o.status.success(), "exit 0 after a partial ingest");
+    let err = stderr_of(&o);
+    assert!(err.contains("standard output failed"), "{err}");
+    assert!(err.contains("acknowledged"), "{err}");
+}
+
+#[test]
+fn append_to_a_full_stdout_says_it_is_stdout() {
+    let d = scratch("full-stdout").join("j");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
+        .args([
+            "journal",
+            "append",
+            d.to_str().unwrap(),
+            "--segment-mib",
+            "1",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"a\nb\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let err = stderr_of(&o);
+    assert!(err.contains("standard output failed"), "{err}");
+    assert!(err.contains("the journal is fine"), "{err}");
+}
+
+#[test]
+fn errors_are_not_printed_twice() {
+    // `Error::Io` printed its cause in its text and again as its source.
+    let d = scratch("doubled");
+    let file = d.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let j = file.join("j");
+    let o = journal(&["append", j.to_str().unwrap()], Some(b"x\n"));
+    assert!(!o.status.success());
+    let err = stderr_of(&o);
+    assert_eq!(err.matches("(os error").count(), 1, "{err}");
+}
+
+#[test]
+fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
+    let d = scratch("args");
+    // --segment-mib 0 left a directory holding only LOCK.
+    let j = d.join("j");
+    let o = journal(
+        &["append", j.to_str().unwrap(), "--segment-mib", "0"],
+        Some(b"x\n"),
+    );
+    assert!(!o.status.success());
+    assert!(stderr_of(&o).contains("--segment-mib"), "{}", stderr_of(&o));
+    assert!(!j.exists(), "a failed append left {}", j.display());
+    // --duration 0 said "must be between 0 and 3600".
+    let o = journal(
+        &["bench", "--duration", "0", "--dir", d.to_str().unwrap()],
+        None,
+    );
+    assert!(!o.status.success());
+    assert!(!stderr_of(&o).contains("between 0"), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("more than 0"), "{}", stderr_of(&o));
+    // --record-bytes 100000000 gave an internal message.
+    let o = journal(
+        &[
+            "bench",
+            "--record-bytes",
+            "100000000",
+            "--dir",
+            d.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("--record-bytes"),
+        "{}",
+        stderr_of(&o)
+    );
+    // --dir /nonexistent created the path.
+    let missing = d.join("missing").join("deeper");
+    let o = journal(
+        &[
+            "bench",
+            "--duration",
+            "0.1",
+            "--dir",
+            missing.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(!o.status.success());
+    assert!(!d.join("missing").exists());
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+}
+
+#[test]
+fn journal_bench_cleans_up_on_sigterm_and_sigint() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let d = scratch(&format!("bench-signal-{sig}"));
+        let child = Command::new(env!("CARGO_BIN_EXE_overlap"))
+            .args(["journal", "bench", "--duration", "30", "--segment-mib", "8"])
+            .arg("--dir")
+            .arg(&d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until the scratch journal exists and holds segments.
+        let t0 = std::time::Instant::now();
+        loop {
+            let segs = std::fs::read_dir(&d)
+                .unwrap()
+                .filter_map(|e| std::fs::read_dir(e.unwrap().path()).ok())
+                .flatten()
+                .count();
+            if segs >= 2 {
+                break;
+            }
+            assert!(t0.elapsed().as_secs() < 20, "no scratch journal appeared");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // SAFETY: signals our own child process, by its id.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&o.status),
+            None,
+            "killed by the signal instead of cleaning up"
+        );
+        assert_eq!(o.status.code(), Some(128 + sig));
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
+#[test]
+fn repair_salvages_and_lists_what_it_dropped() {
+    use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
+    use std::os::unix::fs::FileExt;
+    let d = scratch("repair").join("j");
+    let dir = d.to_str().unwrap();
+    let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
+    let out = ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(lines.as_bytes()),
+    ));
+    let lsns: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    // A checkpoint lagging the acknowledgements (as after a crash), and two
+    // damaged bytes in acknowledged record 20, with records after it.
+    let ck = d.join("checkpoint");
+    let c = Checkpoint::decode_file(&std::fs::read(&ck).unwrap()).unwrap();
+    let c = Checkpoint {
+        durable_lsn: lsns[10],
+        generation: c.generation + 1,
+        ..c
+    };
+    let f = std::fs::OpenOptions::new().write(true).open(&ck).unwrap();
+    f.write_all_at(&c.encode(), 0).unwrap();
+    f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+    let seg = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("0000000000000000.seg"))
+        .unwrap();
+    seg.write_all_at(&[0xde, 0xad], 4096 + lsns[20] + 26)
+        .unwrap();
+    drop((f, seg));
+    // verify refuses (it used to say "ok"), append refuses (it used to cut
+    // 29 acknowledged records silently and hand out their LSNs again).
+    let v = journal(&["verify", dir], None);
+    assert!(!v.status.success());
+    assert!(stderr_of(&v).contains("repair"), "{}", stderr_of(&v));
+    let a = journal(&["append", dir], Some(b"new\n"));
+    assert!(
+        !a.status.success(),
+        "{}",
+        String::from_utf8_lossy(&a.stdout)
+    );
+    assert!(!journal(&["dump", dir], None).status.success());
+    // repair cuts and says what it dropped.
+    let r = ok(&journal(&["repair", dir], None));
+    assert!(
+        r.contains(&format!("cut the log at LSN {}", lsns[20])),
+        "{r}"
+    );
+    assert!(r.contains("dropped 29 valid record(s)"), "{r}");
+    assert!(r.contains(&format!("dropped\t{}", lsns[21])), "{r}");
+    assert_eq!(r.matches("dropped\t").count(), 29, "{r}");
+    let dumped = ok(&journal(&["dump", dir], None));
+    assert_eq!(dumped.lines().count(), 20);
+    let r = ok(&journal(&["repair", dir], None));
+    assert!(r.starts_with("nothing to repair"), "{r}");
+}
+
+#[test]
+fn dump_and_verify_read_while_an_appender_runs() {
+    let d = scratch("live").join("j");
+    let dir = d.to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
+        .args(["journal", "append", dir, "--segment-mib", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"one\ntwo\n").unwrap();
+    input.flush().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    }
+    // Both are durable; the appender still holds the journal. The
+    // checkpoint catches up when the flusher goes idle.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let dumped = journal(&["dump", dir], None);
+    let v = journal(&["verify", dir], None);
+    drop(input);
+    let _ = child.wait();
+    let text = ok(&dumped);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.ends_with("\ttwo\n"), "{text}");
+    assert!(
+        stderr_of(&dumped).contains("another process"),
+        "{}",
+        stderr_of(&dumped)
+    );
+    assert!(ok(&v).contains("ok: 2 records"));
+}
+
+#[test]
+fn help_explains_levels_limit_and_preallocation() {
+    let o = Command::new(env!("CARGO_BIN_EXE_overlap"))
+        .args(["journal", "append", "--help"])
+        .output()
+        .unwrap();
+    let h = ok(&o);
+    for word in [
+        "accepted",
+        "written",
+        "durable",
+        "1 MiB",
+        "preallocated",
+        "128 MiB",
+    ] {
+        assert!(h.contains(word), "--help lacks {word:?}: {h}");
+    }
+}
+
+#[test]
+fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
+    // ramfs has no fallocate: the journal said "Operation not supported
+    // (os error 95)" without naming it and left a half-made directory.
+    let base = scratch("ramfs");
+    let mnt = base.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "ramfs", "ramfs", mnt.to_str().unwrap()])
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED: cannot mount ramfs: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: cannot mount ramfs: {e}");
+            return;
+        }
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let j = mnt.join("j");
+    let o = journal(&["append", j.to_str().unwrap()], Some(b"x\n"));
+    assert!(!o.status.success());
+    let err = stderr_of(&o);
+    assert!(err.contains("fallocate"), "{err}");
+    assert!(
+        !j.exists(),
+        "left behind: {:?}",
+        std::fs::read_dir(&j).map(|d| d.count())
+    );
+}
+
+#[test]
+fn a_cut_torn_tail_is_reported_on_stderr() {
+    use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
+    use std::os::unix::fs::FileExt;
+    let d = scratch("cut-note").join("j");
+    let dir = d.to_str().unwrap();
+    let out = ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(b"a\nb\nc\n"),
+    ));
+    let lsns: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    // The last record torn, the durable point before it.
+    let ck = d.join("checkpoint");
+    let c = Checkpoint::decode_file(&std::fs::read(&ck).unwrap()).unwrap();
+    let c = Checkpoint {
+        durable_lsn: lsns[2],
+        generation: c.generation + 1,
+        ..c
+    };
+    let f = std::fs::OpenOptions::new().write(true).open(&ck).unwrap();
+    f.write_all_at(&c.encode(), 0).unwrap();
+    f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+    let seg = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("0000000000000000.seg"))
+        .unwrap();
+    seg.write_all_at(&[0x77], 4096 + lsns[2] + 24).unwrap();
+    drop((f, seg));
+    let o = journal(&["append", dir], Some(b"d\n"));
+    let out = ok(&o);
+    assert_eq!(
+        out.trim(),
+        lsns[2].to_string(),
+        "the cut LSN is handed out again"
+    );
+    let err = stderr_of(&o);
+    assert!(
+        err.contains(&format!("recovery cut {dir} at LSN {}", lsns[2])),
+        "{err}"
+    );
 }

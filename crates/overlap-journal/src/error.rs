@@ -32,6 +32,19 @@ pub enum Damage {
     MissingSegment(u64),
     /// The checkpoint (durable point) file is damaged or missing.
     BadCheckpoint,
+    /// Zeros where a record should start, with valid records after them
+    /// (a hole in the log).
+    Zeros,
+    /// The stretch at the damage is not a valid record, and valid records
+    /// of this journal follow it (the first at `next`): not the torn tail of
+    /// a log written in order. The damaged record may have been
+    /// acknowledged; recovery does not cut it (only `repair` does).
+    RecordsFollow {
+        /// What is wrong at the damage.
+        first: Box<Damage>,
+        /// The LSN of the first valid record after it.
+        next: u64,
+    },
 }
 
 impl std::fmt::Display for Damage {
@@ -46,6 +59,14 @@ impl std::fmt::Display for Damage {
             Damage::BadSegmentHeader(s) => write!(f, "segment {s} has a bad header"),
             Damage::MissingSegment(s) => write!(f, "segment {s} is missing"),
             Damage::BadCheckpoint => f.write_str("the checkpoint file is damaged"),
+            Damage::Zeros => f.write_str("zeros where a record should start"),
+            Damage::RecordsFollow { first, next } => write!(
+                f,
+                "{first}, yet valid records follow (the first at LSN {next}): \
+                 acknowledged records may be damaged (media corruption) or a power \
+                 loss may have torn a write out of order; recovery cannot tell which \
+                 and cuts nothing (`overlap journal repair` cuts here and lists what it drops)"
+            ),
         }
     }
 }
@@ -54,14 +75,16 @@ impl std::fmt::Display for Damage {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An I/O error (from the storage, during open or reading).
-    #[error("I/O error: {0}")]
-    Io(#[source] Arc<io::Error>),
+    /// An I/O error (from the storage, during open or reading). Its text is
+    /// in the message; it is not repeated as a `source` (which would print
+    /// it twice in a chain of causes).
+    #[error("{0}")]
+    Io(Arc<io::Error>),
     /// The journal stopped after an I/O error while writing or syncing
     /// (fail-stop): nothing more is written or acknowledged. Reopen the
     /// journal to recover what is on disk.
     #[error("the journal failed and stopped: {0}")]
-    Poisoned(#[source] Arc<io::Error>),
+    Poisoned(Arc<io::Error>),
     /// `try_append` found the log buffer full.
     #[error("the log buffer is full")]
     Full,
@@ -106,11 +129,63 @@ impl From<overlap::Error> for Error {
 }
 
 impl Error {
-    /// The OS error number behind an I/O or poison error.
+    /// The OS error number behind an I/O or poison error (also when the
+    /// storage added context to it, e.g. naming the `fallocate` that
+    /// failed).
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
-            Error::Io(e) | Error::Poisoned(e) => e.raw_os_error(),
+            Error::Io(e) | Error::Poisoned(e) => os_error(e),
             _ => None,
         }
     }
+}
+
+/// An I/O error with a sentence of context ("preallocating segment 3 with
+/// fallocate"), keeping the original error (and its OS error number).
+/// Displays as `context: error`; it has no `source`, so a chain of causes
+/// does not print the error twice.
+#[derive(Debug)]
+pub(crate) struct Context {
+    what: String,
+    error: io::Error,
+}
+
+impl std::fmt::Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.error)
+    }
+}
+
+impl std::error::Error for Context {}
+
+/// `error` with `what` in front, of the same kind and OS error number.
+pub(crate) fn context(error: io::Error, what: impl Into<String>) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        Context {
+            what: what.into(),
+            error,
+        },
+    )
+}
+
+/// The OS error number of `e`, looking through [`context`].
+pub(crate) fn os_error(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|i| i.downcast_ref::<Context>())
+            .and_then(|c| os_error(&c.error))
+    })
+}
+
+/// A copy of `e` (an `io::Error` is not `Clone`) with its kind, text and OS
+/// error number.
+pub(crate) fn copy_io(e: &io::Error) -> io::Error {
+    if let Some(n) = e.raw_os_error() {
+        return io::Error::from_raw_os_error(n);
+    }
+    if let Some(c) = e.get_ref().and_then(|i| i.downcast_ref::<Context>()) {
+        return context(copy_io(&c.error), c.what.clone());
+    }
+    io::Error::new(e.kind(), e.to_string())
 }

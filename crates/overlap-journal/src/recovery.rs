@@ -8,21 +8,33 @@ use serde::Serialize;
 use crate::error::{Damage, Error, Result};
 use crate::format::{
     align_down, decode_segment_header, Checkpoint, Geometry, Next, RecordReader, StreamSource,
-    CHECKPOINT_SLOT, SEGMENT_HEADER,
+    CHECKPOINT_SLOT, RECORD_ALIGN, SEGMENT_HEADER,
 };
 use crate::storage::Storage;
 
-/// What recovery does with damage after the durable point.
+/// What recovery does with damage (the rule is in the crate
+/// documentation, "Recovery: torn writes and corruption").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RecoveryMode {
-    /// An incomplete or corrupt tail after the durable point is cut off
-    /// (the default: it holds only records never acknowledged durable).
+    /// The default. Damage after the checkpoint's durable point with no
+    /// valid record of this journal after it is a torn tail: cut off, and
+    /// reported ([`RecoveryReport::truncated_at`],
+    /// [`crate::JournalStats::recovery_cuts`]). Damage with valid records
+    /// after it is an error ([`crate::Damage::RecordsFollow`]), as is any
+    /// damage before the durable point: nothing that may have been
+    /// acknowledged is cut.
     #[default]
     TolerateTornTail,
     /// Any damage is an error.
     Strict,
+    /// Salvage (what `overlap journal repair` does): cut the log at the
+    /// first damage wherever it is, even before the durable point or with
+    /// valid records after it, and report what was dropped
+    /// ([`RecoveryReport::dropped_records`]). Their LSNs are handed out
+    /// again afterwards.
+    Salvage,
 }
 
 /// What recovery found (and, when opening for writing, did).
@@ -48,8 +60,24 @@ pub struct RecoveryReport {
     pub truncated_at: Option<u64>,
     /// What the damage was.
     pub damage: Option<String>,
+    /// Whether the cut is before the checkpoint's durable point, i.e. it
+    /// dropped records that were acknowledged durable (only in
+    /// [`RecoveryMode::Salvage`]).
+    pub cut_acknowledged: bool,
+    /// Valid records found after the cut, which it drops (only in
+    /// [`RecoveryMode::Salvage`]; in the other modes such records make
+    /// recovery refuse instead).
+    pub dropped_records: u64,
+    /// Payload bytes of those records.
+    pub dropped_bytes: u64,
+    /// The LSNs of the first of those records (at most 1000), for the
+    /// report `repair` prints.
+    pub dropped_lsns: Vec<u64>,
     /// How the storage writes.
     pub storage: String,
+    /// Read while another process appends: only the durable prefix the
+    /// checkpoint records was read and judged.
+    pub live: bool,
 }
 
 /// The log bytes of a [`Storage`], limited to positions below `end`.
@@ -126,16 +154,30 @@ pub(crate) fn recover(
         checkpoint_durable_lsn: 0,
         truncated_at: None,
         damage: None,
+        cut_acknowledged: false,
+        dropped_records: 0,
+        dropped_bytes: 0,
+        dropped_lsns: Vec::new(),
         storage: storage.describe(),
+        live: !repair && storage.shared_with_writer(),
     };
     let Some(ckpt) = ckpt else {
-        if !segs.is_empty() {
+        // Segment 0 alone and empty, without a checkpoint: the creation of
+        // a journal was interrupted (the checkpoint is written last, once
+        // the segment exists).
+        let interrupted = segs == [0] && segment_is_empty(storage, bs)?;
+        if !segs.is_empty() && !interrupted {
             return Err(corrupt(0, Damage::BadCheckpoint));
         }
         if !repair {
             return Err(Error::InvalidInput("no journal here".into()));
         }
-        // A new journal.
+        if interrupted {
+            storage.remove_segment(0)?;
+        }
+        // A new journal. Its settings are persisted (in the checkpoint)
+        // only once its first segment exists: a segment that cannot be
+        // made leaves nothing behind, and a retry may choose another size.
         let header_size = bs.max(4096);
         let geo = Geometry {
             segment_size,
@@ -154,8 +196,8 @@ pub(crate) fn recover(
             durable_lsn: 0,
             max_record_bytes: max_record as u32,
         };
-        storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode(), true)?;
         storage.create_segment(0, geo.segment_size, &geo.encode_segment_header(0))?;
+        storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode(), true)?;
         report.created = true;
         report.segments = 1;
         return Ok(Recovered {
@@ -173,30 +215,43 @@ pub(crate) fn recover(
     report.start_lsn = ckpt.start_lsn;
     report.checkpoint_durable_lsn = ckpt.durable_lsn;
     let start_seq = geo.segment_of(ckpt.start_lsn);
-    // Validate the segment headers.
+    // Validate the segment headers. Salvage cuts the log at the first bad
+    // one instead of refusing.
     let mut hdr = [0u8; SEGMENT_HEADER];
+    let mut limit = u64::MAX;
+    let mut bad_headers = Vec::new();
     for &seq in &segs {
         let n = storage.read(seq, 0, &mut hdr)?;
         let ok =
             decode_segment_header(&hdr[..n]).is_some_and(|h| h.geometry == geo && h.seq == seq);
         if !ok {
-            return Err(corrupt(
-                geo.segment_start(seq),
-                Damage::BadSegmentHeader(seq),
-            ));
+            if mode != RecoveryMode::Salvage {
+                return Err(corrupt(
+                    geo.segment_start(seq),
+                    Damage::BadSegmentHeader(seq),
+                ));
+            }
+            bad_headers.push(seq);
+            if seq >= start_seq {
+                limit = limit.min(geo.segment_start(seq));
+            }
         }
+    }
+    if report.live {
+        // A writer is appending after the durable point: read up to it.
+        limit = limit.min(ckpt.durable_lsn);
     }
     // Scan the records.
     let src = StorageSource {
         storage: storage.clone(),
         geo,
-        end: u64::MAX,
+        end: limit,
     };
     // Records as large as any open of this journal allowed may be there.
     let read_limit = max_record.max(ckpt.max_record_bytes as usize);
     let mut reader = RecordReader::new(src, geo, read_limit, ckpt.start_lsn);
     let mut records = 0u64;
-    let damage = loop {
+    let mut damage = loop {
         match reader.next_record()? {
             Next::Record(..) => records += 1,
             Next::End => break None,
@@ -204,9 +259,13 @@ pub(crate) fn recover(
         }
     };
     let end = reader.position();
+    if end == limit && damage.is_none() && limit != u64::MAX && !report.live {
+        damage = Some(Damage::BadSegmentHeader(geo.segment_of(limit)));
+    }
     report.records = records;
     report.end_lsn = end;
-    if end < ckpt.durable_lsn {
+    let salvage = mode == RecoveryMode::Salvage;
+    if end < ckpt.durable_lsn && !salvage {
         // A segment that must hold acknowledged records is gone.
         let missing =
             (start_seq..=geo.segment_of(ckpt.durable_lsn)).find(|s| segs.binary_search(s).is_err());
@@ -216,10 +275,24 @@ pub(crate) fn recover(
                 Damage::MissingSegment(seq),
             ));
         }
-    }
-    if end < ckpt.durable_lsn {
         // Records acknowledged durable are gone: never silently skipped.
         return Err(corrupt(end, damage.unwrap_or(Damage::Truncated)));
+    }
+    // Valid records after the end mean the end is not the torn tail of a
+    // log written in order (see the crate documentation).
+    let scan_to = segs
+        .last()
+        .map_or(0, |&s| geo.segment_start(s + 1))
+        .min(limit);
+    let mut dropped = Dropped::default();
+    scan_after(&mut reader, &segs, geo, end, scan_to, salvage, &mut dropped)?;
+    if let Some(next) = dropped.first {
+        let first = Box::new(damage.take().unwrap_or(Damage::Zeros));
+        let d = Damage::RecordsFollow { first, next };
+        if !salvage {
+            return Err(corrupt(end, d));
+        }
+        damage = Some(d);
     }
     if let Some(d) = damage {
         if mode == RecoveryMode::Strict {
@@ -227,6 +300,10 @@ pub(crate) fn recover(
         }
         report.truncated_at = Some(end);
         report.damage = Some(d.to_string());
+        report.cut_acknowledged = end < ckpt.durable_lsn;
+        report.dropped_records = dropped.records;
+        report.dropped_bytes = dropped.bytes;
+        report.dropped_lsns = dropped.lsns;
     }
     let end_seq = geo.segment_of(end);
     let mut first_seq = segs.first().copied().unwrap_or(start_seq).min(start_seq);
@@ -247,38 +324,52 @@ pub(crate) fn recover(
         for &seq in segs.iter().filter(|&&s| s < start_seq) {
             storage.remove_segment(seq)?;
         }
+        // A bad header where the log now ends (salvage): made anew below.
+        if bad_headers.contains(&end_seq) {
+            storage.remove_segment(end_seq)?;
+        }
         first_seq = start_seq;
         // Segments after the end's hold nothing acknowledged: remove them.
         for &seq in segs.iter().filter(|&&s| s > end_seq) {
             storage.remove_segment(seq)?;
         }
-        if segs.binary_search(&end_seq).is_err() {
-            storage.create_segment(
+        let missing = segs.binary_search(&end_seq).is_err() || bad_headers.contains(&end_seq);
+        // The log ends exactly where a segment that does not exist would
+        // start (it stopped when that segment could not be made, e.g. for
+        // lack of space): leave it to the preallocator, so that the journal
+        // opens (and reads) on a full file system.
+        let defer = missing && end == geo.segment_start(end_seq) && end_seq > first_seq;
+        if defer {
+            last_seq = end_seq - 1;
+        } else {
+            if missing {
+                storage.create_segment(
+                    end_seq,
+                    geo.segment_size,
+                    &geo.encode_segment_header(end_seq),
+                )?;
+            }
+            last_seq = end_seq;
+            // Zero everything after the end in its segment, so that no stale
+            // byte there is ever read as part of the log again.
+            let block_off = geo.file_offset(tail_start);
+            let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
+            zeroes[..tail.len()].copy_from_slice(&tail);
+            let (res, _) = storage.write(end_seq, block_off, zeroes);
+            res?;
+            storage.zero(
                 end_seq,
-                geo.segment_size,
-                &geo.encode_segment_header(end_seq),
+                block_off + bs,
+                geo.segment_size.saturating_sub(block_off + bs),
             )?;
         }
-        last_seq = end_seq;
-        // Zero everything after the end in its segment, so that no stale
-        // byte there is ever read as part of the log again.
-        let block_off = geo.file_offset(tail_start);
-        let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
-        zeroes[..tail.len()].copy_from_slice(&tail);
-        let (res, _) = storage.write(end_seq, block_off, zeroes);
-        res?;
-        storage.zero(
-            end_seq,
-            block_off + bs,
-            geo.segment_size.saturating_sub(block_off + bs),
-        )?;
         // Everything up to the end is now made durable.
-        for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=end_seq {
+        for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
             storage.sync(seq)?;
         }
         checkpoint = Checkpoint {
             generation: ckpt.generation + 1,
-            durable_lsn: end,
+            durable_lsn: end.max(ckpt.start_lsn),
             max_record_bytes: read_limit as u32,
             ..ckpt
         };
@@ -298,4 +389,86 @@ pub(crate) fn recover(
         read_limit,
         report,
     })
+}
+
+/// Whether segment 0 holds no record (its first log bytes are zeros).
+fn segment_is_empty(storage: &Arc<dyn Storage>, bs: u64) -> Result<bool> {
+    let mut b = vec![0u8; (bs.max(4096) + 8) as usize];
+    let n = storage.read(0, 0, &mut b)?;
+    Ok(b[..n].iter().skip(bs.max(4096) as usize).all(|&x| x == 0))
+}
+
+/// Valid records found after the end of the log.
+#[derive(Default)]
+struct Dropped {
+    first: Option<u64>,
+    records: u64,
+    bytes: u64,
+    lsns: Vec<u64>,
+}
+
+/// Looks for valid records of this journal after `end`, below `to`,
+/// segment by segment (skipping missing ones). Stops at the first one
+/// unless `all`; with `all`, counts every record that follows a valid one
+/// and every later island of them.
+fn scan_after(
+    reader: &mut RecordReader<StorageSource>,
+    segs: &[u64],
+    geo: Geometry,
+    end: u64,
+    to: u64,
+    all: bool,
+    out: &mut Dropped,
+) -> Result<()> {
+    let saved = reader.position();
+    let mut from = end + RECORD_ALIGN;
+    for &seq in segs {
+        let seg_start = geo.segment_start(seq);
+        let seg_end = geo.segment_start(seq + 1).min(to);
+        if seg_end <= from {
+            continue;
+        }
+        from = from.max(seg_start);
+        while from < seg_end {
+            // Skip what was never written (preallocated space): a valid
+            // record was written, so it starts in a stretch that may hold
+            // data.
+            let off = geo.file_offset(from);
+            let Some((d0, d1)) = reader.source().storage.data_after(seq, off)? else {
+                break;
+            };
+            let region_start = seg_start + d0.saturating_sub(geo.header_size);
+            let region_end = seg_start
+                .saturating_add(d1.saturating_sub(geo.header_size))
+                .min(seg_end);
+            from = from.max(region_start & !(RECORD_ALIGN - 1));
+            if from >= region_end {
+                if d1 == u64::MAX || region_end >= seg_end {
+                    break;
+                }
+                from = region_end;
+                continue;
+            }
+            let Some(q) = reader.find_valid_after(from, region_end)? else {
+                from = region_end;
+                continue;
+            };
+            out.first.get_or_insert(q);
+            if !all {
+                reader.seek(saved);
+                return Ok(());
+            }
+            reader.seek(q);
+            while let Next::Record(lsn, data) = reader.next_record()? {
+                out.records += 1;
+                out.bytes += data.len() as u64;
+                if out.lsns.len() < 1000 {
+                    out.lsns.push(lsn);
+                }
+            }
+            from = reader.position() + RECORD_ALIGN;
+        }
+    }
+    reader.seek(saved);
+    Ok(())
 }

@@ -65,6 +65,14 @@ pub struct JournalStats {
     pub segments_created: u64,
     /// Segments retired by `truncate_before`.
     pub segments_retired: u64,
+    /// Cuts recovery made when the journal was opened (0 or 1): a torn
+    /// tail cut off, or (in salvage mode) a damaged log cut short. Never
+    /// silent: also in [`crate::RecoveryReport::truncated_at`].
+    pub recovery_cuts: u64,
+    /// Where recovery cut the log, if it did.
+    pub recovery_cut_lsn: Option<u64>,
+    /// Valid records the cut dropped (salvage mode only).
+    pub recovery_dropped_records: u64,
     /// Next LSN to be handed out (the end of all reserved records).
     pub reserved_lsn: u64,
     /// Every record below this LSN is in the journal's memory.

@@ -6,8 +6,11 @@ use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use overlap::{AlignedBuf, Engine, File, OpenOptions};
+
+use crate::error::context;
 
 /// A write in progress ([`Storage::write_async`]): resolves to the result
 /// and the buffer.
@@ -34,6 +37,12 @@ pub trait Storage: Send + Sync + 'static {
     /// Whether a completed write is already durable (O_DSYNC), so that no
     /// separate sync is needed.
     fn writes_are_durable(&self) -> bool {
+        false
+    }
+    /// Whether this is a read-only view of a journal that a writer holds
+    /// open (its lock was taken): recovery then reads only the durable
+    /// prefix the checkpoint records, and judges nothing after it.
+    fn shared_with_writer(&self) -> bool {
         false
     }
     /// A human-readable note on how the storage writes (direct or buffered
@@ -63,6 +72,15 @@ pub trait Storage: Send + Sync + 'static {
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()>;
     /// Deletes segment `seq` durably.
     fn remove_segment(&self, seq: u64) -> io::Result<()>;
+    /// The stretch `[start, end)` of segment `seq`, at or after `offset`,
+    /// that may hold data: bytes outside every such stretch read as zeros
+    /// (never written, or zeroed). `None` when nothing at or after
+    /// `offset` was ever written. Lets recovery skip preallocated space;
+    /// the default says everything may hold data.
+    fn data_after(&self, seq: u64, offset: u64) -> io::Result<Option<(u64, u64)>> {
+        let _ = seq;
+        Ok(Some((offset, u64::MAX)))
+    }
     /// The checkpoint file's contents, `None` if it does not exist.
     fn read_checkpoint(&self) -> io::Result<Option<Vec<u8>>>;
     /// Writes `data` at `offset` of the checkpoint file (creating it, and
@@ -113,6 +131,7 @@ pub struct FsStorage {
     mem_align: usize,
     note: String,
     writable: bool,
+    live: bool,
     segs: Mutex<BTreeMap<u64, Arc<Seg>>>,
     ckpt: Mutex<Option<File>>,
     _lock: std::fs::File,
@@ -129,6 +148,27 @@ impl std::fmt::Debug for FsStorage {
 
 fn seg_name(seq: u64) -> String {
     format!("{seq:016x}.seg")
+}
+
+/// Bytes an unprivileged user may still allocate on the file system holding
+/// `dir` (`statvfs`: available blocks times the fragment size); `None` for
+/// a file system that reports no size at all (ramfs, some FUSE ones).
+fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the path"))?;
+    // SAFETY: statvfs is plain data; all-zero is a valid value.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `vfs` is a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut vfs) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if vfs.f_blocks == 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64),
+    ))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -168,7 +208,9 @@ impl FsStorage {
     }
 
     /// Opens an existing journal directory for reading only (shared lock),
-    /// as `verify` and `dump` do.
+    /// as `verify` and `dump` do. When a writer holds the journal, it opens
+    /// without the lock and reads only the durable prefix
+    /// ([`Storage::shared_with_writer`]).
     pub fn open_read_only(engine: &Engine, dir: impl AsRef<Path>) -> crate::Result<FsStorage> {
         Self::open_inner(engine, dir.as_ref(), false, SyncMethod::Fdatasync, false)
     }
@@ -204,7 +246,17 @@ impl FsStorage {
         } else {
             std::fs::File::open(&lock_path).or_else(|_| std::fs::File::open(dir))?
         };
-        if !lock(&lock_file, write)? {
+        // A lock held only for a moment (a process forking between opening
+        // and exec, which briefly shares the descriptor) is waited out, for
+        // at most about half a second.
+        let mut locked = lock(&lock_file, write)?;
+        let mut pause = Duration::from_millis(1);
+        while !locked && write && pause < Duration::from_millis(256) {
+            std::thread::sleep(pause);
+            pause *= 2;
+            locked = lock(&lock_file, write)?;
+        }
+        if !locked && write {
             return Err(crate::Error::Locked(dir.display().to_string()));
         }
         // Probe O_DIRECT and the block size with a scratch file.
@@ -284,6 +336,7 @@ impl FsStorage {
             mem_align,
             note,
             writable: write,
+            live: !locked,
             segs: Mutex::new(BTreeMap::new()),
             ckpt: Mutex::new(None),
             _lock: lock_file,
@@ -354,7 +407,14 @@ impl Storage for FsStorage {
         self.dsync
     }
 
+    fn shared_with_writer(&self) -> bool {
+        self.live
+    }
+
     fn describe(&self) -> String {
+        if self.live {
+            return format!("{}; a writer holds the journal", self.note);
+        }
         self.note.clone()
     }
 
@@ -382,19 +442,52 @@ impl Storage for FsStorage {
     fn create_segment(&self, seq: u64, size: u64, header: &[u8]) -> io::Result<()> {
         let tmp = self.dir.join(format!("{}.tmp", seg_name(seq)));
         let path = self.dir.join(seg_name(seq));
-        let file = self
-            .options()
-            .create(true)
-            .truncate(true)
-            .open(&self.engine, &tmp)
-            .wait()?;
-        file.allocate(0, size).wait()?;
-        let mut buf = AlignedBuf::new(self.block.max(header.len()), self.mem_align)?;
-        buf[..header.len()].copy_from_slice(header);
-        let (res, _) = file.write_all_at(buf, 0).wait();
-        res?;
-        file.sync_all().wait()?;
-        std::fs::rename(&tmp, &path)?;
+        // Refuse before allocating anything when the file system cannot
+        // hold the segment: a failed fallocate may leave a partly
+        // allocated file behind and the file system full until removed.
+        if let Some(free) = free_bytes(&self.dir)?.filter(|&f| f < size) {
+            return Err(context(
+                io::Error::from_raw_os_error(libc::ENOSPC),
+                format!(
+                    "segment {seq} needs {} MiB, {} MiB free on the file system of {}",
+                    size.div_ceil(1 << 20),
+                    free >> 20,
+                    self.dir.display()
+                ),
+            ));
+        }
+        let made = (|| -> io::Result<File> {
+            let file = self
+                .options()
+                .create(true)
+                .truncate(true)
+                .open(&self.engine, &tmp)
+                .wait()?;
+            file.allocate(0, size).wait().map_err(|e| {
+                context(
+                    e.into(),
+                    format!("preallocating segment {seq} ({size} bytes) with fallocate"),
+                )
+            })?;
+            let mut buf = AlignedBuf::new(self.block.max(header.len()), self.mem_align)?;
+            buf[..header.len()].copy_from_slice(header);
+            let (res, _) = file.write_all_at(buf, 0).wait();
+            res?;
+            file.sync_all().wait()?;
+            Ok(file)
+        })();
+        let file = match made {
+            Ok(f) => f,
+            Err(e) => {
+                // Give the space back: nothing refers to the temporary file.
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
         sync_dir(&self.dir)?;
         self.segs
             .lock()
@@ -451,6 +544,35 @@ impl Storage for FsStorage {
         let n = res?;
         buf[..n].copy_from_slice(&v[..n]);
         Ok(n)
+    }
+
+    fn data_after(&self, seq: u64, offset: u64) -> io::Result<Option<(u64, u64)>> {
+        let Some(seg) = self.seg(seq)? else {
+            return Ok(None);
+        };
+        let fd = seg.file.as_raw_fd();
+        let Ok(off) = libc::off_t::try_from(offset) else {
+            return Ok(None);
+        };
+        // SAFETY: lseek on a descriptor the segment keeps open; no memory is
+        // passed. SEEK_DATA skips holes and unwritten (preallocated, never
+        // written) extents that have no page in the cache.
+        let start = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
+        if start < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENXIO) => Ok(None),
+                // Not supported here: everything may hold data.
+                Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(Some((offset, u64::MAX))),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        if end < 0 {
+            return Ok(Some((start as u64, u64::MAX)));
+        }
+        Ok(Some((start as u64, end as u64)))
     }
 
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()> {

@@ -80,7 +80,7 @@ fn kill9_loop() {
             cmd.env(SYNC_ENV, "1");
         }
         let mut child = cmd
-            .args(["--ignored", "--exact", "kill_child", "--nocapture"])
+            .args(["--ignored", "--exact", "kill9::kill_child", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(DIR_ENV, &dir)
             .stdout(Stdio::piped())

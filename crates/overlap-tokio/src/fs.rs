@@ -1,1 +1,729 @@
-//! Filesystem operations: the names of `tokio::fs`.
+//! Filesystem operations: the names of `tokio::fs`, with the same
+//! signatures and behaviour, so that `use overlap_tokio::fs;` replaces
+//! `use tokio::fs;`.
+//!
+//! What has an io_uring opcode is an operation of the [`overlap`] engine
+//! (io_uring where the kernel allows it, else the engine's bounded thread
+//! pool; an opcode missing on an older kernel falls back to its system call
+//! by itself). What has none runs on tokio's blocking pool
+//! (`spawn_blocking`), as in tokio:
+//!
+//! | item | runs on | how |
+//! | --- | --- | --- |
+//! | [`File::open`], [`File::create`], [`File::create_new`], [`OpenOptions::open`] | engine | `openat` (then `statx` for the direct-I/O alignment) |
+//! | `File` as `AsyncRead` | engine | `read` at the file's own cursor (positional, no `lseek`) |
+//! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end) |
+//! | `File` as `AsyncSeek` | engine / none | `SeekFrom::End` asks `statx`; `Start` and `Current` need no system call |
+//! | [`File::sync_all`], [`File::sync_data`] | engine | `fsync`, `fdatasync` |
+//! | [`File::set_len`] | engine | `ftruncate` (Linux 6.9; the system call before) |
+//! | [`File::try_clone`] | calling thread | `fcntl(F_DUPFD_CLOEXEC)` (does no I/O) |
+//! | [`File::from_std`], [`File::into_std`], [`File::try_into_std`] | calling thread | `fcntl(F_GETFL)`, `lseek` (no I/O; `from_std` of an O_DIRECT file also `statx` for its alignment) |
+//! | [`File::metadata`] | blocking pool | `fstat`: a `std::fs::Metadata` can only come from std ([`File::statx`] uses the engine) |
+//! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
+//! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
+//! | [`write()`] | engine | `openat`, `write`s |
+//! | [`copy`] | engine + blocking pool | `openat`, `statx`, `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
+//! | [`create_dir`], [`create_dir_all`], [`DirBuilder::create`] | engine | `mkdirat` (and `statx` to tell an existing directory) |
+//! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
+//! | [`rename`] | engine | `renameat` |
+//! | [`hard_link`], [`symlink`] | engine | `linkat`, `symlinkat` |
+//! | [`try_exists`] | engine | `statx` |
+//! | [`metadata`], [`symlink_metadata`] | blocking pool | `statx` by std: a `std::fs::Metadata` can only come from std ([`statx`], [`symlink_statx`] use the engine) |
+//! | [`read_dir`], [`ReadDir`], [`DirEntry::metadata`], [`DirEntry::file_type`] | blocking pool | `getdents64`: no opcode |
+//! | [`remove_dir_all`] | blocking pool | std's (it guards against symbolic-link races with `openat` and `unlinkat` relative to directory descriptors) |
+//! | [`canonicalize`], [`read_link`], [`set_permissions`] | blocking pool | `realpath`, `readlink`, `chmod`: no opcode |
+//!
+//! Errors are `std::io::Error`s with the kinds tokio's have, and with the
+//! kernel's errno (`raw_os_error`) when it came from the kernel.
+//!
+//! # Differences from `tokio::fs`
+//!
+//! - `metadata`, `symlink_metadata`, `File::metadata` and
+//!   `DirEntry::metadata` return `std::fs::Metadata`, which only std can
+//!   make, so they run on the blocking pool; [`statx`], [`symlink_statx`]
+//!   and [`File::statx`] give the same facts through the engine.
+//! - `File` reads and writes at a position of its own (shared with its
+//!   [`File::try_clone`] copies), not at the descriptor's offset: another
+//!   descriptor for the same open file made outside this crate (a `dup`
+//!   kept before [`File::from_std`]) does not see the position move. The
+//!   descriptor's offset is set when the file goes back to std.
+//! - [`File::into_std`] leaves the std file at the position the reader has
+//!   reached; tokio's leaves it after the bytes it had read ahead.
+//! - After a write to a file opened for appending, the position is the end
+//!   of the file as `statx` reports it when next needed, not the end of
+//!   that write taken atomically (they differ only if someone else appends
+//!   meanwhile).
+//! - A write's error reported later (at the next write or `flush`) keeps
+//!   its errno; tokio's keeps only its kind.
+//! - [`File::set_max_buf_size`] takes 0 as 1 instead of panicking.
+//! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
+//!   options cannot be read back).
+//! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
+//!   an `AsyncRead`/`AsyncWrite` transfer whose buffer, offset or length is
+//!   not aligned (the internal buffer is a `Vec`, aligned only by chance)
+//!   fails with `InvalidInput` before any system call, where std's would
+//!   get `EINVAL` from the kernel; use [`File::read_at`] and
+//!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::reactor::on_ring;
+
+mod file;
+mod open_options;
+mod read_dir;
+
+pub use file::File;
+pub use open_options::OpenOptions;
+pub use read_dir::{read_dir, DirEntry, ReadDir};
+pub use std::fs::FileTimes;
+
+/// Runs `f` on tokio's blocking pool.
+pub(crate) async fn asyncify<F, T>(f: F) -> io::Result<T>
+where
+    F: FnOnce() -> io::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(res) => res,
+        Err(e) => Err(join_err(e)),
+    }
+}
+
+/// A blocking task that did not finish, as tokio reports it.
+pub(crate) fn join_err(e: tokio::task::JoinError) -> io::Error {
+    io::Error::other(format!("background task failed: {e}"))
+}
+
+/// An engine error as std would have reported it: `not_opened` is the errno
+/// the kernel gives for a descriptor not open for the access (`EBADF` for
+/// reads and writes, `EINVAL` for `ftruncate`), which the engine checks
+/// before submission.
+pub(crate) fn engine_err(e: overlap::Error, not_opened: i32) -> io::Error {
+    match e {
+        overlap::Error::NotOpenedFor(_) => io::Error::from_raw_os_error(not_opened),
+        overlap::Error::Closed => io::Error::from_raw_os_error(libc::EBADF),
+        e => e.into(),
+    }
+}
+
+fn engine() -> &'static overlap::Engine {
+    crate::engine()
+}
+
+/// How much [`read`] asks for at a time once past the expected length.
+const READ_CHUNK: usize = 64 << 10;
+/// Files up to this size are read or written with one request; larger ones
+/// in pieces of this size (a request larger than the engine's in-flight
+/// budget waits until nothing else is in flight).
+const WHOLE_MAX: usize = 8 << 20;
+/// How much [`copy`] moves per read and write.
+const COPY_CHUNK: usize = 1 << 20;
+
+/// Reads the entire contents of a file into a bytes vector: `open`, then
+/// reads through the engine until end of file.
+///
+/// # Errors
+///
+/// As `std::fs::read`: the file does not exist, may not be read, ...
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+/// use std::net::SocketAddr;
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error + 'static>> {
+///     let contents = fs::read("address.txt").await?;
+///     let foo: SocketAddr = String::from_utf8_lossy(&contents).parse()?;
+///     Ok(())
+/// }
+/// ```
+pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    let file = File::open(path).await?;
+    let file = file.engine_file();
+    let hint = on_ring(file.stat())
+        .await
+        .map(|st| st.len as usize)
+        .unwrap_or(0);
+    let mut out;
+    if hint < WHOLE_MAX {
+        // One read for the whole file: its expected length plus one byte,
+        // so that a file of exactly that length is known complete.
+        let (res, buf) = on_ring(file.read_at(vec![0u8; hint + 1], 0)).await;
+        out = buf;
+        let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
+        out.truncate(n);
+        if n == 0 {
+            return Ok(out);
+        }
+    } else {
+        // Large files in pieces, each well within the engine's budget.
+        out = Vec::with_capacity(hint.saturating_add(1));
+    }
+    // The file grew, a read came back short, or the file is large: go on
+    // to the end.
+    let mut chunk = vec![
+        0u8;
+        if hint < WHOLE_MAX {
+            READ_CHUNK
+        } else {
+            WHOLE_MAX
+        }
+    ];
+    loop {
+        let (res, back) = on_ring(file.read_at(chunk, out.len() as u64)).await;
+        chunk = back;
+        let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Creates a future which will open a file for reading and read the entire
+/// contents into a string and return said string.
+///
+/// # Errors
+///
+/// As [`read`], and [`io::ErrorKind::InvalidData`] if the contents are not
+/// UTF-8.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// let contents = fs::read_to_string("foo.txt").await?;
+/// println!("foo.txt contains {} bytes", contents.len());
+/// # Ok(())
+/// # }
+/// ```
+pub async fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
+    let bytes = read(path).await?;
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
+/// Creates a future that will open a file for writing and write the entire
+/// contents of `contents` to it: the file is created if it does not exist
+/// and truncated if it does.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::write("foo.txt", b"Hello world!").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Result<()> {
+    let contents = contents.as_ref();
+    let file = File::create(path).await?;
+    // Owned copies for the engine, one piece at a time.
+    let mut buf = Vec::with_capacity(contents.len().min(WHOLE_MAX));
+    for (i, piece) in contents.chunks(WHOLE_MAX).enumerate() {
+        buf.clear();
+        buf.extend_from_slice(piece);
+        let (res, back) = file.write_all_at(buf, (i * WHOLE_MAX) as u64).await;
+        res?;
+        buf = back;
+    }
+    Ok(())
+}
+
+/// Copies the contents of one file to another, and the permission bits;
+/// the destination is created or truncated. Returns the number of bytes
+/// copied.
+///
+/// # Errors
+///
+/// As `std::fs::copy`; [`io::ErrorKind::InvalidInput`] when `from` is not a
+/// regular file (nor a symbolic link to one).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::copy("foo.txt", "bar.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, std::io::Error> {
+    let src = File::open(from).await?;
+    let st = src.statx().await?;
+    if !st.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the source path is neither a regular file nor a symlink to a regular file",
+        ));
+    }
+    let dst = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(st.permissions)
+        .open(to)
+        .await?;
+    let mut copied = 0u64;
+    let chunk = COPY_CHUNK.min(st.len.max(4096) as usize);
+    let mut buf = Vec::new();
+    loop {
+        buf.resize(chunk, 0);
+        let (res, back) = src.read_at(buf, copied).await;
+        buf = back;
+        let n = res?;
+        if n == 0 {
+            break;
+        }
+        buf.truncate(n);
+        let (res, back) = dst.write_all_at(buf, copied).await;
+        buf = back;
+        res?;
+        copied += n as u64;
+    }
+    dst.set_permissions(std::fs::Permissions::from_mode(st.permissions))
+        .await?;
+    Ok(copied)
+}
+
+/// Creates a new, empty directory at the provided path (`mkdirat` through
+/// the engine, mode `0o777` less the umask).
+///
+/// # Errors
+///
+/// As `std::fs::create_dir`: the parent does not exist
+/// ([`NotFound`](io::ErrorKind::NotFound)), the path exists
+/// ([`AlreadyExists`](io::ErrorKind::AlreadyExists)), permission is denied.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+/// use std::io;
+///
+/// #[tokio::main]
+/// async fn main() -> io::Result<()> {
+///     fs::create_dir("/some/dir").await?;
+///     Ok(())
+/// }
+/// ```
+pub async fn create_dir(path: impl AsRef<Path>) -> io::Result<()> {
+    mkdir(path.as_ref(), 0o777).await
+}
+
+async fn mkdir(path: &Path, mode: u32) -> io::Result<()> {
+    on_ring(overlap::path::create_dir(engine(), path, mode))
+        .await
+        .map_err(io::Error::from)
+}
+
+async fn is_dir(path: &Path) -> bool {
+    on_ring(overlap::path::metadata(engine(), path))
+        .await
+        .is_ok_and(|st| st.is_dir())
+}
+
+/// `mkdir -p`: creates every missing directory on the way, as
+/// `std::fs::create_dir_all` does (an existing directory, or one created
+/// concurrently, is success).
+async fn mkdir_all(path: &Path, mode: u32) -> io::Result<()> {
+    if path.as_os_str().is_empty() {
+        return Ok(());
+    }
+    // Walk up to the deepest ancestor that exists, then create downwards.
+    let mut missing: Vec<&Path> = Vec::new();
+    let mut cur = path;
+    loop {
+        match mkdir(cur, mode).await {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing.push(cur);
+                match cur.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => cur = p,
+                    // Relative to the working directory: creating below
+                    // reports the real error.
+                    Some(_) => break,
+                    None => return Err(io::Error::other("failed to create whole tree")),
+                }
+            }
+            Err(_) if is_dir(cur).await => break,
+            Err(e) => return Err(e),
+        }
+    }
+    for p in missing.into_iter().rev() {
+        match mkdir(p, mode).await {
+            Ok(()) => {}
+            Err(_) if is_dir(p).await => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Recursively creates a directory and all of its parent components if
+/// they are missing (`mkdirat` through the engine for each).
+///
+/// # Errors
+///
+/// As `std::fs::create_dir_all`; a directory that already exists (or is
+/// created meanwhile by someone else) is not an error.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+/// use std::io;
+///
+/// #[tokio::main]
+/// async fn main() -> io::Result<()> {
+///     fs::create_dir_all("/some/dir").await?;
+///     Ok(())
+/// }
+/// ```
+pub async fn create_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
+    mkdir_all(path.as_ref(), 0o777).await
+}
+
+/// A builder for creating directories in various manners:
+/// `tokio::fs::DirBuilder`, creating through the engine.
+#[derive(Debug, Default, Clone)]
+pub struct DirBuilder {
+    recursive: bool,
+    mode: Option<u32>,
+}
+
+impl DirBuilder {
+    /// Creates a new set of options with default mode/security settings
+    /// for all platforms and also non-recursive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use overlap_tokio::fs::DirBuilder;
+    ///
+    /// let builder = DirBuilder::new();
+    /// ```
+    pub fn new() -> Self {
+        DirBuilder::default()
+    }
+
+    /// Indicates whether to create directories recursively (including all
+    /// parent directories). Parents that do not exist are created with the
+    /// same security and permissions settings. Default `false`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use overlap_tokio::fs::DirBuilder;
+    ///
+    /// let mut builder = DirBuilder::new();
+    /// builder.recursive(true);
+    /// ```
+    pub fn recursive(&mut self, recursive: bool) -> &mut Self {
+        self.recursive = recursive;
+        self
+    }
+
+    /// Sets the mode to create new directories with (default `0o777`, less
+    /// the umask).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use overlap_tokio::fs::DirBuilder;
+    ///
+    /// let mut builder = DirBuilder::new();
+    /// builder.mode(0o775);
+    /// ```
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Creates the specified directory with the configured options.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_dir`], or with `recursive(true)` as [`create_dir_all`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::DirBuilder;
+    /// use std::io;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> io::Result<()> {
+    ///     DirBuilder::new()
+    ///         .recursive(true)
+    ///         .create("/tmp/foo/bar/baz")
+    ///         .await?;
+    ///
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn create(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let mode = self.mode.unwrap_or(0o777);
+        if self.recursive {
+            mkdir_all(path.as_ref(), mode).await
+        } else {
+            mkdir(path.as_ref(), mode).await
+        }
+    }
+}
+
+/// Removes a file from the filesystem (`unlinkat` through the engine).
+///
+/// # Errors
+///
+/// As `std::fs::remove_file`: the path does not exist, is a directory, or
+/// may not be removed.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::remove_file("foo.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
+    on_ring(overlap::path::remove_file(engine(), path))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Removes an existing, empty directory (`unlinkat` with `AT_REMOVEDIR`
+/// through the engine).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::remove_dir("/some/dir").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
+    on_ring(overlap::path::remove_dir(engine(), path))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Removes a directory at this path, after removing all its contents. Use
+/// carefully! (std's, on tokio's blocking pool.)
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::remove_dir_all("/some/dir").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn remove_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::remove_dir_all(path)).await
+}
+
+/// Renames a file or directory to a new name, replacing the original file
+/// if `to` already exists (`renameat` through the engine).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::rename("a.txt", "b.txt").await?; // Rename a.txt to b.txt
+/// # Ok(())
+/// # }
+/// ```
+pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
+    on_ring(overlap::path::rename(engine(), from, to))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Creates a new hard link on the filesystem: `link` names the same file
+/// as `original` (`linkat` through the engine).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// #[tokio::main]
+/// async fn main() -> std::io::Result<()> {
+///     fs::hard_link("a.txt", "b.txt").await?; // Hard link a.txt to b.txt
+///     Ok(())
+/// }
+/// ```
+pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
+    on_ring(overlap::path::hard_link(engine(), original, link))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Creates a new symbolic link on the filesystem: `link` points to
+/// `original` (`symlinkat` through the engine).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::symlink("a.txt", "b.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
+    on_ring(overlap::path::symlink(engine(), original, link))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Given a path, queries the file system to get information about a file,
+/// directory, etc., following symbolic links. (A `std::fs::Metadata` can
+/// only come from std: this runs on tokio's blocking pool; [`statx`] asks
+/// the engine.)
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// #[tokio::main]
+/// async fn main() -> std::io::Result<()> {
+///     let attr = fs::metadata("/some/file/path.txt").await?;
+///     // inspect attr ...
+///     Ok(())
+/// }
+/// ```
+pub async fn metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Metadata> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::metadata(path)).await
+}
+
+/// Queries the file system metadata for a path without following a
+/// symbolic link (on tokio's blocking pool, as [`metadata`];
+/// [`symlink_statx`] asks the engine).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// let attr = fs::symlink_metadata("/some/file/path.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Metadata> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::symlink_metadata(path)).await
+}
+
+/// Beyond tokio: what [`metadata`] reports, by `statx` through the engine,
+/// as the engine's [`overlap::path::Stat`].
+///
+/// ```
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// use overlap_tokio::fs;
+/// let dir = tempfile::tempdir()?;
+/// fs::write(dir.path().join("f"), b"12345").await?;
+/// let st = fs::statx(dir.path().join("f")).await?;
+/// assert!(st.is_file());
+/// assert_eq!(st.len, 5);
+/// # Ok::<(), std::io::Error>(()) })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
+    on_ring(overlap::path::metadata(engine(), path))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Beyond tokio: what [`symlink_metadata`] reports, by `statx` with
+/// `AT_SYMLINK_NOFOLLOW` through the engine.
+pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
+    on_ring(overlap::path::symlink_metadata(engine(), path))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Returns `Ok(true)` if the path points at an existing entity, following
+/// symbolic links (`statx` through the engine). `Ok(false)` only when the
+/// path does not exist; an error (such as permission denied) means that
+/// existence cannot be told. A broken symbolic link is `Ok(false)`.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use overlap_tokio::fs;
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::try_exists("foo.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn try_exists(path: impl AsRef<Path>) -> io::Result<bool> {
+    on_ring(overlap::path::try_exists(engine(), path))
+        .await
+        .map_err(io::Error::from)
+}
+
+/// Returns the canonical, absolute form of a path with all intermediate
+/// components normalized and symbolic links resolved (`realpath`, on
+/// tokio's blocking pool).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+/// use std::io;
+///
+/// #[tokio::main]
+/// async fn main() -> io::Result<()> {
+///     let path = fs::canonicalize("../a/../foo.txt").await?;
+///     Ok(())
+/// }
+/// ```
+pub async fn canonicalize(path: impl AsRef<Path>) -> io::Result<PathBuf> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::canonicalize(path)).await
+}
+
+/// Reads a symbolic link, returning the file that the link points to (on
+/// tokio's blocking pool).
+pub async fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::read_link(path)).await
+}
+
+/// Changes the permissions found on a file or a directory (`chmod`, on
+/// tokio's blocking pool).
+pub async fn set_permissions(path: impl AsRef<Path>, perm: std::fs::Permissions) -> io::Result<()> {
+    let path = path.as_ref().to_owned();
+    asyncify(move || std::fs::set_permissions(path, perm)).await
+}

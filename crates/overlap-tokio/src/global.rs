@@ -8,7 +8,14 @@ static ENGINE: OnceLock<Engine> = OnceLock::new();
 
 /// The engine every `overlap_tokio::fs` call uses: created with
 /// [`Engine::new`] on first use (io_uring, or the thread pool and the
-/// reason why), unless [`set_engine`] installed one before.
+/// reason why), unless [`set_engine`] installed one before. As
+/// `Engine::new`, it obeys the environment variable `OVERLAP_DRIVER`
+/// (`uring` or `pool`), which is how the tests run once per driver.
+///
+/// ```
+/// let engine = overlap_tokio::engine();
+/// println!("{} ({:?})", engine.driver().kind, engine.stats());
+/// ```
 pub fn engine() -> &'static Engine {
     ENGINE.get_or_init(|| match Engine::new() {
         Ok(e) => e,

@@ -188,22 +188,57 @@ struct Reaper {
     _alive: Alive,
 }
 
+/// What woke the reaper.
+enum Event {
+    /// Completions wait in the ring.
+    Readable,
+    /// Submissions were queued for a flush.
+    Queued,
+    /// The reactor is shutting down.
+    Closed,
+}
+
 impl Reaper {
     async fn run(self) {
+        let ring = &self.afd.get_ref().0;
         loop {
-            let Ok(mut ready) = self.afd.readable().await else {
-                // The reactor is shutting down.
-                return;
-            };
-            // Clear first, then reap: a completion posted after the reap
-            // makes the descriptor readable again, so none is missed.
-            ready.clear_ready();
-            let ring = &self.afd.get_ref().0;
-            // A panic in user code run by a completion (a waker, a
-            // buffer's Drop) was recorded with every other completion of
-            // the batch; the reaper must survive it, or the ring would stop
-            // being reaped.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.reap()));
+            let event = std::future::poll_fn(|cx| {
+                ring.set_flusher(cx.waker());
+                if ring.queued() > 0 {
+                    return Poll::Ready(Event::Queued);
+                }
+                match self.afd.poll_read_ready(cx) {
+                    Poll::Ready(Ok(mut ready)) => {
+                        // Clear first, then reap: a completion posted after
+                        // the reap makes the descriptor readable again.
+                        ready.clear_ready();
+                        Poll::Ready(Event::Readable)
+                    }
+                    Poll::Ready(Err(_)) => Poll::Ready(Event::Closed),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            match event {
+                Event::Closed => return,
+                Event::Readable => contain(|| {
+                    ring.reap();
+                }),
+                Event::Queued => {
+                    // Let the tasks that are ready run (and queue their
+                    // operations) first: tokio runs a yielding task after
+                    // them, so one system call submits the whole batch.
+                    tokio::task::yield_now().await;
+                    contain(|| ring.flush());
+                }
+            }
         }
     }
+}
+
+/// Runs completion work on the reaper. A panic in user code (a waker, a
+/// buffer's Drop) was recorded with every other completion of its batch;
+/// the reaper must survive it, or the ring would stop being reaped.
+fn contain(f: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }

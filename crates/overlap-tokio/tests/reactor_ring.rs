@@ -56,9 +56,15 @@ fn uses_rings(engine: &Engine) -> bool {
 /// where the kernel refuses it), each of its own: other tests run beside.
 fn engines() -> Vec<Engine> {
     let mut v = Vec::new();
-    match Engine::builder().driver(DriverChoice::Uring).build() {
-        Ok(e) => v.push(e),
-        Err(e) => eprintln!("SKIPPED: io_uring unavailable: {e}"),
+    if overlap_tokio::engine().driver().kind != DriverKind::Uring {
+        // Threads make no reactor rings while the process's engine is on
+        // the pool (`OVERLAP_DRIVER=pool`, the suite's second run).
+        eprintln!("SKIPPED: reactor rings with the process engine on the pool");
+    } else {
+        match Engine::builder().driver(DriverChoice::Uring).build() {
+            Ok(e) => v.push(e),
+            Err(e) => eprintln!("SKIPPED: io_uring unavailable: {e}"),
+        }
     }
     v.push(
         Engine::builder()
@@ -276,4 +282,231 @@ fn shutdown_inside_the_runtime_does_not_deadlock() {
     rx.recv_timeout(Duration::from_secs(20))
         .expect("engine shutdown inside a current-thread runtime hung");
     t.join().unwrap();
+}
+
+/// A read buffer whose `Drop` panics (once).
+struct PanicOnDrop {
+    buf: Vec<u8>,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !self.dropped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("deliberate panic in a buffer's Drop");
+        }
+    }
+}
+
+// SAFETY: the bytes live in the Vec's heap allocation, which does not move
+// with the value and is never reallocated.
+unsafe impl overlap::IoBuf for PanicOnDrop {
+    fn stable_ptr(&self) -> *const u8 {
+        self.buf.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+// SAFETY: as above; every byte of the Vec is initialised.
+unsafe impl overlap::IoBufMut for PanicOnDrop {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr()
+    }
+}
+
+/// A FIFO to gate reads: a read of it stays in flight until data is
+/// written. Returns the engine's read end and the writer.
+fn fifo_gate(engine: &Engine, dir: &std::path::Path, name: &str) -> (overlap::File, std::fs::File) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fifo = dir.join(name);
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let end = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap()
+    };
+    // A reader first, so that the non-blocking writer may open; the
+    // writer then lets the engine's blocking open return. The extra reader
+    // is leaked with the test (it must outlive the writes).
+    std::mem::forget(end(false));
+    let writer = end(true);
+    let gated = OpenOptions::new()
+        .read(true)
+        .open(engine, &fifo)
+        .wait()
+        .unwrap();
+    (gated, writer)
+}
+
+/// User code that panics when a completion is reaped (the buffer of a read
+/// whose future was dropped) does not kill the ring's reaper: a read that
+/// completes afterwards, while nothing else is polled on that thread, is
+/// still delivered.
+#[test]
+fn a_panic_in_user_code_on_the_reaper_is_contained() {
+    let Some(engine) = engines().into_iter().find(uses_rings) else {
+        return; // SKIPPED printed by engines()
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (gated1, mut writer1) = fifo_gate(&engine, dir.path(), "gate1");
+    let (gated2, mut writer2) = fifo_gate(&engine, dir.path(), "gate2");
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let got = rt.block_on(async move {
+            let buf = PanicOnDrop {
+                buf: vec![0u8; 16],
+                dropped: dropped.clone(),
+            };
+            {
+                let mut op = std::pin::pin!(on_ring(gated1.read_at(buf, 0)));
+                let polled = futures_poll_once(op.as_mut()).await;
+                assert!(polled.is_pending(), "the gated read completed at once");
+                // Dropped in flight: the engine keeps the buffer until the
+                // completion and drops it (panicking) where it reaps.
+            }
+            let later = tokio::spawn(on_ring(async move {
+                let (res, buf) = gated2.read_at(vec![0u8; 16], 0).await;
+                (res.ok(), buf)
+            }));
+            tokio::task::yield_now().await; // let it submit
+            std::io::Write::write_all(&mut writer1, b"first").unwrap();
+            while !dropped.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            std::io::Write::write_all(&mut writer2, b"second").unwrap();
+            tokio::time::timeout(Duration::from_secs(5), later).await
+        });
+        let _ = tx.send(got.map(|r| r.map(|(n, buf)| (n, buf[..5].to_vec()))));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the runtime thread hung");
+    let (n, head) = got
+        .expect("the read completed after the panic was never delivered")
+        .expect("the reading task failed");
+    assert_eq!(n, Some(6));
+    assert_eq!(head, b"secon");
+}
+
+/// Polls `fut` once, from inside a task (so with a tokio waker).
+async fn futures_poll_once<F: std::future::Future + ?Sized>(
+    fut: std::pin::Pin<&mut F>,
+) -> std::task::Poll<F::Output> {
+    let mut fut = Some(fut);
+    std::future::poll_fn(move |cx| {
+        let f = fut.take().expect("polled once");
+        let mut f = f;
+        std::task::Poll::Ready(f.as_mut().poll(cx))
+    })
+    .await
+}
+
+/// Many tasks submitting at once on one thread: their entries are queued
+/// and handed to the kernel in batches by the ring's flusher, not one
+/// system call each (`OVERLAP_SUBMIT_BATCH=1` turns batching off).
+#[test]
+fn submissions_of_ready_tasks_are_batched() {
+    let Some(engine) = engines().into_iter().find(uses_rings) else {
+        return; // SKIPPED printed by engines()
+    };
+    if std::env::var("OVERLAP_SUBMIT_BATCH").is_ok_and(|v| v.trim() == "1") {
+        eprintln!("SKIPPED: submission batching turned off by OVERLAP_SUBMIT_BATCH=1");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    drop(make_file(&engine, dir.path()));
+    let file = match OpenOptions::new()
+        .read(true)
+        .direct(true)
+        .open(&engine, dir.path().join("data"))
+        .wait()
+    {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
+            return;
+        }
+    };
+    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The thread's ring and its flusher start with the first operation.
+    let (res, _) = rt.block_on(on_ring(file.read_at(pool.get(), 0)));
+    res.unwrap();
+    let before = engine.stats();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..BLOCKS)
+            .map(|i| {
+                let file = file.clone();
+                let buf = pool.get();
+                tokio::spawn(on_ring(async move {
+                    let (res, buf) = file.read_at(buf, (i * BLOCK) as u64).await;
+                    assert_eq!(res.unwrap(), BLOCK);
+                    assert!(buf.iter().all(|&b| b == i as u8), "block {i}");
+                }))
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let after = engine.stats();
+    let ops = after.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
+    let calls = after.submit_syscalls - before.submit_syscalls;
+    assert_eq!(ops, BLOCKS as u64);
+    assert!(
+        calls * 4 <= ops,
+        "{ops} reads took {calls} submitting system calls: not batched"
+    );
+}
+
+/// `overlap_tokio::fs` polls its engine operations on the tokio thread's
+/// ring (other tests share the process engine, so this is a lower bound).
+#[test]
+fn fs_operations_go_through_reactor_rings() {
+    let engine = overlap_tokio::engine();
+    if engine.driver().kind != DriverKind::Uring {
+        eprintln!("SKIPPED: reactor rings with the process engine on the pool");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("f");
+    for (name, rt) in runtimes() {
+        let before = engine.stats().submitted_on_reactor_rings;
+        rt.block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut f = overlap_tokio::fs::File::create(&path).await.unwrap();
+            for _ in 0..10 {
+                f.write_all(&[7u8; 4096]).await.unwrap();
+                f.flush().await.unwrap();
+            }
+            f.sync_all().await.unwrap();
+            drop(f);
+            let mut f = overlap_tokio::fs::File::open(&path).await.unwrap();
+            let mut back = Vec::new();
+            f.read_to_end(&mut back).await.unwrap();
+            assert_eq!(back.len(), 40960, "{name}");
+        });
+        let on_rings = engine.stats().submitted_on_reactor_rings - before;
+        // Two opens, ten writes and a sync (reads of the cached file may
+        // be answered by the engine's fast path without a submission).
+        assert!(
+            on_rings >= 13,
+            "{name}: only {on_rings} operations on reactor rings"
+        );
+    }
 }

@@ -1,3 +1,15 @@
-//! overlap-tokio's integration tests: one binary, a module per subject.
+//! The integration tests of overlap-tokio, one binary (modules below).
+//!
+//! Every scenario runs on tokio's multi-thread and current-thread runtimes
+//! (`rt_tests!`). The driver is the process's: io_uring when the kernel
+//! allows it, the engine's thread pool with `OVERLAP_DRIVER=pool`;
+//! `scripts/test` runs this binary once each way.
 
+#[macro_use]
+mod util;
+
+mod dropin;
+mod engine;
+mod file;
+mod free;
 mod reactor_ring;

@@ -93,8 +93,10 @@ impl fmt::Display for FallbackReason {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The operating system reported an error.
-    #[error("{0}")]
+    /// The operating system reported an error. Displays as the OS error
+    /// itself, and is not its own cause: a report that prints the chain of
+    /// causes (`anyhow`'s `{:#}`) names it once.
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// A direct-I/O request is not aligned as the file requires. Nothing was submitted.
     #[error("direct I/O needs the {part} aligned to {required} bytes, got {value} (use AlignedBuf / AlignedBufPool::for_file and block-sized offsets)")]
@@ -198,5 +200,30 @@ impl From<Error> for io::Error {
             Error::Io(e) => e,
             other => io::Error::new(other.kind(), other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `anyhow`'s `{:#}` prints: each error of the chain, joined.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut cur = e.source();
+        while let Some(c) = cur {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cur = c.source();
+        }
+        out
+    }
+
+    #[test]
+    fn an_os_error_is_named_once_in_a_chain_of_causes() {
+        let e = Error::from(io::Error::from_raw_os_error(libc::EACCES));
+        let text = chain(&e);
+        assert_eq!(text.matches("Permission denied").count(), 1, "{text}");
+        assert_eq!(e.raw_os_error(), Some(libc::EACCES));
     }
 }

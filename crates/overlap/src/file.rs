@@ -1,7 +1,6 @@
 //! Files and how to open them.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -60,7 +59,9 @@ pub struct OpenOptions {
     create: bool,
     create_new: bool,
     truncate: bool,
+    append: bool,
     mode: u32,
+    custom_flags: i32,
     direct: bool,
     write_through: bool,
     access: Access,
@@ -74,7 +75,9 @@ impl Default for OpenOptions {
             create: false,
             create_new: false,
             truncate: false,
+            append: false,
             mode: 0o666,
+            custom_flags: 0,
             direct: false,
             write_through: false,
             access: Access::Normal,
@@ -112,6 +115,19 @@ impl OpenOptions {
         self.truncate = on;
         self
     }
+    /// Open for appending (O_APPEND): every write goes to the end of the
+    /// file whatever its offset, as one step with no other writer in
+    /// between. Implies write access.
+    pub fn append(&mut self, on: bool) -> &mut Self {
+        self.append = on;
+        self
+    }
+    /// Further `open(2)` flags, or-ed in (the access mode bits are ignored;
+    /// `O_DIRECT` here has the effect of [`direct`](Self::direct)).
+    pub fn custom_flags(&mut self, flags: i32) -> &mut Self {
+        self.custom_flags = flags;
+        self
+    }
     /// Permission bits for a created file (default 0o666, less the umask).
     pub fn mode(&mut self, mode: u32) -> &mut Self {
         self.mode = mode;
@@ -135,28 +151,40 @@ impl OpenOptions {
         self
     }
 
+    /// The `open(2)` flags, with the rules of `std::fs::OpenOptions`.
     fn flags(&self) -> Result<i32> {
         let mut flags = libc::O_CLOEXEC;
-        flags |= match (self.read, self.write) {
-            (true, false) => libc::O_RDONLY,
-            (false, true) => libc::O_WRONLY,
-            (true, true) => libc::O_RDWR,
-            (false, false) => {
-                return Err(Error::InvalidInput("open for read, write or both".into()));
+        flags |= match (self.read, self.write, self.append) {
+            (true, false, false) => libc::O_RDONLY,
+            (false, true, false) => libc::O_WRONLY,
+            (true, true, false) => libc::O_RDWR,
+            (false, _, true) => libc::O_WRONLY | libc::O_APPEND,
+            (true, _, true) => libc::O_RDWR | libc::O_APPEND,
+            (false, false, false) => {
+                return Err(Error::InvalidInput(
+                    "open for read, write, append or a combination".into(),
+                ));
             }
         };
-        if (self.create || self.create_new || self.truncate) && !self.write {
+        if (self.create || self.create_new || self.truncate) && !(self.write || self.append) {
             return Err(Error::InvalidInput(
-                "create, create_new and truncate need write(true)".into(),
+                "create, create_new and truncate need write(true) or append(true)".into(),
+            ));
+        }
+        if self.append && self.truncate && !self.create_new {
+            return Err(Error::InvalidInput(
+                "truncate and append together make no sense".into(),
             ));
         }
         if self.create_new {
             flags |= libc::O_CREAT | libc::O_EXCL;
-        } else if self.create {
-            flags |= libc::O_CREAT;
-        }
-        if self.truncate {
-            flags |= libc::O_TRUNC;
+        } else {
+            if self.create {
+                flags |= libc::O_CREAT;
+            }
+            if self.truncate {
+                flags |= libc::O_TRUNC;
+            }
         }
         if self.direct {
             flags |= libc::O_DIRECT;
@@ -164,6 +192,7 @@ impl OpenOptions {
         if self.write_through {
             flags |= libc::O_DSYNC;
         }
+        flags |= self.custom_flags & !libc::O_ACCMODE;
         Ok(flags)
     }
 
@@ -174,28 +203,13 @@ impl OpenOptions {
         let path = path.as_ref().to_path_buf();
         Task::new(async move {
             let flags = opts.flags()?;
-            let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-                Error::InvalidInput(format!("path {} contains a NUL byte", path.display()))
-            })?;
             let open = OpKind::Open(ops::Open {
-                path: cpath,
+                path: crate::path::cpath(&path)?,
                 flags,
                 mode: opts.mode,
             });
             let fd = run_op(engine.shared(), None, open).await? as i32;
-            let inner = FileInner {
-                fd: AtomicI32::new(fd),
-                state: AtomicUsize::new(0),
-                miss_streak: AtomicU32::new(0),
-                skipped: AtomicU32::new(0),
-                last_miss_ns: AtomicU64::new(0),
-                close_waker: Mutex::new(None),
-                shared: engine.shared().clone(),
-                readable: opts.read,
-                writable: opts.write,
-                direct: opts.direct,
-                align: OnceLock::new(),
-            };
+            let inner = FileInner::new(fd, engine.shared().clone(), flags);
             let advice = match opts.access {
                 Access::Normal => None,
                 Access::Sequential => Some(libc::POSIX_FADV_SEQUENTIAL),
@@ -236,6 +250,8 @@ pub(crate) async fn run_op(
 
 pub(crate) struct FileInner {
     fd: AtomicI32,
+    /// Opened with O_APPEND.
+    append: bool,
     /// Operations in flight on this file, with the CLOSED bit.
     state: AtomicUsize,
     close_waker: Mutex<Option<Waker>>,
@@ -276,6 +292,25 @@ fn monotonic_ns() -> u64 {
 }
 
 impl FileInner {
+    /// The state of a descriptor this engine now owns, opened with `flags`.
+    fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
+        let acc = flags & libc::O_ACCMODE;
+        FileInner {
+            fd: AtomicI32::new(fd),
+            append: flags & libc::O_APPEND != 0,
+            state: AtomicUsize::new(0),
+            miss_streak: AtomicU32::new(0),
+            skipped: AtomicU32::new(0),
+            last_miss_ns: AtomicU64::new(0),
+            close_waker: Mutex::new(None),
+            shared,
+            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            direct: flags & libc::O_DIRECT != 0,
+            align: OnceLock::new(),
+        }
+    }
+
     /// Whether a buffered read of this file should try the page cache first.
     pub(crate) fn fast_path_worth_trying(&self) -> bool {
         if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
@@ -469,6 +504,124 @@ impl File {
     /// The engine this file belongs to.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Whether the file was opened for appending (O_APPEND): every write
+    /// then goes to the end of the file, whatever its offset.
+    pub fn is_append(&self) -> bool {
+        self.inner.append
+    }
+
+    /// Takes ownership of an open descriptor (a `std::fs::File` converts
+    /// into one with `.into()`). Its access mode, O_APPEND and O_DIRECT are
+    /// read from the descriptor (`fcntl(F_GETFL)`); for O_DIRECT the
+    /// alignment is asked of the kernel (`statx`) here, on the calling
+    /// thread.
+    ///
+    /// ```
+    /// use overlap::{Engine, File};
+    ///
+    /// let engine = Engine::new()?;
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("f"), b"hello")?;
+    /// let std_file = std::fs::File::open(dir.path().join("f"))?;
+    /// let file = File::from_fd(&engine, std_file.into());
+    /// let (n, buf) = file.read_at(vec![0u8; 5], 0).wait();
+    /// assert_eq!(&buf[..n?], b"hello");
+    /// let std_file = std::fs::File::from(file.into_fd().expect("nothing in flight"));
+    /// # drop(std_file);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_fd(engine: &Engine, fd: OwnedFd) -> File {
+        let raw = fd.into_raw_fd();
+        // SAFETY: a plain descriptor call on the descriptor we now own.
+        let flags = unsafe { libc::fcntl(raw, libc::F_GETFL) };
+        // A valid descriptor always has flags; should the call fail anyway,
+        // claim read and write access and let the kernel judge each request.
+        let flags = if flags < 0 { libc::O_RDWR } else { flags };
+        let inner = FileInner::new(raw, engine.shared().clone(), flags);
+        if inner.direct {
+            // SAFETY: statx is plain old data; all-zero is a valid value.
+            let mut st: libc::statx = unsafe { std::mem::zeroed() };
+            // SAFETY: st is a writable statx; the empty path with
+            // AT_EMPTY_PATH names the descriptor itself.
+            let r = unsafe {
+                libc::statx(
+                    raw,
+                    c"".as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                    ops::STATX_MASK,
+                    &mut st,
+                )
+            };
+            if r == 0 {
+                let _ = inner.align.set(alignment_of(&st));
+            }
+        }
+        File {
+            inner: Arc::new(inner),
+            engine: engine.clone(),
+        }
+    }
+
+    /// Gives the descriptor back, when this is the file's only handle and no
+    /// operation holds it (none in flight); otherwise returns the file.
+    /// A closed file is returned too.
+    pub fn into_fd(self) -> std::result::Result<OwnedFd, File> {
+        let File { inner, engine } = self;
+        match Arc::try_unwrap(inner) {
+            Ok(inner) => {
+                let fd = inner.fd.swap(-1, Ordering::AcqRel);
+                if fd < 0 || inner.state.load(Ordering::Acquire) != 0 {
+                    inner.fd.store(fd, Ordering::Release);
+                    return Err(File {
+                        inner: Arc::new(inner),
+                        engine,
+                    });
+                }
+                // SAFETY: the descriptor was this file's alone, no operation
+                // uses it, and swapping -1 in keeps FileInner from closing it.
+                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+            }
+            Err(inner) => Err(File { inner, engine }),
+        }
+    }
+
+    /// A new file with a duplicate of the descriptor (`F_DUPFD_CLOEXEC`): an
+    /// independent handle on the same open file description (they share
+    /// the file offset and flags, not closing).
+    pub fn try_clone(&self) -> Result<File> {
+        let fd = self.inner.fd();
+        if fd < 0 {
+            return Err(Error::Closed);
+        }
+        // SAFETY: a plain descriptor call; a new descriptor comes back.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(Error::Io(std::io::Error::last_os_error()));
+        }
+        let i = &self.inner;
+        let inner = FileInner {
+            fd: AtomicI32::new(dup),
+            append: i.append,
+            state: AtomicUsize::new(0),
+            miss_streak: AtomicU32::new(0),
+            skipped: AtomicU32::new(0),
+            last_miss_ns: AtomicU64::new(0),
+            close_waker: Mutex::new(None),
+            shared: i.shared.clone(),
+            readable: i.readable,
+            writable: i.writable,
+            direct: i.direct,
+            align: OnceLock::new(),
+        };
+        if let Some(a) = i.align.get() {
+            let _ = inner.align.set(*a);
+        }
+        Ok(File {
+            inner: Arc::new(inner),
+            engine: self.engine.clone(),
+        })
     }
 
     fn check(&self, need: Need, addr: usize, offset: u64, len: usize) -> Result<()> {
@@ -721,6 +874,33 @@ impl File {
     pub fn metadata(&self) -> Task<Result<Metadata>> {
         let file = self.clone();
         Task::new(async move {
+            let st = file.statx().await?;
+            let alignment = alignment_of(&st);
+            Ok(Metadata {
+                len: st.stx_size,
+                is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
+                block_size: st.stx_blksize,
+                allocated: st.stx_blocks * 512,
+                alignment,
+            })
+        })
+    }
+
+    /// Type, size, permissions, owner and times of the open file (`statx`
+    /// through the engine), as [`path::metadata`](crate::path::metadata)
+    /// reports them for a path.
+    pub fn stat(&self) -> Task<Result<crate::path::Stat>> {
+        let file = self.clone();
+        Task::new(async move {
+            let st = file.statx().await?;
+            Ok(crate::path::Stat::from_statx(&st))
+        })
+    }
+
+    /// `statx` of the descriptor through the engine.
+    async fn statx(&self) -> Result<Box<libc::statx>> {
+        let file = self;
+        {
             file.check(Need::Open, 0, 0, 0)?;
             // SAFETY: statx is plain old data; all-zero is a valid value.
             let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
@@ -738,35 +918,8 @@ impl File {
             };
             let (res, st) = Op::request(req).await;
             res?;
-            let alignment = if st.stx_mask & ops::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0
-            {
-                Alignment {
-                    memory: st.stx_dio_mem_align,
-                    offset: st.stx_dio_offset_align,
-                    source: "statx",
-                }
-            } else {
-                match logical_block_size(st.stx_dev_major, st.stx_dev_minor) {
-                    Some(n) => Alignment {
-                        memory: n,
-                        offset: n,
-                        source: "block-device",
-                    },
-                    None => Alignment {
-                        memory: 4096,
-                        offset: 4096,
-                        source: "default",
-                    },
-                }
-            };
-            Ok(Metadata {
-                len: st.stx_size,
-                is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
-                block_size: st.stx_blksize,
-                allocated: st.stx_blocks * 512,
-                alignment,
-            })
-        })
+            Ok(st)
+        }
     }
 
     /// Closes the file for every handle: new operations fail with
@@ -804,6 +957,30 @@ impl File {
                 .await
                 .map(|_| ())
         })
+    }
+}
+
+/// The direct-I/O alignment `st` reports, or the device's.
+fn alignment_of(st: &libc::statx) -> Alignment {
+    if st.stx_mask & ops::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
+        Alignment {
+            memory: st.stx_dio_mem_align,
+            offset: st.stx_dio_offset_align,
+            source: "statx",
+        }
+    } else {
+        match logical_block_size(st.stx_dev_major, st.stx_dev_minor) {
+            Some(n) => Alignment {
+                memory: n,
+                offset: n,
+                source: "block-device",
+            },
+            None => Alignment {
+                memory: 4096,
+                offset: 4096,
+                source: "default",
+            },
+        }
     }
 }
 

@@ -12,6 +12,8 @@
 //!   touch freed memory: the engine owns in-flight buffers until completion.
 //! - Every operation is a plain [`Future`](std::future::Future) (tokio, smol,
 //!   any executor) with a blocking `.wait()`.
+//! - [`path`] has the operations on paths (rename, remove, create
+//!   directories, links, `statx`), engine operations like reads and writes.
 //! - [`Port`] delivers completions to any number of worker threads.
 //! - The in-flight budget (operations and bytes) applies backpressure.
 //! - [`Engine::stats`] says how many operations completed inline
@@ -88,6 +90,7 @@ mod file;
 mod limiter;
 mod op;
 mod ops;
+pub mod path;
 mod port;
 mod reactor;
 mod stats;

@@ -17,7 +17,7 @@ use io_uring::{opcode, squeue, types};
 /// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
 pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
 /// What `statx` is asked for.
-pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | STATX_DIOALIGN;
+pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
 
 /// One operation of the kernel interface.
 trait Operation {
@@ -61,14 +61,21 @@ impl Operation for Read {
     fn blocking(&self) -> i64 {
         // SAFETY: ptr is valid for len writable bytes owned by the cell,
         // which outlives this call (module docs).
-        ret(unsafe {
+        let r = ret(unsafe {
             libc::pread(
                 self.fd,
                 self.ptr.cast(),
                 self.len as usize,
                 self.offset as libc::off_t,
             )
-        } as i64)
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // A pipe, FIFO or socket has no offset; io_uring ignores it there,
+        // and so does this side.
+        // SAFETY: as above.
+        ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
     }
 }
 
@@ -92,14 +99,20 @@ impl Operation for Write {
     }
     fn blocking(&self) -> i64 {
         // SAFETY: ptr is valid for len readable bytes owned by the cell.
-        ret(unsafe {
+        let r = ret(unsafe {
             libc::pwrite(
                 self.fd,
                 self.ptr.cast(),
                 self.len as usize,
                 self.offset as libc::off_t,
             )
-        } as i64)
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // Not seekable: the offset is ignored, as io_uring does.
+        // SAFETY: as above.
+        ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
     }
 }
 
@@ -286,6 +299,190 @@ impl Operation for Open {
     }
 }
 
+/// `statx(AT_FDCWD, path)` into a buffer the cell owns; `flags` may hold
+/// `AT_SYMLINK_NOFOLLOW`. The path lives in the operation.
+#[derive(Debug)]
+pub(crate) struct StatxPath {
+    pub path: CString,
+    pub flags: i32,
+    pub buf: *mut libc::statx,
+}
+
+impl Operation for StatxPath {
+    const CODE: u8 = opcode::Statx::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::Statx::new(
+            types::Fd(libc::AT_FDCWD),
+            self.path.as_ptr(),
+            self.buf.cast(),
+        )
+        .flags(self.flags)
+        .mask(STATX_MASK)
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: path is NUL-terminated and owned by the operation; buf
+        // points to a statx owned by the cell.
+        ret(unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                self.path.as_ptr(),
+                self.flags,
+                STATX_MASK,
+                self.buf,
+            )
+        } as i64)
+    }
+}
+
+/// `renameat(AT_FDCWD, from, AT_FDCWD, to)`. The paths live in the operation.
+#[derive(Debug)]
+pub(crate) struct Rename {
+    pub from: CString,
+    pub to: CString,
+}
+
+impl Operation for Rename {
+    const CODE: u8 = opcode::RenameAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::RenameAt::new(
+            types::Fd(libc::AT_FDCWD),
+            self.from.as_ptr(),
+            types::Fd(libc::AT_FDCWD),
+            self.to.as_ptr(),
+        )
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: both paths are NUL-terminated and owned by the operation.
+        ret(unsafe {
+            libc::renameat(
+                libc::AT_FDCWD,
+                self.from.as_ptr(),
+                libc::AT_FDCWD,
+                self.to.as_ptr(),
+            )
+        } as i64)
+    }
+}
+
+/// `unlinkat(AT_FDCWD, path)`: a file, or with `dir` an empty directory
+/// (`AT_REMOVEDIR`). The path lives in the operation.
+#[derive(Debug)]
+pub(crate) struct Unlink {
+    pub path: CString,
+    pub dir: bool,
+}
+
+impl Unlink {
+    fn flags(&self) -> i32 {
+        if self.dir {
+            libc::AT_REMOVEDIR
+        } else {
+            0
+        }
+    }
+}
+
+impl Operation for Unlink {
+    const CODE: u8 = opcode::UnlinkAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
+            .flags(self.flags())
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: path is NUL-terminated and owned by the operation.
+        ret(unsafe { libc::unlinkat(libc::AT_FDCWD, self.path.as_ptr(), self.flags()) } as i64)
+    }
+}
+
+/// `mkdirat(AT_FDCWD, path, mode)`. The path lives in the operation.
+#[derive(Debug)]
+pub(crate) struct Mkdir {
+    pub path: CString,
+    pub mode: u32,
+}
+
+impl Operation for Mkdir {
+    const CODE: u8 = opcode::MkDirAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::MkDirAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
+            .mode(self.mode as libc::mode_t)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: path is NUL-terminated and owned by the operation.
+        ret(unsafe {
+            libc::mkdirat(
+                libc::AT_FDCWD,
+                self.path.as_ptr(),
+                self.mode as libc::mode_t,
+            )
+        } as i64)
+    }
+}
+
+/// `linkat(AT_FDCWD, original, AT_FDCWD, link, 0)`: a hard link (a symbolic
+/// `original` is not followed, as `std::fs::hard_link` on Linux). The paths
+/// live in the operation.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub original: CString,
+    pub link: CString,
+}
+
+impl Operation for Link {
+    const CODE: u8 = opcode::LinkAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::LinkAt::new(
+            types::Fd(libc::AT_FDCWD),
+            self.original.as_ptr(),
+            types::Fd(libc::AT_FDCWD),
+            self.link.as_ptr(),
+        )
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: both paths are NUL-terminated and owned by the operation.
+        ret(unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                self.original.as_ptr(),
+                libc::AT_FDCWD,
+                self.link.as_ptr(),
+                0,
+            )
+        } as i64)
+    }
+}
+
+/// `symlinkat(target, AT_FDCWD, link)`. The paths live in the operation.
+#[derive(Debug)]
+pub(crate) struct Symlink {
+    pub target: CString,
+    pub link: CString,
+}
+
+impl Operation for Symlink {
+    const CODE: u8 = opcode::SymlinkAt::CODE;
+    fn entry(&self) -> squeue::Entry {
+        opcode::SymlinkAt::new(
+            types::Fd(libc::AT_FDCWD),
+            self.target.as_ptr(),
+            self.link.as_ptr(),
+        )
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: both paths are NUL-terminated and owned by the operation.
+        ret(
+            unsafe { libc::symlinkat(self.target.as_ptr(), libc::AT_FDCWD, self.link.as_ptr()) }
+                as i64,
+        )
+    }
+}
+
 /// A result known before submission (a completion port delivers it through
 /// its ring like any other, so that a worker asleep in the kernel sees it).
 #[derive(Debug)]
@@ -314,6 +511,12 @@ pub(crate) enum OpKind {
     Statx(Statx),
     Close(Close),
     Open(Open),
+    StatxPath(StatxPath),
+    Rename(Rename),
+    Unlink(Unlink),
+    Mkdir(Mkdir),
+    Link(Link),
+    Symlink(Symlink),
     Nop(Nop),
 }
 
@@ -343,6 +546,12 @@ macro_rules! each {
             OpKind::Statx($op) => $body,
             OpKind::Close($op) => $body,
             OpKind::Open($op) => $body,
+            OpKind::StatxPath($op) => $body,
+            OpKind::Rename($op) => $body,
+            OpKind::Unlink($op) => $body,
+            OpKind::Mkdir($op) => $body,
+            OpKind::Link($op) => $body,
+            OpKind::Symlink($op) => $body,
             OpKind::Nop($op) => $body,
         }
     };
@@ -454,6 +663,13 @@ impl OpKind {
             OpKind::Statx(_) => "statx",
             OpKind::Close(_) => "close",
             OpKind::Open(_) => "open",
+            OpKind::StatxPath(_) => "statx",
+            OpKind::Rename(_) => "rename",
+            OpKind::Unlink(u) if u.dir => "rmdir",
+            OpKind::Unlink(_) => "unlink",
+            OpKind::Mkdir(_) => "mkdir",
+            OpKind::Link(_) => "link",
+            OpKind::Symlink(_) => "symlink",
             OpKind::Nop(_) => "nop",
         }
     }

@@ -43,6 +43,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::Waker;
 
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::error::FallbackReason;
@@ -93,7 +94,32 @@ pub struct ReactorRing {
 
 struct Inner {
     core: Mutex<RingCore>,
+    /// Woken when a submission is deferred (see [`ReactorRing::set_flusher`]).
+    flusher: Mutex<Option<Waker>>,
     fd: RawFd,
+}
+
+/// With a flusher registered, submissions wait for it once this many
+/// operations are in flight on the ring (below, each is submitted at once:
+/// a flush costs the executor a task poll, which only pays off when it
+/// carries several entries).
+const DEFER_FROM: usize = 8;
+
+/// The most entries a deferred flush carries: the kernel plugs the block
+/// layer for a multi-entry submission, so no request of a batch reaches the
+/// device before the whole batch is issued; the entry that fills a batch is
+/// submitted at once with the others. `OVERLAP_SUBMIT_BATCH` overrides it
+/// (1 turns deferral off: every submission enters the kernel at once).
+const DEFAULT_BATCH: usize = 32;
+
+fn batch_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("OVERLAP_SUBMIT_BATCH")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(DEFAULT_BATCH, |n| n.clamp(1, ENTRIES as usize))
+    })
 }
 
 thread_local! {
@@ -114,6 +140,7 @@ impl ReactorRing {
         let fd = ring.as_raw_fd();
         let inner = Arc::new(Inner {
             core: Mutex::new(RingCore::new(ring, ops, None)),
+            flusher: Mutex::new(None),
             fd,
         });
         let mut live = lock(&LIVE);
@@ -149,9 +176,44 @@ impl ReactorRing {
         n
     }
 
-    /// Operations in flight on this ring.
+    /// Operations in flight on this ring (queued ones included).
     pub fn in_flight(&self) -> usize {
         lock(&self.inner.core).in_flight()
+    }
+
+    /// Registers the waker of the executor task that flushes the ring.
+    /// From then on, while at least a few operations are in flight, a
+    /// submission only queues its entry and wakes this task, which calls
+    /// [`flush`](Self::flush) once the executor has run what was ready: one
+    /// system call then submits everything those tasks queued (fio's and
+    /// tokio-uring's batching). Without a flusher every submission enters
+    /// the kernel at once.
+    pub fn set_flusher(&self, waker: &Waker) {
+        let mut f = lock(&self.inner.flusher);
+        if !f.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *f = Some(waker.clone());
+        }
+    }
+
+    /// Entries queued and not yet handed to the kernel.
+    pub fn queued(&self) -> usize {
+        lock(&self.inner.core).pending()
+    }
+
+    /// Hands every queued entry to the kernel in one system call, and
+    /// completes what that call found complete.
+    pub fn flush(&self) {
+        let mut done = Vec::new();
+        {
+            let mut core = lock(&self.inner.core);
+            if core.pending() == 0 {
+                return;
+            }
+            if core.submit(&mut done) {
+                charge_syscall(&done, &core);
+            }
+        }
+        finish(&mut done);
     }
 
     /// Blocks until every operation in flight on this ring has completed,
@@ -219,6 +281,19 @@ fn finish(done: &mut Vec<Done>) {
     }
 }
 
+/// Counts a submitting system call made by [`ReactorRing::flush`] for the
+/// engine of an operation on the ring (rings are shared by engines; the
+/// first one found is charged).
+fn charge_syscall(done: &[Done], core: &RingCore) {
+    let op = done.first().map(|d| &d.op).or_else(|| core.any_in_flight());
+    if let Some(op) = op {
+        op.shared()
+            .counters
+            .submit_syscalls
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Puts `op` on the calling thread's current reactor ring, if a
 /// [`ReactorRing::enter`] is active; gives it back otherwise (or if the
 /// engine is shutting down), for the engine's driver.
@@ -242,15 +317,34 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         .reactor_submitted
         .fetch_add(1, Ordering::Relaxed);
     let mut done = Vec::new();
+    let mut wake_flusher = None;
     {
         let mut core = lock(&inner.core);
         core.push(op, &mut done);
-        if core.submit(&mut done) {
-            shared
-                .counters
-                .submit_syscalls
-                .fetch_add(1, Ordering::Relaxed);
+        let flusher = if core.in_flight() > DEFER_FROM {
+            lock(&inner.flusher).clone()
+        } else {
+            None
+        };
+        match flusher {
+            // Deferred: the first entry queued wakes the flusher.
+            Some(w) if core.pending() < batch_limit() => {
+                if core.pending() == 1 {
+                    wake_flusher = Some(w);
+                }
+            }
+            _ => {
+                if core.submit(&mut done) {
+                    shared
+                        .counters
+                        .submit_syscalls
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
+    }
+    if let Some(w) = wake_flusher {
+        w.wake();
     }
     finish(&mut done);
     Ok(())

@@ -1,5 +1,7 @@
 //! The data files a run reads and writes: created in `--dir` (and removed at
-//! the end) or given with `--file`.
+//! the end) or given with `--file`: a regular file or, as fio's
+//! `--filename` allows, a block device (its size from the device; written
+//! only with `--allow-write`, as any given file).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -112,12 +114,11 @@ impl DataFiles {
                 p
             }
         };
+        // Checked before opening: open() on a FIFO blocks until a writer
+        // comes, i.e. forever.
+        given_size(&path)?;
         let f = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let meta = f.metadata()?;
-        if !meta.is_file() {
-            bail!("{} is not a regular file", path.display());
-        }
-        let len = meta.len();
+        let len = size_of(&f, &path)?;
         let size = if self.size_given {
             self.size.min(len)
         } else {
@@ -137,13 +138,19 @@ impl DataFiles {
     fn write_target(&mut self, job: &Job) -> Result<Target> {
         if let Some(p) = &self.given {
             // --allow-write was checked when planning: overwrite in place.
+            let device = given_size(p)?.1;
             let f = OpenOptions::new()
                 .write(true)
                 .open(p)
                 .with_context(|| format!("opening {} for writing", p.display()))?;
-            let len = f.metadata()?.len();
-            let size = if self.size_given { self.size } else { len };
-            if job.prealloc {
+            let len = size_of(&f, p)?;
+            // A device cannot grow: never past its end.
+            let size = match (self.size_given, device) {
+                (true, true) => self.size.min(len),
+                (true, false) => self.size,
+                (false, _) => len,
+            };
+            if job.prealloc && !device {
                 allocate(&f, size)?;
             }
             return Ok(Target {
@@ -208,6 +215,56 @@ impl Drop for DataFiles {
     fn drop(&mut self) {
         let _ = self.cleanup();
     }
+}
+
+/// Checks, without opening it, that a given `--file` is a regular file or
+/// a block device; returns its size as `stat` says (0 for a device: see
+/// [`size_of`]) and whether it is a device.
+fn given_size(path: &Path) -> Result<(u64, bool)> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(path).with_context(|| format!("--file {}", path.display()))?;
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok((meta.len(), false));
+    }
+    if t.is_block_device() {
+        return Ok((0, true));
+    }
+    let what = if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_dir() {
+        "a directory (use --dir for a scratch file in it)"
+    } else {
+        "not a regular file"
+    };
+    bail!(
+        "--file {} is {what}: bench reads a regular file or a block device",
+        path.display()
+    )
+}
+
+/// The size of an open regular file or block device (`BLKGETSIZE64`).
+fn size_of(f: &File, path: &Path) -> Result<u64> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = f.metadata()?;
+    if !meta.file_type().is_block_device() {
+        return Ok(meta.len());
+    }
+    // _IOR(0x12, 114, u64): the device's size in bytes.
+    const BLKGETSIZE64: u64 = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: the ioctl writes one u64 through a pointer to a live u64, on
+    // a descriptor we hold open.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("the size of block device {}", path.display()));
+    }
+    Ok(size)
 }
 
 /// Writes `size` bytes of non-zero data and makes them durable.

@@ -212,6 +212,11 @@ impl RingCore {
         self.slab.len()
     }
 
+    /// One of the operations in flight, if any.
+    pub(crate) fn any_in_flight(&self) -> Option<&Arc<dyn Completable>> {
+        self.slab.iter().next().map(|(_, (op, _))| op)
+    }
+
     /// Entries queued but not yet taken by the kernel.
     pub(crate) fn pending(&mut self) -> usize {
         self.ring.submission().len()

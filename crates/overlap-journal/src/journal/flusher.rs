@@ -1,0 +1,337 @@
+//! The background flusher: batches, writes, group commit, checkpoint.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use overlap::{block_on, AlignedBuf};
+
+use super::prealloc::*;
+use super::shared::*;
+use crate::format::{align_down, align_up, seal_record, RECORD_ALIGN, RECORD_HEADER};
+use crate::stats::Counters;
+use crate::storage::WriteFuture;
+
+/// The background flusher: takes published records from the ring, writes
+/// them, syncs when someone waits for `Durable`.
+pub(super) struct Flusher {
+    pub(super) sh: Arc<Shared>,
+    /// The stage being filled.
+    pub(super) stage: Option<AlignedBuf>,
+    /// The other stage buffer, when no write holds it.
+    pub(super) spare: Option<AlignedBuf>,
+    /// Log position of `stage[0]` (block aligned).
+    pub(super) stage_pos: u64,
+    /// Valid bytes in the stage.
+    pub(super) stage_len: usize,
+    /// Records taken from the ring up to here.
+    pub(super) filled: u64,
+    /// Handed to the storage up to here.
+    pub(super) submitted: u64,
+    pub(super) bs: u64,
+    /// Segments written since the last sync.
+    pub(super) dirty: BTreeSet<u64>,
+    /// Segment files are created ahead of need by this.
+    pub(super) prealloc: Arc<Prealloc>,
+    /// The write in flight: the next batch is collected meanwhile.
+    pub(super) inflight: Option<InFlight>,
+    /// The durable point last written to the checkpoint, and when.
+    pub(super) ckpt_durable: u64,
+    pub(super) ckpt_at: Instant,
+}
+
+pub(super) struct InFlight {
+    /// The write; not polled again once `done` is set.
+    pub(super) fut: WriteFuture,
+    /// The result, if the write completed when it was submitted.
+    pub(super) done: Option<(io::Result<()>, AlignedBuf)>,
+    pub(super) seq: u64,
+    /// Where the written piece ends.
+    pub(super) piece_end: u64,
+    /// Whether `piece_end` is a record boundary (else the piece stopped at
+    /// a segment's end inside a record).
+    pub(super) boundary: bool,
+    pub(super) started: Instant,
+}
+
+impl Flusher {
+    pub(super) fn run(mut self) {
+        let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+        if let Err(e) = self.run_inner(&waker) {
+            self.sh.poison(e);
+        }
+    }
+
+    pub(super) fn run_inner(&mut self, waker: &Waker) -> io::Result<()> {
+        loop {
+            let mut progress = self.reap(waker, false)?;
+            progress |= self.collect();
+            progress |= self.submit(waker)?;
+            self.sync_if_requested(false)?;
+            let state = self.sh.reserve.load(SeqCst);
+            if state & DEAD != 0 {
+                return Ok(());
+            }
+            if state & CLOSED != 0 {
+                let drained = self.filled == state & !FLAGS
+                    && self.inflight.is_none()
+                    && self.stage_pos + self.stage_len as u64 <= self.submitted;
+                if drained {
+                    return self.sync_if_requested(true);
+                }
+                if self.inflight.is_some() {
+                    self.reap(waker, true)?;
+                } else if !progress {
+                    // An appender reserved space and is still copying.
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            if progress {
+                continue;
+            }
+            if self.inflight.is_some() {
+                // Nothing more to collect: wait for the write.
+                self.reap(waker, true)?;
+                continue;
+            }
+            // Nothing to do: bring the checkpoint up to date, then sleep
+            // until an appender or waiter wakes us.
+            self.record_durable(true)?;
+            self.sh.sleeping.store(true, SeqCst);
+            let durable = self.sh.durable.load(SeqCst);
+            let work = self.sh.ring.committed(self.filled).is_some()
+                || (self.sh.durable_request.load(SeqCst) > durable && self.filled > durable)
+                || self.sh.reserve.load(SeqCst) & FLAGS != 0;
+            if !work {
+                std::thread::park_timeout(Duration::from_millis(100));
+            }
+            self.sh.sleeping.store(false, SeqCst);
+        }
+    }
+
+    /// Moves published records from the ring into the stage.
+    pub(super) fn collect(&mut self) -> bool {
+        let Some(stage) = self.stage.as_mut() else {
+            return false;
+        };
+        let sh = &*self.sh;
+        let room = stage.capacity() as u64 - self.bs;
+        let mut p = self.filled;
+        while let Some(total) = sh.ring.committed(p) {
+            let span = align_up(total as u64, RECORD_ALIGN);
+            if p + span - self.stage_pos > room {
+                break;
+            }
+            p += span;
+        }
+        if p == self.filled {
+            return false;
+        }
+        let off = (self.filled - self.stage_pos) as usize;
+        let len = (p - self.filled) as usize;
+        if stage.len() < off + len {
+            let cap = stage.capacity();
+            let _ = stage.set_len(cap);
+        }
+        // SAFETY: every record in [filled, p) was seen published above and
+        // is released only below; zeroing the taken bytes means no byte left
+        // in the ring ever looks like a commit word later.
+        unsafe {
+            sh.ring.read(self.filled, &mut stage[off..off + len]);
+            sh.ring.zero(self.filled, len);
+        }
+        sh.released.store(p, SeqCst);
+        sh.wake_space();
+        // Seal the headers and zero the padding.
+        let mut q = self.filled;
+        let (mut n, mut payload) = (0u64, 0u64);
+        while q < p {
+            let o = (q - self.stage_pos) as usize;
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&stage[o..o + 8]);
+            let total = u64::from_ne_bytes(w) as u32 as usize;
+            let span = align_up(total as u64, RECORD_ALIGN) as usize;
+            seal_record(&sh.geo, q, &mut stage[o..o + total]);
+            stage[o + total..o + span].fill(0);
+            payload += (total - RECORD_HEADER) as u64;
+            n += 1;
+            q += span as u64;
+        }
+        self.stage_len = off + len;
+        let st = &sh.stats;
+        Counters::add(&st.appends, n);
+        Counters::add(&st.payload_bytes, payload);
+        Counters::add(&st.log_bytes, len as u64);
+        Counters::add(&st.batches, 1);
+        st.with(|h| {
+            let _ = h.batch_records.record(n);
+            let _ = h.batch_bytes.record(len as u64);
+        });
+        self.filled = p;
+        sh.accepted.store(p, SeqCst);
+        sh.wake_waiters(false);
+        true
+    }
+
+    /// Completes the write in flight, if it is done (or waits for it when
+    /// `block`). Returns whether one completed.
+    pub(super) fn reap(&mut self, waker: &Waker, block: bool) -> io::Result<bool> {
+        let Some(mut inf) = self.inflight.take() else {
+            return Ok(false);
+        };
+        let (res, buf) = match inf.done.take() {
+            Some(r) => r,
+            None if block => block_on(inf.fut.as_mut()),
+            None => match inf.fut.as_mut().poll(&mut Context::from_waker(waker)) {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    self.inflight = Some(inf);
+                    return Ok(false);
+                }
+            },
+        };
+        self.spare = Some(buf);
+        res?;
+        let sh = &*self.sh;
+        let us = inf.started.elapsed().as_micros() as u64;
+        Counters::add(&sh.stats.writes, 1);
+        sh.stats.with(|h| {
+            let _ = h.write_us.record(us);
+        });
+        self.dirty.insert(inf.seq);
+        if inf.boundary {
+            sh.written.store(inf.piece_end, SeqCst);
+            let dsync = sh.storage.writes_are_durable();
+            if dsync {
+                self.dirty.clear();
+                sh.durable.store(inf.piece_end, SeqCst);
+            }
+            sh.wake_waiters(false);
+            if dsync {
+                self.record_durable(false)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Starts writing the staged bytes not yet handed to the storage (up to
+    /// the end of their segment), unless a write is in flight. The stage's
+    /// last partial block (or the part for the next segment) moves to the
+    /// spare buffer, which becomes the stage.
+    pub(super) fn submit(&mut self, waker: &Waker) -> io::Result<bool> {
+        let end = self.stage_pos + self.stage_len as u64;
+        if self.inflight.is_some() || end <= self.submitted {
+            return Ok(false);
+        }
+        let (Some(mut cur), Some(mut next)) = (self.stage.take(), self.spare.take()) else {
+            return Err(io::Error::other("stage buffers lost"));
+        };
+        let geo = self.sh.geo;
+        let seq = geo.segment_of(self.stage_pos);
+        let piece_end = end.min(geo.segment_start(seq + 1));
+        let wlen = align_up(piece_end - self.stage_pos, self.bs) as usize;
+        let cap = cur.capacity();
+        let _ = cur.set_len(cap);
+        let _ = next.set_len(cap);
+        if piece_end == end {
+            cur[self.stage_len..wlen].fill(0);
+        }
+        let keep_from = align_down(piece_end, self.bs);
+        let shift = (keep_from - self.stage_pos) as usize;
+        next[..self.stage_len - shift].copy_from_slice(&cur[shift..self.stage_len]);
+        self.prealloc.ensure(seq)?;
+        let _ = cur.set_len(wlen);
+        let mut fut = self
+            .sh
+            .storage
+            .write_async(seq, geo.file_offset(self.stage_pos), cur);
+        // Poll once: that submits the write to the engine.
+        let done = match fut.as_mut().poll(&mut Context::from_waker(waker)) {
+            Poll::Ready(r) => Some(r),
+            Poll::Pending => None,
+        };
+        self.inflight = Some(InFlight {
+            fut,
+            done,
+            seq,
+            piece_end,
+            boundary: piece_end == end,
+            started: Instant::now(),
+        });
+        self.stage = Some(next);
+        self.stage_len -= shift;
+        self.stage_pos = keep_from;
+        self.submitted = piece_end;
+        // Preallocate the next segment ahead of need.
+        self.prealloc.request(seq + 1);
+        Ok(true)
+    }
+
+    /// Syncs what is written when a waiter asked for `Durable` (or when
+    /// closing). A failed sync is never retried: the caller poisons.
+    pub(super) fn sync_if_requested(&mut self, closing: bool) -> io::Result<()> {
+        let sh = &*self.sh;
+        let written = sh.written.load(SeqCst);
+        let durable = sh.durable.load(SeqCst);
+        let wanted = closing || sh.durable_request.load(SeqCst) > durable;
+        if !wanted || (written <= durable && !closing) {
+            return Ok(());
+        }
+        if !sh.storage.writes_are_durable() {
+            let t = Instant::now();
+            for &seq in &self.dirty {
+                sh.storage.sync(seq)?;
+            }
+            let us = t.elapsed().as_micros() as u64;
+            Counters::add(&sh.stats.syncs, 1);
+            sh.stats.with(|h| {
+                let _ = h.sync_us.record(us);
+            });
+            self.dirty.clear();
+        }
+        sh.durable.store(written, SeqCst);
+        sh.wake_waiters(false);
+        self.record_durable(closing)
+    }
+
+    /// Records the durable watermark in the checkpoint: a lower bound even
+    /// if this write is lost, since it is written only after the sync (or
+    /// O_DSYNC write) covering it succeeded. At most once per
+    /// `CHECKPOINT_EVERY` under load; at once when `force`d (going idle,
+    /// closing, where it is also synced).
+    pub(super) fn record_durable(&mut self, force: bool) -> io::Result<()> {
+        let durable = self.sh.durable.load(SeqCst);
+        if durable <= self.ckpt_durable || !(force || self.ckpt_at.elapsed() >= CHECKPOINT_EVERY) {
+            if force && self.sh.reserve.load(SeqCst) & CLOSED != 0 {
+                self.sh.write_checkpoint(|_| {}, true)?;
+            }
+            return Ok(());
+        }
+        let closing = self.sh.reserve.load(SeqCst) & CLOSED != 0;
+        self.sh
+            .write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), closing)?;
+        self.ckpt_durable = durable;
+        self.ckpt_at = Instant::now();
+        Ok(())
+    }
+}
+
+/// How often, at most, the flusher rewrites the checkpoint under load.
+pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(1);
+
+/// Wakes the flusher thread, which parks between passes of its loop.
+pub(super) struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}

@@ -1,0 +1,435 @@
+//! The journal: the API of [`Journal`] (appending, waiting, reading,
+//! retiring, closing). Its parts: [`options`], the [`shared`] state, the
+//! [`flusher`], the [`prealloc`]ator and the [`reader`].
+
+mod flusher;
+mod options;
+mod prealloc;
+mod reader;
+mod shared;
+
+pub use options::{
+    Level, Lsn, Options, DEFAULT_BUFFER_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_SIZE,
+    MAX_RECORD_LIMIT,
+};
+pub use reader::{Record, RecordIter};
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use overlap::{block_on, AlignedBuf, Engine};
+
+use self::flusher::*;
+use self::prealloc::*;
+use self::shared::*;
+use crate::error::{Error, Result};
+use crate::format::{align_down, align_up, record_span, Geometry};
+use crate::recovery::{recover, RecoveryReport};
+use crate::ring::{Padded, Ring};
+use crate::stats::{Counters, JournalStats};
+use crate::storage::{FsStorage, Storage};
+
+/// A write-ahead log. `Send + Sync`: share it between threads with an `Arc`.
+///
+/// See the crate documentation for an overview and an example.
+pub struct Journal {
+    sh: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    prealloc: Mutex<Option<(Arc<Prealloc>, JoinHandle<()>)>>,
+    report: RecoveryReport,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("reserved", &(self.sh.reserve.load(SeqCst) & !FLAGS))
+            .field("durable", &self.sh.durable.load(SeqCst))
+            .finish()
+    }
+}
+
+impl Journal {
+    /// Opens the journal in directory `dir` (creating it if needed),
+    /// recovering what is there.
+    ///
+    /// When the open fails, a directory it created is removed again.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Journal> {
+        options.validate()?;
+        let dir = dir.as_ref();
+        let engine = match &options.engine {
+            Some(e) => e.clone(),
+            None => Engine::new()?,
+        };
+        let existed = dir.exists();
+        let res = FsStorage::open(&engine, dir, options.direct_io, options.sync)
+            .and_then(|storage| Journal::open_with_storage(Arc::new(storage), options));
+        if res.is_err() && !existed {
+            remove_made(dir);
+        }
+        res
+    }
+
+    /// Opens a journal on any [`Storage`] (tests use a fault-injecting one).
+    pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Journal> {
+        options.validate()?;
+        let rec = recover(
+            &storage,
+            options.recovery,
+            options.segment_size,
+            options.max_record_bytes,
+            true,
+        )?;
+        let bs = storage.block_size() as u64;
+        let end = rec.end;
+        let shared = Arc::new(Shared {
+            reserve: Padded(AtomicU64::new(end)),
+            released: Padded(AtomicU64::new(end)),
+            sleeping: Padded(AtomicBool::new(false)),
+            accepted: Padded(AtomicU64::new(end)),
+            written: AtomicU64::new(end),
+            durable: AtomicU64::new(end),
+            durable_request: AtomicU64::new(0),
+            ring: Ring::new(options.buffer_bytes),
+            max_record: options.max_record_bytes,
+            read_limit: rec.read_limit,
+            failure: OnceLock::new(),
+            space: Mutex::new(Vec::new()),
+            space_waiting: AtomicUsize::new(0),
+            waiters: Mutex::new(Vec::new()),
+            waiting: AtomicUsize::new(0),
+            flusher: OnceLock::new(),
+            stats: Counters::new(),
+            storage: storage.clone(),
+            geo: rec.geo,
+            meta: Mutex::new(Meta {
+                checkpoint: rec.checkpoint,
+                first_seq: rec.first_seq,
+            }),
+        });
+        let stage_cap = align_up(
+            (STAGE_BYTES as u64).max(2 * record_span(options.max_record_bytes) + 2 * bs),
+            bs,
+        ) as usize;
+        let mut stage = AlignedBuf::new(stage_cap, storage.buffer_align())?;
+        stage[..rec.tail.len()].copy_from_slice(&rec.tail);
+        let flusher = Flusher {
+            sh: shared.clone(),
+            stage: Some(stage),
+            stage_pos: align_down(end, bs),
+            stage_len: rec.tail.len(),
+            filled: end,
+            submitted: end,
+            bs,
+            inflight: None,
+            ckpt_durable: rec.checkpoint.durable_lsn,
+            ckpt_at: Instant::now(),
+            spare: Some(AlignedBuf::new(stage_cap, storage.buffer_align())?),
+            dirty: BTreeSet::new(),
+            prealloc: Arc::new(Prealloc {
+                st: Mutex::new(PreallocState {
+                    want: rec.last_seq.max(rec.geo.segment_of(end) + 1),
+                    created: rec.last_seq,
+                    error: None,
+                    stop: false,
+                }),
+                cv: std::sync::Condvar::new(),
+            }),
+        };
+        let prealloc = flusher.prealloc.clone();
+        let pre_handle = {
+            let prealloc = prealloc.clone();
+            let sh = shared.clone();
+            std::thread::Builder::new()
+                .name("journal-prealloc".into())
+                .spawn(move || prealloc.run(&sh))
+                .map_err(Error::from)?
+        };
+        let handle = std::thread::Builder::new()
+            .name("journal-flusher".into())
+            .spawn(move || flusher.run())
+            .map_err(Error::from)?;
+        let _ = shared.flusher.set(handle.thread().clone());
+        Ok(Journal {
+            sh: shared,
+            flusher: Mutex::new(Some(handle)),
+            prealloc: Mutex::new(Some((prealloc, pre_handle))),
+            report: rec.report,
+        })
+    }
+
+    /// What recovery found when the journal was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The journal's geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.sh.geo
+    }
+
+    /// Appends a record: copies it into the log buffer and returns its LSN
+    /// at once. When the buffer is full, blocks until the flusher frees
+    /// space (counted in [`JournalStats::full_waits`]).
+    pub fn append(&self, data: &[u8]) -> Result<Lsn> {
+        match self.sh.try_append(data) {
+            Ok(pos) => Ok(Lsn(pos)),
+            Err(Error::Full) => block_on(self.append_async(data)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`append`](Self::append), but fails with [`Error::Full`] instead
+    /// of waiting when the buffer is full.
+    pub fn try_append(&self, data: &[u8]) -> Result<Lsn> {
+        match self.sh.try_append(data) {
+            Ok(pos) => Ok(Lsn(pos)),
+            Err(Error::Full) => {
+                Counters::add(&self.sh.stats.full_refusals, 1);
+                Err(Error::Full)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`append`](Self::append), but waits asynchronously when the
+    /// buffer is full.
+    pub fn append_async<'a>(&'a self, data: &'a [u8]) -> impl Future<Output = Result<Lsn>> + 'a {
+        let mut waited: Option<Instant> = None;
+        std::future::poll_fn(move |cx| {
+            let sh = &self.sh;
+            let mut registered = false;
+            loop {
+                match sh.try_append(data) {
+                    Ok(pos) => {
+                        if let Some(t) = waited {
+                            let us = t.elapsed().as_micros() as u64;
+                            sh.stats.with(|h| {
+                                let _ = h.full_wait_us.record(us);
+                            });
+                        }
+                        return Poll::Ready(Ok(Lsn(pos)));
+                    }
+                    Err(Error::Full) if registered => return Poll::Pending,
+                    Err(Error::Full) => {
+                        if waited.is_none() {
+                            waited = Some(Instant::now());
+                            Counters::add(&sh.stats.full_waits, 1);
+                        }
+                        {
+                            let mut s = sh.space.lock().unwrap_or_else(|p| p.into_inner());
+                            if !s.iter().any(|w| w.will_wake(cx.waker())) {
+                                s.push(cx.waker().clone());
+                            }
+                            sh.space_waiting.store(s.len(), SeqCst);
+                        }
+                        registered = true;
+                        sh.wake_flusher();
+                        // Try once more: space may have been freed before
+                        // the flusher could see our waker.
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+        })
+    }
+
+    /// A future that resolves when every record up to and including `lsn`
+    /// has reached `level`, or with the journal's error.
+    pub fn wait(&self, lsn: Lsn, level: Level) -> Wait<'_> {
+        Wait {
+            sh: &self.sh,
+            lsn: lsn.0,
+            level,
+        }
+    }
+
+    /// Blocks until every record up to and including `lsn` has reached
+    /// `level`.
+    pub fn wait_blocking(&self, lsn: Lsn, level: Level) -> Result<()> {
+        block_on(self.wait(lsn, level))
+    }
+
+    /// The watermark of `level`: every record below this LSN has reached it.
+    pub fn watermark(&self, level: Level) -> Lsn {
+        Lsn(self.sh.watermark(level))
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> JournalStats {
+        let mut s = self.sh.stats.snapshot();
+        s.reserved_lsn = self.sh.reserve.load(SeqCst) & !FLAGS;
+        s.accepted_lsn = self.sh.accepted.load(SeqCst);
+        s.written_lsn = self.sh.written.load(SeqCst);
+        s.durable_lsn = self.sh.durable.load(SeqCst);
+        s.recovery_cut_lsn = self.report.truncated_at;
+        s.recovery_cuts = self.report.truncated_at.is_some() as u64;
+        s.recovery_dropped_records = self.report.dropped_records;
+        s
+    }
+
+    /// The first LSN still in the log.
+    pub fn start_lsn(&self) -> Lsn {
+        Lsn(self
+            .sh
+            .meta
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .checkpoint
+            .start_lsn)
+    }
+
+    /// Iterates the records from `lsn` (a record's LSN, or the start) up to
+    /// the `Written` watermark at the time of the call.
+    pub fn read_from(&self, lsn: Lsn) -> Result<RecordIter> {
+        let start = self.start_lsn().0;
+        if lsn.0 < start {
+            return Err(Error::InvalidInput(format!(
+                "LSN {} was retired; the log starts at {start}",
+                lsn.0
+            )));
+        }
+        let end = self.sh.written.load(SeqCst);
+        Ok(RecordIter::new(
+            self.sh.storage.clone(),
+            self.sh.geo,
+            self.sh.read_limit,
+            lsn.0,
+            end,
+        ))
+    }
+
+    /// Retires the segments that hold only records before `lsn` (which must
+    /// be a record's LSN at or below the durable watermark). Reading before
+    /// `lsn` is refused afterwards.
+    pub fn truncate_before(&self, lsn: Lsn) -> Result<()> {
+        let sh = &self.sh;
+        if let Some(e) = sh.failure.get() {
+            return Err(Error::Poisoned(e.clone()));
+        }
+        let durable = sh.durable.load(SeqCst);
+        if lsn.0 > durable {
+            return Err(Error::InvalidInput(format!(
+                "LSN {} is beyond the durable watermark {durable}",
+                lsn.0
+            )));
+        }
+        let start = self.start_lsn().0;
+        if lsn.0 <= start {
+            return Ok(());
+        }
+        if lsn.0 < durable {
+            let mut it = RecordIter::new(sh.storage.clone(), sh.geo, sh.read_limit, lsn.0, durable);
+            match it.next() {
+                Some(Ok(r)) if r.lsn == lsn => {}
+                Some(Err(e)) if !matches!(e, Error::Corrupt { .. }) => return Err(e),
+                _ => {
+                    return Err(Error::InvalidInput(format!(
+                        "LSN {} is not the start of a record",
+                        lsn.0
+                    )))
+                }
+            }
+        }
+        sh.write_checkpoint(
+            |c| {
+                c.start_lsn = lsn.0;
+                c.durable_lsn = c.durable_lsn.max(lsn.0);
+            },
+            true,
+        )?;
+        let keep = sh.geo.segment_of(lsn.0);
+        let mut meta = sh.meta.lock().unwrap_or_else(|p| p.into_inner());
+        while meta.first_seq < keep {
+            sh.storage.remove_segment(meta.first_seq)?;
+            meta.first_seq += 1;
+            Counters::add(&sh.stats.segments_retired, 1);
+        }
+        Ok(())
+    }
+
+    /// Stops accepting records, writes and syncs everything appended, and
+    /// stops the flusher. Returns the journal's error if it failed.
+    /// Dropping the journal does the same, ignoring the error.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let state = self.sh.reserve.fetch_or(CLOSED, SeqCst);
+        let handle = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+        let pre = self
+            .prealloc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((p, h)) = pre {
+            p.stop();
+            let _ = h.join();
+        }
+        self.sh.wake_waiters(true);
+        self.sh.wake_space();
+        if state & DEAD != 0 || self.sh.failure.get().is_some() {
+            return Err(self.sh.fail_error(DEAD));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// The future of [`Journal::wait`].
+#[derive(Debug)]
+#[must_use = "a wait does nothing unless awaited"]
+pub struct Wait<'a> {
+    sh: &'a Shared,
+    lsn: u64,
+    level: Level,
+}
+
+impl Future for Wait<'_> {
+    type Output = Result<()>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        self.sh.poll_wait(self.lsn, self.level, cx)
+    }
+}
+
+/// Removes a journal directory that a failed [`Journal::open`] created:
+/// the files a journal makes (the lock, a checkpoint, segments of a journal
+/// never used, temporary files), then the directory itself only if that
+/// left it empty, so nothing another process put there meanwhile is lost.
+fn remove_made(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let ours = name == "LOCK"
+                || name == "checkpoint"
+                || name == ".probe.tmp"
+                || name.ends_with(".seg")
+                || name.ends_with(".seg.tmp");
+            if ours {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}

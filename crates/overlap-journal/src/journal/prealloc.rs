@@ -1,0 +1,93 @@
+//! The preallocator: creates segment files ahead of need on its own
+//! thread.
+
+use std::io;
+use std::sync::Mutex;
+
+use super::shared::*;
+use crate::stats::Counters;
+
+/// Creates (preallocates) segment files ahead of need on its own thread,
+/// so that the flusher does not stall on `fallocate` and the fsyncs of a
+/// new file and its directory.
+pub(super) struct Prealloc {
+    pub(super) st: Mutex<PreallocState>,
+    pub(super) cv: std::sync::Condvar,
+}
+
+pub(super) struct PreallocState {
+    /// Create segments up to here.
+    pub(super) want: u64,
+    /// Segments up to here exist.
+    pub(super) created: u64,
+    pub(super) error: Option<io::Error>,
+    pub(super) stop: bool,
+}
+
+impl Prealloc {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, PreallocState> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn run(&self, sh: &Shared) {
+        let geo = sh.geo;
+        let mut st = self.lock();
+        loop {
+            if st.stop || st.error.is_some() {
+                return;
+            }
+            if st.created >= st.want {
+                st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            let seq = st.created + 1;
+            drop(st);
+            let res =
+                sh.storage
+                    .create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq));
+            st = self.lock();
+            match res {
+                Ok(()) => {
+                    st.created = seq;
+                    Counters::add(&sh.stats.segments_created, 1);
+                }
+                Err(e) => st.error = Some(e),
+            }
+            self.cv.notify_all();
+        }
+    }
+
+    /// Raises the target to `seq` (under the lock `st` holds).
+    pub(super) fn want(&self, st: &mut PreallocState, seq: u64) {
+        if seq > st.want {
+            st.want = seq;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Asks for segments up to `seq`, without waiting.
+    pub(super) fn request(&self, seq: u64) {
+        self.want(&mut self.lock(), seq);
+    }
+
+    /// Waits until segment `seq` exists.
+    pub(super) fn ensure(&self, seq: u64) -> io::Result<()> {
+        let mut st = self.lock();
+        self.want(&mut st, seq);
+        while st.created < seq {
+            if let Some(e) = &st.error {
+                return Err(crate::error::copy_io(e));
+            }
+            if st.stop {
+                return Err(io::Error::other("journal closing"));
+            }
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+
+    pub(super) fn stop(&self) {
+        self.lock().stop = true;
+        self.cv.notify_all();
+    }
+}

@@ -1,0 +1,258 @@
+//! The state appenders, waiters and the flusher share: the reservation
+//! cursor, the ring buffer, the watermarks and the waiter lists.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::thread::Thread;
+
+use super::options::*;
+use crate::error::{Error, Result};
+use crate::format::{record_span, Checkpoint, Geometry, CHECKPOINT_SLOT, RECORD_HEADER};
+use crate::ring::{Padded, Ring};
+use crate::stats::Counters;
+use crate::storage::Storage;
+
+pub(super) const CLOSED: u64 = 1 << 63;
+pub(super) const DEAD: u64 = 1 << 62;
+pub(super) const FLAGS: u64 = CLOSED | DEAD;
+/// Most bytes the flusher stages (and writes) at once.
+pub(super) const STAGE_BYTES: usize = 4 << 20;
+
+pub(super) struct Waiter {
+    pub(super) lsn: u64,
+    pub(super) level: Level,
+    pub(super) waker: Waker,
+}
+
+pub(super) struct Meta {
+    pub(super) checkpoint: Checkpoint,
+    pub(super) first_seq: u64,
+}
+
+pub(super) struct Shared {
+    pub(super) reserve: Padded<AtomicU64>,
+    pub(super) released: Padded<AtomicU64>,
+    pub(super) sleeping: Padded<AtomicBool>,
+    pub(super) accepted: Padded<AtomicU64>,
+    pub(super) written: AtomicU64,
+    pub(super) durable: AtomicU64,
+    pub(super) durable_request: AtomicU64,
+    pub(super) ring: Ring,
+    pub(super) max_record: usize,
+    /// Length limit when reading back (records of earlier opens may be
+    /// larger than this open allows).
+    pub(super) read_limit: usize,
+    pub(super) failure: OnceLock<Arc<io::Error>>,
+    pub(super) space: Mutex<Vec<Waker>>,
+    pub(super) space_waiting: AtomicUsize,
+    pub(super) waiters: Mutex<Vec<Waiter>>,
+    pub(super) waiting: AtomicUsize,
+    pub(super) flusher: OnceLock<Thread>,
+    pub(super) stats: Counters,
+    pub(super) storage: Arc<dyn Storage>,
+    pub(super) geo: Geometry,
+    pub(super) meta: Mutex<Meta>,
+}
+
+impl Shared {
+    pub(super) fn fail_error(&self, state: u64) -> Error {
+        match self.failure.get() {
+            Some(e) => Error::Poisoned(e.clone()),
+            None if state & DEAD != 0 => Error::Poisoned(Arc::new(io::Error::other("failed"))),
+            None => Error::Closed,
+        }
+    }
+
+    pub(super) fn try_reserve(&self, len: usize) -> Result<u64> {
+        if len > self.max_record {
+            return Err(Error::TooLarge {
+                len,
+                max: self.max_record,
+            });
+        }
+        let span = record_span(len);
+        let cap = self.ring.cap();
+        let mut cur = self.reserve.load(SeqCst);
+        loop {
+            if cur & FLAGS != 0 {
+                return Err(self.fail_error(cur));
+            }
+            let released = self.released.load(SeqCst);
+            if cur + span - released > cap {
+                return Err(Error::Full);
+            }
+            match self
+                .reserve
+                .compare_exchange_weak(cur, cur + span, SeqCst, SeqCst)
+            {
+                Ok(_) => return Ok(cur),
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Reserves room for `data` and copies it in: one CAS, one copy, one
+    /// store. Returns the record's LSN.
+    pub(super) fn try_append(&self, data: &[u8]) -> Result<u64> {
+        let pos = self.try_reserve(data.len())?;
+        self.fill(pos, data);
+        Ok(pos)
+    }
+
+    pub(super) fn fill(&self, pos: u64, data: &[u8]) {
+        // SAFETY: `try_reserve` gave us [pos, pos + span) exclusively and
+        // checked that the flusher released it.
+        unsafe {
+            self.ring.write(pos + RECORD_HEADER as u64, data);
+            self.ring.publish(
+                pos,
+                self.ring
+                    .commit_word(pos, (RECORD_HEADER + data.len()) as u32),
+            );
+        }
+        if self.sleeping.load(SeqCst) {
+            self.wake_flusher();
+        }
+    }
+
+    pub(super) fn wake_flusher(&self) {
+        if self.sleeping.swap(false, SeqCst) {
+            if let Some(t) = self.flusher.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    pub(super) fn watermark(&self, level: Level) -> u64 {
+        match level {
+            Level::Accepted => self.accepted.load(SeqCst),
+            Level::Written => self.written.load(SeqCst),
+            Level::Durable => self.durable.load(SeqCst),
+        }
+    }
+
+    pub(super) fn poll_wait(
+        &self,
+        lsn: u64,
+        level: Level,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<()>> {
+        let check = |this: &Shared| -> Option<Result<()>> {
+            let state = this.reserve.load(SeqCst);
+            if state & DEAD != 0 {
+                return Some(Err(this.fail_error(state)));
+            }
+            if this.watermark(level) > lsn {
+                return Some(Ok(()));
+            }
+            if lsn >= state & !FLAGS {
+                return Some(Err(Error::InvalidInput(format!(
+                    "LSN {lsn} has not been appended"
+                ))));
+            }
+            None
+        };
+        if let Some(r) = check(self) {
+            return Poll::Ready(r);
+        }
+        if level == Level::Durable {
+            self.durable_request.fetch_max(lsn + 1, SeqCst);
+        }
+        {
+            let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            // A future polled again before its LSN is reached is already
+            // registered: keep one entry per waiter, not one per poll.
+            let known = w
+                .iter()
+                .any(|x| x.lsn == lsn && x.level == level && x.waker.will_wake(cx.waker()));
+            if !known {
+                w.push(Waiter {
+                    lsn,
+                    level,
+                    waker: cx.waker().clone(),
+                });
+                self.waiting.store(w.len(), SeqCst);
+            }
+        }
+        self.wake_flusher();
+        match check(self) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+
+    pub(super) fn wake_waiters(&self, all: bool) {
+        if self.waiting.load(SeqCst) == 0 {
+            return;
+        }
+        let marks = [
+            self.accepted.load(SeqCst),
+            self.written.load(SeqCst),
+            self.durable.load(SeqCst),
+        ];
+        let mut ready = Vec::new();
+        {
+            let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            let mut i = 0;
+            while i < w.len() {
+                let mark = marks[w[i].level as usize];
+                if all || mark > w[i].lsn {
+                    ready.push(w.swap_remove(i).waker);
+                } else {
+                    i += 1;
+                }
+            }
+            self.waiting.store(w.len(), SeqCst);
+        }
+        for w in ready {
+            w.wake();
+        }
+    }
+
+    pub(super) fn wake_space(&self) {
+        if self.space_waiting.load(SeqCst) == 0 {
+            return;
+        }
+        let ws = {
+            let mut s = self.space.lock().unwrap_or_else(|p| p.into_inner());
+            self.space_waiting.store(0, SeqCst);
+            std::mem::take(&mut *s)
+        };
+        for w in ws {
+            w.wake();
+        }
+    }
+
+    pub(super) fn poison(&self, e: io::Error) {
+        let _ = self.failure.set(Arc::new(e));
+        self.reserve.fetch_or(DEAD, SeqCst);
+        self.wake_waiters(true);
+        self.wake_space();
+    }
+
+    pub(super) fn write_checkpoint(
+        &self,
+        f: impl FnOnce(&mut Checkpoint),
+        sync: bool,
+    ) -> io::Result<()> {
+        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = meta.checkpoint;
+        f(&mut c);
+        c.generation += 1;
+        self.storage.write_checkpoint(
+            (c.generation % 2) * CHECKPOINT_SLOT as u64,
+            &c.encode(),
+            sync,
+        )?;
+        meta.checkpoint = c;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Shared")
+    }
+}

@@ -1,0 +1,244 @@
+//! The recovery rule (issue 12, item 2): a record that may have been
+//! acknowledged is never cut silently. The durable point in the checkpoint
+//! lags the acknowledgements, so damage past it with valid records after it
+//! is refused in the default mode, and only `Salvage` cuts it, reporting
+//! what it dropped.
+
+use std::fs::OpenOptions as FsOpen;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use overlap_journal::format::{Checkpoint, Geometry, CHECKPOINT_SLOT};
+use overlap_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
+
+fn opts() -> Options {
+    Options::default()
+        .segment_size(64 << 10)
+        .buffer_bytes(64 << 10)
+        .max_record_bytes(4 << 10)
+}
+
+struct Log {
+    dir: PathBuf,
+    geo: Geometry,
+    lsns: Vec<u64>,
+    end: u64,
+}
+
+/// 200 records of 1000 bytes, all acknowledged durable (they span four
+/// 64 KiB segments); then the checkpoint's durable point is set back to
+/// record `durable_at`, as a lagging checkpoint leaves it.
+fn build(name: &str, durable_at: usize) -> Log {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-rule-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let j = Journal::open(&dir, opts()).unwrap();
+    let mut lsns = Vec::new();
+    for i in 0..200u32 {
+        let lsn = j.append(&[i as u8; 1000]).unwrap();
+        j.wait_blocking(lsn, Level::Durable).unwrap();
+        lsns.push(lsn.0);
+    }
+    let geo = j.geometry();
+    let end = j.watermark(Level::Durable).0;
+    j.close().unwrap();
+    let log = Log {
+        dir,
+        geo,
+        lsns,
+        end,
+    };
+    log.set_durable(log.lsns[durable_at]);
+    log
+}
+
+impl Log {
+    fn set_durable(&self, durable: u64) {
+        let path = self.dir.join("checkpoint");
+        let c = Checkpoint::decode_file(&std::fs::read(&path).unwrap()).unwrap();
+        let c = Checkpoint {
+            durable_lsn: durable,
+            generation: c.generation + 1,
+            ..c
+        };
+        let f = FsOpen::new().write(true).open(&path).unwrap();
+        f.write_all_at(&c.encode(), 0).unwrap();
+        f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    fn write(&self, pos: u64, bytes: &[u8]) {
+        let seq = self.geo.segment_of(pos);
+        let f = FsOpen::new()
+            .write(true)
+            .open(self.dir.join(format!("{seq:016x}.seg")))
+            .unwrap();
+        f.write_all_at(bytes, self.geo.file_offset(pos)).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    fn records(&self) -> Vec<Vec<u8>> {
+        let j = Journal::open(&self.dir, opts().recovery(RecoveryMode::Strict)).unwrap();
+        let got = j.read_from(Lsn(0)).unwrap().map(|r| r.unwrap().data);
+        got.collect()
+    }
+}
+
+fn refused(r: Result<impl std::fmt::Debug, Error>, at: u64, what: &str) -> Damage {
+    match r {
+        Err(Error::Corrupt { lsn, damage }) => {
+            assert_eq!(lsn, at, "{what}");
+            damage
+        }
+        other => panic!("{what}: expected corruption at {at}, got {other:?}"),
+    }
+}
+
+#[test]
+fn damage_with_records_after_it_is_refused_not_cut() {
+    // The issue's case: two damaged bytes in an acknowledged record past
+    // the (lagging) durable point, intact records after it. Before the
+    // change, verify said ok and the next open cut 150 acknowledged records
+    // without a word.
+    let l = build("two-bytes", 10);
+    let victim = l.lsns[50];
+    l.write(victim + 40, &[0xde, 0xad]);
+    for mode in [RecoveryMode::TolerateTornTail, RecoveryMode::Strict] {
+        let o = opts().recovery(mode);
+        let d = refused(verify(&l.dir, &o), victim, "verify");
+        assert!(
+            matches!(&d, Damage::RecordsFollow { first, next }
+                if **first == Damage::BadCrc && *next == l.lsns[51]),
+            "{d:?}"
+        );
+        assert!(d.to_string().contains("repair"), "{d}");
+        refused(Journal::open(&l.dir, o), victim, "open");
+    }
+    // Refusing changed nothing: still 200 records behind the damage's back.
+    let d = refused(verify(&l.dir, &opts()), victim, "verify again");
+    assert!(matches!(d, Damage::RecordsFollow { .. }));
+
+    // Salvage cuts there and says what it dropped.
+    let rep = verify(&l.dir, &opts().recovery(RecoveryMode::Salvage)).unwrap();
+    assert_eq!(rep.truncated_at, Some(victim));
+    let j = Journal::open(&l.dir, opts().recovery(RecoveryMode::Salvage)).unwrap();
+    let r = j.recovery_report().clone();
+    assert_eq!(r.truncated_at, Some(victim));
+    assert_eq!(r.records, 50);
+    assert_eq!(r.dropped_records, 149);
+    assert_eq!(r.dropped_bytes, 149 * 1000);
+    assert_eq!(r.dropped_lsns.first(), Some(&l.lsns[51]));
+    assert_eq!(r.dropped_lsns.last(), Some(&l.lsns[199]));
+    assert!(!r.cut_acknowledged);
+    let s = j.stats();
+    assert_eq!((s.recovery_cuts, s.recovery_cut_lsn), (1, Some(victim)));
+    assert_eq!(s.recovery_dropped_records, 149);
+    // The salvaged journal goes on from the cut, and is clean.
+    assert_eq!(j.append(b"after repair").unwrap().0, victim);
+    j.close().unwrap();
+    let got = l.records();
+    assert_eq!(got.len(), 51);
+    assert_eq!(got[50], b"after repair");
+}
+
+#[test]
+fn a_hole_of_zeros_with_records_after_it_is_refused() {
+    // A whole acknowledged record zeroed: it reads like the end of the log,
+    // but the records after it are there.
+    let l = build("hole", 10);
+    let victim = l.lsns[120];
+    l.write(victim, &[0u8; 1024]);
+    let d = refused(verify(&l.dir, &opts()), victim, "verify");
+    assert!(
+        matches!(&d, Damage::RecordsFollow { first, next }
+            if matches!(**first, Damage::Zeros | Damage::GarbageAfterEnd)
+                && *next == l.lsns[121]),
+        "{d:?}"
+    );
+    refused(Journal::open(&l.dir, opts()), victim, "open");
+}
+
+#[test]
+fn records_in_a_later_segment_are_found() {
+    // Damage at the very end of a segment, the next valid record in the
+    // next segment file.
+    let l = build("next-segment", 10);
+    let first_of_seg1 = *l.lsns.iter().find(|&&p| l.geo.segment_of(p) == 1).unwrap();
+    let idx = l.lsns.iter().position(|&p| p == first_of_seg1).unwrap();
+    let victim = l.lsns[idx - 1];
+    // Damage the last record starting in segment 0 and every record after
+    // it in segment 1 except the last: the scan must reach segment 1's end.
+    for &p in &l.lsns[idx - 1..199] {
+        l.write(p + 30, &[0xff]);
+    }
+    let d = refused(verify(&l.dir, &opts()), victim, "verify");
+    assert!(
+        matches!(&d, Damage::RecordsFollow { next, .. } if *next == l.lsns[199]),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_reported() {
+    let l = build("torn", 190);
+    let victim = l.lsns[199];
+    l.write(victim + 60, &[0x01, 0x02]);
+    let rep = verify(&l.dir, &opts()).unwrap();
+    assert_eq!(rep.truncated_at, Some(victim));
+    assert_eq!(rep.dropped_records, 0);
+    let j = Journal::open(&l.dir, opts()).unwrap();
+    let s = j.stats();
+    assert_eq!((s.recovery_cuts, s.recovery_cut_lsn), (1, Some(victim)));
+    assert!(j
+        .recovery_report()
+        .damage
+        .as_deref()
+        .unwrap()
+        .contains("CRC"));
+    drop(j);
+    // A clean open reports no cut.
+    let j = Journal::open(&l.dir, opts()).unwrap();
+    assert_eq!(j.stats().recovery_cuts, 0);
+    assert_eq!(j.recovery_report().truncated_at, None);
+    assert!(l.end > victim);
+}
+
+#[test]
+fn salvage_cuts_before_the_durable_point_and_says_so() {
+    let l = build("before-durable", 199);
+    let victim = l.lsns[30];
+    l.write(victim + 40, &[0xde, 0xad]);
+    refused(verify(&l.dir, &opts()), victim, "verify");
+    let j = Journal::open(&l.dir, opts().recovery(RecoveryMode::Salvage)).unwrap();
+    let r = j.recovery_report();
+    assert_eq!(r.truncated_at, Some(victim));
+    assert!(r.cut_acknowledged);
+    assert_eq!(r.dropped_records, 169);
+    drop(j);
+    assert_eq!(l.records().len(), 30);
+}
+
+#[test]
+fn salvage_cuts_at_a_bad_segment_header() {
+    let l = build("bad-header", 10);
+    // Segment 1's header is damaged.
+    let f = FsOpen::new()
+        .write(true)
+        .open(l.dir.join(format!("{:016x}.seg", 1)))
+        .unwrap();
+    f.write_all_at(&[0xff; 8], 0).unwrap();
+    drop(f);
+    assert!(matches!(
+        verify(&l.dir, &opts()),
+        Err(Error::Corrupt {
+            damage: Damage::BadSegmentHeader(1),
+            ..
+        })
+    ));
+    let j = Journal::open(&l.dir, opts().recovery(RecoveryMode::Salvage)).unwrap();
+    let cut = j.recovery_report().truncated_at.unwrap();
+    assert!(cut <= l.geo.segment_start(1), "{cut}");
+    j.append(b"on").unwrap();
+    j.close().unwrap();
+    let got = l.records();
+    assert_eq!(got.last().unwrap(), b"on");
+}

@@ -1,0 +1,1121 @@
+//! [`File`]: `tokio::fs::File` on the engine.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, Seek, SeekFrom};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
+use tokio::sync::Mutex;
+
+use super::{asyncify, engine_err, OpenOptions};
+use crate::reactor::on_ring;
+
+/// The largest transfer one `poll_read` or `poll_write` makes, as tokio's
+/// (2 MiB); [`File::set_max_buf_size`] changes it.
+pub(crate) const DEFAULT_MAX_BUF_SIZE: usize = 2 * 1024 * 1024;
+
+/// The file offset that reads and writes use, shared by a file and its
+/// [`File::try_clone`] copies as the kernel's offset is shared by duplicated
+/// descriptors. Reads and writes are positional (`read_at`/`write_at`
+/// through the engine), so the offset lives here and no `lseek` is made.
+#[derive(Debug)]
+struct Cursor(AtomicU64);
+
+/// The cursor after a write to a file opened for appending: the end of the
+/// file, whatever its length now is (resolved with `statx` when needed).
+const AT_END: u64 = u64::MAX;
+
+impl Cursor {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+    fn set(&self, pos: u64) {
+        self.0.store(pos, Ordering::Release);
+    }
+    /// Moves the cursor back over `n` bytes read ahead but not consumed.
+    fn unread(&self, n: usize) {
+        let pos = self.get();
+        if n > 0 && pos != AT_END {
+            self.set(pos.saturating_sub(n as u64));
+        }
+    }
+    /// The offset, asking the kernel for the file's length when it is the
+    /// end of the file.
+    async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
+        let pos = self.get();
+        if pos != AT_END {
+            return Ok(pos);
+        }
+        let len = on_ring(file.stat())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))?
+            .len;
+        self.set(len);
+        Ok(len)
+    }
+}
+
+/// A reference to an open file on the filesystem: `tokio::fs::File`, whose
+/// reads, writes, syncs and truncation are engine operations (io_uring where
+/// the kernel allows it).
+///
+/// An instance of a `File` can be read and/or written depending on what
+/// options it was opened with. Files also implement [`AsyncSeek`] to alter
+/// the logical cursor that the file contains internally.
+///
+/// As tokio's, the file keeps one operation in flight at a time and a
+/// buffer: a write copies the data, starts the write and returns at once;
+/// its error, if any, comes from the next write, or from `flush`. Call
+/// [`flush`](tokio::io::AsyncWriteExt::flush) before dropping a file to know
+/// that its writes are done (a file dropped with a write in flight still
+/// completes it). Reading after a seek, or after a write, reads what is
+/// there: the position is the file's.
+///
+/// Unlike tokio's, reads and writes are positional (`pread`/`pwrite` at the
+/// file's own cursor, kept here), so no `lseek` is made per operation.
+///
+/// # Examples
+///
+/// Create a new file and asynchronously write bytes to it:
+///
+/// ```no_run
+/// use overlap_tokio::fs::File;
+/// use tokio::io::AsyncWriteExt; // for write_all()
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// let mut file = File::create("foo.txt").await?;
+/// file.write_all(b"hello, world!").await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Read the contents of a file into a buffer:
+///
+/// ```no_run
+/// use overlap_tokio::fs::File;
+/// use tokio::io::AsyncReadExt; // for read_to_end()
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// let mut file = File::open("foo.txt").await?;
+///
+/// let mut contents = vec![];
+/// file.read_to_end(&mut contents).await?;
+///
+/// println!("len = {}", contents.len());
+/// # Ok(())
+/// # }
+/// ```
+pub struct File {
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    inner: Mutex<Inner>,
+    max_buf_size: usize,
+}
+
+struct Inner {
+    state: State,
+    /// A write's error seen while doing something else: returned by the
+    /// next write or flush.
+    last_write_err: Option<io::Error>,
+    /// The result of the last seek (what `poll_complete` reports when idle).
+    pos: u64,
+}
+
+/// Bytes read ahead: `data[start..end]` not yet handed to the reader. The
+/// cursor is past them, as the kernel's offset would be. The vector keeps
+/// its length between operations, so that a read needs to zero only what
+/// it adds to it.
+#[derive(Default)]
+struct Buf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    fn new(data: Vec<u8>, end: usize) -> Buf {
+        Buf {
+            data,
+            start: 0,
+            end,
+        }
+    }
+    fn remaining(&self) -> usize {
+        self.end - self.start
+    }
+    fn copy_to(&mut self, dst: &mut ReadBuf<'_>) {
+        let n = self.remaining().min(dst.remaining());
+        dst.put_slice(&self.data[self.start..self.start + n]);
+        self.start += n;
+        if self.start == self.end {
+            self.discard();
+        }
+    }
+    /// Drops the unread bytes (keeping the allocation); returns how many.
+    fn discard(&mut self) -> usize {
+        let n = self.remaining();
+        self.start = 0;
+        self.end = 0;
+        n
+    }
+}
+
+/// The operation in flight. Its engine futures are each polled through
+/// `on_ring` inside it (not the whole, so that no `on_ring` nests).
+type OpFuture = Pin<Box<dyn Future<Output = (Operation, Buf)> + Send>>;
+
+enum State {
+    Idle(Buf),
+    Busy(OpFuture),
+}
+
+enum Operation {
+    Read(io::Result<usize>),
+    Write(io::Result<()>),
+    Seek(io::Result<u64>),
+}
+
+const PENDING_MSG: &str = "other file operation is pending, call poll_complete before start_seek";
+
+impl File {
+    fn new(file: overlap::File, pos: u64, max_buf_size: usize) -> File {
+        File {
+            file,
+            cursor: Arc::new(Cursor(AtomicU64::new(pos))),
+            inner: Mutex::new(Inner {
+                state: State::Idle(Buf::default()),
+                last_write_err: None,
+                pos,
+            }),
+            max_buf_size,
+        }
+    }
+
+    pub(crate) fn from_engine(file: overlap::File) -> File {
+        File::new(file, 0, DEFAULT_MAX_BUF_SIZE)
+    }
+
+    /// Attempts to open a file in read-only mode.
+    ///
+    /// See [`OpenOptions`] for more details.
+    ///
+    /// # Errors
+    ///
+    /// This function will return an error if path does not already exist.
+    /// Other errors may also be returned according to [`OpenOptions::open`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncReadExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::open("foo.txt").await?;
+    ///
+    /// let mut contents = vec![];
+    /// file.read_to_end(&mut contents).await?;
+    ///
+    /// println!("len = {}", contents.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
+        Self::options().read(true).open(path).await
+    }
+
+    /// Opens a file in write-only mode.
+    ///
+    /// This function will create a file if it does not exist, and will
+    /// truncate it if it does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
+        Self::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .await
+    }
+
+    /// Opens a file in read-write mode, creating it, or failing with
+    /// [`io::ErrorKind::AlreadyExists`] if it exists: if the call succeeds,
+    /// the file returned is new (atomically, with no race between checking
+    /// and creating).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create_new("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn create_new<P: AsRef<Path>>(path: P) -> std::io::Result<File> {
+        Self::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await
+    }
+
+    /// Returns a new [`OpenOptions`] object, as `OpenOptions::new()`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut f = File::options().append(true).open("example.log").await?;
+    /// f.write_all(b"new line\n").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
+    /// Converts a [`std::fs::File`] to a `File`. The file's position is
+    /// where the std file's was.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// // This line could block. It is not recommended to do this on the Tokio
+    /// // runtime.
+    /// let std_file = std::fs::File::open("foo.txt").unwrap();
+    /// let file = overlap_tokio::fs::File::from_std(std_file);
+    /// ```
+    pub fn from_std(std: std::fs::File) -> File {
+        // lseek(fd, 0, SEEK_CUR) reads a number; it does not wait for I/O.
+        let pos = (&std).stream_position().unwrap_or(0);
+        File::new(
+            overlap::File::from_fd(crate::engine(), std.into()),
+            pos,
+            DEFAULT_MAX_BUF_SIZE,
+        )
+    }
+
+    /// Attempts to sync all OS-internal metadata to disk (`fsync` through
+    /// the engine), after the write in flight, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// file.sync_all().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sync_all(&self) -> io::Result<()> {
+        let mut inner = self.inner.lock().await;
+        inner.complete_inflight().await;
+        on_ring(self.file.sync_all())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+    }
+
+    /// As [`sync_all`](Self::sync_all), but may skip metadata that is not
+    /// needed to read the data back (`fdatasync`).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// file.sync_data().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn sync_data(&self) -> io::Result<()> {
+        let mut inner = self.inner.lock().await;
+        inner.complete_inflight().await;
+        on_ring(self.file.sync_data())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+    }
+
+    /// Truncates or extends the underlying file, updating the size of this
+    /// file to become `size` (`ftruncate` through the engine). Extending
+    /// fills with zeros. The position does not change.
+    ///
+    /// # Errors
+    ///
+    /// This function will return an error if the file is not opened for
+    /// writing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// file.set_len(10).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set_len(&self, size: u64) -> io::Result<()> {
+        let mut inner = self.inner.lock().await;
+        inner.complete_inflight().await;
+        if let State::Idle(buf) = &mut inner.state {
+            self.cursor.unread(buf.discard());
+        }
+        on_ring(self.file.set_len(size))
+            .await
+            .map_err(|e| engine_err(e, libc::EINVAL))
+    }
+
+    /// Queries metadata about the underlying file. (A `std::fs::Metadata`
+    /// can only be had from std, so this runs `fstat` on tokio's blocking
+    /// pool; [`File::statx`] asks the engine.)
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let file = File::open("foo.txt").await?;
+    /// let metadata = file.metadata().await?;
+    ///
+    /// println!("{:?}", metadata);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        let std = self.dup_std()?;
+        asyncify(move || std.metadata()).await
+    }
+
+    /// Creates a new `File` instance that shares the same underlying file
+    /// handle as the existing `File` instance. Reads, writes, and seeks will
+    /// affect both File instances simultaneously.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let file = File::open("foo.txt").await?;
+    /// let file_clone = file.try_clone().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_clone(&self) -> io::Result<File> {
+        self.inner.lock().await.complete_inflight().await;
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| engine_err(e, libc::EBADF))?;
+        let pos = self.inner.lock().await.pos;
+        Ok(File {
+            file,
+            cursor: self.cursor.clone(),
+            inner: Mutex::new(Inner {
+                state: State::Idle(Buf::default()),
+                last_write_err: None,
+                pos,
+            }),
+            max_buf_size: self.max_buf_size,
+        })
+    }
+
+    /// Destructures `File` into a [`std::fs::File`]. This function is async
+    /// to allow any in-flight operations to complete. The std file's
+    /// position is this file's.
+    ///
+    /// Use `File::try_into_std` to attempt conversion immediately.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let tokio_file = File::open("foo.txt").await?;
+    /// let std_file = tokio_file.into_std().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn into_std(mut self) -> std::fs::File {
+        self.inner.get_mut().complete_inflight().await;
+        // Where the cursor is the end of the file, the std file's offset is
+        // put there (SEEK_END) rather than asked for.
+        match self.try_into_std() {
+            Ok(std) => std,
+            // Unreachable: with nothing in flight, nothing else holds the
+            // engine's file (it is never handed out). Should it happen
+            // anyway, a duplicate of the descriptor serves.
+            Err(mut me) => {
+                let std = me
+                    .dup_std()
+                    .unwrap_or_else(|e| panic!("overlap-tokio: no descriptor for into_std: {e}"));
+                let _ = (&std).seek(me.std_seek());
+                std
+            }
+        }
+    }
+
+    /// Tries to immediately destructure `File` into a [`std::fs::File`].
+    ///
+    /// # Errors
+    ///
+    /// This function will return an error containing the file if some
+    /// operation is in-flight.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let tokio_file = File::open("foo.txt").await?;
+    /// let std_file = tokio_file.try_into_std().unwrap();
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[allow(clippy::result_large_err)]
+    pub fn try_into_std(mut self) -> Result<std::fs::File, Self> {
+        if matches!(self.inner.get_mut().state, State::Busy(_)) {
+            return Err(self);
+        }
+        let seek = self.std_seek();
+        let File {
+            file,
+            cursor,
+            inner,
+            max_buf_size,
+        } = self;
+        match file.into_fd() {
+            Ok(fd) => {
+                let std = std::fs::File::from(fd);
+                let _ = (&std).seek(seek);
+                Ok(std)
+            }
+            Err(file) => Err(File {
+                file,
+                cursor,
+                inner,
+                max_buf_size,
+            }),
+        }
+    }
+
+    /// Where a std file's offset goes for this file's position (idle).
+    fn std_seek(&mut self) -> SeekFrom {
+        let unread = match &self.inner.get_mut().state {
+            State::Idle(buf) => buf.remaining() as u64,
+            State::Busy(_) => 0,
+        };
+        match self.cursor.get() {
+            AT_END => SeekFrom::End(0),
+            pos => SeekFrom::Start(pos.saturating_sub(unread)),
+        }
+    }
+
+    /// A `std::fs::File` on a duplicate of the descriptor, for the calls
+    /// that only std makes.
+    fn dup_std(&self) -> io::Result<std::fs::File> {
+        Ok(std::fs::File::from(self.as_fd().try_clone_to_owned()?))
+    }
+
+    /// Changes the permissions on the underlying file (`fchmod`, on tokio's
+    /// blocking pool: io_uring has no opcode for it).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let file = File::open("foo.txt").await?;
+    /// let mut perms = file.metadata().await?.permissions();
+    /// perms.set_readonly(true);
+    /// file.set_permissions(perms).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set_permissions(&self, perm: std::fs::Permissions) -> io::Result<()> {
+        let std = self.dup_std()?;
+        asyncify(move || std.set_permissions(perm)).await
+    }
+
+    /// Changes the timestamps on the underlying file (on tokio's blocking
+    /// pool), after the operation in flight, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::{File, FileTimes};
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let file = File::open("foo.txt").await?;
+    /// let times = FileTimes::new()
+    ///     .set_accessed(std::time::SystemTime::now())
+    ///     .set_modified(std::time::SystemTime::now());
+    /// file.set_times(times).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set_times(&self, times: std::fs::FileTimes) -> io::Result<()> {
+        self.inner.lock().await.complete_inflight().await;
+        let std = self.dup_std()?;
+        asyncify(move || std.set_times(times)).await
+    }
+
+    /// Changes the modification time of the underlying file, as
+    /// [`set_times`](Self::set_times) with only that time set.
+    pub async fn set_modified(&self, time: std::time::SystemTime) -> io::Result<()> {
+        self.set_times(std::fs::FileTimes::new().set_modified(time))
+            .await
+    }
+
+    /// Sets the maximum buffer size for the underlying [`AsyncRead`] /
+    /// [`AsyncWrite`] operation (default 2 MiB): the most one read or write
+    /// transfers. Unlike tokio's, 0 does not panic: it is taken as 1.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::open("foo.txt").await?;
+    ///
+    /// // Set maximum buffer size to 8 MiB
+    /// file.set_max_buf_size(8 * 1024 * 1024);
+    ///
+    /// let mut buf = vec![1; 1024 * 1024 * 1024];
+    ///
+    /// // Write the 1 GiB buffer in chunks up to 8 MiB each.
+    /// file.write_all(&mut buf).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
+        self.max_buf_size = max_buf_size.clamp(1, overlap::MAX_RW_BYTES);
+    }
+
+    /// Gets the maximum buffer size for the underlying [`AsyncRead`] /
+    /// [`AsyncWrite`] operation.
+    pub fn max_buf_size(&self) -> usize {
+        self.max_buf_size
+    }
+
+    // ------------------------------------------------------------ beyond tokio
+
+    /// The engine's file underneath. Not public: a clone of it could close
+    /// the descriptor under [`AsFd`] borrows.
+    pub(crate) fn engine_file(&self) -> &overlap::File {
+        &self.file
+    }
+
+    /// The direct-I/O alignment of the file (what buffers, offsets and
+    /// lengths must be multiples of when it was opened with
+    /// [`OpenOptions::direct`]).
+    pub fn alignment(&self) -> overlap::Alignment {
+        self.file.alignment()
+    }
+
+    /// Whether the file was opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
+    }
+
+    /// Reads up to `buf.len()` bytes at `offset` into `buf` (a `Vec<u8>`,
+    /// an `overlap::AlignedBuf`, ...), which comes back with the count. The
+    /// file's cursor does not move, and the read does not wait for this
+    /// file's `AsyncRead`/`AsyncWrite` operation in flight.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// use overlap_tokio::fs;
+    /// let dir = tempfile::tempdir()?;
+    /// fs::write(dir.path().join("f"), b"hello world").await?;
+    /// let file = fs::File::open(dir.path().join("f")).await?;
+    /// let (n, buf) = file.read_at(vec![0u8; 5], 6).await;
+    /// assert_eq!(&buf[..n?], b"world");
+    /// # Ok::<(), std::io::Error>(()) })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn read_at<B: overlap::IoBufMut>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<usize>, B) {
+        let (res, buf) = on_ring(self.file.read_at(buf, offset)).await;
+        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+    }
+
+    /// Writes `buf` at `offset` (fewer bytes may be written; see
+    /// [`write_all_at`](Self::write_all_at)); the cursor does not move. On a
+    /// file opened for appending the data goes to the end (Linux's rule).
+    pub async fn write_at<B: overlap::IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let (res, buf) = on_ring(self.file.write_at(buf, offset)).await;
+        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+    }
+
+    /// Fills `buf` from `offset`, or fails with
+    /// [`io::ErrorKind::UnexpectedEof`]; the cursor does not move.
+    pub async fn read_exact_at<B: overlap::IoBufMut>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<()>, B) {
+        let (res, buf) = on_ring(self.file.read_exact_at(buf, offset)).await;
+        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+    }
+
+    /// Writes all of `buf` at `offset`; the cursor does not move.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new()?.block_on(async {
+    /// use overlap_tokio::fs;
+    /// let dir = tempfile::tempdir()?;
+    /// let file = fs::File::create_new(dir.path().join("f")).await?;
+    /// let (res, _buf) = file.write_all_at(b"abc".to_vec(), 4).await;
+    /// res?;
+    /// assert_eq!(fs::read(dir.path().join("f")).await?, b"\0\0\0\0abc");
+    /// # Ok::<(), std::io::Error>(()) })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn write_all_at<B: overlap::IoBuf>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<()>, B) {
+        let (res, buf) = on_ring(self.file.write_all_at(buf, offset)).await;
+        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+    }
+
+    /// Reserves `len` bytes from `offset` (`fallocate`): the file grows if
+    /// needed, the new range reads as zeros, and later writes there do not
+    /// extend the file.
+    pub async fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        on_ring(self.file.allocate(offset, len))
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+    }
+
+    /// Type, size, permissions and times of the file by `statx` through the
+    /// engine (what [`metadata`](Self::metadata) gives as std's type, from
+    /// the blocking pool).
+    pub async fn statx(&self) -> io::Result<overlap::path::Stat> {
+        on_ring(self.file.stat())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+    }
+}
+
+impl Inner {
+    async fn complete_inflight(&mut self) {
+        std::future::poll_fn(|cx| self.poll_complete_inflight(cx)).await;
+    }
+
+    fn poll_complete_inflight(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match ready!(self.poll_flush(cx)) {
+            Err(e) => {
+                self.last_write_err = Some(e);
+                Poll::Ready(())
+            }
+            Ok(()) => Poll::Ready(()),
+        }
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.last_write_err.take() {
+            return Poll::Ready(Err(e));
+        }
+        let State::Busy(fut) = &mut self.state else {
+            return Poll::Ready(Ok(()));
+        };
+        let (op, buf) = ready!(fut.as_mut().poll(cx));
+        self.state = State::Idle(buf);
+        match op {
+            Operation::Write(res) => Poll::Ready(res),
+            Operation::Seek(Ok(pos)) => {
+                self.pos = pos;
+                Poll::Ready(Ok(()))
+            }
+            Operation::Read(_) | Operation::Seek(Err(_)) => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+/// Reads up to `len` bytes at the cursor into `buf`'s vector.
+async fn read_op(
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    mut buf: Buf,
+    len: usize,
+) -> (Operation, Buf) {
+    buf.discard();
+    let offset = match cursor.resolve(&file).await {
+        Ok(o) => o,
+        Err(e) => return (Operation::Read(Err(e)), buf),
+    };
+    let mut data = std::mem::take(&mut buf.data);
+    // Zero-filled only where it grows: the rest is initialised already.
+    if data.len() < len {
+        data.resize(len, 0);
+    } else {
+        data.truncate(len);
+    }
+    let (res, data) = on_ring(file.read_at(data, offset)).await;
+    match res {
+        Ok(n) => {
+            cursor.set(offset + n as u64);
+            (Operation::Read(Ok(n)), Buf::new(data, n))
+        }
+        Err(e) => (
+            Operation::Read(Err(engine_err(e, libc::EBADF))),
+            Buf::new(data, 0),
+        ),
+    }
+}
+
+/// Writes all of `data` at the cursor (at the end of the file when
+/// appending).
+async fn write_op(file: overlap::File, cursor: Arc<Cursor>, data: Vec<u8>) -> (Operation, Buf) {
+    let append = file.is_append();
+    let offset = if append {
+        // O_APPEND: the kernel writes at the end whatever the offset.
+        0
+    } else {
+        match cursor.resolve(&file).await {
+            Ok(o) => o,
+            Err(e) => return (Operation::Write(Err(e)), Buf::default()),
+        }
+    };
+    let len = data.len() as u64;
+    let (res, data) = on_ring(file.write_all_at(data, offset)).await;
+    let buf = Buf::new(data, 0);
+    match res {
+        Ok(()) => {
+            cursor.set(if append { AT_END } else { offset + len });
+            (Operation::Write(Ok(())), buf)
+        }
+        Err(e) => (Operation::Write(Err(engine_err(e, libc::EBADF))), buf),
+    }
+}
+
+/// Moves the cursor as `pos` says, from `logical` (the position the reader
+/// has reached) for `SeekFrom::Current`.
+async fn seek_op(
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    pos: SeekFrom,
+    buf: Buf,
+) -> (Operation, Buf) {
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "invalid seek to a negative or overflowing position",
+        )
+    };
+    let target = match pos {
+        SeekFrom::Start(n) => Ok(Some(n)),
+        SeekFrom::Current(d) => cursor
+            .resolve(&file)
+            .await
+            .map(|cur| cur.checked_add_signed(d)),
+        SeekFrom::End(d) => on_ring(file.stat())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+            .map(|st| st.len.checked_add_signed(d)),
+    };
+    let res = match target {
+        Ok(Some(n)) if n <= i64::MAX as u64 => {
+            cursor.set(n);
+            Ok(n)
+        }
+        Ok(_) => Err(invalid()),
+        Err(e) => Err(e),
+    };
+    (Operation::Seek(res), buf)
+}
+
+impl AsyncRead for File {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let inner = me.inner.get_mut();
+        loop {
+            match &mut inner.state {
+                State::Idle(buf) => {
+                    if buf.remaining() > 0 || dst.remaining() == 0 {
+                        buf.copy_to(dst);
+                        return Poll::Ready(Ok(()));
+                    }
+                    let len = dst.remaining().min(me.max_buf_size);
+                    let buf = std::mem::take(buf);
+                    let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len);
+                    inner.state = State::Busy(Box::pin(fut));
+                }
+                State::Busy(fut) => {
+                    let (op, buf) = ready!(fut.as_mut().poll(cx));
+                    inner.state = State::Idle(buf);
+                    match op {
+                        Operation::Read(Ok(_)) => {
+                            if let State::Idle(buf) = &mut inner.state {
+                                buf.copy_to(dst);
+                            }
+                            return Poll::Ready(Ok(()));
+                        }
+                        Operation::Read(Err(e)) => return Poll::Ready(Err(e)),
+                        Operation::Write(Ok(())) => {}
+                        Operation::Write(Err(e)) => inner.last_write_err = Some(e),
+                        Operation::Seek(res) => {
+                            if let Ok(pos) = res {
+                                inner.pos = pos;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsyncSeek for File {
+    fn start_seek(self: Pin<&mut Self>, pos: SeekFrom) -> io::Result<()> {
+        let me = self.get_mut();
+        let inner = me.inner.get_mut();
+        match &mut inner.state {
+            State::Busy(_) => Err(io::Error::other(PENDING_MSG)),
+            State::Idle(buf) => {
+                // Bytes read ahead are given back: the cursor returns to
+                // the position the reader has reached.
+                me.cursor.unread(buf.discard());
+                let buf = std::mem::take(buf);
+                let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, buf);
+                inner.state = State::Busy(Box::pin(fut));
+                Ok(())
+            }
+        }
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
+        let inner = self.get_mut().inner.get_mut();
+        loop {
+            let State::Busy(fut) = &mut inner.state else {
+                return Poll::Ready(Ok(inner.pos));
+            };
+            let (op, buf) = ready!(fut.as_mut().poll(cx));
+            inner.state = State::Idle(buf);
+            match op {
+                Operation::Read(_) | Operation::Write(Ok(())) => {}
+                Operation::Write(Err(e)) => inner.last_write_err = Some(e),
+                Operation::Seek(res) => {
+                    if let Ok(pos) = res {
+                        inner.pos = pos;
+                    }
+                    return Poll::Ready(res);
+                }
+            }
+        }
+    }
+}
+
+impl File {
+    /// Starts writing what `fill` copies into the buffer (at most
+    /// `max_buf_size` bytes), after the operation in flight.
+    fn poll_write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        fill: impl FnOnce(&mut Vec<u8>, usize) -> usize,
+    ) -> Poll<io::Result<usize>> {
+        let inner = self.inner.get_mut();
+        if let Some(e) = inner.last_write_err.take() {
+            return Poll::Ready(Err(e));
+        }
+        loop {
+            match &mut inner.state {
+                State::Idle(buf) => {
+                    // Bytes read ahead are given back first, as a seek.
+                    self.cursor.unread(buf.discard());
+                    let mut data = std::mem::take(&mut buf.data);
+                    let n = fill(&mut data, self.max_buf_size);
+                    let fut = write_op(self.file.clone(), self.cursor.clone(), data);
+                    let mut fut: OpFuture = Box::pin(fut);
+                    // Submit the write now: it proceeds whether or not this
+                    // file is polled again (as tokio's background write).
+                    match fut.as_mut().poll(cx) {
+                        Poll::Ready((op, buf)) => {
+                            inner.state = State::Idle(buf);
+                            if let Operation::Write(Err(e)) = op {
+                                inner.last_write_err = Some(e);
+                            }
+                        }
+                        Poll::Pending => inner.state = State::Busy(fut),
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                State::Busy(fut) => {
+                    let (op, buf) = ready!(fut.as_mut().poll(cx));
+                    inner.state = State::Idle(buf);
+                    match op {
+                        Operation::Write(res) => res?,
+                        Operation::Seek(Ok(pos)) => inner.pos = pos,
+                        Operation::Read(_) | Operation::Seek(Err(_)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for File {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        src: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |data, max| {
+            let n = src.len().min(max);
+            data.clear();
+            data.extend_from_slice(&src[..n]);
+            n
+        })
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |data, max| {
+            data.clear();
+            for b in bufs {
+                let room = max - data.len();
+                if room == 0 {
+                    break;
+                }
+                data.extend_from_slice(&b[..b.len().min(room)]);
+            }
+            data.len()
+        })
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().inner.get_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The file is dropped. An operation in flight (a write above all) is
+        // finished, not abandoned: the engine completes what it has
+        // submitted anyway, and the rest of the operation (a write cut
+        // short, one waiting for the engine's budget) runs to its end
+        // elsewhere.
+        let State::Busy(fut) = std::mem::replace(&mut self.state, State::Idle(Buf::default()))
+        else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(fut);
+            }
+            Err(_) => {
+                // Outside a runtime: a thread of its own. Should none be
+                // had, what the engine already has still completes.
+                let _ = std::thread::Builder::new()
+                    .name("overlap-tokio-drop".into())
+                    .spawn(move || overlap::block_on(fut));
+            }
+        }
+    }
+}
+
+impl From<std::fs::File> for File {
+    fn from(std: std::fs::File) -> Self {
+        Self::from_std(std)
+    }
+}
+
+impl From<OwnedFd> for File {
+    fn from(fd: OwnedFd) -> Self {
+        Self::from_std(std::fs::File::from(fd))
+    }
+}
+
+impl fmt::Debug for File {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("overlap_tokio::fs::File")
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+impl AsFd for File {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor belongs to `self.file`, which this crate
+        // never closes; it stays open at least as long as `self` is borrowed.
+        unsafe { BorrowedFd::borrow_raw(self.file.as_raw_fd()) }
+    }
+}
+
+impl FromRawFd for File {
+    unsafe fn from_raw_fd(fd: RawFd) -> Self {
+        // SAFETY: the caller's contract is std's `FromRawFd::from_raw_fd`.
+        unsafe { std::fs::File::from_raw_fd(fd) }.into()
+    }
+}

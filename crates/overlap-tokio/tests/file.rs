@@ -1,0 +1,492 @@
+//! `File` against tokio's documented behaviour.
+
+use std::io::{ErrorKind, SeekFrom};
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::Duration;
+
+use overlap_tokio::fs::{self, File, OpenOptions};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::util::{data, err_of, eventually, tempdir};
+
+rt_tests!(
+    large_write_then_read_back,
+    reads_follow_seeks_and_writes,
+    write_is_behind_and_its_error_comes_later,
+    dropping_a_file_completes_its_write,
+    max_buf_size_bounds_each_transfer,
+    vectored_writes_gather,
+    shutdown_flushes,
+    set_len_keeps_the_position,
+    try_clone_shares_the_position,
+    std_conversions_keep_the_descriptor_and_position,
+    seek_while_busy_is_refused,
+    descriptors_are_borrowable,
+    open_options_follow_std_rules,
+    positional_io_beyond_tokio,
+    direct_io_with_aligned_buffers,
+    times_permissions_and_metadata,
+    write_through_and_access_hints,
+    a_cancelled_read_loses_no_data,
+);
+
+async fn large_write_then_read_back() {
+    let dir = tempdir();
+    let p = dir.path().join("big");
+    let want = data(5 << 20 | 12345, 3);
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(&want).await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), want, "what std reads");
+    let mut f = File::open(&p).await.unwrap();
+    let mut got = Vec::new();
+    let n = f.read_to_end(&mut got).await.unwrap();
+    assert_eq!(n, want.len());
+    assert!(got == want, "what the file reads");
+    assert_eq!(f.read(&mut [0u8; 8]).await.unwrap(), 0, "end of file");
+}
+
+async fn reads_follow_seeks_and_writes() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let want = data(10_000, 1);
+    std::fs::write(&p, &want).unwrap();
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .await
+        .unwrap();
+    let mut b = [0u8; 5];
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(b, want[..5]);
+    assert_eq!(f.seek(SeekFrom::Current(3)).await.unwrap(), 8);
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(b, want[8..13]);
+    assert_eq!(f.seek(SeekFrom::End(-2)).await.unwrap(), 9998);
+    let mut rest = Vec::new();
+    f.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(rest, want[9998..]);
+    // A write lands at the position the reads reached, and the next read
+    // sees it without a flush.
+    f.seek(SeekFrom::Start(100)).await.unwrap();
+    f.write_all(b"XYZ").await.unwrap();
+    f.seek(SeekFrom::Start(99)).await.unwrap();
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, &[want[99], b'X', b'Y', b'Z', want[103]]);
+    // Invalid seeks fail and leave the position.
+    let pos = f.stream_position().await.unwrap();
+    assert_eq!(
+        f.seek(SeekFrom::Current(-1_000_000))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(f.stream_position().await.unwrap(), pos);
+    assert_eq!(
+        f.seek(SeekFrom::Start(u64::MAX)).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+}
+
+async fn write_is_behind_and_its_error_comes_later() {
+    let dir = tempdir();
+    let p = dir.path().join("ro");
+    std::fs::write(&p, b"content").unwrap();
+    let mut f = File::open(&p).await.unwrap();
+    // As tokio: the write is accepted, the error comes with the flush.
+    assert_eq!(f.write(b"abc").await.unwrap(), 3);
+    let e = f.flush().await.unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e:?}");
+    // Reported once.
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"content");
+}
+
+async fn dropping_a_file_completes_its_write() {
+    let dir = tempdir();
+    let p = dir.path().join("dropped");
+    let want = data(6 << 20, 9);
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(&want).await.unwrap();
+    // The last chunk (up to 2 MiB) may still be in flight here.
+    drop(f);
+    let done = eventually(Duration::from_secs(20), || {
+        std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0) == want.len() as u64
+    })
+    .await;
+    assert!(done, "the write in flight at drop completed");
+    assert!(std::fs::read(&p).unwrap() == want);
+}
+
+async fn max_buf_size_bounds_each_transfer() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&p)
+        .await
+        .unwrap();
+    assert_eq!(f.max_buf_size(), 2 * 1024 * 1024, "tokio's default");
+    f.set_max_buf_size(4);
+    assert_eq!(f.write(b"0123456789").await.unwrap(), 4);
+    f.write_all(b"456789").await.unwrap();
+    f.seek(SeekFrom::Start(0)).await.unwrap();
+    let mut b = [0u8; 10];
+    assert_eq!(f.read(&mut b).await.unwrap(), 4, "one read, 4 bytes");
+    assert_eq!(&b[..4], b"0123");
+    let mut s = String::new();
+    f.read_to_string(&mut s).await.unwrap();
+    assert_eq!(s, "456789");
+    f.set_max_buf_size(0);
+    assert_eq!(f.max_buf_size(), 1, "0 is taken as 1, not a panic");
+}
+
+async fn vectored_writes_gather() {
+    let dir = tempdir();
+    let p = dir.path().join("v");
+    let mut f = File::create(&p).await.unwrap();
+    assert!(tokio::io::AsyncWrite::is_write_vectored(&f));
+    let bufs = [
+        std::io::IoSlice::new(b"one "),
+        std::io::IoSlice::new(b""),
+        std::io::IoSlice::new(b"two "),
+        std::io::IoSlice::new(b"three"),
+    ];
+    assert_eq!(f.write_vectored(&bufs).await.unwrap(), 13);
+    f.set_max_buf_size(6);
+    assert_eq!(f.write_vectored(&bufs).await.unwrap(), 6, "bounded");
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"one two threeone tw");
+}
+
+async fn shutdown_flushes() {
+    let dir = tempdir();
+    let p = dir.path().join("s");
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(&data(100_000, 2)).await.unwrap();
+    f.shutdown().await.unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 100_000);
+}
+
+async fn set_len_keeps_the_position() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&p)
+        .await
+        .unwrap();
+    f.write_all(b"0123456789").await.unwrap();
+    f.set_len(4).await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"0123");
+    assert_eq!(f.stream_position().await.unwrap(), 10);
+    f.write_all(b"X").await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        b"0123\0\0\0\0\0\0X",
+        "a hole of zeros"
+    );
+    f.set_len(20).await.unwrap();
+    assert_eq!(f.metadata().await.unwrap().len(), 20);
+    f.sync_all().await.unwrap();
+    f.sync_data().await.unwrap();
+}
+
+async fn try_clone_shares_the_position() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut a = File::create(&p).await.unwrap();
+    let mut b = a.try_clone().await.unwrap();
+    assert_ne!(a.as_raw_fd(), b.as_raw_fd());
+    a.write_all(b"abc").await.unwrap();
+    a.flush().await.unwrap();
+    b.write_all(b"def").await.unwrap();
+    b.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"abcdef");
+    drop(a);
+    b.write_all(b"g").await.unwrap();
+    b.flush().await.unwrap();
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        b"abcdefg",
+        "the clone outlives it"
+    );
+}
+
+async fn std_conversions_keep_the_descriptor_and_position() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"0123456789").unwrap();
+    let mut std_file = std::fs::File::open(&p).unwrap();
+    std::io::Seek::seek(&mut std_file, SeekFrom::Start(3)).unwrap();
+    let raw = std_file.as_raw_fd();
+    let mut f = File::from_std(std_file);
+    assert_eq!(f.as_raw_fd(), raw);
+    let mut b = [0u8; 2];
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"34", "from the std file's position");
+    let mut std_file = f.into_std().await;
+    assert_eq!(std_file.as_raw_fd(), raw);
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std_file, &mut s).unwrap();
+    assert_eq!(s, "56789", "the std file goes on from here");
+    let f: File = std_file.into();
+    let f = f.try_into_std().expect("nothing in flight");
+    let f = File::from(std::os::fd::OwnedFd::from(f));
+    drop(f);
+}
+
+async fn seek_while_busy_is_refused() {
+    use std::pin::Pin;
+    use tokio::io::AsyncSeek;
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(&data(1 << 20, 4)).await.unwrap();
+    // If the write is still in flight, start_seek is refused as tokio's.
+    if let Err(e) = Pin::new(&mut f).start_seek(SeekFrom::Start(0)) {
+        assert_eq!(e.kind(), ErrorKind::Other);
+        assert!(e.to_string().contains("poll_complete"), "{e}");
+    }
+    // seek() completes what is pending first.
+    assert_eq!(f.seek(SeekFrom::Start(7)).await.unwrap(), 7);
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
+}
+
+async fn descriptors_are_borrowable() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"abc").unwrap();
+    let f = File::open(&p).await.unwrap();
+    let owned = f.as_fd().try_clone_to_owned().unwrap();
+    let mut std_file = std::fs::File::from(owned);
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std_file, &mut s).unwrap();
+    assert_eq!(s, "abc");
+    assert!(format!("{f:?}").contains("File"));
+}
+
+async fn open_options_follow_std_rules() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    // Each combination std refuses is refused the same way.
+    let cases: Vec<(&str, std::fs::OpenOptions, OpenOptions)> = vec![
+        ("nothing", std::fs::OpenOptions::new(), OpenOptions::new()),
+        (
+            "create read-only",
+            std::fs::OpenOptions::new().read(true).create(true).clone(),
+            OpenOptions::new().read(true).create(true).clone(),
+        ),
+        (
+            "append+truncate",
+            std::fs::OpenOptions::new()
+                .append(true)
+                .truncate(true)
+                .clone(),
+            OpenOptions::new().append(true).truncate(true).clone(),
+        ),
+        (
+            "missing",
+            std::fs::OpenOptions::new().read(true).clone(),
+            OpenOptions::new().read(true).clone(),
+        ),
+    ];
+    for (name, std_opts, ours) in cases {
+        assert_eq!(
+            err_of(ours.open(&p).await),
+            err_of(std_opts.open(&p)),
+            "{name}"
+        );
+    }
+    File::create_new(&p).await.unwrap();
+    assert_eq!(
+        err_of(File::create_new(&p).await),
+        (ErrorKind::AlreadyExists, Some(libc::EEXIST))
+    );
+    // append + create_new is allowed, as in std.
+    let q = dir.path().join("g");
+    OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&q)
+        .await
+        .unwrap();
+}
+
+async fn positional_io_beyond_tokio() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&p)
+        .await
+        .unwrap();
+    let (res, _) = f.write_all_at(data(8192, 5), 4096).await;
+    res.unwrap();
+    let (res, buf) = f.read_exact_at(vec![0u8; 100], 4096 + 50).await;
+    res.unwrap();
+    assert_eq!(buf, data(8192, 5)[50..150]);
+    let (n, buf) = f.read_at(vec![0u8; 100], 4096 + 8192 - 10).await;
+    assert_eq!(n.unwrap(), 10, "short at end of file");
+    assert_eq!(&buf[..10], &data(8192, 5)[8182..]);
+    let (res, _) = f.read_exact_at(vec![0u8; 100], 4096 + 8192 - 10).await;
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::UnexpectedEof);
+    let (n, _) = f.write_at(b"hi".to_vec(), 0).await;
+    assert_eq!(n.unwrap(), 2);
+    // The cursor did not move.
+    assert_eq!(f.stream_position().await.unwrap(), 0);
+    let mut b = [0u8; 2];
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"hi");
+    f.allocate(0, 1 << 20).await.unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
+    let st = f.statx().await.unwrap();
+    assert!(st.is_file());
+    assert_eq!(st.len, 1 << 20);
+    assert!(st.allocated >= 1 << 20, "space reserved: {}", st.allocated);
+    let ro = File::open(&p).await.unwrap();
+    let (res, _) = ro.write_at(b"x".to_vec(), 0).await;
+    assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EBADF));
+}
+
+async fn direct_io_with_aligned_buffers() {
+    let dir = tempdir();
+    let p = dir.path().join("direct");
+    let f = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .direct(true)
+        .open(&p)
+        .await
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            eprintln!("SKIPPED: O_DIRECT unsupported on this file system");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert!(f.is_direct());
+    let a = f.alignment();
+    let len = 4096.max(a.offset as usize);
+    let pool = overlap::AlignedBufPool::new(len, a.memory.max(a.offset) as usize, 2).unwrap();
+    let mut buf = pool.get();
+    buf.fill(0x5a);
+    let (res, _) = f.write_all_at(buf, 0).await;
+    res.unwrap();
+    let (res, back) = f.read_exact_at(pool.get(), 0).await;
+    res.unwrap();
+    assert!(back.iter().all(|&b| b == 0x5a));
+    // The unaligned AsyncRead buffer is refused as the kernel would.
+    let (res, _) = f.read_at(vec![0u8; 3], 1).await;
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::InvalidInput);
+    let _ = fs::remove_file(&p).await;
+}
+
+async fn times_permissions_and_metadata() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::{Duration, SystemTime};
+    let dir = tempdir();
+    let p = dir.path().join("t");
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(b"12345").await.unwrap();
+    // metadata waits for nothing, but set_times waits for the write.
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    f.set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
+        .await
+        .unwrap();
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.modified().unwrap(), when);
+    assert_eq!(m.accessed().unwrap(), when);
+    assert_eq!(m.len(), 5, "the write before it is done");
+    let later = when + Duration::from_secs(60);
+    f.set_modified(later).await.unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), later);
+    let meta = f.metadata().await.unwrap();
+    assert_eq!((meta.len(), meta.modified().unwrap()), (5, later));
+    f.set_permissions(std::fs::Permissions::from_mode(0o604))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o604
+    );
+    // FromRawFd takes ownership as std's does.
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(std::fs::File::open(&p).unwrap());
+    // SAFETY: raw is a descriptor just opened and owned by nobody else.
+    let mut g = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    let mut s = String::new();
+    g.read_to_string(&mut s).await.unwrap();
+    assert_eq!(s, "12345");
+}
+
+async fn write_through_and_access_hints() {
+    let dir = tempdir();
+    let p = dir.path().join("dsync");
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .write_through(true)
+        .access(overlap::Access::Sequential)
+        .open(&p)
+        .await
+        .unwrap();
+    // SAFETY: F_GETFL reads the descriptor's flags; no memory involved.
+    let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    assert_eq!(flags & libc::O_DSYNC, libc::O_DSYNC, "O_DSYNC set");
+    f.write_all(b"durable").await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"durable");
+    let plain = File::open(&p).await.unwrap();
+    // SAFETY: as above.
+    let flags = unsafe { libc::fcntl(plain.as_raw_fd(), libc::F_GETFL) };
+    assert_eq!(flags & libc::O_DSYNC, 0);
+}
+
+async fn a_cancelled_read_loses_no_data() {
+    // A read future dropped while its read is in flight: the read goes on,
+    // and its bytes come to the next reads, as with tokio's background
+    // read. A FIFO makes the read wait for data.
+    let dir = tempdir();
+    let p = dir.path().join("fifo");
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Read and write: opening a FIFO so does not wait for a writer.
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .await
+        .unwrap();
+    let mut big = [0u8; 64];
+    {
+        let mut read = Box::pin(f.read(&mut big));
+        assert!(
+            crate::util::poll_once(&mut read).await.is_none(),
+            "nothing to read yet"
+        );
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .and_then(|mut w| std::io::Write::write_all(&mut w, b"hello world"))
+        .unwrap();
+    let mut two = [0u8; 2];
+    f.read_exact(&mut two).await.unwrap();
+    assert_eq!(&two, b"he");
+    let mut rest = [0u8; 9];
+    f.read_exact(&mut rest).await.unwrap();
+    assert_eq!(&rest, b"llo world");
+}

@@ -1,0 +1,262 @@
+//! The free functions, `DirBuilder` and `ReadDir` against tokio's
+//! documented behaviour (beyond what the drop-in program compares).
+
+use std::io::ErrorKind;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use overlap_tokio::fs;
+
+use crate::util::{data, err_of, tempdir};
+
+rt_tests!(
+    read_and_write_whole_files,
+    read_sees_a_file_longer_than_its_size_hint,
+    copy_copies_contents_and_permissions,
+    create_dir_all_creates_every_level,
+    dir_builder_modes_and_recursion,
+    read_dir_lists_every_entry_in_chunks,
+    links_and_metadata,
+    try_exists_tells_not_found_apart,
+    rename_replaces,
+);
+
+async fn read_and_write_whole_files() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    for len in [
+        0usize,
+        1,
+        4095,
+        4096,
+        65_537,
+        3 << 20,
+        (8 << 20) - 1,
+        8 << 20,
+        17 << 20 | 5,
+    ] {
+        let want = data(len, len as u8);
+        fs::write(&p, &want).await.unwrap();
+        assert!(std::fs::read(&p).unwrap() == want, "write {len}");
+        assert!(fs::read(&p).await.unwrap() == want, "read {len}");
+    }
+    // write truncates a longer file.
+    fs::write(&p, b"short").await.unwrap();
+    assert_eq!(fs::read_to_string(&p).await.unwrap(), "short");
+    assert_eq!(
+        err_of(fs::read(dir.path().join("missing")).await),
+        (ErrorKind::NotFound, Some(libc::ENOENT))
+    );
+}
+
+async fn read_sees_a_file_longer_than_its_size_hint() {
+    // A FIFO reports size 0 yet has data: read goes on to the end.
+    let dir = tempdir();
+    let p = dir.path().join("fifo");
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let want = data(200_000, 8);
+    let writer = {
+        let (p, want) = (p.clone(), want.clone());
+        std::thread::spawn(move || std::fs::write(p, want).unwrap())
+    };
+    let got = fs::read(&p).await.unwrap();
+    writer.join().unwrap();
+    assert!(got == want, "{} of {} bytes", got.len(), want.len());
+}
+
+async fn copy_copies_contents_and_permissions() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let want = data(3 << 20 | 7, 6);
+    std::fs::write(&a, &want).unwrap();
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o751)).unwrap();
+    std::fs::write(&b, data(10 << 20, 1)).unwrap();
+    assert_eq!(fs::copy(&a, &b).await.unwrap(), want.len() as u64);
+    assert!(std::fs::read(&b).unwrap() == want, "truncated and replaced");
+    assert_eq!(std::fs::metadata(&b).unwrap().mode() & 0o7777, 0o751);
+    assert_eq!(
+        err_of(fs::copy(dir.path().join("missing"), &b).await),
+        (ErrorKind::NotFound, Some(libc::ENOENT))
+    );
+    assert_eq!(
+        err_of(fs::copy(dir.path(), &b).await).0,
+        ErrorKind::InvalidInput
+    );
+}
+
+async fn create_dir_all_creates_every_level() {
+    let dir = tempdir();
+    let deep = dir.path().join("a/b/c/d");
+    fs::create_dir_all(&deep).await.unwrap();
+    assert!(std::fs::metadata(&deep).unwrap().is_dir());
+    fs::create_dir_all(&deep).await.unwrap();
+    fs::create_dir_all(dir.path().join("a/b/./c/../c/e"))
+        .await
+        .unwrap();
+    assert!(dir.path().join("a/b/c/e").is_dir());
+    fs::create_dir_all("").await.unwrap();
+    std::fs::write(dir.path().join("file"), b"").unwrap();
+    let std_err = std::fs::create_dir_all(dir.path().join("file/x")).unwrap_err();
+    let ours = err_of(fs::create_dir_all(dir.path().join("file/x")).await);
+    assert_eq!(ours, (std_err.kind(), std_err.raw_os_error()));
+    assert_eq!(
+        err_of(fs::create_dir_all(dir.path().join("file")).await).0,
+        ErrorKind::AlreadyExists
+    );
+    // Many tasks creating the same tree at once all succeed.
+    let tree = dir.path().join("x/y/z");
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let t = tree.join(format!("leaf{}", i % 2));
+            tokio::spawn(async move { fs::create_dir_all(t).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert!(tree.join("leaf0").is_dir() && tree.join("leaf1").is_dir());
+}
+
+async fn dir_builder_modes_and_recursion() {
+    let dir = tempdir();
+    let umask = {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .unwrap_or(0o022)
+    };
+    let p = dir.path().join("m");
+    fs::DirBuilder::new().mode(0o751).create(&p).await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().mode() & 0o777,
+        0o751 & !umask
+    );
+    assert_eq!(
+        err_of(
+            fs::DirBuilder::new()
+                .create(dir.path().join("no/parent"))
+                .await
+        ),
+        (ErrorKind::NotFound, Some(libc::ENOENT))
+    );
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir.path().join("r/s/t"))
+        .await
+        .unwrap();
+    for sub in ["r", "r/s", "r/s/t"] {
+        assert_eq!(
+            std::fs::metadata(dir.path().join(sub)).unwrap().mode() & 0o777,
+            0o700 & !umask,
+            "{sub}: parents get the mode too"
+        );
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .create(dir.path().join("r/s/t"))
+        .await
+        .unwrap();
+}
+
+async fn read_dir_lists_every_entry_in_chunks() {
+    let dir = tempdir();
+    let mut want = Vec::new();
+    for i in 0..100 {
+        let name = format!("f{i:03}");
+        std::fs::write(dir.path().join(&name), vec![0u8; i]).unwrap();
+        want.push(name);
+    }
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    want.push("sub".into());
+    let mut rd = fs::read_dir(dir.path()).await.unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = rd.next_entry().await.unwrap() {
+        let name = e.file_name().into_string().unwrap();
+        let std_meta = std::fs::symlink_metadata(e.path()).unwrap();
+        assert_eq!(e.ino(), std_meta.ino(), "{name}");
+        assert_eq!(e.file_type().await.unwrap().is_dir(), name == "sub");
+        assert_eq!(e.metadata().await.unwrap().len(), std_meta.len());
+        got.push(name);
+    }
+    assert!(rd.next_entry().await.unwrap().is_none(), "stays at the end");
+    got.sort();
+    assert_eq!(got, want);
+    assert_eq!(
+        err_of(fs::read_dir(dir.path().join("missing")).await),
+        (ErrorKind::NotFound, Some(libc::ENOENT))
+    );
+}
+
+async fn links_and_metadata() {
+    let dir = tempdir();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"12345").unwrap();
+    fs::symlink("f", dir.path().join("s")).await.unwrap();
+    fs::hard_link(&f, dir.path().join("h")).await.unwrap();
+    let m = fs::metadata(dir.path().join("s")).await.unwrap();
+    assert!(m.is_file());
+    assert_eq!(m.len(), 5);
+    assert!(fs::symlink_metadata(dir.path().join("s"))
+        .await
+        .unwrap()
+        .is_symlink());
+    assert_eq!(fs::metadata(&f).await.unwrap().nlink(), 2);
+    assert_eq!(
+        fs::read_link(dir.path().join("s")).await.unwrap(),
+        std::path::Path::new("f")
+    );
+    assert_eq!(
+        err_of(fs::read_link(&f).await),
+        (ErrorKind::InvalidInput, Some(libc::EINVAL))
+    );
+    assert_eq!(
+        fs::canonicalize(dir.path().join("s")).await.unwrap(),
+        std::fs::canonicalize(&f).unwrap()
+    );
+    // statx through the engine agrees with std's metadata.
+    let st = fs::statx(dir.path().join("s")).await.unwrap();
+    let link = fs::symlink_statx(dir.path().join("s")).await.unwrap();
+    assert_eq!((st.len, st.ino), (5, m.ino()));
+    assert!(link.is_symlink());
+    fs::set_permissions(&f, std::fs::Permissions::from_mode(0o400))
+        .await
+        .unwrap();
+    assert!(std::fs::metadata(&f).unwrap().permissions().readonly());
+    fs::remove_file(dir.path().join("s")).await.unwrap();
+    assert!(f.exists(), "removing a link leaves its target");
+}
+
+async fn try_exists_tells_not_found_apart() {
+    let dir = tempdir();
+    let f = dir.path().join("f");
+    assert!(!fs::try_exists(&f).await.unwrap());
+    std::fs::write(&f, b"").unwrap();
+    assert!(fs::try_exists(&f).await.unwrap());
+    // A file where a directory should be: std cannot tell either.
+    let std_res = std::fs::exists(f.join("below"));
+    let ours = fs::try_exists(f.join("below")).await;
+    match (std_res, ours) {
+        (Err(s), Err(o)) => assert_eq!((s.kind(), s.raw_os_error()), (o.kind(), o.raw_os_error())),
+        (s, o) => assert_eq!(s.ok(), o.ok()),
+    }
+}
+
+async fn rename_replaces() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::write(&a, b"new").unwrap();
+    std::fs::write(&b, b"old").unwrap();
+    fs::rename(&a, &b).await.unwrap();
+    assert_eq!(std::fs::read(&b).unwrap(), b"new");
+    assert!(!a.exists());
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    fs::rename(dir.path().join("d"), dir.path().join("e"))
+        .await
+        .unwrap();
+    assert!(dir.path().join("e").is_dir());
+    fs::remove_dir(dir.path().join("e")).await.unwrap();
+    assert!(!dir.path().join("e").exists());
+}

@@ -1,0 +1,284 @@
+//! Operations on paths: rename, remove, create directories, links and
+//! `statx`, each through the engine like a read or a write (an io_uring
+//! opcode where the kernel has it, its blocking system call on the thread
+//! pool or where the opcode is missing).
+//!
+//! Paths are relative to the process's working directory unless absolute
+//! (`AT_FDCWD`). Each operation copies its paths into NUL-terminated
+//! strings that it owns until the kernel has completed it, so dropping the
+//! future early is safe; a path with a NUL byte is refused before submission
+//! with [`Error::InvalidInput`].
+//!
+//! ```
+//! use overlap::{path, Engine};
+//!
+//! let engine = Engine::new()?;
+//! let dir = tempfile::tempdir()?;
+//! let sub = dir.path().join("sub");
+//! path::create_dir(&engine, &sub, 0o755).wait()?;
+//! assert!(path::metadata(&engine, &sub).wait()?.is_dir());
+//! path::rename(&engine, &sub, dir.path().join("renamed")).wait()?;
+//! path::remove_dir(&engine, dir.path().join("renamed")).wait()?;
+//! # Ok::<(), overlap::Error>(())
+//! ```
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::file::run_op;
+use crate::op::{Op, Request, Task};
+use crate::ops::{self, OpKind};
+
+/// `path` as a NUL-terminated string, or [`Error::InvalidInput`] naming it.
+pub(crate) fn cpath(path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        Error::InvalidInput(format!("path {:?} contains a NUL byte", path.as_os_str()))
+    })
+}
+
+/// The type of a file system object, from its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (only [`symlink_metadata`] reports one).
+    Symlink,
+    /// A block device.
+    BlockDevice,
+    /// A character device.
+    CharDevice,
+    /// A named pipe.
+    Fifo,
+    /// A Unix socket.
+    Socket,
+    /// A type the kernel reported that none of the above names.
+    Other,
+}
+
+impl FileKind {
+    fn from_mode(mode: u32) -> FileKind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => FileKind::File,
+            libc::S_IFDIR => FileKind::Dir,
+            libc::S_IFLNK => FileKind::Symlink,
+            libc::S_IFBLK => FileKind::BlockDevice,
+            libc::S_IFCHR => FileKind::CharDevice,
+            libc::S_IFIFO => FileKind::Fifo,
+            libc::S_IFSOCK => FileKind::Socket,
+            _ => FileKind::Other,
+        }
+    }
+}
+
+/// What `statx` reports about a path or an open file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stat {
+    /// The type of the object.
+    pub kind: FileKind,
+    /// Size in bytes (for a symbolic link, the length of its target).
+    pub len: u64,
+    /// Permission bits with set-uid, set-gid and sticky (`mode & 0o7777`).
+    pub permissions: u32,
+    /// The full `st_mode`, type bits included.
+    pub mode: u32,
+    /// Number of hard links.
+    pub nlink: u32,
+    /// Owner's user id.
+    pub uid: u32,
+    /// Owner's group id.
+    pub gid: u32,
+    /// Inode number.
+    pub ino: u64,
+    /// Device the object lives on (`makedev(major, minor)`).
+    pub dev: u64,
+    /// Bytes of storage allocated (512-byte blocks × 512).
+    pub allocated: u64,
+    /// The file system's preferred I/O size.
+    pub block_size: u32,
+    /// Last access, where the file system records it.
+    pub accessed: Option<SystemTime>,
+    /// Last modification of the contents.
+    pub modified: Option<SystemTime>,
+    /// Last change of the metadata.
+    pub changed: Option<SystemTime>,
+    /// Creation, where the file system records it.
+    pub created: Option<SystemTime>,
+}
+
+impl Stat {
+    /// Whether it is a regular file.
+    pub fn is_file(&self) -> bool {
+        self.kind == FileKind::File
+    }
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileKind::Dir
+    }
+    /// Whether it is a symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        self.kind == FileKind::Symlink
+    }
+
+    pub(crate) fn from_statx(st: &libc::statx) -> Stat {
+        let time = |bit: u32, t: &libc::statx_timestamp| {
+            (st.stx_mask & bit != 0).then(|| {
+                let nanos = Duration::new(0, t.tv_nsec.min(999_999_999));
+                if t.tv_sec >= 0 {
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(t.tv_sec as u64) + nanos
+                } else {
+                    SystemTime::UNIX_EPOCH - Duration::from_secs(t.tv_sec.unsigned_abs()) + nanos
+                }
+            })
+        };
+        let mode = st.stx_mode as u32;
+        Stat {
+            kind: FileKind::from_mode(mode),
+            len: st.stx_size,
+            permissions: mode & 0o7777,
+            mode,
+            nlink: st.stx_nlink,
+            uid: st.stx_uid,
+            gid: st.stx_gid,
+            ino: st.stx_ino,
+            dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+            allocated: st.stx_blocks * 512,
+            block_size: st.stx_blksize,
+            accessed: time(libc::STATX_ATIME, &st.stx_atime),
+            modified: time(libc::STATX_MTIME, &st.stx_mtime),
+            changed: time(libc::STATX_CTIME, &st.stx_ctime),
+            created: time(libc::STATX_BTIME, &st.stx_btime),
+        }
+    }
+}
+
+/// Runs a path operation built from already converted paths.
+fn simple(engine: &Engine, kind: Result<OpKind>) -> Task<Result<()>> {
+    let engine = engine.clone();
+    Task::new(async move { run_op(engine.shared(), None, kind?).await.map(|_| ()) })
+}
+
+/// Renames `from` to `to` (`renameat`), replacing `to` if it exists (a file
+/// by a file, or an empty directory by a directory).
+pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Task<Result<()>> {
+    let kind = (|| {
+        Ok(OpKind::Rename(ops::Rename {
+            from: cpath(from.as_ref())?,
+            to: cpath(to.as_ref())?,
+        }))
+    })();
+    simple(engine, kind)
+}
+
+/// Removes a file or symbolic link (`unlinkat`); a directory is refused
+/// (`EISDIR`).
+pub fn remove_file(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
+    let kind = cpath(path.as_ref()).map(|path| OpKind::Unlink(ops::Unlink { path, dir: false }));
+    simple(engine, kind)
+}
+
+/// Removes an empty directory (`unlinkat` with `AT_REMOVEDIR`).
+pub fn remove_dir(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
+    let kind = cpath(path.as_ref()).map(|path| OpKind::Unlink(ops::Unlink { path, dir: true }));
+    simple(engine, kind)
+}
+
+/// Creates a directory with permission bits `mode`, less the umask
+/// (`mkdirat`); its parent must exist.
+pub fn create_dir(engine: &Engine, path: impl AsRef<Path>, mode: u32) -> Task<Result<()>> {
+    let kind = cpath(path.as_ref()).map(|path| OpKind::Mkdir(ops::Mkdir { path, mode }));
+    simple(engine, kind)
+}
+
+/// Creates `link` as a new hard link to `original` (`linkat`, not following
+/// a symbolic `original`).
+pub fn hard_link(
+    engine: &Engine,
+    original: impl AsRef<Path>,
+    link: impl AsRef<Path>,
+) -> Task<Result<()>> {
+    let kind = (|| {
+        Ok(OpKind::Link(ops::Link {
+            original: cpath(original.as_ref())?,
+            link: cpath(link.as_ref())?,
+        }))
+    })();
+    simple(engine, kind)
+}
+
+/// Creates `link` as a symbolic link whose target is `original`
+/// (`symlinkat`); the target need not exist.
+pub fn symlink(
+    engine: &Engine,
+    original: impl AsRef<Path>,
+    link: impl AsRef<Path>,
+) -> Task<Result<()>> {
+    let kind = (|| {
+        Ok(OpKind::Symlink(ops::Symlink {
+            target: cpath(original.as_ref())?,
+            link: cpath(link.as_ref())?,
+        }))
+    })();
+    simple(engine, kind)
+}
+
+/// `statx` of `path`, following symbolic links.
+pub fn metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
+    statx(engine, path.as_ref(), 0)
+}
+
+/// `statx` of `path` itself: a symbolic link is reported as one
+/// (`AT_SYMLINK_NOFOLLOW`).
+pub fn symlink_metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
+    statx(engine, path.as_ref(), libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// Whether `path` exists (following symbolic links), as
+/// `std::fs::exists`: `Ok(false)` only when it does not (`ENOENT`); any
+/// other error (a directory that may not be searched, a file where a
+/// directory should be) is returned, since existence cannot be told.
+pub fn try_exists(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<bool>> {
+    let stat = metadata(engine, path);
+    Task::new(async move {
+        match stat.await {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    })
+}
+
+fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
+    let engine = engine.clone();
+    let path = cpath(path);
+    Task::new(async move {
+        let path = path?;
+        // SAFETY: statx is plain old data; all-zero is a valid value.
+        let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+        // The box's heap memory does not move when the box moves into the
+        // cell, which owns it until the kernel has completed.
+        let kind = OpKind::StatxPath(ops::StatxPath {
+            path,
+            flags,
+            buf: &mut *buf as *mut libc::statx,
+        });
+        let req = Request {
+            shared: engine.shared().clone(),
+            file: None,
+            buf,
+            kind,
+            bytes: 0,
+            fast_path: false,
+        };
+        let (res, st) = Op::request(req).await;
+        res?;
+        Ok(Stat::from_statx(&st))
+    })
+}
