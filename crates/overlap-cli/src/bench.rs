@@ -72,8 +72,15 @@ impl Rw {
 /// Who performs the I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Driver {
+    /// The overlap engine with the driver it chooses (io_uring, else Linux
+    /// AIO beside the pool, else the pool; `OVERLAP_DRIVER` obeyed): what
+    /// an application gets. Resolved before the run, and said.
+    Auto,
     /// The overlap engine on io_uring.
     Uring,
+    /// The overlap engine on Linux AIO for O_DIRECT reads and writes, its
+    /// thread pool for the rest (`aio+pool`).
+    Aio,
     /// The overlap engine on its bounded thread pool.
     Pool,
     /// Plain pread/pwrite on the caller's threads: the baseline.
@@ -90,7 +97,9 @@ pub(crate) enum Driver {
 impl Driver {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Driver::Auto => "auto",
             Driver::Uring => "uring",
+            Driver::Aio => "aio",
             Driver::Pool => "pool",
             Driver::Sync => "sync",
             Driver::SpawnBlocking => "spawn-blocking",
@@ -206,8 +215,10 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     prealloc: bool,
 
-    /// Who performs the I/O: the engine on io_uring, the engine's thread
-    /// pool, or plain pread/pwrite (list: sweep) [default: uring].
+    /// Who performs the I/O: the engine with the driver it chooses (auto),
+    /// on io_uring, on Linux AIO beside its pool (aio), on its thread pool,
+    /// or plain pread/pwrite (list: sweep; an unavailable driver is
+    /// skipped and said) [default: auto].
     #[arg(long, value_enum, value_delimiter = ',')]
     driver: Vec<Driver>,
 
@@ -462,7 +473,7 @@ fn preset_defaults(p: Option<Preset>) -> PresetDefaults {
         concurrency: vec![1],
         direct: false,
         ops: None,
-        drivers: vec![Driver::Uring],
+        drivers: vec![Driver::Auto],
         prealloc: vec![false],
         warm: false,
     };
@@ -686,7 +697,8 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
 /// Runs `overlap bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
     let args = *args.opts;
-    let plan = plan(&args)?;
+    let mut plan = plan(&args)?;
+    resolve_drivers(&mut plan)?;
     let interactive = !args.json && std::io::stderr().is_terminal();
     let mut data = datafile::DataFiles::new(
         args.dir.clone().unwrap_or_else(|| PathBuf::from(".")),
@@ -707,6 +719,68 @@ pub fn run(args: BenchArgs) -> Result<()> {
         if !args.json {
             println!("plot written to {}", path.display());
         }
+    }
+    Ok(())
+}
+
+/// Whether the engine can run on `driver` here: `Err(why)` if not.
+fn engine_available(driver: Driver) -> std::result::Result<overlap::DriverInfo, String> {
+    let choice = match driver {
+        Driver::Uring => overlap::DriverChoice::Uring,
+        Driver::Aio => overlap::DriverChoice::Aio,
+        Driver::Pool => overlap::DriverChoice::Pool,
+        _ => overlap::DriverChoice::Auto,
+    };
+    overlap::Engine::builder()
+        .driver(choice)
+        .build()
+        .map(|e| e.driver().clone())
+        .map_err(|e| e.to_string())
+}
+
+/// Replaces `auto` with the driver the engine chooses (saying which and
+/// why), and drops the jobs of drivers unavailable here (saying so), so a
+/// sweep such as `uring,pool,sync` runs what it can.
+fn resolve_drivers(plan: &mut Plan) -> Result<()> {
+    let mut verdicts: Vec<(Driver, std::result::Result<Driver, String>)> = Vec::new();
+    for job in &plan.jobs {
+        if verdicts.iter().any(|(d, _)| *d == job.driver) {
+            continue;
+        }
+        let verdict = match job.driver {
+            Driver::Auto => {
+                let info = engine_available(Driver::Auto)
+                    .map_err(|e| anyhow::anyhow!("the engine could not start: {e}"))?;
+                eprintln!("overlap bench: no --driver given: the engine chose {info}");
+                Ok(match info.kind {
+                    overlap::DriverKind::Uring => Driver::Uring,
+                    overlap::DriverKind::Aio => Driver::Aio,
+                    _ => Driver::Pool,
+                })
+            }
+            d @ (Driver::Uring | Driver::Aio) => engine_available(d).map(|_| d),
+            d => Ok(d),
+        };
+        if let Err(why) = &verdict {
+            eprintln!(
+                "overlap bench: skipped --driver {}: {why}",
+                job.driver.as_str()
+            );
+        }
+        verdicts.push((job.driver, verdict));
+    }
+    let total = plan.jobs.len();
+    plan.jobs.retain_mut(
+        |job| match verdicts.iter().find(|(d, _)| *d == job.driver) {
+            Some((_, Ok(d))) => {
+                job.driver = *d;
+                true
+            }
+            _ => false,
+        },
+    );
+    if plan.jobs.is_empty() && total > 0 {
+        bail!("no job left to run: every driver asked for is unavailable here (see above)");
     }
     Ok(())
 }

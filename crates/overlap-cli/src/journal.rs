@@ -130,7 +130,18 @@ impl OpenArgs {
         if !self.buffer_mib.is_power_of_two() || self.buffer_mib > 4096 {
             bail!("--buffer-mib must be a power of two between 1 and 4096");
         }
-        Ok(Options::default()
+        let opts = Options::default();
+        // The journal's engine, made here so that its driver (and why not
+        // io_uring, in a container) is said on stderr; if it cannot start,
+        // Journal::open reports the error.
+        let opts = match overlap::Engine::new() {
+            Ok(engine) => {
+                eprintln!("overlap journal: engine driver {}", engine.driver());
+                opts.engine(engine)
+            }
+            Err(_) => opts,
+        };
+        Ok(opts
             .segment_size(self.segment_mib << 20)
             .buffer_bytes(self.buffer_mib << 20)
             .max_record_bytes(

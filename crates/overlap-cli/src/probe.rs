@@ -805,7 +805,13 @@ fn explain(mode: Mode, v: Verdict, m: &Measurement, cx: &Facts) -> String {
     } else {
         1.0
     };
-    let pool = cx.driver == DriverKind::Pool;
+    // On aio+pool only O_DIRECT transfers go to the kernel (Linux AIO);
+    // buffered ones run on the pool's threads.
+    let direct = matches!(
+        mode,
+        Mode::Read(_, ReadKind::Direct) | Mode::Write(_, WriteKind::Direct)
+    );
+    let pool = cx.driver == DriverKind::Pool || (cx.driver == DriverKind::Aio && !direct);
     let order = if m.out_of_order > 0 {
         format!("{} completed out of submission order", m.out_of_order)
     } else {
@@ -1612,13 +1618,24 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
             1.0
         }
     };
-    let plain = |v: &str| match v {
-        "async" if driver == DriverKind::Pool => "asynchronous (by threads)",
+    // On aio+pool, only the O_DIRECT modes went to the kernel (Linux AIO).
+    let by_threads = |r: &Record| {
+        driver == DriverKind::Pool || (driver == DriverKind::Aio && !r.mode.contains("direct"))
+    };
+    let plain = |r: &Record| match r.verdict {
+        "async" if by_threads(r) => "asynchronous (by threads)",
         "async" => "truly asynchronous",
         "sync" => "synchronous",
         _ => "handed to kernel workers",
     };
     let mut s = format!("Summary ({} on {fs}): ", driver.as_str());
+    if driver == DriverKind::Aio {
+        s.push_str(
+            "io_uring is unavailable, so O_DIRECT reads and writes went through Linux AIO, which \
+             the kernel performs asynchronously; buffered ones went to the thread pool, so \
+             whatever of them overlapped did so because threads made blocking system calls. ",
+        );
+    }
     if driver == DriverKind::Pool {
         s.push_str(
             "the thread-pool driver is in use, so whatever overlapped did so because up to 32 \
@@ -1640,7 +1657,7 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
             } else {
                 "in submission order"
             },
-            plain(r.verdict)
+            plain(r)
         );
         match get("sync-direct") {
             Some(sd) if r.complete_s > 0.0 => {
@@ -1658,7 +1675,7 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
         let _ = write!(
             s,
             "Buffered reads of an evicted file: {}, queueing took {} of the time",
-            plain(r.verdict),
+            plain(r),
             pct(ratio(r))
         );
         match (r.fast_path_off_queue_s, r.fast_path_off_complete_s) {
@@ -1686,7 +1703,7 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
             "Buffered reads of a cached file: {}, {} of {} inline; as KB 156932 says of the \
              Windows cache, a cache hit completes at once, so asynchronous submission buys \
              nothing there. ",
-            plain(r.verdict),
+            plain(r),
             r.inline,
             r.requests
         );
@@ -1696,10 +1713,10 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
             s,
             "Direct writes that grew the file: {} ({} kernel workers, {:.0} MB/s); into \
              preallocated space: {} ({} kernel workers, {:.0} MB/s). ",
-            plain(g.verdict),
+            plain(g),
             g.kernel_workers,
             g.mb_s,
-            plain(p.verdict),
+            plain(p),
             p.kernel_workers,
             p.mb_s
         );
@@ -1707,12 +1724,12 @@ fn summary(records: &[Record], driver: DriverKind, fs: &str) -> String {
     let pair = |a: &str, b: &str| match (get(a), get(b)) {
         (Some(g), Some(p)) if g.verdict == p.verdict => Some(format!(
             "{} whether or not the file was preallocated",
-            plain(g.verdict)
+            plain(g)
         )),
         (Some(g), Some(p)) => Some(format!(
             "{} when the file grew, {} when it was preallocated",
-            plain(g.verdict),
-            plain(p.verdict)
+            plain(g),
+            plain(p)
         )),
         _ => None,
     };

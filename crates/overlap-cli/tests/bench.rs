@@ -457,10 +457,67 @@ fn preset_asynchio() {
     assert_eq!(r["preset"], "asynchio");
 }
 
+/// Without --driver the bench runs what the engine chose and says so;
+/// `OVERLAP_DRIVER` is obeyed.
+#[test]
+fn the_default_driver_is_the_engines_choice_and_is_said() {
+    let dir = scratch("default-driver");
+    let args = [
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--size",
+        "1M",
+        "--ops",
+        "200",
+    ];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("no --driver given: the engine chose "), "{e}");
+    let line: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    let driver = line["driver"].as_str().unwrap();
+    assert!(["uring", "aio", "pool"].contains(&driver), "{driver}");
+    let o = bin()
+        .arg("bench")
+        .args(args)
+        .env("OVERLAP_DRIVER", "pool")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the engine chose pool"),
+        "{}",
+        stderr(&o)
+    );
+    let line: Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(line["driver"], "pool");
+}
+
 #[test]
 fn preset_randread() {
     let dir = scratch("randread");
     if !uring_available(&dir) {
+        // The sweep runs without the unavailable driver, and says so.
+        let mut all = vec!["--json", "--dir", dir.to_str().unwrap()];
+        all.extend_from_slice(&["--preset", "randread", "--size", "8M", "--ops", "2000"]);
+        let o = run(&all);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("skipped --driver uring: "),
+            "{}",
+            stderr(&o)
+        );
+        let drivers: Vec<String> = stdout(&o)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["driver"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(drivers, ["pool", "sync"]);
         return;
     }
     let lines = run_json(

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::driver::uring::{RingConfig, UringDriver};
-use crate::driver::{pool::PoolDriver, DriverHandle};
+use crate::driver::{aio::AioDriver, pool::PoolDriver, DriverHandle};
 use crate::error::{Error, FallbackReason, Result};
 use crate::limiter::Limiter;
 use crate::stats::{Counters, Stats};
@@ -15,13 +15,18 @@ use crate::stats::{Counters, Stats};
 #[non_exhaustive]
 pub enum DriverChoice {
     /// `OVERLAP_DRIVER` if set, else io_uring when the kernel allows it,
-    /// else the thread pool.
+    /// else Linux AIO with the thread pool beside it (`aio+pool`), else the
+    /// thread pool.
     #[default]
     Auto,
     /// io_uring, or an error saying what to change.
     Uring,
     /// The bounded thread pool.
     Pool,
+    /// Linux AIO for O_DIRECT reads, writes and syncs, the thread pool for
+    /// the rest (`aio+pool`), even where io_uring is available; an error
+    /// when `io_setup` fails.
+    Aio,
 }
 
 /// The driver an engine runs.
@@ -33,14 +38,19 @@ pub enum DriverKind {
     Uring,
     /// A bounded pool of threads doing blocking system calls.
     Pool,
+    /// Linux AIO (`io_submit`) for O_DIRECT reads, writes and syncs, which
+    /// the kernel performs asynchronously; the thread pool for the rest.
+    #[serde(rename = "aio+pool")]
+    Aio,
 }
 
 impl DriverKind {
-    /// `"uring"` or `"pool"`.
+    /// `"uring"`, `"pool"` or `"aio+pool"`.
     pub fn as_str(self) -> &'static str {
         match self {
             DriverKind::Uring => "uring",
             DriverKind::Pool => "pool",
+            DriverKind::Aio => "aio+pool",
         }
     }
 }
@@ -61,8 +71,26 @@ pub struct DriverInfo {
     pub fallback: Option<FallbackReason>,
     /// For io_uring, the setup flags that the kernel accepted
     /// (e.g. `SINGLE_ISSUER|DEFER_TASKRUN`) and the kernel worker limits in
-    /// force; for the pool, its thread limit.
+    /// force; for the pool, its thread limit; for `aio+pool`, the AIO
+    /// context's size and the pool's limit.
     pub detail: String,
+    /// Why Linux AIO is not in use either, when the engine fell back to
+    /// the plain pool (e.g. `io_setup` failing with `fs.aio-max-nr`
+    /// exhausted).
+    pub aio_unavailable: Option<String>,
+}
+
+impl std::fmt::Display for DriverInfo {
+    /// One line: the driver, then why io_uring (and AIO) are not in use,
+    /// e.g. `aio+pool (io_uring: io_uring_setup failed with EPERM: ...)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.as_str())?;
+        match (&self.fallback, &self.aio_unavailable) {
+            (None, _) => Ok(()),
+            (Some(r), None) => write!(f, " (io_uring: {r})"),
+            (Some(r), Some(a)) => write!(f, " (io_uring: {r}; AIO: {a})"),
+        }
+    }
 }
 
 /// Default limit on operations in flight.
@@ -214,10 +242,11 @@ impl EngineBuilder {
                 choice = match v.trim() {
                     "uring" | "io_uring" => DriverChoice::Uring,
                     "pool" => DriverChoice::Pool,
+                    "aio" | "aio+pool" => DriverChoice::Aio,
                     "" | "auto" => DriverChoice::Auto,
                     other => {
                         return Err(Error::InvalidInput(format!(
-                            "OVERLAP_DRIVER={other}: expected uring, pool or auto"
+                            "OVERLAP_DRIVER={other}: expected uring, aio, pool or auto"
                         )))
                     }
                 };
@@ -230,16 +259,56 @@ impl EngineBuilder {
             counters.clone(),
         ));
         let cq_entries = (self.max_inflight_ops as u32).clamp(self.ring_entries * 2, 65536);
+        let pool_detail = format!("up to {} threads", self.pool_threads);
+        let aio_events = self
+            .max_inflight_ops
+            .min(crate::driver::aio::MAX_AIO_EVENTS);
+        // AIO with the pool beside it, else the pool alone and why.
+        let aio_or_pool = |fallback: FallbackReason| -> (DriverHandle, DriverInfo, Option<String>) {
+            let pool = PoolDriver::start(self.pool_threads, counters.clone());
+            match AioDriver::start(aio_events, pool, counters.clone()) {
+                Ok(d) => (
+                    DriverHandle::Aio(d),
+                    DriverInfo {
+                        kind: DriverKind::Aio,
+                        fallback: Some(fallback),
+                        detail: format!(
+                            "AIO context of {aio_events} events for O_DIRECT reads, writes and syncs; pool of {pool_detail} for the rest"
+                        ),
+                        aio_unavailable: None,
+                    },
+                    None,
+                ),
+                Err((why, pool)) => (
+                    DriverHandle::Pool(pool),
+                    DriverInfo {
+                        kind: DriverKind::Pool,
+                        fallback: Some(fallback),
+                        detail: pool_detail.clone(),
+                        aio_unavailable: Some(why.clone()),
+                    },
+                    Some(why),
+                ),
+            }
+        };
         let (driver, info) = match choice {
             DriverChoice::Pool => {
                 let d = PoolDriver::start(self.pool_threads, counters.clone());
                 let info = DriverInfo {
                     kind: DriverKind::Pool,
                     fallback: Some(FallbackReason::Forced(forced_by)),
-                    detail: format!("up to {} threads", self.pool_threads),
+                    detail: pool_detail.clone(),
+                    aio_unavailable: None,
                 };
                 (DriverHandle::Pool(d), info)
             }
+            DriverChoice::Aio => match aio_or_pool(FallbackReason::Forced(forced_by)) {
+                (d, info, None) => (d, info),
+                (d, _, Some(why)) => {
+                    d.shutdown();
+                    return Err(Error::AioUnavailable { reason: why });
+                }
+            },
             DriverChoice::Uring | DriverChoice::Auto => {
                 let config = RingConfig {
                     entries: self.ring_entries,
@@ -254,16 +323,12 @@ impl EngineBuilder {
                             kind: DriverKind::Uring,
                             fallback: None,
                             detail: flags,
+                            aio_unavailable: None,
                         },
                     ),
                     Err(reason) if choice == DriverChoice::Auto => {
-                        let d = PoolDriver::start(self.pool_threads, counters.clone());
-                        let info = DriverInfo {
-                            kind: DriverKind::Pool,
-                            fallback: Some(reason),
-                            detail: format!("up to {} threads", self.pool_threads),
-                        };
-                        (DriverHandle::Pool(d), info)
+                        let (d, info, _) = aio_or_pool(reason);
+                        (d, info)
                     }
                     Err(reason) => return Err(Error::UringUnavailable { reason }),
                 }
@@ -380,7 +445,8 @@ impl Engine {
         EngineBuilder::default()
     }
 
-    /// The driver in use, and why io_uring is not, when it is not.
+    /// The driver in use, and why io_uring is not, when it is not
+    /// (`format!("{}", engine.driver())` says both on one line).
     pub fn driver(&self) -> &DriverInfo {
         &self.inner.shared.info
     }

@@ -36,7 +36,8 @@ impl fmt::Display for AlignmentPart {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FallbackReason {
-    /// The thread pool was asked for, by the builder or `OVERLAP_DRIVER=pool`.
+    /// Another driver (the thread pool, or AIO) was asked for, by the
+    /// builder or `OVERLAP_DRIVER`.
     Forced(String),
     /// `io_uring_setup` returned ENOSYS: the kernel was built without io_uring.
     NotSupported,
@@ -75,7 +76,7 @@ impl FallbackReason {
 impl fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FallbackReason::Forced(by) => write!(f, "thread pool forced by {by}"),
+            FallbackReason::Forced(by) => write!(f, "another driver forced by {by}"),
             FallbackReason::NotSupported => f.write_str("io_uring_setup failed with ENOSYS: the kernel has no io_uring"),
             FallbackReason::DisabledBySysctl(v) => write!(f, "io_uring is disabled by kernel.io_uring_disabled={v}"),
             FallbackReason::PermissionDenied => {
@@ -149,6 +150,13 @@ pub enum Error {
         /// Why io_uring cannot be used.
         reason: FallbackReason,
     },
+    /// Linux AIO was required (builder or `OVERLAP_DRIVER=aio`) but
+    /// `io_setup` failed.
+    #[error("Linux AIO is unavailable: {reason}")]
+    AioUnavailable {
+        /// What `io_setup` said, and what to change.
+        reason: String,
+    },
     /// A configuration value or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidInput(String),
@@ -175,7 +183,9 @@ impl Error {
             Error::WouldBlock => io::ErrorKind::WouldBlock,
             Error::UnexpectedEof { .. } => io::ErrorKind::UnexpectedEof,
             Error::WriteZero { .. } => io::ErrorKind::WriteZero,
-            Error::UringUnavailable { .. } => io::ErrorKind::Unsupported,
+            Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => {
+                io::ErrorKind::Unsupported
+            }
         }
     }
 

@@ -684,6 +684,7 @@ impl File {
             ptr,
             len: len as u32,
             offset,
+            direct: self.inner.direct,
         });
         let fast_path = self.inner.shared.fast_path && !self.inner.direct;
         self.prepare(buf, kind, Need::Read, fast_path)
@@ -697,6 +698,7 @@ impl File {
             ptr,
             len: len as u32,
             offset,
+            direct: self.inner.direct,
         });
         self.prepare(buf, kind, Need::Write, false)
     }

@@ -4,7 +4,8 @@
 //! honest about what the kernel did.
 //!
 //! - [`Engine`] runs operations on **io_uring** when the kernel allows it,
-//!   and otherwise on a bounded thread pool, and records which and why
+//!   otherwise O_DIRECT transfers on **Linux AIO** and the rest on a bounded
+//!   thread pool (or everything on the pool), and records which and why
 //!   ([`Engine::driver`]).
 //! - [`File`] operations take their buffer by value and return it with the
 //!   result: `(Result<usize>, B)`. A dropped future never lets the kernel
@@ -55,7 +56,13 @@
 //!      `OpKind::blocking` where the kernel lacks the opcode);
 //!    - polled by another executor, the engine thread's queue
 //!      (`UringDriver::submit`), which the engine thread moves into its ring;
-//!    - on the thread pool, the pool's queue (`PoolDriver::submit`).
+//!    - on the thread pool, the pool's queue (`PoolDriver::submit`), except
+//!      that an operation of [`Op::wait`] runs on the waiting thread itself
+//!      (`pool::run_on_caller`: one system call, no hand-off);
+//!    - on `aio+pool` (io_uring blocked), an O_DIRECT read or write goes to
+//!      Linux AIO (`AioDriver::submit`, `io_submit` on the calling thread),
+//!      whose reaper thread sleeps in `io_getevents` and completes it as in
+//!      step 5; everything else goes to the pool as above.
 //! 4. The kernel performs the read. A thread in `block_on` sleeps in
 //!    `io_uring_enter` on its own ring (`RingCore::wait`), and the
 //!    completion's task work wakes that very thread; the engine thread does

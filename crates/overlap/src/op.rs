@@ -351,9 +351,12 @@ impl<B: Send + 'static> Op<B> {
         }
     }
 
-    /// Blocks the calling thread until the operation completes.
+    /// Blocks the calling thread until the operation completes. On a
+    /// thread-pool engine (or for an operation the AIO driver leaves to the
+    /// pool) the system call runs on the calling thread, as `pread` would:
+    /// handing it to a worker and sleeping would only add a wake-up.
     pub fn wait(self) -> (Result<usize>, B) {
-        crate::wait::block_on(self)
+        crate::wait::block_on_one(self)
     }
 }
 
@@ -384,9 +387,19 @@ impl<B: Send + 'static> Future for Op<B> {
                             drop(permit);
                             return Poll::Ready((Err(Error::Shutdown), req.buf));
                         }
-                        let own_ring = crate::wait::polled_by_block_on(cx.waker());
-                        this.stage =
-                            Stage::InFlight(submit(req, Target::Future, Some(permit), own_ring));
+                        let route = if crate::wait::polled_by_inline_wait(cx.waker()) {
+                            Route::Inline
+                        } else if crate::wait::polled_by_block_on(cx.waker()) {
+                            Route::OwnRing
+                        } else {
+                            Route::Driver
+                        };
+                        this.stage = Stage::InFlight(submit_routed(
+                            req,
+                            Target::Future,
+                            Some(permit),
+                            route,
+                        ));
                     }
                     Poll::Pending => {
                         this.stage = Stage::Admitting(acq, req);
@@ -417,18 +430,53 @@ pub(crate) fn submit<B: Send + 'static>(
     permit: Option<Permit>,
     own_ring: bool,
 ) -> Arc<OpCell<B>> {
-    let own_ring = own_ring && req.shared.driver.is_uring();
+    let route = if own_ring {
+        Route::OwnRing
+    } else {
+        Route::Driver
+    };
+    submit_routed(req, target, permit, route)
+}
+
+/// Who polls an operation, which decides where it is submitted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `Op::wait`/`Task::wait`: one operation at a time on this thread.
+    Inline,
+    /// Any [`block_on`](crate::block_on) of this thread.
+    OwnRing,
+    /// Another executor, or a port.
+    Driver,
+}
+
+/// [`submit`], told who polls the operation. An operation polled by
+/// `Op::wait` on a thread-pool engine (or one the AIO driver leaves to the
+/// pool) runs here, on the waiting thread: the blocking call a worker would
+/// make, without the two hand-offs.
+pub(crate) fn submit_routed<B: Send + 'static>(
+    req: Request<B>,
+    target: Target<B>,
+    permit: Option<Permit>,
+    route: Route,
+) -> Arc<OpCell<B>> {
+    let uring = req.shared.driver.is_uring();
+    let inline = route == Route::Inline && req.shared.driver.pool_takes(&req.kind);
+    let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     let cell = OpCell::new(req, target, permit);
     let shared = Completable::shared(&*cell).clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
+    if inline && !shared.is_shut() {
+        crate::driver::pool::run_on_caller(op);
+        return cell;
+    }
     let op = if own_ring {
         match crate::wait::submit_on_own_ring(op) {
             Ok(()) => return cell,
             Err(op) => op,
         }
-    } else if for_future && shared.driver.is_uring() {
+    } else if for_future && uring {
         match crate::reactor::submit_current(op) {
             Ok(()) => return cell,
             Err(op) => op,
@@ -452,9 +500,10 @@ impl<T> Task<T> {
         Task { fut: Box::pin(fut) }
     }
 
-    /// Blocks the calling thread until the operation completes.
+    /// Blocks the calling thread until the operation completes (on a
+    /// thread-pool engine, running its system calls on the calling thread).
     pub fn wait(self) -> T {
-        crate::wait::block_on(self)
+        crate::wait::block_on_one(self)
     }
 }
 

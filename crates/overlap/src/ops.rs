@@ -47,6 +47,8 @@ pub(crate) struct Read {
     pub ptr: *mut u8,
     pub len: u32,
     pub offset: u64,
+    /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    pub direct: bool,
 }
 
 impl Operation for Read {
@@ -84,6 +86,8 @@ pub(crate) struct Write {
     pub ptr: *const u8,
     pub len: u32,
     pub offset: u64,
+    /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    pub direct: bool,
 }
 
 impl Operation for Write {

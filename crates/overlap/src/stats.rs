@@ -57,6 +57,17 @@ pub struct Stats {
     /// The rest of `submitted` went through the engine's driver (its thread,
     /// or the pool), a port's ring, or the fast path.
     pub submitted_on_reactor_rings: u64,
+    /// Operations a thread blocked in `.wait()` ran itself on a thread-pool
+    /// engine (or on the pool side of the AIO driver), as a blocking system
+    /// call, instead of handing them to a pool worker. Counted in
+    /// `completed_inline` too.
+    pub ran_on_caller: u64,
+    /// Operations handed to the kernel through Linux AIO (`io_submit`):
+    /// O_DIRECT reads and writes, and syncs where the kernel has them, on the
+    /// `aio+pool` driver.
+    pub submitted_aio: u64,
+    /// Operations given to the thread pool's workers.
+    pub submitted_pool: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
@@ -84,6 +95,9 @@ pub(crate) struct Counters {
     pub resubmitted: AtomicU64,
     pub thread_ring_submitted: AtomicU64,
     pub reactor_submitted: AtomicU64,
+    pub ran_on_caller: AtomicU64,
+    pub aio_submitted: AtomicU64,
+    pub pool_submitted: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -145,6 +159,9 @@ impl Counters {
             resubmitted_after_exit: self.resubmitted.load(Ordering::Relaxed),
             submitted_on_thread_rings: self.thread_ring_submitted.load(Ordering::Relaxed),
             submitted_on_reactor_rings: self.reactor_submitted.load(Ordering::Relaxed),
+            ran_on_caller: self.ran_on_caller.load(Ordering::Relaxed),
+            submitted_aio: self.aio_submitted.load(Ordering::Relaxed),
+            submitted_pool: self.pool_submitted.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers
                 .lock()

@@ -182,6 +182,10 @@ struct Local {
     ring: RefCell<RingState>,
     /// Nesting of `block_on` on this thread.
     depth: Cell<u32>,
+    /// The innermost `block_on` runs one operation at a time (`Op::wait`,
+    /// `Task::wait`): on a thread-pool engine its operations run on this
+    /// thread (see [`polled_by_inline_wait`]).
+    inline: Cell<bool>,
     waker: Arc<ThreadWaker>,
     waker_obj: Waker,
 }
@@ -192,6 +196,7 @@ impl Local {
         Local {
             ring: RefCell::new(RingState::Untried),
             depth: Cell::new(0),
+            inline: Cell::new(false),
             waker_obj: Waker::from(waker.clone()),
             waker,
         }
@@ -240,6 +245,19 @@ pub(crate) fn count_out(done: &[Done]) {
 pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
     LOCAL
         .try_with(|l| l.depth.get() > 0 && waker.will_wake(&l.waker_obj))
+        .unwrap_or(false)
+}
+
+/// Whether an operation polled with `waker` is polled by a [`block_on`]
+/// that runs one operation at a time ([`Op::wait`](crate::Op::wait),
+/// [`Task::wait`](crate::Task::wait)). On the thread pool there is nothing
+/// to gain by handing such an operation to a worker and sleeping until the
+/// worker wakes this thread (two context switches per operation where
+/// `pread` makes one): it runs on this thread (`op::submit`), still counted
+/// against the budget and in the statistics.
+pub(crate) fn polled_by_inline_wait(waker: &Waker) -> bool {
+    LOCAL
+        .try_with(|l| l.depth.get() > 0 && l.inline.get() && waker.will_wake(&l.waker_obj))
         .unwrap_or(false)
 }
 
@@ -342,12 +360,13 @@ pub(crate) fn drain_current_thread() {
 }
 
 /// Leaves a `block_on`: the outermost one reaps the thread's ring, also
-/// when unwinding.
-struct Depth<'a>(&'a Local);
+/// when unwinding. Restores the enclosing run's `inline` flag.
+struct Depth<'a>(&'a Local, bool);
 
 impl Drop for Depth<'_> {
     fn drop(&mut self) {
         let l = self.0;
+        l.inline.set(self.1);
         l.depth.set(l.depth.get() - 1);
         if l.depth.get() > 0 {
             // The nested run cleared the thread's wake-up flag, which the
@@ -404,20 +423,31 @@ const DEFAULT_SPIN_NS: u64 = 20_000;
 /// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
+    block_on_as(fut, false)
+}
+
+/// [`block_on`] for a future that has one operation in flight at a time
+/// (`Op::wait`, `Task::wait`): on a thread-pool engine its operations run
+/// on the calling thread ([`polled_by_inline_wait`]).
+pub(crate) fn block_on_one<F: Future>(fut: F) -> F::Output {
+    block_on_as(fut, true)
+}
+
+fn block_on_as<F: Future>(fut: F, inline: bool) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     // `try_with` is re-entrant, so a nested block_on is fine; during thread
     // teardown the thread-local is gone: wait without a ring.
     if LOCAL.try_with(|_| ()).is_ok() {
-        return LOCAL.with(|l| run(l, fut.as_mut()));
+        return LOCAL.with(|l| run(l, fut.as_mut(), inline));
     }
     let local = Local::new();
     local.ring.replace(RingState::Unavailable);
-    run(&local, fut)
+    run(&local, fut, inline)
 }
 
-fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>) -> F::Output {
+fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>, inline: bool) -> F::Output {
     l.depth.set(l.depth.get() + 1);
-    let _depth = Depth(l);
+    let _depth = Depth(l, l.inline.replace(inline));
     let mut cx = Context::from_waker(&l.waker_obj);
     loop {
         l.waker.notified.store(false, Ordering::Relaxed);

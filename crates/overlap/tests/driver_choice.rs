@@ -25,7 +25,12 @@ fn an_explicit_builder_choice_is_obeyed(d: Driver) {
             "the accepted setup flags are recorded"
         );
     } else {
-        assert_eq!(info.kind, DriverKind::Pool);
+        let want = if d.is_aio() {
+            DriverKind::Aio
+        } else {
+            DriverKind::Pool
+        };
+        assert_eq!(info.kind, want);
         match &info.fallback {
             Some(r @ FallbackReason::Forced(by)) => {
                 assert!(by.contains("builder"), "{by}");
@@ -51,6 +56,11 @@ fn an_explicit_builder_choice_is_obeyed(d: Driver) {
 }
 
 // ------------------------------------------------------------ OVERLAP_DRIVER
+
+#[test]
+fn overlap_driver_aio() {
+    run_child("child_env", &[("OVERLAP_DRIVER", "aio")], &[]);
+}
 
 #[test]
 fn overlap_driver_pool() {
@@ -133,7 +143,7 @@ fn child_env() {
                     let msg = e.to_string();
                     assert!(msg.contains("bogus"), "{msg}");
                     assert!(
-                        msg.contains("uring, pool or auto"),
+                        msg.contains("uring, aio, pool or auto"),
                         "the message says what is valid: {msg}"
                     );
                 }
@@ -151,7 +161,13 @@ fn child_env() {
                     assert_eq!(e.driver().fallback, None);
                 }
                 Some(r) => {
-                    assert_eq!(e.driver().kind, DriverKind::Pool);
+                    // Linux AIO beside the pool, else the pool alone.
+                    let want = if aio_unavailable().is_none() {
+                        DriverKind::Aio
+                    } else {
+                        DriverKind::Pool
+                    };
+                    assert_eq!(e.driver().kind, want);
                     assert_eq!(
                         e.driver().fallback.as_ref(),
                         Some(r),
@@ -161,6 +177,18 @@ fn child_env() {
             }
             roundtrip(&e);
         }
+        Some("aio") => match (auto, aio_unavailable()) {
+            (Ok(e), None) => {
+                assert_eq!(e.driver().kind, DriverKind::Aio);
+                match &e.driver().fallback {
+                    Some(FallbackReason::Forced(by)) => assert!(by.contains("OVERLAP_DRIVER=aio")),
+                    other => panic!("expected Forced by OVERLAP_DRIVER, got {other:?}"),
+                }
+                roundtrip(&e);
+            }
+            (Err(Error::AioUnavailable { .. }), Some(_)) => {}
+            (other, r) => panic!("OVERLAP_DRIVER=aio with AIO {r:?}: {other:?}"),
+        },
         Some(other) => panic!("unexpected OVERLAP_DRIVER={other}"),
     }
     child_ok("child_env");
@@ -197,6 +225,18 @@ fn seccomp_eperm_with_forced_uring_is_an_error_with_the_fix() {
             ("OVERLAP_DRIVER", "uring"),
         ],
         &[],
+    );
+}
+
+#[test]
+fn seccomp_eperm_and_io_setup_eagain_fall_back_to_the_plain_pool() {
+    run_child(
+        "child_seccomp",
+        &[
+            ("OVERLAP_TEST_SECCOMP_ERRNO", "EPERM"),
+            ("OVERLAP_TEST_AIO_ERRNO", "EAGAIN"),
+        ],
+        &["OVERLAP_DRIVER"],
     );
 }
 
@@ -238,7 +278,14 @@ fn seccomp_child_x86_64() {
         "ENOMEM" => (libc::ENOMEM, FallbackReason::MemoryLimit),
         other => panic!("unknown errno {other}"),
     };
-    if let Err(e) = seccomp::deny_io_uring_setup(errno) {
+    // OVERLAP_TEST_AIO_ERRNO=EAGAIN makes io_setup fail too, as it does
+    // when fs.aio-max-nr is exhausted.
+    let aio_blocked = std::env::var("OVERLAP_TEST_AIO_ERRNO").is_ok_and(|v| v == "EAGAIN");
+    let mut calls = vec![(seccomp::NR_IO_URING_SETUP, errno)];
+    if aio_blocked {
+        calls.push((seccomp::NR_IO_SETUP, libc::EAGAIN));
+    }
+    if let Err(e) = seccomp::deny(&calls) {
         eprintln!("SKIPPED: cannot install a seccomp filter here: {e}");
         child_ok("child_seccomp");
         return;
@@ -266,8 +313,36 @@ fn seccomp_child_x86_64() {
             other => panic!("OVERLAP_DRIVER=uring under seccomp: {other:?}"),
         },
         Err(_) => {
-            let e = Engine::new().expect("falls back to the pool");
-            assert_eq!(e.driver().kind, DriverKind::Pool);
+            let e = Engine::new().expect("falls back");
+            if aio_blocked {
+                assert_eq!(e.driver().kind, DriverKind::Pool);
+                let why = e.driver().aio_unavailable.as_deref().unwrap_or_default();
+                assert!(
+                    why.contains("io_setup") && why.contains("aio-max-nr"),
+                    "the AIO failure is recorded: {why}"
+                );
+                let line = e.driver().to_string();
+                assert!(
+                    line.starts_with("pool (io_uring: ") && line.contains("AIO: io_setup"),
+                    "{line}"
+                );
+                match Engine::builder().driver(DriverChoice::Aio).build() {
+                    Err(err @ Error::AioUnavailable { .. }) => {
+                        assert!(err.to_string().contains("aio-max-nr"), "{err}");
+                        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+                    }
+                    other => panic!("forced aio with io_setup failing: {other:?}"),
+                }
+            } else if aio_unavailable().is_none() {
+                assert_eq!(e.driver().kind, DriverKind::Aio);
+                let line = e.driver().to_string();
+                assert!(
+                    line.starts_with("aio+pool (io_uring: io_uring_setup failed"),
+                    "{line}"
+                );
+            } else {
+                assert_eq!(e.driver().kind, DriverKind::Pool);
+            }
             assert_eq!(
                 e.driver().fallback.as_ref(),
                 Some(&expected),
@@ -301,7 +376,9 @@ mod seccomp {
     use libc::{sock_filter, sock_fprog};
 
     const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
-    const NR_IO_URING_SETUP: u32 = 425;
+    pub const NR_IO_URING_SETUP: u32 = 425;
+    /// `io_setup` on x86_64.
+    pub const NR_IO_SETUP: u32 = 206;
     // Offsets in struct seccomp_data.
     const OFF_NR: u32 = 0;
     const OFF_ARCH: u32 = 4;
@@ -323,10 +400,10 @@ mod seccomp {
         }
     }
 
-    /// Makes io_uring_setup fail with `errno` in this thread and the threads
-    /// it starts from now on (as container runtimes' seccomp profiles do).
-    pub fn deny_io_uring_setup(errno: i32) -> std::io::Result<()> {
-        let filter = [
+    /// Makes each system call `nr` fail with its `errno` in this thread and
+    /// the threads it starts from now on.
+    pub fn deny(calls: &[(u32, i32)]) -> std::io::Result<()> {
+        let mut filter = vec![
             stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, OFF_ARCH),
             jump(
                 libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
@@ -337,18 +414,15 @@ mod seccomp {
             // Another ABI: not ours to judge.
             stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
             stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, OFF_NR),
-            jump(
-                libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-                NR_IO_URING_SETUP,
-                0,
-                1,
-            ),
-            stmt(
+        ];
+        for &(nr, errno) in calls {
+            filter.push(jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, nr, 0, 1));
+            filter.push(stmt(
                 libc::BPF_RET | libc::BPF_K,
                 libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA),
-            ),
-            stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
-        ];
+            ));
+        }
+        filter.push(stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW));
         let prog = sock_fprog {
             len: filter.len() as u16,
             filter: filter.as_ptr() as *mut sock_filter,
@@ -485,6 +559,7 @@ fn child_max_kernel_workers() {
         .build()
     else {
         eprintln!("SKIPPED: io_uring unavailable");
+        child_ok("child_max_kernel_workers");
         return;
     };
     let detail = &engine.driver().detail;

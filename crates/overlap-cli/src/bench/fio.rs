@@ -3,6 +3,8 @@
 //!
 //! Equivalences (BENCHMARKS.md repeats them):
 //! - `uring` (and `pool`): `--ioengine=io_uring --iodepth=<concurrency × iodepth> --numjobs=1`;
+//! - `aio`: `--ioengine=libaio --iodepth=<concurrency × iodepth> --numjobs=1`,
+//!   then psync as for `pool`;
 //! - `sync` (and `pool`): `--ioengine=psync --numjobs=<concurrency × iodepth>`, one
 //!   synchronous operation in flight per job thread;
 //! - `--requester threads` (uring or pool, N threads each waiting on one
@@ -132,8 +134,10 @@ pub(crate) fn equivalents(job: &Job, target: &Target) -> Vec<FioJob> {
         (Driver::Sync | Driver::SpawnBlocking | Driver::TokioFs, _) => {
             vec![base("psync", 1, n)]
         }
+        (Driver::Aio, Requester::Threads) => vec![base("psync", 1, n), base("libaio", n, 1)],
         (_, Requester::Threads) => vec![base("psync", 1, n), base("io_uring", n, 1)],
-        (Driver::Uring, _) => vec![base("io_uring", n, 1)],
+        (Driver::Uring | Driver::Auto, _) => vec![base("io_uring", n, 1)],
+        (Driver::Aio, _) => vec![base("libaio", n, 1), base("psync", 1, n)],
         (Driver::Pool, _) => vec![base("io_uring", n, 1), base("psync", 1, n)],
     }
 }

@@ -226,7 +226,9 @@ pub(crate) fn print_table(results: &[BenchResult]) {
 pub(crate) fn fio_peers<'a>(o: &BenchResult, results: &'a [BenchResult]) -> Vec<&'a BenchResult> {
     let wanted: &[&str] = match (o.driver.as_str(), o.requester.as_str()) {
         ("uring" | "pool", "threads") => &["psync", "io_uring"],
+        ("aio", "threads") => &["psync", "libaio"],
         ("uring", _) => &["io_uring"],
+        ("aio", _) => &["libaio", "psync"],
         ("pool", _) => &["io_uring", "psync"],
         _ => &["psync"],
     };

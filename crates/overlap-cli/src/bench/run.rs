@@ -529,7 +529,9 @@ pub(crate) fn run_job(job: &Job, target: &Target, interactive: bool) -> Result<M
     };
     let mut m = match job.driver {
         Driver::Sync => run_sync(job, target, &claims, offsets, bar)?,
-        Driver::Uring | Driver::Pool => run_engine(job, target, &claims, offsets, bar)?,
+        Driver::Auto | Driver::Uring | Driver::Aio | Driver::Pool => {
+            run_engine(job, target, &claims, offsets, bar)?
+        }
         Driver::SpawnBlocking | Driver::TokioFs => {
             super::tokio_baselines::run(job, target, &claims, offsets, bar)?
         }
@@ -709,6 +711,8 @@ fn run_engine(
     let mut b = Engine::builder()
         .driver(match job.driver {
             Driver::Pool => DriverChoice::Pool,
+            Driver::Aio => DriverChoice::Aio,
+            Driver::Auto => DriverChoice::Auto,
             _ => DriverChoice::Uring,
         })
         .cache_fast_path(job.fast_path);

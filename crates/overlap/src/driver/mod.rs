@@ -2,8 +2,11 @@
 //! through io_uring from the engine thread (futures polled by any executor);
 //! `ring` is the io_uring machinery it shares with each thread's own ring
 //! (`crate::wait`) and each completion port's ring; `pool` performs them on
-//! a bounded set of threads where io_uring is unavailable.
+//! a bounded set of threads where io_uring is unavailable; `aio` hands
+//! O_DIRECT reads and writes to Linux AIO where io_uring is unavailable and
+//! leaves the rest to a pool beside it.
 
+pub(crate) mod aio;
 pub(crate) mod pool;
 pub(crate) mod ring;
 pub(crate) mod uring;
@@ -123,6 +126,7 @@ pub(crate) fn on_driver_thread() -> bool {
 pub(crate) enum DriverHandle {
     Uring(uring::UringDriver),
     Pool(pool::PoolDriver),
+    Aio(aio::AioDriver),
 }
 
 impl DriverHandle {
@@ -130,10 +134,21 @@ impl DriverHandle {
         matches!(self, DriverHandle::Uring(_))
     }
 
+    /// Whether the thread pool performs `kind` (rather than the kernel,
+    /// through io_uring or AIO): a thread in `Op::wait` then runs it itself.
+    pub(crate) fn pool_takes(&self, kind: &crate::ops::OpKind) -> bool {
+        match self {
+            DriverHandle::Uring(_) => false,
+            DriverHandle::Pool(_) => true,
+            DriverHandle::Aio(d) => !d.takes(kind),
+        }
+    }
+
     pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
         match self {
             DriverHandle::Uring(d) => d.submit(op),
             DriverHandle::Pool(d) => d.submit(op),
+            DriverHandle::Aio(d) => d.submit(op),
         }
     }
 
@@ -143,6 +158,7 @@ impl DriverHandle {
         match self {
             DriverHandle::Uring(d) => d.shutdown(),
             DriverHandle::Pool(d) => d.shutdown(),
+            DriverHandle::Aio(d) => d.shutdown(),
         }
     }
 }

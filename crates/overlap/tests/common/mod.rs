@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenOptions};
 
 /// Generates, for each scenario `fn name(d: Driver)`, the tests
-/// `uring::name` and `pool::name`. The uring variant skips loudly when the
-/// kernel does not allow io_uring.
+/// `uring::name`, `aio::name` (Linux AIO for direct I/O, the pool for the
+/// rest) and `pool::name`. The uring and aio variants skip loudly when the
+/// kernel (or a seccomp filter) does not allow them.
 macro_rules! per_driver {
     ($($name:ident),+ $(,)?) => {
         mod uring {
@@ -30,6 +31,16 @@ macro_rules! per_driver {
                 #[test]
                 fn $name() {
                     if let Some(d) = crate::common::Driver::uring() {
+                        super::$name(d);
+                    }
+                }
+            )+
+        }
+        mod aio {
+            $(
+                #[test]
+                fn $name() {
+                    if let Some(d) = crate::common::Driver::aio() {
                         super::$name(d);
                     }
                 }
@@ -73,8 +84,35 @@ impl Driver {
         }
     }
 
+    /// Linux AIO beside the pool, or `None` (after printing a SKIPPED
+    /// line) when `io_setup` fails here.
+    pub fn aio() -> Option<Driver> {
+        match aio_unavailable() {
+            Some(reason) => {
+                eprintln!("SKIPPED: Linux AIO unavailable: {reason}");
+                None
+            }
+            None => Some(Driver {
+                choice: DriverChoice::Aio,
+            }),
+        }
+    }
+
     pub fn is_uring(&self) -> bool {
         self.choice == DriverChoice::Uring
+    }
+
+    pub fn is_aio(&self) -> bool {
+        self.choice == DriverChoice::Aio
+    }
+
+    /// The name `Engine::driver().kind` reports for this driver.
+    pub fn name(&self) -> &'static str {
+        match self.choice {
+            DriverChoice::Uring => "uring",
+            DriverChoice::Aio => "aio+pool",
+            _ => "pool",
+        }
     }
 
     /// A builder forced to this driver (an explicit choice overrides
@@ -85,12 +123,27 @@ impl Driver {
 
     pub fn engine(&self) -> Engine {
         let e = self.builder().build().expect("engine builds");
-        assert_eq!(
-            e.driver().kind.as_str(),
-            if self.is_uring() { "uring" } else { "pool" }
-        );
+        assert_eq!(e.driver().kind.as_str(), self.name());
         e
     }
+}
+
+/// Why Linux AIO cannot be used here, probed once per test binary.
+pub fn aio_unavailable() -> Option<String> {
+    static PROBE: OnceLock<Option<String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            match Engine::builder()
+                .driver(DriverChoice::Aio)
+                .ignore_env()
+                .build()
+            {
+                Ok(_) => None,
+                Err(e @ Error::AioUnavailable { .. }) => Some(e.to_string()),
+                Err(e) => panic!("unexpected error probing Linux AIO: {e}"),
+            }
+        })
+        .clone()
 }
 
 /// Why io_uring cannot be used here, probed once per test binary.

@@ -1,0 +1,496 @@
+//! The Linux AIO driver (`io_setup`/`io_submit`/`io_getevents`), for where
+//! io_uring is blocked (container seccomp profiles allow AIO): O_DIRECT
+//! reads and writes, and `fsync`/`fdatasync` where the kernel has
+//! `IOCB_CMD_FSYNC`/`IOCB_CMD_FDSYNC` (Linux 4.18), go to the kernel
+//! truly asynchronously; everything else (buffered I/O, which AIO performs
+//! synchronously inside `io_submit`, open, close, statx, ...) goes to the
+//! thread pool beside it. `Stats::submitted_aio` and
+//! `Stats::submitted_pool` say which path each operation took.
+//!
+//! # Design: callers submit, one reaper thread sleeps in `io_getevents`
+//!
+//! `io_submit` is thread-safe and copies the iocb, so the calling thread
+//! submits directly (one system call per operation, as fio's libaio
+//! engine with `iodepth_batch=1`). One reaper thread per engine sleeps in
+//! `io_getevents` and completes what arrives, batch by batch, with the
+//! callers' wake-ups deferred to the end of each batch. The alternative,
+//! `IOCB_FLAG_RESFD` with an eventfd, only moves the sleep: someone must
+//! still wait on the eventfd and then call `io_getevents`, which costs one
+//! more system call per batch than sleeping in `io_getevents` itself; it
+//! pays off only inside an event loop that already polls descriptors.
+//!
+//! # Memory the kernel may write
+//!
+//! Every operation handed to `io_submit` stays in the driver's slab (an
+//! `Arc` of its cell, which owns the buffer) until its completion event is
+//! reaped: a dropped future drops only the caller's reference. Shutdown
+//! refuses new operations, and the reaper ends only once the slab is empty.
+//! Completion runs user code (wakers, a dropped future's buffer); the reaper
+//! is a driver thread, so `contain` reports a panic there and the reaper
+//! goes on. Should the reaper end anyway, the context is destroyed
+//! (`io_destroy`, which waits for the requests in flight) before anything is
+//! freed, and if that fails the slab is leaked rather than freed.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use slab::Slab;
+
+use super::pool::PoolDriver;
+use super::ring::{complete_all, Done};
+use crate::op::Completable;
+use crate::ops::OpKind;
+use crate::stats::Counters;
+
+/// `aio_context_t`.
+type AioContext = libc::c_ulong;
+
+const IOCB_CMD_PREAD: u16 = 0;
+const IOCB_CMD_PWRITE: u16 = 1;
+const IOCB_CMD_FSYNC: u16 = 2;
+const IOCB_CMD_FDSYNC: u16 = 3;
+
+/// `struct iocb` (linux/aio_abi.h). `aio_key` and `aio_rw_flags` swap
+/// places on big-endian machines (the header's `PADDED` macro).
+#[repr(C)]
+#[derive(Default)]
+struct Iocb {
+    aio_data: u64,
+    #[cfg(target_endian = "little")]
+    aio_key: u32,
+    aio_rw_flags: i32,
+    #[cfg(target_endian = "big")]
+    aio_key: u32,
+    aio_lio_opcode: u16,
+    aio_reqprio: i16,
+    aio_fildes: u32,
+    aio_buf: u64,
+    aio_nbytes: u64,
+    aio_offset: i64,
+    aio_reserved2: u64,
+    aio_flags: u32,
+    aio_resfd: u32,
+}
+
+/// `struct io_event`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct IoEvent {
+    data: u64,
+    obj: u64,
+    res: i64,
+    res2: i64,
+}
+
+/// User data of the eventfd read that wakes the reaper at shutdown.
+const WAKE_KEY: u64 = u64::MAX;
+/// Completion events taken per `io_getevents`.
+const EVENTS_PER_REAP: usize = 128;
+/// Most operations in flight on one context (the engine's budget may be
+/// larger: an operation beyond it goes to the pool). `io_setup` charges
+/// about twice this against `fs.aio-max-nr` (65536 by default).
+pub(crate) const MAX_AIO_EVENTS: usize = 1024;
+
+fn io_setup(nr: u32) -> std::io::Result<AioContext> {
+    let mut ctx: AioContext = 0;
+    // SAFETY: io_setup writes one aio_context_t into `ctx`, a live local.
+    let r = unsafe { libc::syscall(libc::SYS_io_setup, nr as libc::c_long, &mut ctx) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(ctx)
+}
+
+fn io_destroy(ctx: AioContext) -> std::io::Result<()> {
+    // SAFETY: ctx came from io_setup; io_destroy waits for the requests in
+    // flight before it returns.
+    let r = unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Submits one iocb: `Ok(())`, or the errno `io_submit` returned.
+fn io_submit_one(ctx: AioContext, iocb: &Iocb) -> Result<(), i32> {
+    let mut ptrs = [iocb as *const Iocb];
+    loop {
+        // SAFETY: `ptrs` holds one pointer to a live iocb, which the kernel
+        // copies during the call. The memory the iocb points to (a buffer)
+        // is owned by an operation cell the slab holds until its event is
+        // reaped (module docs).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_submit,
+                ctx,
+                1 as libc::c_long,
+                ptrs.as_mut_ptr(),
+            )
+        };
+        match r {
+            1 => return Ok(()),
+            r if r < 0 => {
+                let e = std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                if e != libc::EINTR {
+                    return Err(e);
+                }
+            }
+            // 0 submitted without an error: the queue is full.
+            _ => return Err(libc::EAGAIN),
+        }
+    }
+}
+
+/// How `io_setup` failed, as a sentence (for [`DriverInfo`](crate::DriverInfo)).
+pub(crate) fn setup_failure(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => {
+            let limit = std::fs::read_to_string("/proc/sys/fs/aio-max-nr")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            let used = std::fs::read_to_string("/proc/sys/fs/aio-nr")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            format!(
+                "io_setup: EAGAIN: fs.aio-max-nr exhausted ({used} of {limit} events in use; raise it with sysctl -w fs.aio-max-nr=...)"
+            )
+        }
+        Some(libc::ENOSYS) => "io_setup: ENOSYS: the kernel has no AIO (CONFIG_AIO=n)".into(),
+        Some(libc::EPERM) => "io_setup: EPERM: blocked by a seccomp filter".into(),
+        _ => format!("io_setup: {e}"),
+    }
+}
+
+pub(crate) struct AioDriver {
+    inner: Arc<Inner>,
+    reaper: Mutex<Option<JoinHandle<()>>>,
+    /// Where the operations AIO cannot do asynchronously go.
+    pub(crate) pool: PoolDriver,
+}
+
+struct Inner {
+    ctx: AioContext,
+    st: Mutex<State>,
+    counters: Arc<Counters>,
+    /// The kernel accepted `IOCB_CMD_FSYNC`/`FDSYNC` (cleared at the first
+    /// EINVAL: before Linux 4.18 syncs go to the pool).
+    sync_ok: AtomicBool,
+    /// Written, then read through AIO, to wake the reaper at shutdown.
+    eventfd: OwnedFd,
+    /// What that read reads into. Only the kernel writes it, during the
+    /// `io_submit` of the read (an eventfd read with a non-zero counter
+    /// completes at once); it lives as long as `Inner`.
+    wake_buf: Box<std::cell::UnsafeCell<u64>>,
+}
+
+// SAFETY: `wake_buf` is written only by the kernel (module docs); every
+// other field is Sync.
+unsafe impl Sync for Inner {}
+
+struct State {
+    /// In-flight operations keyed by their iocb's `aio_data`, with a flag
+    /// set while the submitting `io_submit` has not returned (a completion
+    /// reaped then was inline) and a sequence number (keys are reused).
+    slab: Slab<Entry>,
+    seq: u64,
+    shutdown: bool,
+}
+
+struct Entry {
+    op: Arc<dyn Completable>,
+    submitting: bool,
+    seq: u64,
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let st = self.st.get_mut().unwrap_or_else(|p| p.into_inner());
+        // io_destroy waits for every request in flight: only then may the
+        // cells the slab holds (and their buffers) be freed.
+        if io_destroy(self.ctx).is_err() && !st.slab.is_empty() {
+            std::mem::forget(std::mem::take(&mut st.slab));
+        }
+    }
+}
+
+impl AioDriver {
+    /// Creates the context (`events` in flight at most) and starts the
+    /// reaper thread. The pool is the caller's.
+    pub(crate) fn start(
+        events: usize,
+        pool: PoolDriver,
+        counters: Arc<Counters>,
+    ) -> Result<AioDriver, (String, PoolDriver)> {
+        let events = events.clamp(1, MAX_AIO_EVENTS);
+        let ctx = match io_setup(events as u32) {
+            Ok(c) => c,
+            Err(e) => return Err((setup_failure(&e), pool)),
+        };
+        // SAFETY: eventfd has no memory arguments; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            let _ = io_destroy(ctx);
+            return Err((
+                format!("eventfd: {}", std::io::Error::last_os_error()),
+                pool,
+            ));
+        }
+        let inner = Arc::new(Inner {
+            ctx,
+            st: Mutex::new(State {
+                slab: Slab::new(),
+                seq: 0,
+                shutdown: false,
+            }),
+            counters,
+            sync_ok: AtomicBool::new(true),
+            // SAFETY: efd is a fresh descriptor that nothing else owns.
+            eventfd: unsafe { OwnedFd::from_raw_fd(efd) },
+            wake_buf: Box::new(std::cell::UnsafeCell::new(0)),
+        });
+        let reaper_inner = inner.clone();
+        let reaper = std::thread::Builder::new()
+            .name("overlap-aio".into())
+            .spawn(move || {
+                super::mark_driver_thread();
+                reap(&reaper_inner);
+            });
+        match reaper {
+            Ok(h) => Ok(AioDriver {
+                inner,
+                reaper: Mutex::new(Some(h)),
+                pool,
+            }),
+            Err(e) => Err((format!("could not start the AIO reaper thread: {e}"), pool)),
+        }
+    }
+
+    /// Whether AIO performs `kind` asynchronously (else the pool does).
+    pub(crate) fn takes(&self, kind: &OpKind) -> bool {
+        match kind {
+            OpKind::Read(r) => r.direct,
+            OpKind::Write(w) => w.direct,
+            OpKind::Fsync(_) => self.inner.sync_ok.load(Ordering::Relaxed),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
+        if !self.takes(op.kind()) {
+            self.pool.submit(op);
+            return;
+        }
+        let mut iocb = Iocb::default();
+        match op.kind() {
+            OpKind::Read(r) => {
+                iocb.aio_lio_opcode = IOCB_CMD_PREAD;
+                iocb.aio_fildes = r.fd as u32;
+                iocb.aio_buf = r.ptr as u64;
+                iocb.aio_nbytes = r.len as u64;
+                iocb.aio_offset = r.offset as i64;
+            }
+            OpKind::Write(w) => {
+                iocb.aio_lio_opcode = IOCB_CMD_PWRITE;
+                iocb.aio_fildes = w.fd as u32;
+                iocb.aio_buf = w.ptr as u64;
+                iocb.aio_nbytes = w.len as u64;
+                iocb.aio_offset = w.offset as i64;
+            }
+            OpKind::Fsync(f) => {
+                iocb.aio_lio_opcode = if f.datasync {
+                    IOCB_CMD_FDSYNC
+                } else {
+                    IOCB_CMD_FSYNC
+                };
+                iocb.aio_fildes = f.fd as u32;
+            }
+            _ => unreachable!("takes() admits reads, writes and syncs only"),
+        }
+        let inner = &self.inner;
+        let (key, seq) = {
+            let mut st = inner.lock();
+            if st.shutdown {
+                drop(st);
+                if let Some(p) = super::contain(op.kind().name(), || op.refuse()) {
+                    std::panic::resume_unwind(p);
+                }
+                return;
+            }
+            if st.slab.len() >= MAX_AIO_EVENTS {
+                // The context is full: the pool does it rather than a
+                // caller waiting for room.
+                drop(st);
+                self.pool.submit(op);
+                return;
+            }
+            st.seq += 1;
+            let seq = st.seq;
+            let key = st.slab.insert(Entry {
+                op: op.clone(),
+                submitting: true,
+                seq,
+            });
+            debug_assert!(
+                (key as u64) < WAKE_KEY,
+                "slab keys stay below the reserved one"
+            );
+            (key, seq)
+        };
+        iocb.aio_data = key as u64;
+        let counters = &inner.counters;
+        counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
+        match io_submit_one(inner.ctx, &iocb) {
+            Ok(()) => {
+                counters.aio_submitted.fetch_add(1, Ordering::Relaxed);
+                let mut st = inner.lock();
+                if let Some(e) = st.slab.get_mut(key) {
+                    if e.seq == seq {
+                        e.submitting = false;
+                    }
+                }
+            }
+            Err(errno) => {
+                // Not submitted: the kernel holds no pointer into the cell.
+                let removed = {
+                    let mut st = inner.lock();
+                    let ours = st.slab.get(key).is_some_and(|e| e.seq == seq);
+                    debug_assert!(ours, "an unsubmitted operation cannot complete");
+                    if ours {
+                        st.slab.try_remove(key)
+                    } else {
+                        None
+                    }
+                };
+                drop(removed);
+                let is_sync = matches!(op.kind(), OpKind::Fsync(_));
+                if is_sync && errno == libc::EINVAL {
+                    // No IOCB_CMD_FSYNC/FDSYNC for this file or kernel.
+                    inner.sync_ok.store(false, Ordering::Relaxed);
+                    self.pool.submit(op);
+                } else if errno == libc::EAGAIN {
+                    // Out of AIO resources for now: the pool does it.
+                    self.pool.submit(op);
+                } else if let Some(p) =
+                    super::contain(op.kind().name(), || op.complete(-(errno as i64), true))
+                {
+                    std::panic::resume_unwind(p);
+                }
+            }
+        }
+    }
+
+    /// Refuses new work, lets what is in flight complete, stops the reaper
+    /// (joining it unless called from a driver thread), then the pool.
+    pub(crate) fn shutdown(&self) {
+        let inner = &self.inner;
+        let first = {
+            let mut st = inner.lock();
+            !std::mem::replace(&mut st.shutdown, true)
+        };
+        if first {
+            wake_reaper(inner);
+        }
+        if !super::on_driver_thread() {
+            if let Some(h) = self.reaper.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let _ = h.join();
+            }
+        }
+        self.pool.shutdown();
+    }
+}
+
+/// Posts a completion event that wakes the reaper: an eventfd read with a
+/// non-zero counter completes inside `io_submit`.
+fn wake_reaper(inner: &Inner) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a local into our own eventfd.
+    let _ = unsafe { libc::write(inner.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    let iocb = Iocb {
+        aio_data: WAKE_KEY,
+        aio_lio_opcode: IOCB_CMD_PREAD,
+        aio_fildes: inner.eventfd.as_raw_fd() as u32,
+        aio_buf: inner.wake_buf.get() as u64,
+        aio_nbytes: 8,
+        ..Iocb::default()
+    };
+    if io_submit_one(inner.ctx, &iocb).is_err() {
+        // The reaper then notices shutdown at its next timeout.
+    }
+}
+
+/// The reaper thread: sleeps in `io_getevents` and completes what arrives,
+/// until shutdown with nothing in flight.
+fn reap(inner: &Arc<Inner>) {
+    let mut events = [IoEvent::default(); EVENTS_PER_REAP];
+    let mut done: Vec<Done> = Vec::with_capacity(EVENTS_PER_REAP);
+    let mut woken = false;
+    loop {
+        {
+            let st = inner.lock();
+            if st.shutdown && st.slab.is_empty() {
+                break;
+            }
+        }
+        // Once woken for shutdown, look again every 10 ms (a submitter that
+        // failed to submit may have emptied the slab without an event);
+        // before, every second, in case the wake-up could not be posted (a
+        // kernel whose eventfd cannot be read through AIO, before 5.11).
+        let ts = libc::timespec {
+            tv_sec: if woken { 0 } else { 1 },
+            tv_nsec: if woken { 10_000_000 } else { 0 },
+        };
+        let timeout: *const libc::timespec = &ts;
+        // SAFETY: `events` has room for EVENTS_PER_REAP events; `timeout` is
+        // null or points to a live local.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_io_getevents,
+                inner.ctx,
+                1 as libc::c_long,
+                EVENTS_PER_REAP as libc::c_long,
+                events.as_mut_ptr(),
+                timeout,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                eprintln!("overlap: io_getevents failed: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            continue;
+        }
+        {
+            let mut st = inner.lock();
+            for ev in &events[..n as usize] {
+                if ev.data == WAKE_KEY {
+                    woken = true;
+                    continue;
+                }
+                let Some(e) = st.slab.try_remove(ev.data as usize) else {
+                    debug_assert!(false, "an AIO event for an unknown operation");
+                    continue;
+                };
+                done.push(Done {
+                    op: e.op,
+                    res: ev.res,
+                    inline: e.submitting,
+                });
+            }
+        }
+        if !done.is_empty() {
+            // On this driver thread `contain` reports panics in user code.
+            let _ = complete_all(&mut done);
+        }
+    }
+}
