@@ -711,7 +711,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let results = outcome?;
     cleanup?;
     if !args.json {
-        report::print_table(&results);
+        // The rows were printed as each result came in.
         report::print_ratios(&results);
     }
     if let Some(path) = &args.plot {
@@ -833,9 +833,7 @@ fn run_plan(
         let res = run::run_job(job, &target, interactive)
             .with_context(|| format!("{} job on {}", job.driver.as_str(), target.path.display()))?;
         let r = BenchResult::from_overlap(plan.preset, job, &target, res);
-        if args.json {
-            report::print_json(&r)?;
-        }
+        show(&r, args.json, results.is_empty())?;
         results.push(r);
 
         if let Some(bin) = &fio_bin {
@@ -849,9 +847,7 @@ fn run_plan(
                 }
                 match fio::run(bin, &fj, &target, plan.preset, interactive) {
                     Ok(r) => {
-                        if args.json {
-                            report::print_json(&r)?;
-                        }
+                        show(&r, args.json, results.is_empty())?;
                         results.push(r);
                     }
                     // fio's own failure costs the comparison, not the results.
@@ -862,6 +858,19 @@ fn run_plan(
         }
     }
     Ok(results)
+}
+
+/// Prints a result as soon as it is known: a JSON line, or a table row
+/// (after the header, for the first).
+fn show(r: &BenchResult, json: bool, first: bool) -> Result<()> {
+    if json {
+        return report::print_json(r);
+    }
+    if first {
+        report::print_header();
+    }
+    report::print_row(r);
+    Ok(())
 }
 
 /// Where a job reads or writes.

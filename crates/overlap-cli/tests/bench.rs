@@ -1007,3 +1007,62 @@ fn a_block_device_is_read_and_written_only_when_allowed() {
         "grew past the device"
     );
 }
+
+/// The table shows each result as soon as it is known: a sweep interrupted
+/// in its second job has printed the first one's row (it printed nothing
+/// before the end of the whole sweep).
+#[test]
+fn each_row_is_printed_when_its_job_is_done() {
+    use std::io::BufRead;
+    let dir = scratch("rows");
+    let mut child = bin()
+        .args([
+            "bench",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--size",
+            "16M",
+            "--driver",
+            "sync",
+            "--concurrency",
+            "1,2",
+            "--runtime",
+            "5s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    let row = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("overlap ") => break line,
+            Ok(_) => continue,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no row appeared while the sweep was still running");
+            }
+        }
+    };
+    assert!(child.try_wait().unwrap().is_none(), "the sweep ended early");
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    assert!(row.contains(" sync "), "{row}");
+    assert_no_leftovers(&dir);
+}

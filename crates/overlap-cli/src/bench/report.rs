@@ -158,7 +158,8 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-pub(crate) fn print_table(results: &[BenchResult]) {
+/// The table's header line (printed before the first result).
+pub(crate) fn print_header() {
     println!(
         "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
         "system",
@@ -182,39 +183,42 @@ pub(crate) fn print_table(results: &[BenchResult]) {
         "kw",
         "rss_MiB"
     );
-    for r in results {
-        println!(
-            "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
-            r.system,
-            r.driver,
-            r.rw,
-            human_bytes(r.bs),
-            r.iodepth,
-            r.concurrency,
-            r.requester,
-            if r.direct { "yes" } else { "no" },
-            if r.rw.contains("write") {
-                if r.prealloc {
-                    "prealloc"
-                } else {
-                    "growing"
-                }
+}
+
+/// One result as a line of the table, printed as soon as it is known (an
+/// interrupted sweep keeps the rows it finished).
+pub(crate) fn print_row(r: &BenchResult) {
+    println!(
+        "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
+        r.system,
+        r.driver,
+        r.rw,
+        human_bytes(r.bs),
+        r.iodepth,
+        r.concurrency,
+        r.requester,
+        if r.direct { "yes" } else { "no" },
+        if r.rw.contains("write") {
+            if r.prealloc {
+                "prealloc"
             } else {
-                "-"
-            },
-            r.ops,
-            r.iops,
-            r.mb_s,
-            r.lat_us_p50,
-            r.lat_us_p99,
-            r.lat_us_p999,
-            r.cpu_us_per_op,
-            r.ctx_switches,
-            r.threads_peak,
-            r.kernel_workers,
-            r.rss_peak_bytes as f64 / (1 << 20) as f64
-        );
-    }
+                "growing"
+            }
+        } else {
+            "-"
+        },
+        r.ops,
+        r.iops,
+        r.mb_s,
+        r.lat_us_p50,
+        r.lat_us_p99,
+        r.lat_us_p999,
+        r.cpu_us_per_op,
+        r.ctx_switches,
+        r.threads_peak,
+        r.kernel_workers,
+        r.rss_peak_bytes as f64 / (1 << 20) as f64
+    );
 }
 
 /// fio results comparable to an overlap result: same rw, bs, direct,
