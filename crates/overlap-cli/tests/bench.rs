@@ -1027,7 +1027,7 @@ fn each_row_is_printed_when_its_job_is_done() {
             "--concurrency",
             "1,2",
             "--runtime",
-            "5s",
+            "8s",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -1045,7 +1045,9 @@ fn each_row_is_printed_when_its_job_is_done() {
             }
         }
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    // Each job runs 8 s: the first row is due after about 8 s, and the
+    // sweep ends after about 16 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(13);
     let row = loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
