@@ -196,6 +196,8 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
         out["completed_async"] = s["completed_async"]
         out["completed_inline"] = s["completed_inline"]
         out["kernel_workers_seen"] = s["kernel_workers_seen"]
+        out["submitted"] = s["submitted"]
+        out["submit_syscalls"] = s["submit_syscalls"]
     return out
 
 

@@ -60,8 +60,11 @@ def stats() -> dict:
     submitting call returned) vs ``completed_async`` (really overlapped),
     ``kernel_workers_seen`` (io_uring worker threads that had to do blocking
     work), ``submitted_on_reactor_rings`` (operations submitted by the event
-    loop's thread on its own ring), bytes, errors, high-water marks and the
-    operations and bytes in flight now."""
+    loop's thread on its own ring), ``submit_syscalls`` (system calls that
+    handed operations to the kernel: once a few operations are in flight,
+    the tasks of one loop iteration share one; ``OVERLAP_SUBMIT_BATCH=1``
+    turns that off), bytes, errors, high-water marks and the operations and
+    bytes in flight now."""
     return _native.stats()
 
 

@@ -27,6 +27,10 @@ def hub_for(loop: asyncio.AbstractEventLoop) -> "_native.Hub":
     try:
         if hub.ring_fd >= 0:
             loop.add_reader(hub.ring_fd, hub.reap)
+            # Batch submissions: once a few operations are in flight, the
+            # tasks of one loop iteration queue their entries and a
+            # callback scheduled with loop.call_soon submits them together.
+            hub.use_loop(loop)
         if os.environ.get("OVERLAP_PY_WAKE") == "threadsafe":
             # For measurement only: wake-ups from other threads through
             # call_soon_threadsafe (the GIL on the waking thread) instead of

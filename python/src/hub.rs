@@ -14,6 +14,14 @@
 //!   io_uring is blocked, or a released share of the in-flight budget)
 //!   queues the operation and writes the hub's eventfd, also watched with
 //!   `loop.add_reader`: no Python thread and no GIL on the waking thread.
+//! - Submissions are batched: the hub registers a flusher with its ring
+//!   ([`ReactorRing::set_flusher`]), so once a few operations are in flight
+//!   a submission only queues its entry. The first entry queued asks for a
+//!   flush, which the hub schedules once with `loop.call_soon`: it runs
+//!   after the callbacks already scheduled (the tasks woken in this
+//!   iteration, which queue their entries too), and one `io_uring_enter`
+//!   ([`ReactorRing::flush`]) then submits them all. Closing the hub drains
+//!   the ring, which submits whatever is still queued.
 //!
 //! An operation is an [`OpState`]: the engine future, the asyncio future it
 //! resolves, and its hub. The engine holds it (through the waker) while the
@@ -34,6 +42,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyWeakrefReference;
 
 /// Builds an operation's Python result on the loop's thread, with the GIL.
 pub type Resolve = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
@@ -90,6 +99,50 @@ pub struct HubInner {
     /// Set to wake the loop with `loop.call_soon_threadsafe(callback)`
     /// instead of the eventfd (measured against it: see BENCHMARKS.md).
     threadsafe: std::sync::OnceLock<(Py<PyAny>, Py<PyAny>)>,
+    /// The loop (weakly: the loop holds the hub through its readers) and
+    /// the callback that flushes the ring, once `Hub.use_loop` registered
+    /// the flusher.
+    flush_via: std::sync::OnceLock<(Py<PyWeakrefReference>, Py<FlushCallback>)>,
+    /// A flush is asked for or scheduled and has not run yet: later
+    /// requests are folded into it.
+    flush_scheduled: AtomicBool,
+    /// A flush was asked for and the loop's thread has not scheduled it yet
+    /// (it does at the end of its current `dispatch`).
+    flush_requested: AtomicBool,
+    /// Flushes of the ring that submitted queued entries.
+    flushes: AtomicU64,
+}
+
+/// The ring's flusher: woken (normally on the loop's thread, inside a
+/// poll) when a submission queued the first entry of a batch. Holds the
+/// hub weakly: the ring holds the waker and the hub holds the ring.
+struct FlushWaker(std::sync::Weak<HubInner>);
+
+impl Wake for FlushWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(hub) = self.0.upgrade() {
+            hub.request_flush();
+        }
+    }
+}
+
+/// The callable that `loop.call_soon` runs to flush a hub's ring. Holds
+/// the hub weakly, so that a callback still scheduled keeps nothing alive.
+#[pyclass(module = "overlap._native", name = "_FlushCallback", frozen)]
+pub struct FlushCallback {
+    hub: std::sync::Weak<HubInner>,
+}
+
+#[pymethods]
+impl FlushCallback {
+    fn __call__(&self, py: Python<'_>) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.flush_scheduled_now(py);
+        }
+    }
 }
 
 impl HubInner {
@@ -154,6 +207,12 @@ impl HubInner {
         loop {
             std::mem::swap(&mut batch, &mut *lock(&self.queue));
             if batch.is_empty() {
+                if self.flush_requested.swap(false, Ordering::AcqRel) && !self.schedule_flush(py) {
+                    // No loop to schedule it on: flush now, and poll what
+                    // that completed.
+                    self.flush_ring(py);
+                    continue;
+                }
                 break;
             }
             for op in batch.drain(..) {
@@ -225,8 +284,66 @@ impl HubInner {
         })
     }
 
+    /// Asks for a flush of the ring (the flusher's wake). On the loop's
+    /// thread, inside `dispatch`, the flush is scheduled when the dispatch
+    /// ends; from any other thread, the eventfd wakes the loop, whose
+    /// dispatch schedules it.
+    fn request_flush(&self) {
+        if self.flush_scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.flush_requested.store(true, Ordering::Release);
+        let local = DISPATCHING
+            .try_with(|d| std::ptr::eq(d.get(), self))
+            .unwrap_or(false);
+        if !local {
+            self.signal();
+        }
+    }
+
+    /// Schedules the flush with `loop.call_soon`; false if it cannot be
+    /// (the loop is gone or closed, or was never given).
+    fn schedule_flush(&self, py: Python<'_>) -> bool {
+        let Some((lp, cb)) = self.flush_via.get() else {
+            return false;
+        };
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(lp) = lp.bind(py).upgrade() else {
+            return false;
+        };
+        lp.call_method1(intern!(py, "call_soon"), (cb.clone_ref(py),))
+            .is_ok()
+    }
+
+    /// The scheduled flush: submits what the tasks of this iteration
+    /// queued, and polls the operations that completed meanwhile.
+    fn flush_scheduled_now(self: &Arc<Self>, py: Python<'_>) {
+        self.dispatch(py, || self.flush_ring(py));
+    }
+
+    /// Hands the ring's queued entries to the kernel in one system call
+    /// (without the GIL). Completions it finds wake their operations onto
+    /// the queue. A panic from user code run by a completion (a waker, a
+    /// buffer's release) is contained, as in `reap_ring`: the hub must
+    /// keep serving its loop.
+    fn flush_ring(&self, py: Python<'_>) {
+        self.flush_scheduled.store(false, Ordering::Release);
+        let Some(ring) = &self.ring else { return };
+        if ring.queued() == 0 {
+            return;
+        }
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        let flushed =
+            py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ring.flush())));
+        drop(flushed);
+    }
+
     /// Shuts the hub down: waits (without the GIL) for what is in flight on
     /// its ring, and drops every queued operation. Later wakes drop theirs.
+    /// Entries still queued for a flush are submitted first: the drain
+    /// submits what is queued before it waits.
     fn close(self: &Arc<Self>, py: Python<'_>) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
@@ -303,6 +420,10 @@ impl Hub {
                 eventfd_wakes: AtomicU64::new(0),
                 ring_reaps: AtomicU64::new(0),
                 threadsafe: std::sync::OnceLock::new(),
+                flush_via: std::sync::OnceLock::new(),
+                flush_scheduled: AtomicBool::new(false),
+                flush_requested: AtomicBool::new(false),
+                flushes: AtomicU64::new(0),
             }),
         })
     }
@@ -340,6 +461,39 @@ impl Hub {
             self.inner.eventfd_wakes.load(Ordering::Relaxed),
             self.inner.ring_reaps.load(Ordering::Relaxed),
         )
+    }
+
+    /// Flushes of the ring that submitted queued entries.
+    #[getter]
+    fn flushes(&self) -> u64 {
+        self.inner.flushes.load(Ordering::Relaxed)
+    }
+
+    /// Entries queued on the ring for the next flush.
+    #[getter]
+    fn queued(&self) -> usize {
+        self.inner.ring.as_ref().map_or(0, |r| r.queued())
+    }
+
+    /// Batches submissions: registers the ring's flusher, whose flushes
+    /// are scheduled with `loop.call_soon` (the loop is held weakly). Does
+    /// nothing without a ring or a second time.
+    fn use_loop(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Some(ring) = &self.inner.ring else {
+            return Ok(());
+        };
+        let lp = PyWeakrefReference::new(lp)?.unbind();
+        let cb = Py::new(
+            py,
+            FlushCallback {
+                hub: Arc::downgrade(&self.inner),
+            },
+        )?;
+        if self.inner.flush_via.set((lp, cb)).is_ok() {
+            let waker = Waker::from(Arc::new(FlushWaker(Arc::downgrade(&self.inner))));
+            ring.set_flusher(&waker);
+        }
+        Ok(())
     }
 
     /// The ring's reader callback: completes the operations in the ring.

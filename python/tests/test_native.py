@@ -429,6 +429,113 @@ async def test_gather_many_operations_from_one_task(data, uring):
         assert overlap.stats()["inflight_ops_high_water"] >= min(256, max(before, 64))
 
 
+def _batching_or_skip(uring):
+    if not uring:
+        pytest.skip("SKIPPED: submission batching is io_uring's (this engine is on the thread pool)")
+    if os.environ.get("OVERLAP_SUBMIT_BATCH", "").strip() == "1":
+        pytest.skip("SKIPPED: OVERLAP_SUBMIT_BATCH=1 turns submission batching off")
+
+
+def _in_flight_or_skip(before, after):
+    # Submissions are deferred only while more than a few operations are in
+    # flight: where reads complete as they are submitted (O_DIRECT on
+    # tmpfs), they never are, and there is nothing to batch.
+    inline = after["completed_inline"] - before["completed_inline"]
+    done = after["completed"] - before["completed"]
+    if inline >= done - 8:
+        pytest.skip(f"SKIPPED: {inline} of {done} reads completed as they were submitted")
+
+
+async def test_gathered_reads_share_submitting_system_calls(data, uring):
+    # 256 O_DIRECT reads started by one task in one step: past the first
+    # few, their entries wait on the ring and the flush scheduled with
+    # loop.call_soon submits them together (a full batch goes at once).
+    # Without batching every read costs its own io_uring_enter.
+    _batching_or_skip(uring)
+    path, content = data
+    hub = _loop.hub_for(asyncio.get_running_loop())
+    async with overlap.open(path, direct=True) as f:
+        offsets = [(i * 7919 % 256) * 4096 for i in range(256)]
+        before = overlap.stats()
+        flushes = hub.flushes
+        got = await asyncio.gather(*(f.read_at(4096, o) for o in offsets))
+        after = overlap.stats()
+    assert got == [content[o : o + 4096] for o in offsets]
+    _in_flight_or_skip(before, after)
+    ops = after["submitted"] - before["submitted"]
+    calls = after["submit_syscalls"] - before["submit_syscalls"]
+    assert ops >= 256
+    assert calls <= ops // 4, (calls, ops)
+    assert hub.flushes > flushes, "the loop flushed queued entries"
+    assert hub.queued == 0
+
+
+async def test_tasks_of_one_iteration_share_a_flush(data, uring):
+    # 64 tasks woken in the same loop iteration (one event) each start a
+    # read: past the first few, their entries wait for the flush that the
+    # first deferred one scheduled with call_soon, behind the other tasks.
+    _batching_or_skip(uring)
+    path, content = data
+    hub = _loop.hub_for(asyncio.get_running_loop())
+    go = asyncio.Event()
+
+    async def worker(f, i):
+        await go.wait()
+        off = (i * 37 % 256) * 4096
+        return await f.read_at(4096, off) == content[off : off + 4096]
+
+    async with overlap.open(path, direct=True) as f:
+        tasks = [asyncio.create_task(worker(f, i)) for i in range(64)]
+        await asyncio.sleep(0)
+        before = overlap.stats()
+        go.set()
+        got = await asyncio.gather(*tasks)
+        after = overlap.stats()
+    assert got == [True] * 64
+    _in_flight_or_skip(before, after)
+    ops = after["submitted"] - before["submitted"]
+    calls = after["submit_syscalls"] - before["submit_syscalls"]
+    assert ops >= 64
+    assert calls <= ops // 4, (calls, ops)
+    assert hub.queued == 0
+
+
+def test_close_submits_queued_entries(data, uring):
+    # Entries queued for a flush that never runs (the hub closes first) are
+    # submitted by the close: the kernel fills every buffer.
+    _batching_or_skip(uring)
+    path, content = data
+    loop = asyncio.new_event_loop()
+    try:
+        bufs = [overlap.AlignedBuffer(4096) for _ in range(128)]
+
+        async def start():
+            f = await overlap.open(path, direct=True)
+            hub = _loop.hub_for(asyncio.get_running_loop())
+            futs = [f.readinto_at(b, i * 4096) for i, b in enumerate(bufs)]
+            queued = hub.queued
+            # Before the scheduled flush can run.
+            hub.close()
+            return f, futs, queued, hub
+
+        before = overlap.stats()
+        f, futs, queued, hub = loop.run_until_complete(start())
+        if queued == 0:
+            _in_flight_or_skip(before, overlap.stats())
+        assert queued > 0, "some reads waited for the flush"
+        assert hub.queued == 0
+        assert [bytes(b) for b in bufs] == [content[i * 4096 : (i + 1) * 4096] for i in range(128)]
+
+        # The flush still scheduled finds the hub closed; the loop goes on.
+        async def close():
+            await asyncio.sleep(0)
+            await f.close()
+
+        loop.run_until_complete(close())
+    finally:
+        loop.close()
+
+
 async def test_thousand_operations(tmp_path):
     p = tmp_path / "k"
     async with overlap.open(p, "w+b") as f:
