@@ -149,39 +149,60 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         .await
         .map(|st| st.len as usize)
         .unwrap_or(0);
-    let mut out;
-    if hint < WHOLE_MAX {
-        // One read for the whole file: its expected length plus one byte,
-        // so that a file of exactly that length is known complete.
-        let (res, buf) = on_ring(file.read_at(vec![0u8; hint + 1], 0)).await;
-        out = buf;
-        let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
-        out.truncate(n);
-        if n == 0 {
-            return Ok(out);
-        }
-    } else {
-        // Large files in pieces, each well within the engine's budget.
-        out = Vec::with_capacity(hint.saturating_add(1));
-    }
-    // The file grew, a read came back short, or the file is large: go on
-    // to the end.
-    let mut chunk = vec![
-        0u8;
-        if hint < WHOLE_MAX {
-            READ_CHUNK
-        } else {
-            WHOLE_MAX
-        }
-    ];
+    // The expected length plus one byte, so that a file of exactly that
+    // length is known complete. Zeroed memory of this size comes from the
+    // kernel untouched (calloc), so the reads below fault in each page once.
+    let mut out = Tail {
+        vec: vec![0u8; hint.saturating_add(1)],
+        start: 0,
+        len: 0,
+    };
     loop {
-        let (res, back) = on_ring(file.read_at(chunk, out.len() as u64)).await;
-        chunk = back;
+        if out.start == out.vec.len() {
+            // The file grew, or had no known length: room for more.
+            out.vec.resize(out.start + READ_CHUNK.max(out.start / 2), 0);
+        }
+        // Each read lands in place, in pieces well within the engine's
+        // in-flight budget: no copy through a separate buffer.
+        out.len = (out.vec.len() - out.start).min(WHOLE_MAX);
+        let at = out.start as u64;
+        let (res, back) = on_ring(file.read_at(out, at)).await;
+        out = back;
         let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
         if n == 0 {
-            return Ok(out);
+            let mut vec = out.vec;
+            vec.truncate(out.start);
+            return Ok(vec);
         }
-        out.extend_from_slice(&chunk[..n]);
+        out.start += n;
+    }
+}
+
+/// `len` bytes of a vector from `start` on, as a read's buffer: the result
+/// of [`read`] is read into in place.
+struct Tail {
+    vec: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+// SAFETY: the bytes are the vector's heap allocation, which does not move
+// when the value moves and is not resized while the value is lent to an
+// operation; `start + len <= vec.len()` (checked below), all initialised.
+unsafe impl overlap::IoBuf for Tail {
+    fn stable_ptr(&self) -> *const u8 {
+        debug_assert!(self.start + self.len <= self.vec.len());
+        self.vec[self.start..].as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len.min(self.vec.len().saturating_sub(self.start))
+    }
+}
+
+// SAFETY: as above; u8 accepts any byte.
+unsafe impl overlap::IoBufMut for Tail {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.vec[self.start..].as_mut_ptr()
     }
 }
 
