@@ -26,10 +26,12 @@
 //! descriptor turns readable, and the executor's own task reaps it; the
 //! submissions of the tasks one reaping woke are handed to the kernel in
 //! one call by that task (`ReactorRing::set_flusher`). Measured in
-//! BENCHMARKS.md (the tokio section): 4 KiB random O_DIRECT reads from
-//! tokio tasks went from 43.5k to 78.5k reads/s at 4 tasks and from 178k
-//! to 311k at 1024 on the fast device, at 2.6-2.8 us of CPU per read (fio:
-//! 4.3 us at depth 1024).
+//! BENCHMARKS.md (the tokio section), 4 KiB random O_DIRECT reads from
+//! tokio tasks on the fast device: 4 tasks went from 35.5k reads/s through
+//! this thread (the table below) to 91.7k (fio psync with 4 jobs: 92.6k),
+//! 1024 tasks from 201k to 245k at 3.3 us of CPU per read (fio io_uring at
+//! depth 1024: 219k); batching alone took 1024 tasks from 210-222k to
+//! 311-316k and 5.1 to 2.7 us per read in an interleaved A/B run.
 //!
 //! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
 //! global (every ring takes its permits from the one limiter); statistics
