@@ -833,23 +833,13 @@ fn engine_measured(
         submit_syscalls: s1.submit_syscalls - s0.submit_syscalls,
         inflight_ops_high_water: s1.inflight_ops_high_water,
     };
-    let kernel_workers = w.kernel_workers.max(
+    let mut m = Measured::without_engine(ops, w, hist, requester);
+    m.kernel_workers = m.kernel_workers.max(
         s1.kernel_workers_seen
             .saturating_sub(s0.kernel_workers_seen),
     );
-    Ok(Measured {
-        ops,
-        bytes: 0,
-        elapsed: w.elapsed,
-        hist,
-        cpu_s: w.cpu_s,
-        ctx_switches: w.ctx,
-        threads_peak: w.threads_peak,
-        rss_peak_bytes: w.rss_peak_bytes,
-        kernel_workers,
-        engine: Some(figures),
-        requester,
-    })
+    m.engine = Some(figures);
+    Ok(m)
 }
 
 /// Starts `threads` threads named `name`, each running `work` with its own
