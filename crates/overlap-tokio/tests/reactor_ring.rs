@@ -510,3 +510,58 @@ fn fs_operations_go_through_reactor_rings() {
         );
     }
 }
+
+/// Entries queued for the flusher when the runtime goes away are still
+/// submitted: an engine shut down afterwards does not wait forever for
+/// operations that never reached the kernel.
+#[test]
+fn queued_submissions_are_not_stranded_by_a_dropped_runtime() {
+    let Some(engine) = engines().into_iter().find(uses_rings) else {
+        return; // SKIPPED printed by engines()
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    drop(make_file(&engine, dir.path()));
+    // O_DIRECT: the page cache (the engine's fast path) answers nothing.
+    let file = match OpenOptions::new()
+        .read(true)
+        .direct(true)
+        .open(&engine, dir.path().join("data"))
+        .wait()
+    {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
+            return;
+        }
+    };
+    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS + 1).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..20 {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            // The ring and its flusher exist from the first operation on.
+            let (res, _) = rt.block_on(on_ring(file.read_at(pool.get(), 0)));
+            res.unwrap();
+            rt.block_on(async {
+                for i in 0..BLOCKS {
+                    let file = file.clone();
+                    let buf = pool.get();
+                    tokio::spawn(on_ring(async move {
+                        let _ = file.read_at(buf, (i * BLOCK) as u64).await;
+                    }));
+                }
+                // Every task submits (most only queue), then the runtime
+                // goes with the flusher not yet run.
+                tokio::task::yield_now().await;
+            });
+            drop(rt);
+        }
+        engine.shutdown();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("shutdown waited forever for operations queued on a reactor ring");
+}

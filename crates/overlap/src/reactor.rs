@@ -204,7 +204,7 @@ impl ReactorRing {
     /// completes what that call found complete.
     pub fn flush(&self) {
         let mut done = Vec::new();
-        {
+        let left = {
             let mut core = lock(&self.inner.core);
             if core.pending() == 0 {
                 return;
@@ -212,6 +212,13 @@ impl ReactorRing {
             if core.submit(&mut done) {
                 charge_syscall(&done, &core);
             }
+            core.pending()
+        };
+        if left > 0 {
+            // The kernel took only part (EBUSY/EAGAIN: completion queue
+            // full, or short of memory): flush again later, or the rest
+            // would wait for a flusher that only a new first entry wakes.
+            self.inner.wake_flusher();
         }
         finish(&mut done);
     }
@@ -242,6 +249,14 @@ impl std::fmt::Debug for ReactorRing {
 }
 
 impl Inner {
+    /// Wakes the registered flusher, if any.
+    fn wake_flusher(&self) {
+        let w = lock(&self.flusher).clone();
+        if let Some(w) = w {
+            w.wake();
+        }
+    }
+
     fn drain(&self) {
         loop {
             let mut done = Vec::new();
@@ -340,6 +355,11 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
                         .submit_syscalls
                         .fetch_add(1, Ordering::Relaxed);
                 }
+                if core.pending() > 0 {
+                    // Taken only in part (see `flush`): the flusher must
+                    // come back for the rest.
+                    wake_flusher = lock(&inner.flusher).clone();
+                }
             }
         }
     }
@@ -358,6 +378,11 @@ pub(crate) fn reap_all() {
     for inner in rings {
         let mut done = Vec::new();
         if let Ok(mut core) = inner.core.try_lock() {
+            if core.pending() > 0 {
+                // Entries queued for a flusher that may never run (its
+                // executor is gone, or blocked in this very shutdown).
+                core.submit(&mut done);
+            }
             core.reap_ready(&mut done);
         }
         crate::wait::count_out(&done);

@@ -31,6 +31,7 @@
 //! (`io_destroy`, which waits for the requests in flight) before anything is
 //! freed, and if that fails the slab is leaked rather than freed.
 
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -465,7 +466,9 @@ fn reap(inner: &Arc<Inner>) {
         if n < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINTR) {
-                eprintln!("overlap: io_getevents failed: {e}");
+                // Not eprintln!: it panics when stderr is a closed pipe,
+                // which would end the reaper.
+                let _ = writeln!(std::io::stderr(), "overlap: io_getevents failed: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             continue;

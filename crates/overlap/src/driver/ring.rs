@@ -3,6 +3,7 @@
 //! worker bound), submission, reaping, and a teardown that never frees
 //! memory the kernel may still write.
 
+use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -334,7 +335,8 @@ impl RingCore {
                     Some(libc::EBUSY) | Some(libc::EAGAIN) => return,
                     _ => {
                         // Should not happen with a valid ring; do not spin.
-                        eprintln!("overlap: io_uring_enter failed: {e}");
+                        // Not eprintln!: it panics on a closed stderr pipe.
+                        let _ = writeln!(std::io::stderr(), "overlap: io_uring_enter failed: {e}");
                         std::thread::sleep(std::time::Duration::from_millis(1));
                         return;
                     }

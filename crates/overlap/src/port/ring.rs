@@ -17,6 +17,7 @@
 //! its completion is taken. `WAKE` (0) marks the no-ops that wake waiting
 //! workers when the last outstanding completion has been taken.
 
+use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -252,7 +253,11 @@ impl<B: Send + 'static> PortRing<B> {
                 Some(libc::EINTR) | Some(libc::ETIME) | Some(libc::EBUSY) | Some(libc::EAGAIN)
             ) {
                 // Should not happen with a valid ring; do not spin.
-                eprintln!("overlap: io_uring_enter on a port failed: {e}");
+                // Not eprintln!: it panics on a closed stderr pipe.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "overlap: io_uring_enter on a port failed: {e}"
+                );
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
