@@ -48,6 +48,24 @@ fn make_file(engine: &Engine, dir: &std::path::Path) -> overlap::File {
     file
 }
 
+/// The file `make_file` wrote, opened again with O_DIRECT (the page cache,
+/// and so the engine's fast path, answers nothing); `None` after a SKIPPED
+/// line where the file system refuses O_DIRECT.
+fn reopen_direct(engine: &Engine, dir: &std::path::Path) -> Option<Arc<overlap::File>> {
+    match OpenOptions::new()
+        .read(true)
+        .direct(true)
+        .open(engine, dir.join("data"))
+        .wait()
+    {
+        Ok(f) => Some(Arc::new(f)),
+        Err(e) => {
+            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
+            None
+        }
+    }
+}
+
 fn uses_rings(engine: &Engine) -> bool {
     engine.driver().kind == DriverKind::Uring
 }
@@ -129,17 +147,8 @@ fn direct_reads_complete_asynchronously_through_the_reactor() {
 fn direct_reads(engine: &Engine) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     drop(make_file(engine, dir.path()));
-    let file = match OpenOptions::new()
-        .read(true)
-        .direct(true)
-        .open(engine, dir.path().join("data"))
-        .wait()
-    {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
-            return;
-        }
+    let Some(file) = reopen_direct(engine, dir.path()) else {
+        return; // SKIPPED printed
     };
     let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, 64).unwrap();
     for (name, rt) in runtimes() {
@@ -427,17 +436,8 @@ fn submissions_of_ready_tasks_are_batched() {
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     drop(make_file(&engine, dir.path()));
-    let file = match OpenOptions::new()
-        .read(true)
-        .direct(true)
-        .open(&engine, dir.path().join("data"))
-        .wait()
-    {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
-            return;
-        }
+    let Some(file) = reopen_direct(&engine, dir.path()) else {
+        return; // SKIPPED printed
     };
     let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -521,18 +521,8 @@ fn queued_submissions_are_not_stranded_by_a_dropped_runtime() {
     };
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     drop(make_file(&engine, dir.path()));
-    // O_DIRECT: the page cache (the engine's fast path) answers nothing.
-    let file = match OpenOptions::new()
-        .read(true)
-        .direct(true)
-        .open(&engine, dir.path().join("data"))
-        .wait()
-    {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            eprintln!("SKIPPED: O_DIRECT refused by this file system: {e}");
-            return;
-        }
+    let Some(file) = reopen_direct(&engine, dir.path()) else {
+        return; // SKIPPED printed
     };
     let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS + 1).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();

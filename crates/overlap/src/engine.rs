@@ -375,6 +375,19 @@ impl Shared {
         self.shut.load(Ordering::Acquire)
     }
 
+    /// Counts an operation into `own_ring_ops` before it goes on a thread's
+    /// or a reactor's ring; `false` (counting nothing) once shutdown began:
+    /// shutdown may already have seen no operation on the rings, so the
+    /// caller refuses it through the driver rather than run it after.
+    pub(crate) fn admit_to_own_ring(&self) -> bool {
+        self.own_ring_ops.fetch_add(1, Ordering::AcqRel);
+        if self.is_shut() {
+            self.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
     fn shutdown(&self) {
         if !self.shut.swap(true, Ordering::AcqRel) {
             // Operations on threads' own rings are reaped by the threads

@@ -319,52 +319,32 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     // SAFETY: `CURRENT` holds a pointer only while `enter` runs on this
     // thread, and `enter` borrows a handle that keeps the ring alive.
     let inner = unsafe { ptr.as_ref() };
-    let shared = op.shared().clone();
-    shared.own_ring_ops.fetch_add(1, Ordering::AcqRel);
-    if shared.is_shut() {
-        // Shutdown may have seen no operation on the rings: refuse
-        // through the driver rather than run after it.
-        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+    let counters = Arc::clone(&op.shared().counters);
+    if !op.shared().admit_to_own_ring() {
         return Err(op);
     }
-    shared
-        .counters
-        .reactor_submitted
-        .fetch_add(1, Ordering::Relaxed);
+    counters.reactor_submitted.fetch_add(1, Ordering::Relaxed);
     let mut done = Vec::new();
-    let mut wake_flusher = None;
-    {
+    let wake_flusher = {
         let mut core = lock(&inner.core);
         core.push(op, &mut done);
-        let flusher = if core.in_flight() > DEFER_FROM {
-            lock(&inner.flusher).clone()
+        let deferred = core.in_flight() > DEFER_FROM
+            && core.pending() < batch_limit()
+            && lock(&inner.flusher).is_some();
+        if deferred {
+            // The first entry queued wakes the flusher.
+            core.pending() == 1
         } else {
-            None
-        };
-        match flusher {
-            // Deferred: the first entry queued wakes the flusher.
-            Some(w) if core.pending() < batch_limit() => {
-                if core.pending() == 1 {
-                    wake_flusher = Some(w);
-                }
+            if core.submit(&mut done) {
+                counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
             }
-            _ => {
-                if core.submit(&mut done) {
-                    shared
-                        .counters
-                        .submit_syscalls
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                if core.pending() > 0 {
-                    // Taken only in part (see `flush`): the flusher must
-                    // come back for the rest.
-                    wake_flusher = lock(&inner.flusher).clone();
-                }
-            }
+            // Taken only in part (see `flush`): the flusher must come back
+            // for the rest.
+            core.pending() > 0
         }
-    }
-    if let Some(w) = wake_flusher {
-        w.wake();
+    };
+    if wake_flusher {
+        inner.wake_flusher();
     }
     finish(&mut done);
     Ok(())

@@ -226,11 +226,6 @@ fn fork_generation() -> u64 {
     FORK_GENERATION.load(Ordering::Relaxed)
 }
 
-/// Operations of `shared`'s engine in flight on threads' own rings.
-fn count_in(shared: &Shared) {
-    shared.own_ring_ops.fetch_add(1, Ordering::AcqRel);
-}
-
 pub(crate) fn count_out(done: &[Done]) {
     for d in done {
         d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
@@ -299,17 +294,13 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
             if r.last_engine.as_ptr() != Arc::as_ptr(shared) {
                 r.last_engine = Arc::downgrade(shared);
             }
-            count_in(shared);
+            if !shared.admit_to_own_ring() {
+                return Err(op);
+            }
             shared
                 .counters
                 .thread_ring_submitted
                 .fetch_add(1, Ordering::Relaxed);
-            if shared.is_shut() {
-                // Shutdown may have seen no operation on threads' rings:
-                // refuse through the driver rather than run after it.
-                shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
-                return Err(op);
-            }
         }
         let mut done = Vec::new();
         r.core.push(op, &mut done);
