@@ -450,3 +450,79 @@ impl Drop for RingCore {
 
 /// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
 const IORING_ENTER_GETEVENTS: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 8, defect 3e: the eventfd read's 8-byte buffer must stay alive
+    /// for as long as the kernel may write it. `RingCore` frees it in `Drop`
+    /// right after `drain`; so once `drain` has returned, writing the
+    /// eventfd (as `shutdown()` does to wake a sleeper) must leave that
+    /// buffer untouched and the counter unread, under each setup the driver
+    /// uses (`SINGLE_ISSUER|DEFER_TASKRUN` for a thread's own ring,
+    /// `COOP_TASKRUN` for a shared one).
+    ///
+    /// This checks the ownership rule at the point of the free, with the
+    /// kernel as the witness: without the cancellation in `drain` the
+    /// pending read completes into the buffer here. (The end-to-end test in
+    /// `tests/soundness.rs`, which watches freed blocks after real engine
+    /// shutdowns, never failed on Linux 6.18, even before the fix: once the
+    /// ring is closed the kernel cancels the read's task work.)
+    #[test]
+    fn after_drain_the_kernel_no_longer_writes_the_eventfd_buffer() {
+        const SENTINEL: u64 = 0x5EED_0F0F_5EED_0F0F;
+        for issuers in [Issuers::One, Issuers::Many] {
+            let (ring, setup) = match build_ring(8, 16, issuers) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("SKIPPED: io_uring unavailable here: {e}");
+                    return;
+                }
+            };
+            let ops = probe_opcodes(&ring).expect("opcode probe");
+            // SAFETY: no memory arguments; the result is checked.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            assert!(efd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+            // SAFETY: a fresh descriptor, owned (and closed) by this guard,
+            // which outlives the core (declared first, dropped last).
+            let _efd =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) };
+            let mut core = RingCore::new(ring, ops, Some(efd));
+            let mut done = Vec::new();
+            core.arm_eventfd(&mut done);
+            core.submit(&mut done);
+            assert!(core.eventfd_armed, "{setup}: the read is in the kernel");
+
+            core.drain(|_| {});
+
+            // What `Drop` is about to free: mark it, then wake the eventfd
+            // and give the kernel every chance to run a pending read.
+            **core.eventfd_buf = SENTINEL;
+            let five = 5u64;
+            // SAFETY: writes 8 bytes from a local into our own eventfd.
+            let n = unsafe { libc::write(efd, (&five as *const u64).cast(), 8) };
+            assert_eq!(n, 8, "eventfd write");
+            for _ in 0..3 {
+                core.enter(0, None); // runs the ring's task work
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            core.reap(false, &mut done);
+            assert_eq!(
+                **core.eventfd_buf, SENTINEL,
+                "{setup}: the kernel wrote the eventfd read's buffer after drain(): \
+                 freeing it there would be a use-after-free"
+            );
+            let mut got = 0u64;
+            // SAFETY: reads 8 bytes into a local from our own eventfd.
+            let n = unsafe { libc::read(efd, (&mut got as *mut u64).cast(), 8) };
+            assert_eq!(
+                (n, got),
+                (8, 5),
+                "{setup}: the counter written after drain() is still there, unread by the ring"
+            );
+            assert!(done.is_empty() && !core.eventfd_armed);
+            drop(core);
+        }
+    }
+}
