@@ -179,15 +179,21 @@ pub(crate) struct WorkerTracker {
     last: Option<Instant>,
     baseline: HashMap<u32, u64>,
     seen: HashSet<u32>,
+    /// Threads of this process known not to be kernel workers, so that a
+    /// sample reads one file per worker instead of one per thread (a
+    /// thread-per-request server has thousands). A thread id leaves the set
+    /// when its thread is gone from `/proc/self/task`.
+    others: HashSet<u32>,
 }
 
 impl WorkerTracker {
     /// Idle io-wq workers live for seconds, so a slow sample misses none;
-    /// a fast one costs a dozen system calls per sample.
+    /// a fast one costs a few system calls per worker and one directory
+    /// listing.
     const PERIOD: Duration = Duration::from_millis(50);
 
     pub(crate) fn init(&mut self) {
-        self.baseline = KernelWorkers::snapshot().runtime_ns;
+        self.baseline = KernelWorkers::scan(Some(&mut self.others)).runtime_ns;
     }
 
     pub(crate) fn maybe_sample(&mut self) {
@@ -203,7 +209,7 @@ impl WorkerTracker {
     }
 
     pub(crate) fn sample(&mut self) {
-        for (tid, ns) in KernelWorkers::snapshot().runtime_ns {
+        for (tid, ns) in KernelWorkers::scan(Some(&mut self.others)).runtime_ns {
             let before = self.baseline.insert(tid, ns);
             if before != Some(ns) {
                 self.seen.insert(tid);
@@ -233,10 +239,24 @@ impl KernelWorkers {
     /// Reads `/proc/self/task`. Returns an empty snapshot where `/proc` is
     /// not mounted.
     pub fn snapshot() -> KernelWorkers {
+        KernelWorkers::scan(None)
+    }
+
+    /// As [`snapshot`](Self::snapshot), skipping the threads in `others`
+    /// (known not to be workers) and adding to it those found not to be;
+    /// threads that have gone leave it.
+    ///
+    /// A thread's name cannot turn into `iou-wrk-*`: the kernel names its
+    /// workers when it creates them. A thread id the kernel reuses (after
+    /// its thread exited and before this saw it gone) would be skipped;
+    /// Linux hands out ids cyclically up to `pid_max`, so that takes the
+    /// id counter wrapping around between two samples.
+    pub(crate) fn scan(mut others: Option<&mut HashSet<u32>>) -> KernelWorkers {
         let mut runtime_ns = HashMap::new();
         let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
             return KernelWorkers { runtime_ns };
         };
+        let mut alive = Vec::new();
         for entry in dir.flatten() {
             let Some(tid) = entry
                 .file_name()
@@ -245,20 +265,37 @@ impl KernelWorkers {
             else {
                 continue;
             };
+            if others.is_some() {
+                alive.push(tid);
+            }
+            if others.as_ref().is_some_and(|o| o.contains(&tid)) {
+                continue;
+            }
             let path = entry.path();
-            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            let mut name = [0u8; 32];
+            let Some(name) = read_small(&path.join("comm"), &mut name) else {
                 continue;
             };
-            if !comm.starts_with("iou-wrk") {
+            if !name.starts_with(b"iou-wrk") {
+                if let Some(o) = others.as_mut() {
+                    o.insert(tid);
+                }
                 continue;
             }
             // schedstat: "<ns on cpu> <ns waiting> <timeslices>"; a worker
             // that ran has a larger first field.
-            let ns = std::fs::read_to_string(path.join("schedstat"))
-                .ok()
+            let mut stat = [0u8; 96];
+            let ns = read_small(&path.join("schedstat"), &mut stat)
+                .and_then(|s| std::str::from_utf8(s).ok())
                 .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
                 .unwrap_or(0);
             runtime_ns.insert(tid, ns);
+        }
+        if let Some(o) = others {
+            if o.len() + runtime_ns.len() > alive.len() {
+                alive.sort_unstable();
+                o.retain(|t| alive.binary_search(t).is_ok());
+            }
         }
         KernelWorkers { runtime_ns }
     }
@@ -274,5 +311,60 @@ impl KernelWorkers {
             .iter()
             .filter(|(tid, ns)| before.runtime_ns.get(tid) != Some(ns))
             .count()
+    }
+}
+
+/// Reads a small `/proc` file into `buf` with one `read` (open, read, close:
+/// no `statx` for a size hint, no allocation); `None` if it cannot be read.
+fn read_small<'a>(path: &std::path::Path, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    use std::io::Read;
+    let n = std::fs::File::open(path).ok()?.read(buf).ok()?;
+    buf.get(..n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gettid() -> u32 {
+        // SAFETY: no arguments; gettid cannot fail.
+        unsafe { libc::gettid() as u32 }
+    }
+
+    /// The tracker reads each ordinary thread's name once, and forgets a
+    /// thread once it is gone (so that a reused id would be looked at again).
+    #[test]
+    fn ordinary_threads_are_classified_once_and_forgotten_when_gone() {
+        if std::fs::read_dir("/proc/self/task").is_err() {
+            eprintln!("SKIPPED: /proc is not mounted");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let other = rx.recv().unwrap();
+        let mut others = HashSet::new();
+        let first = KernelWorkers::scan(Some(&mut others));
+        assert!(others.contains(&gettid()) && others.contains(&other));
+        assert!(first.runtime_ns.keys().all(|t| !others.contains(t)));
+        // Same workers with or without the cache.
+        let cached = KernelWorkers::scan(Some(&mut others));
+        let plain = KernelWorkers::snapshot();
+        let mut a: Vec<_> = cached.runtime_ns.keys().collect();
+        let mut b: Vec<_> = plain.runtime_ns.keys().collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        stop_tx.send(()).unwrap();
+        t.join().unwrap();
+        KernelWorkers::scan(Some(&mut others));
+        assert!(
+            !others.contains(&other),
+            "an exited thread's id stays cached: a reused id would never be looked at"
+        );
+        assert!(others.contains(&gettid()));
     }
 }
