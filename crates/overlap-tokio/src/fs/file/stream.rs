@@ -1,0 +1,455 @@
+//! The streaming side of [`File`](super::File): its cursor, its read-ahead
+//! buffer, the one operation in flight, and `AsyncRead`, `AsyncSeek` and
+//! `AsyncWrite` on them.
+
+use std::future::Future;
+use std::io::{self, SeekFrom};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
+
+use super::File;
+use crate::fs::engine_err;
+use crate::reactor::on_ring;
+
+/// The file offset that reads and writes use, shared by a file and its
+/// [`File::try_clone`] copies as the kernel's offset is shared by duplicated
+/// descriptors. Reads and writes are positional (`read_at`/`write_at`
+/// through the engine), so the offset lives here and no `lseek` is made.
+#[derive(Debug)]
+pub(super) struct Cursor(pub(super) AtomicU64);
+
+/// The cursor after a write to a file opened for appending: the end of the
+/// file, whatever its length now is (resolved with `statx` when needed).
+pub(super) const AT_END: u64 = u64::MAX;
+
+impl Cursor {
+    pub(super) fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+    pub(super) fn set(&self, pos: u64) {
+        self.0.store(pos, Ordering::Release);
+    }
+    /// Moves the cursor back over `n` bytes read ahead but not consumed.
+    pub(super) fn unread(&self, n: usize) {
+        let pos = self.get();
+        if n > 0 && pos != AT_END {
+            self.set(pos.saturating_sub(n as u64));
+        }
+    }
+    /// The offset, asking the kernel for the file's length when it is the
+    /// end of the file.
+    pub(super) async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
+        let pos = self.get();
+        if pos != AT_END {
+            return Ok(pos);
+        }
+        let len = on_ring(file.stat())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))?
+            .len;
+        self.set(len);
+        Ok(len)
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) state: State,
+    /// A write's error seen while doing something else: returned by the
+    /// next write or flush.
+    pub(super) last_write_err: Option<io::Error>,
+    /// The result of the last seek (what `poll_complete` reports when idle).
+    pub(super) pos: u64,
+}
+
+/// Bytes read ahead: `data[start..end]` not yet handed to the reader. The
+/// cursor is past them, as the kernel's offset would be. The vector keeps
+/// its length between operations, so that a read needs to zero only what
+/// it adds to it.
+#[derive(Default)]
+pub(super) struct Buf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    pub(super) fn new(data: Vec<u8>, end: usize) -> Buf {
+        Buf {
+            data,
+            start: 0,
+            end,
+        }
+    }
+    pub(super) fn remaining(&self) -> usize {
+        self.end - self.start
+    }
+    fn copy_to(&mut self, dst: &mut ReadBuf<'_>) {
+        let n = self.remaining().min(dst.remaining());
+        dst.put_slice(&self.data[self.start..self.start + n]);
+        self.start += n;
+        if self.start == self.end {
+            self.discard();
+        }
+    }
+    /// Drops the unread bytes (keeping the allocation); returns how many.
+    pub(super) fn discard(&mut self) -> usize {
+        let n = self.remaining();
+        self.start = 0;
+        self.end = 0;
+        n
+    }
+}
+
+/// The operation in flight. Its engine futures are each polled through
+/// `on_ring` inside it (not the whole, so that no `on_ring` nests).
+pub(super) type OpFuture = Pin<Box<dyn Future<Output = (Operation, Buf)> + Send>>;
+
+pub(super) enum State {
+    Idle(Buf),
+    Busy(OpFuture),
+}
+
+pub(super) enum Operation {
+    Read(io::Result<usize>),
+    Write(io::Result<()>),
+    Seek(io::Result<u64>),
+}
+
+pub(super) const PENDING_MSG: &str =
+    "other file operation is pending, call poll_complete before start_seek";
+
+impl Inner {
+    pub(super) async fn complete_inflight(&mut self) {
+        std::future::poll_fn(|cx| self.poll_complete_inflight(cx)).await;
+    }
+
+    fn poll_complete_inflight(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match ready!(self.poll_flush(cx)) {
+            Err(e) => {
+                self.last_write_err = Some(e);
+                Poll::Ready(())
+            }
+            Ok(()) => Poll::Ready(()),
+        }
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.last_write_err.take() {
+            return Poll::Ready(Err(e));
+        }
+        let State::Busy(fut) = &mut self.state else {
+            return Poll::Ready(Ok(()));
+        };
+        let (op, buf) = ready!(fut.as_mut().poll(cx));
+        self.state = State::Idle(buf);
+        match op {
+            Operation::Write(res) => Poll::Ready(res),
+            Operation::Seek(Ok(pos)) => {
+                self.pos = pos;
+                Poll::Ready(Ok(()))
+            }
+            Operation::Read(_) | Operation::Seek(Err(_)) => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+/// Reads up to `len` bytes at the cursor into `buf`'s vector.
+async fn read_op(
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    mut buf: Buf,
+    len: usize,
+) -> (Operation, Buf) {
+    buf.discard();
+    let offset = match cursor.resolve(&file).await {
+        Ok(o) => o,
+        Err(e) => return (Operation::Read(Err(e)), buf),
+    };
+    let mut data = std::mem::take(&mut buf.data);
+    // Zero-filled only where it grows: the rest is initialised already.
+    if data.len() < len {
+        data.resize(len, 0);
+    } else {
+        data.truncate(len);
+    }
+    let (res, data) = on_ring(file.read_at(data, offset)).await;
+    match res {
+        Ok(n) => {
+            cursor.set(offset + n as u64);
+            (Operation::Read(Ok(n)), Buf::new(data, n))
+        }
+        Err(e) => (
+            Operation::Read(Err(engine_err(e, libc::EBADF))),
+            Buf::new(data, 0),
+        ),
+    }
+}
+
+/// Writes all of `data` at the cursor (at the end of the file when
+/// appending).
+async fn write_op(file: overlap::File, cursor: Arc<Cursor>, data: Vec<u8>) -> (Operation, Buf) {
+    let append = file.is_append();
+    let offset = if append {
+        // O_APPEND: the kernel writes at the end whatever the offset.
+        0
+    } else {
+        match cursor.resolve(&file).await {
+            Ok(o) => o,
+            Err(e) => return (Operation::Write(Err(e)), Buf::default()),
+        }
+    };
+    let len = data.len() as u64;
+    let (res, data) = on_ring(file.write_all_at(data, offset)).await;
+    let buf = Buf::new(data, 0);
+    match res {
+        Ok(()) => {
+            cursor.set(if append { AT_END } else { offset + len });
+            (Operation::Write(Ok(())), buf)
+        }
+        Err(e) => (Operation::Write(Err(engine_err(e, libc::EBADF))), buf),
+    }
+}
+
+/// Moves the cursor as `pos` says, from `logical` (the position the reader
+/// has reached) for `SeekFrom::Current`.
+async fn seek_op(
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    pos: SeekFrom,
+    buf: Buf,
+) -> (Operation, Buf) {
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "invalid seek to a negative or overflowing position",
+        )
+    };
+    let target = match pos {
+        SeekFrom::Start(n) => Ok(Some(n)),
+        SeekFrom::Current(d) => cursor
+            .resolve(&file)
+            .await
+            .map(|cur| cur.checked_add_signed(d)),
+        SeekFrom::End(d) => on_ring(file.stat())
+            .await
+            .map_err(|e| engine_err(e, libc::EBADF))
+            .map(|st| st.len.checked_add_signed(d)),
+    };
+    let res = match target {
+        Ok(Some(n)) if n <= i64::MAX as u64 => {
+            cursor.set(n);
+            Ok(n)
+        }
+        Ok(_) => Err(invalid()),
+        Err(e) => Err(e),
+    };
+    (Operation::Seek(res), buf)
+}
+
+impl AsyncRead for File {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let inner = me.inner.get_mut();
+        loop {
+            match &mut inner.state {
+                State::Idle(buf) => {
+                    if buf.remaining() > 0 || dst.remaining() == 0 {
+                        buf.copy_to(dst);
+                        return Poll::Ready(Ok(()));
+                    }
+                    let len = dst.remaining().min(me.max_buf_size);
+                    let buf = std::mem::take(buf);
+                    let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len);
+                    inner.state = State::Busy(Box::pin(fut));
+                }
+                State::Busy(fut) => {
+                    let (op, buf) = ready!(fut.as_mut().poll(cx));
+                    inner.state = State::Idle(buf);
+                    match op {
+                        Operation::Read(Ok(_)) => {
+                            if let State::Idle(buf) = &mut inner.state {
+                                buf.copy_to(dst);
+                            }
+                            return Poll::Ready(Ok(()));
+                        }
+                        Operation::Read(Err(e)) => return Poll::Ready(Err(e)),
+                        Operation::Write(Ok(())) => {}
+                        Operation::Write(Err(e)) => inner.last_write_err = Some(e),
+                        Operation::Seek(res) => {
+                            if let Ok(pos) = res {
+                                inner.pos = pos;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsyncSeek for File {
+    fn start_seek(self: Pin<&mut Self>, pos: SeekFrom) -> io::Result<()> {
+        let me = self.get_mut();
+        let inner = me.inner.get_mut();
+        match &mut inner.state {
+            State::Busy(_) => Err(io::Error::other(PENDING_MSG)),
+            State::Idle(buf) => {
+                // Bytes read ahead are given back: the cursor returns to
+                // the position the reader has reached.
+                me.cursor.unread(buf.discard());
+                let buf = std::mem::take(buf);
+                let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, buf);
+                inner.state = State::Busy(Box::pin(fut));
+                Ok(())
+            }
+        }
+    }
+
+    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
+        let inner = self.get_mut().inner.get_mut();
+        loop {
+            let State::Busy(fut) = &mut inner.state else {
+                return Poll::Ready(Ok(inner.pos));
+            };
+            let (op, buf) = ready!(fut.as_mut().poll(cx));
+            inner.state = State::Idle(buf);
+            match op {
+                Operation::Read(_) | Operation::Write(Ok(())) => {}
+                Operation::Write(Err(e)) => inner.last_write_err = Some(e),
+                Operation::Seek(res) => {
+                    if let Ok(pos) = res {
+                        inner.pos = pos;
+                    }
+                    return Poll::Ready(res);
+                }
+            }
+        }
+    }
+}
+
+impl File {
+    /// Starts writing what `fill` copies into the buffer (at most
+    /// `max_buf_size` bytes), after the operation in flight.
+    fn poll_write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        fill: impl FnOnce(&mut Vec<u8>, usize) -> usize,
+    ) -> Poll<io::Result<usize>> {
+        let inner = self.inner.get_mut();
+        if let Some(e) = inner.last_write_err.take() {
+            return Poll::Ready(Err(e));
+        }
+        loop {
+            match &mut inner.state {
+                State::Idle(buf) => {
+                    // Bytes read ahead are given back first, as a seek.
+                    self.cursor.unread(buf.discard());
+                    let mut data = std::mem::take(&mut buf.data);
+                    let n = fill(&mut data, self.max_buf_size);
+                    let fut = write_op(self.file.clone(), self.cursor.clone(), data);
+                    let mut fut: OpFuture = Box::pin(fut);
+                    // Submit the write now: it proceeds whether or not this
+                    // file is polled again (as tokio's background write).
+                    match fut.as_mut().poll(cx) {
+                        Poll::Ready((op, buf)) => {
+                            inner.state = State::Idle(buf);
+                            if let Operation::Write(Err(e)) = op {
+                                inner.last_write_err = Some(e);
+                            }
+                        }
+                        Poll::Pending => inner.state = State::Busy(fut),
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                State::Busy(fut) => {
+                    let (op, buf) = ready!(fut.as_mut().poll(cx));
+                    inner.state = State::Idle(buf);
+                    match op {
+                        Operation::Write(res) => res?,
+                        Operation::Seek(Ok(pos)) => inner.pos = pos,
+                        Operation::Read(_) | Operation::Seek(Err(_)) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for File {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        src: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |data, max| {
+            let n = src.len().min(max);
+            data.clear();
+            data.extend_from_slice(&src[..n]);
+            n
+        })
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |data, max| {
+            data.clear();
+            for b in bufs {
+                let room = max - data.len();
+                if room == 0 {
+                    break;
+                }
+                data.extend_from_slice(&b[..b.len().min(room)]);
+            }
+            data.len()
+        })
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().inner.get_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The file is dropped. An operation in flight (a write above all) is
+        // finished, not abandoned: the engine completes what it has
+        // submitted anyway, and the rest of the operation (a write cut
+        // short, one waiting for the engine's budget) runs to its end
+        // elsewhere.
+        let State::Busy(fut) = std::mem::replace(&mut self.state, State::Idle(Buf::default()))
+        else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(fut);
+            }
+            Err(_) => {
+                // Outside a runtime: a thread of its own. Should none be
+                // had, what the engine already has still completes.
+                let _ = std::thread::Builder::new()
+                    .name("overlap-tokio-drop".into())
+                    .spawn(move || overlap::block_on(fut));
+            }
+        }
+    }
+}
