@@ -1,0 +1,183 @@
+//! The state a file's handles share: its descriptor, the operations in
+//! flight on it (so that close waits for them), and the page-cache fast
+//! path's miss streak.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
+
+use super::Alignment;
+use crate::engine::Shared;
+use crate::error::{Error, Result};
+
+pub(super) const CLOSED: usize = 1 << (usize::BITS - 1);
+
+pub(crate) struct FileInner {
+    pub(super) fd: AtomicI32,
+    /// Opened with O_APPEND.
+    pub(super) append: bool,
+    /// Operations in flight on this file, with the CLOSED bit.
+    pub(super) state: AtomicUsize,
+    pub(super) close_waker: Mutex<Option<Waker>>,
+    /// The engine's state, not an `Engine` handle: operations in flight hold
+    /// this, and must not keep the engine alive once the user has dropped
+    /// every handle (dropping the last one waits for them instead).
+    pub(super) shared: Arc<Shared>,
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) direct: bool,
+    /// Set once, right after opening, from `statx`.
+    pub(super) align: OnceLock<Alignment>,
+    /// Consecutive page-cache fast-path misses on this file.
+    pub(super) miss_streak: AtomicU32,
+    /// Reads that skipped the fast path because of the streak.
+    pub(super) skipped: AtomicU32,
+    /// When the last miss happened (ns on CLOCK_MONOTONIC).
+    pub(super) last_miss_ns: AtomicU64,
+}
+
+/// After this many consecutive misses the fast path is skipped: on a miss the
+/// kernel starts the disk read on the calling thread, which is exactly the
+/// blocking that asynchronous I/O should spare it.
+const MISS_STREAK: u32 = 4;
+/// While skipping, one read in this many still tries the page cache, so a
+/// file that becomes cached gets the fast path back.
+const RETRY_EVERY: u32 = 32;
+/// A streak is forgotten once the last miss is this old: the file may have
+/// been read into the cache meanwhile.
+const STREAK_EXPIRES_NS: u64 = 10_000_000;
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the local timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl FileInner {
+    /// The state of a descriptor this engine now owns, opened with `flags`.
+    pub(super) fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
+        let acc = flags & libc::O_ACCMODE;
+        FileInner {
+            fd: AtomicI32::new(fd),
+            append: flags & libc::O_APPEND != 0,
+            state: AtomicUsize::new(0),
+            miss_streak: AtomicU32::new(0),
+            skipped: AtomicU32::new(0),
+            last_miss_ns: AtomicU64::new(0),
+            close_waker: Mutex::new(None),
+            shared,
+            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            direct: flags & libc::O_DIRECT != 0,
+            align: OnceLock::new(),
+        }
+    }
+
+    /// Whether a buffered read of this file should try the page cache first.
+    pub(crate) fn fast_path_worth_trying(&self) -> bool {
+        if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
+            return true;
+        }
+        let since_miss = monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
+        since_miss > STREAK_EXPIRES_NS
+            || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
+    }
+
+    /// Records the outcome of a fast-path attempt.
+    pub(crate) fn fast_path_result(&self, hit: bool) {
+        if hit {
+            if self.miss_streak.load(Ordering::Relaxed) != 0 {
+                self.miss_streak.store(0, Ordering::Relaxed);
+            }
+        } else {
+            self.miss_streak.fetch_add(1, Ordering::Relaxed);
+            self.last_miss_ns.store(monotonic_ns(), Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn align(&self) -> Alignment {
+        self.align.get().copied().unwrap_or(Alignment {
+            memory: 512,
+            offset: 512,
+            source: "default",
+        })
+    }
+
+    /// Counts an operation in, unless the file is closed.
+    pub(crate) fn try_start(&self) -> bool {
+        let prev = self.state.fetch_add(1, Ordering::AcqRel);
+        if prev & CLOSED != 0 {
+            self.finish();
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn finish(&self) {
+        let prev = self.state.fetch_sub(1, Ordering::AcqRel);
+        if prev == CLOSED | 1 {
+            if let Some(w) = self
+                .close_waker
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                w.wake();
+            }
+        }
+    }
+
+    pub(crate) fn fd(&self) -> i32 {
+        self.fd.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for FileInner {
+    fn drop(&mut self) {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            // SAFETY: we own fd, and no operation holds this FileInner any more.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// An operation's claim on a file: keeps the descriptor open and counted
+/// as in use until the operation is done.
+pub(crate) struct FileRef {
+    inner: Arc<FileInner>,
+    started: bool,
+}
+
+impl FileRef {
+    pub(crate) fn inner(&self) -> &FileInner {
+        &self.inner
+    }
+
+    pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
+        FileRef {
+            inner,
+            started: false,
+        }
+    }
+    /// Counts the operation in; fails if the file was closed.
+    pub(crate) fn start(&mut self) -> Result<()> {
+        if !self.started {
+            if !self.inner.try_start() {
+                return Err(Error::Closed);
+            }
+            self.started = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileRef {
+    fn drop(&mut self) {
+        if self.started {
+            self.inner.finish();
+        }
+    }
+}

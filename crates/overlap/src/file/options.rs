@@ -1,0 +1,210 @@
+//! How a file is opened: [`OpenOptions`] and [`Access`] hints.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{run_op, File, FileInner};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::op::Task;
+use crate::ops::{self, OpKind};
+
+/// Expected access pattern, passed to the kernel as `posix_fadvise` advice
+/// (the analogue of Windows' `FILE_FLAG_SEQUENTIAL_SCAN` and
+/// `FILE_FLAG_RANDOM_ACCESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Access {
+    /// No advice.
+    #[default]
+    Normal,
+    /// Mostly sequential: the kernel reads ahead more aggressively.
+    Sequential,
+    /// Random: the kernel disables read-ahead.
+    Random,
+}
+
+/// Options for opening a [`File`], as `std::fs::OpenOptions` plus direct
+/// I/O, write-through and access hints.
+///
+/// Durability: a plain write is in the page cache (RAM) when it completes.
+/// `write_through(true)` (O_DSYNC) makes each write durable before it
+/// completes; `direct(true)` (O_DIRECT) bypasses the page cache but does not
+/// by itself flush the device's cache: use `sync_data` or write-through.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    create: bool,
+    create_new: bool,
+    truncate: bool,
+    append: bool,
+    mode: u32,
+    custom_flags: i32,
+    direct: bool,
+    write_through: bool,
+    access: Access,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            read: false,
+            write: false,
+            create: false,
+            create_new: false,
+            truncate: false,
+            append: false,
+            mode: 0o666,
+            custom_flags: 0,
+            direct: false,
+            write_through: false,
+            access: Access::Normal,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// All options off (nothing is readable or writable yet).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Open for reading.
+    pub fn read(&mut self, on: bool) -> &mut Self {
+        self.read = on;
+        self
+    }
+    /// Open for writing.
+    pub fn write(&mut self, on: bool) -> &mut Self {
+        self.write = on;
+        self
+    }
+    /// Create the file if it does not exist (needs `write`).
+    pub fn create(&mut self, on: bool) -> &mut Self {
+        self.create = on;
+        self
+    }
+    /// Create the file, failing if it exists (needs `write`).
+    pub fn create_new(&mut self, on: bool) -> &mut Self {
+        self.create_new = on;
+        self
+    }
+    /// Truncate an existing file to length 0 (needs `write`).
+    pub fn truncate(&mut self, on: bool) -> &mut Self {
+        self.truncate = on;
+        self
+    }
+    /// Open for appending (O_APPEND): every write goes to the end of the
+    /// file whatever its offset, as one step with no other writer in
+    /// between. Implies write access.
+    pub fn append(&mut self, on: bool) -> &mut Self {
+        self.append = on;
+        self
+    }
+    /// Further `open(2)` flags, or-ed in (the access mode bits are ignored;
+    /// `O_DIRECT` here has the effect of [`direct`](Self::direct)).
+    pub fn custom_flags(&mut self, flags: i32) -> &mut Self {
+        self.custom_flags = flags;
+        self
+    }
+    /// Permission bits for a created file (default 0o666, less the umask).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+    /// O_DIRECT: bypass the page cache. Buffers, offsets and lengths must then
+    /// be aligned as [`File::alignment`] says; misaligned requests fail before
+    /// submission with [`Error::Misaligned`].
+    pub fn direct(&mut self, on: bool) -> &mut Self {
+        self.direct = on;
+        self
+    }
+    /// O_DSYNC: each write completes only once its data is on stable storage.
+    pub fn write_through(&mut self, on: bool) -> &mut Self {
+        self.write_through = on;
+        self
+    }
+    /// Access-pattern advice for the kernel's read-ahead.
+    pub fn access(&mut self, access: Access) -> &mut Self {
+        self.access = access;
+        self
+    }
+
+    /// The `open(2)` flags, with the rules of `std::fs::OpenOptions`.
+    fn flags(&self) -> Result<i32> {
+        let mut flags = libc::O_CLOEXEC;
+        flags |= match (self.read, self.write, self.append) {
+            (true, false, false) => libc::O_RDONLY,
+            (false, true, false) => libc::O_WRONLY,
+            (true, true, false) => libc::O_RDWR,
+            (false, _, true) => libc::O_WRONLY | libc::O_APPEND,
+            (true, _, true) => libc::O_RDWR | libc::O_APPEND,
+            (false, false, false) => {
+                return Err(Error::InvalidInput(
+                    "open for read, write, append or a combination".into(),
+                ));
+            }
+        };
+        if (self.create || self.create_new || self.truncate) && !(self.write || self.append) {
+            return Err(Error::InvalidInput(
+                "create, create_new and truncate need write(true) or append(true)".into(),
+            ));
+        }
+        if self.append && self.truncate && !self.create_new {
+            return Err(Error::InvalidInput(
+                "truncate and append together make no sense".into(),
+            ));
+        }
+        if self.create_new {
+            flags |= libc::O_CREAT | libc::O_EXCL;
+        } else {
+            if self.create {
+                flags |= libc::O_CREAT;
+            }
+            if self.truncate {
+                flags |= libc::O_TRUNC;
+            }
+        }
+        if self.direct {
+            flags |= libc::O_DIRECT;
+        }
+        if self.write_through {
+            flags |= libc::O_DSYNC;
+        }
+        flags |= self.custom_flags & !libc::O_ACCMODE;
+        Ok(flags)
+    }
+
+    /// Opens `path` on `engine` (the `openat` itself goes through the engine).
+    pub fn open(&self, engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
+        let opts = self.clone();
+        let engine = engine.clone();
+        let path = path.as_ref().to_path_buf();
+        Task::new(async move {
+            let flags = opts.flags()?;
+            let open = OpKind::Open(ops::Open {
+                path: crate::path::cpath(&path)?,
+                flags,
+                mode: opts.mode,
+            });
+            let fd = run_op(engine.shared(), None, open).await? as i32;
+            let inner = FileInner::new(fd, engine.shared().clone(), flags);
+            let advice = match opts.access {
+                Access::Normal => None,
+                Access::Sequential => Some(libc::POSIX_FADV_SEQUENTIAL),
+                Access::Random => Some(libc::POSIX_FADV_RANDOM),
+            };
+            if let Some(advice) = advice {
+                // SAFETY: plain descriptor call on the descriptor we own.
+                unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
+            }
+            let file = File {
+                inner: Arc::new(inner),
+                engine: engine.clone(),
+            };
+            let meta = file.metadata().await?;
+            let _ = file.inner.align.set(meta.alignment);
+            Ok(file)
+        })
+    }
+}
