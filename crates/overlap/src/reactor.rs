@@ -1,42 +1,4 @@
-//! Rings watched by an executor's reactor: how an async runtime (tokio,
-//! smol, ...) gets completions without a thread of overlap's in between.
-//!
-//! A future polled by a foreign executor normally reaches the kernel
-//! through the engine thread: its submission crosses to that thread and its
-//! completion crosses back, two cross-thread wake-ups per operation. An
-//! integration removes both with a [`ReactorRing`]:
-//!
-//! 1. Each executor thread makes a ring of its own ([`ReactorRing::new`])
-//!    and registers the ring's descriptor with its reactor (tokio's
-//!    `AsyncFd`, smol's `Async`): the descriptor is readable while
-//!    completions wait in the ring.
-//! 2. It polls engine futures inside [`ReactorRing::enter`]: operations they
-//!    submit go onto that ring, from the polling thread, with no hand-off.
-//! 3. When the descriptor is readable, a task of the executor calls
-//!    [`ReactorRing::reap`], which completes the operations and wakes their
-//!    futures, on the executor's own thread.
-//!
-//! The kernel runs an operation's completion work on the thread that
-//! submitted it; a thread asleep in the reactor (`epoll_wait`) or parked
-//! is woken for it by the kernel, and the ring's descriptor turns readable.
-//! So the thread that waits is the thread the kernel wakes, as with a
-//! thread in [`block_on`](crate::block_on).
-//!
-//! The ring has neither `SINGLE_ISSUER` nor `DEFER_TASKRUN`: the reaping
-//! task may run on any thread of a work-stealing executor. Submissions and
-//! reaping take a lock that is normally uncontended (one ring per thread).
-//!
-//! Rules for integrations:
-//! - Only the thread that made a ring should submit on it (poll inside
-//!   `enter` on that thread), and that thread must [`drain`](ReactorRing::drain)
-//!   it before it exits: Linux cancels the queued kernel-worker work of an
-//!   exiting thread, which would fail such operations with `ECANCELED`.
-//!   Memory stays safe either way: a ring is only freed once nothing is in
-//!   flight on it.
-//! - Engines on the thread pool ignore reactor rings: their operations go
-//!   to the pool as usual, so an integration works unchanged where io_uring
-//!   is blocked ([`Stats::submitted_on_reactor_rings`](crate::Stats) says
-//!   which path operations took).
+//! [`ReactorRing`]: rings watched by an executor's reactor.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};
@@ -55,7 +17,45 @@ const ENTRIES: u32 = 256;
 /// Completion-queue entries (the kernel keeps any overflow).
 const CQ_ENTRIES: u32 = 4096;
 
-/// A ring that an executor's reactor watches (see the [module docs](self)).
+/// Rings watched by an executor's reactor: how an async runtime (tokio,
+/// smol, ...) gets completions without a thread of overlap's in between.
+///
+/// A future polled by a foreign executor normally reaches the kernel
+/// through the engine thread: its submission crosses to that thread and its
+/// completion crosses back, two cross-thread wake-ups per operation. An
+/// integration removes both with a [`ReactorRing`]:
+///
+/// 1. Each executor thread makes a ring of its own ([`ReactorRing::new`])
+///    and registers the ring's descriptor with its reactor (tokio's
+///    `AsyncFd`, smol's `Async`): the descriptor is readable while
+///    completions wait in the ring.
+/// 2. It polls engine futures inside [`ReactorRing::enter`]: operations they
+///    submit go onto that ring, from the polling thread, with no hand-off.
+/// 3. When the descriptor is readable, a task of the executor calls
+///    [`ReactorRing::reap`], which completes the operations and wakes their
+///    futures, on the executor's own thread.
+///
+/// The kernel runs an operation's completion work on the thread that
+/// submitted it; a thread asleep in the reactor (`epoll_wait`) or parked
+/// is woken for it by the kernel, and the ring's descriptor turns readable.
+/// So the thread that waits is the thread the kernel wakes, as with a
+/// thread in [`block_on`](crate::block_on).
+///
+/// The ring has neither `SINGLE_ISSUER` nor `DEFER_TASKRUN`: the reaping
+/// task may run on any thread of a work-stealing executor. Submissions and
+/// reaping take a lock that is normally uncontended (one ring per thread).
+///
+/// Rules for integrations:
+/// - Only the thread that made a ring should submit on it (poll inside
+///   `enter` on that thread), and that thread must [`drain`](ReactorRing::drain)
+///   it before it exits: Linux cancels the queued kernel-worker work of an
+///   exiting thread, which would fail such operations with `ECANCELED`.
+///   Memory stays safe either way: a ring is only freed once nothing is in
+///   flight on it.
+/// - Engines on the thread pool ignore reactor rings: their operations go
+///   to the pool as usual, so an integration works unchanged where io_uring
+///   is blocked ([`Stats::submitted_on_reactor_rings`](crate::Stats) says
+///   which path operations took).
 ///
 /// Cloning gives another handle to the same ring.
 ///
