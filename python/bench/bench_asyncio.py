@@ -22,6 +22,11 @@ Contenders (``--only`` picks some):
   ``aiofiles`` (25.1, its default executor), ``aiofile+caio`` (aiofile on
   caio's io_uring backend, ``CAIO_IMPL=uring``, as installed).
 - buffered, 1024 tasks: ``overlap.aiofiles`` and ``aiofiles``.
+- floor (not by default): where the CPU per read goes. ``asyncio-floor``
+  is the same 32 tasks with no I/O at all: each awaits a future that a
+  ``loop.call_soon`` resolves (the least one "await a completion" costs in
+  asyncio); ``overlap`` is run again on uvloop's event loop
+  (``OVERLAP_BENCH_LOOP=uvloop``, if uvloop is installed), beside fio.
 - wake (not by default): on the thread-pool driver, completions woken on
   pool threads reach the loop through the hub's eventfd (``add_reader``)
   or through ``loop.call_soon_threadsafe`` (``OVERLAP_PY_WAKE=threadsafe``).
@@ -121,6 +126,18 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
 
     async def main():
         loop = asyncio.get_running_loop()
+        if name == "asyncio-floor":
+
+            async def make(i):
+                async def read(rng):
+                    offset(rng)
+                    fut = loop.create_future()
+                    loop.call_soon(fut.set_result, None)
+                    await fut
+
+                return read
+
+            return await run_tasks(tasks, seconds, make)
         if name == "overlap":
             import overlap
 
@@ -180,6 +197,10 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
             raise SystemExit(f"unknown worker {name}")
         return await run_tasks(tasks, seconds, make)
 
+    if os.environ.get("OVERLAP_BENCH_LOOP") == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     reads, elapsed, cpu, peak = asyncio.run(main())
     out = {
         "contender": name,
@@ -248,7 +269,7 @@ def main() -> None:
     ap.add_argument("--file", required=True, help="an existing file to read (read only)")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--tasks", type=int, default=32)
-    ap.add_argument("--only", default="direct,buffered,many", help="direct,buffered,many")
+    ap.add_argument("--only", default="direct,buffered,many", help="direct,buffered,many (also: floor, wake)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="one JSON object per result")
     a = ap.parse_args()
@@ -286,6 +307,25 @@ def main() -> None:
         emit(oa, af)
         if "reads_per_s" in oa and "reads_per_s" in ca:
             print(f"   overlap.aiofiles / aiofile+caio: {oa['reads_per_s'] / ca['reads_per_s']:.2f}x", flush=True)
+    if "floor" in groups:
+        print("## where the CPU per read goes: asyncio alone, and overlap on uvloop", flush=True)
+        fi = fio(a.file, a.tasks, a.seconds, direct=True)
+        emit(fi)
+        emit(run_worker("asyncio-floor", a.file, a.tasks, a.seconds))
+        ov = run_worker("overlap", a.file, a.tasks, a.seconds)
+        emit(ov, fi)
+        try:
+            import importlib.util
+
+            have_uvloop = importlib.util.find_spec("uvloop") is not None
+        except ImportError:
+            have_uvloop = False
+        if have_uvloop:
+            uv = run_worker("overlap", a.file, a.tasks, a.seconds, {"OVERLAP_BENCH_LOOP": "uvloop"})
+            uv["contender"] = "overlap on uvloop"
+            emit(uv, fi)
+        else:
+            print("SKIPPED: overlap on uvloop: uvloop is not installed (pip install uvloop)", flush=True)
     if "wake" in groups:
         print("## thread-pool driver (OVERLAP_DRIVER=pool): how pool threads wake the loop", flush=True)
         ev = run_worker("overlap", a.file, a.tasks, a.seconds, {"OVERLAP_DRIVER": "pool"})
