@@ -34,6 +34,8 @@ use overlap::{
     OpenOptions, Port, Stats,
 };
 use rand::SeedableRng;
+
+use crate::size::fmt_bytes;
 use serde::Serialize;
 
 /// Size of every request: 64 KiB, as in the KB article's experiment.
@@ -103,32 +105,15 @@ pub enum DriverArg {
     Pool,
 }
 
-/// Parses `1G`, `64M`, `512K`, `4096` (binary units; a trailing `B` or
-/// `iB` is allowed) and checks that the result suits the probe: a multiple
-/// of 64 KiB, at least 4 MiB, at most 1 PiB.
+/// Parses `--size` with the CLI's size parser ([`crate::size::parse`]) and
+/// checks that the result suits the probe: a multiple of 64 KiB, at least
+/// 4 MiB, at most 1 PiB.
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let usage = "expected a size such as 1G, 64M, 512K or a number of bytes";
-    if num.is_empty() {
-        return Err(format!("{s:?} is not a size: {usage}"));
-    }
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        "p" | "pb" | "pib" => 50,
-        other => return Err(format!("unknown unit {other:?} in {s:?}: {usage}")),
+    let bytes = match crate::size::parse(s) {
+        Err(crate::size::SizeError::TooLarge { .. }) => u64::MAX,
+        other => other.map_err(|e| e.to_string())?,
     };
-    let too_big = || format!("{s:?} is too large: the most the probe accepts is 1P");
-    let n: u64 = num.parse().map_err(|_| too_big())?;
-    let bytes = n.checked_mul(1u64 << shift).ok_or_else(too_big)?;
-    if bytes > MAX_SIZE {
-        return Err(too_big());
-    }
+    let bytes = crate::size::at_most(s, bytes, MAX_SIZE).map_err(|e| e.to_string())?;
     if bytes % CHUNK != 0 {
         let down = bytes / CHUNK * CHUNK;
         return Err(format!(
@@ -1131,26 +1116,6 @@ impl Out {
     }
 }
 
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (name, unit) in UNITS {
-        if b >= unit {
-            let v = b as f64 / unit as f64;
-            return if b % unit == 0 {
-                format!("{} {name}", b / unit)
-            } else {
-                format!("{v:.1} {name}")
-            };
-        }
-    }
-    format!("{b} bytes")
-}
-
 fn progress(json: bool, total: u64) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -1777,7 +1742,8 @@ mod tests {
         assert!(err("").contains("not a size"));
         assert!(err("G").contains("not a size"));
         assert!(err("-1G").contains("not a size"));
-        assert!(err("1.5G").contains("unknown unit"));
+        assert!(err("1.5G").contains("not a size"));
+        assert!(err("64Q").contains("unknown size unit"));
         assert!(err("512K").contains("too small"));
         assert!(err("4000000").contains("multiple of 64 KiB"));
         assert!(err("2P").contains("too large"));

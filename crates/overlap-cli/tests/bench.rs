@@ -156,7 +156,11 @@ fn missing_or_too_small_directories_are_refused() {
         "4",
     ]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("MiB free"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(" free; the data file needs "),
+        "{}",
+        stderr(&o)
+    );
     assert_no_leftovers(&dir);
 }
 

@@ -81,7 +81,7 @@ fn bad_sizes_are_refused_with_a_reason() {
         ("100K", &["multiple of 64 KiB"]),
         ("1M", &["too small", "at least 4M"]),
         ("abc", &["not a size"]),
-        ("64Q", &["unknown unit"]),
+        ("64Q", &["unknown size unit"]),
         ("99999999999999999999999G", &["too large"]),
     ];
     for (size, needles) in cases {
