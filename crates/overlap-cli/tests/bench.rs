@@ -890,10 +890,10 @@ fn compare_fio_pairs_threads_with_psync_numjobs_first() {
         .unwrap_or_else(|| panic!("no overlap row: {out}"));
     assert!(table_row.contains(" threads "), "{table_row}");
     let psync = out
-        .find("overlap uring/threads vs fio psync    randread bs=4k in_flight=4: iops ")
+        .find("overlap uring/threads vs fio psync    randread bs=4 KiB in_flight=4: iops ")
         .unwrap_or_else(|| panic!("no ratio against fio psync: {out}"));
     let uring = out
-        .find("overlap uring/threads vs fio io_uring randread bs=4k in_flight=4: iops ")
+        .find("overlap uring/threads vs fio io_uring randread bs=4 KiB in_flight=4: iops ")
         .unwrap_or_else(|| panic!("no ratio against fio io_uring: {out}"));
     assert!(
         psync < uring,
