@@ -809,3 +809,69 @@ fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration
     let _ = std::fs::remove_file(&path);
     Ok(rate)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> std::result::Result<JournalArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            journal: JournalArgs,
+        }
+        <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("journal").chain(args.iter().copied()),
+        )
+        .map(|c| c.journal)
+    }
+
+    fn open_of(args: &[&str]) -> OpenArgs {
+        match parse(args).unwrap().cmd {
+            JournalCmd::Append { open, .. } => open,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mib_options_take_a_bare_number_of_mib_or_a_size() {
+        assert_eq!(open_of(&["append", "d"]).segment_bytes, 64 << 20);
+        assert_eq!(open_of(&["append", "d"]).buffer_bytes, 16 << 20);
+        for (arg, bytes) in [
+            ("8", 8u64 << 20),
+            ("8M", 8 << 20),
+            ("1G", 1 << 30),
+            ("2048k", 2 << 20),
+        ] {
+            let o = open_of(&["append", "d", "--segment-mib", arg]);
+            assert_eq!(o.segment_bytes, bytes, "{arg}");
+        }
+        let e = parse(&["append", "d", "--segment-mib", "512K"]).unwrap_err();
+        assert!(e.to_string().contains("not a whole number of 1 MiB"), "{e}");
+        let e = parse(&["append", "d", "--buffer-mib", "1.5"]).unwrap_err();
+        assert!(e.to_string().contains("fractions are refused"), "{e}");
+    }
+
+    #[test]
+    fn record_bytes_take_a_size() {
+        for (arg, bytes) in [("100", 100usize), ("4k", 4096), ("1MiB", 1 << 20)] {
+            match parse(&["bench", "--record-bytes", arg]).unwrap().cmd {
+                JournalCmd::Bench(b) => assert_eq!(b.record_bytes, bytes, "{arg}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(parse(&["bench", "--record-bytes", "-1"]).is_err());
+    }
+
+    #[test]
+    fn out_of_range_sizes_are_refused_before_anything_is_made() {
+        let e = open_of(&["append", "d", "--segment-mib", "0"])
+            .options()
+            .unwrap_err();
+        assert!(e.to_string().contains("--segment-mib"), "{e}");
+        let e = open_of(&["append", "d", "--buffer-mib", "3"])
+            .options()
+            .unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
+}
