@@ -6,28 +6,19 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::util::{fresh_dir, overlap, stderr, stdout};
+
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_overlap"))
+    overlap()
 }
 
 /// A fresh directory under the integration-test temp dir.
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir(&format!("bench-{name}"))
 }
 
 fn run(args: &[&str]) -> Output {
     bin().arg("bench").args(args).output().expect("run overlap")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Runs a bench expected to succeed with --json; returns the result lines.
