@@ -19,6 +19,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 
+use crate::size::fmt_bytes;
+
 mod datafile;
 mod fio;
 mod plot;
@@ -329,36 +331,7 @@ pub(crate) struct Plan {
 // Value parsers: clear messages for bad values.
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!(
-            "`{s}` is not a size: expected a number with an optional k/m/g/t suffix, e.g. 4k, 64KiB, 1G"
-        ));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}`: the number is too large"))?;
-    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown size unit `{other}` (use k, m, g or t; binary, as fio)"
-            ))
-        }
-    };
-    let v = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))?;
-    if v == 0 {
-        return Err(format!("`{s}`: the size must be at least 1 byte"));
-    }
-    Ok(v)
+    crate::size::parse_nonzero(s).map_err(|e| e.to_string())
 }
 
 fn parse_bs(s: &str) -> Result<usize, String> {
@@ -570,7 +543,11 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
     }
     for &b in &bs {
         if u64::try_from(b).unwrap_or(u64::MAX) > size {
-            bail!("--bs {b} is larger than --size {size}: the file must hold at least one block");
+            bail!(
+                "--bs {} is larger than --size {}: the file must hold at least one block",
+                fmt_bytes(b as u64),
+                fmt_bytes(size)
+            );
         }
         if direct && b % 512 != 0 {
             bail!(

@@ -25,6 +25,7 @@ use hdrhistogram::Histogram;
 use overlap_journal::{Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
 use serde::Serialize;
 
+use crate::size::fmt_bytes;
 use crate::util::new_hist;
 
 /// Options of `overlap journal`.
@@ -100,12 +101,14 @@ enum JournalCmd {
 
 #[derive(Args, Debug, Clone)]
 struct OpenArgs {
-    /// Segment size in MiB for a new journal.
-    #[arg(long, default_value_t = 64)]
-    segment_mib: u64,
-    /// Log buffer size in MiB (a power of two).
-    #[arg(long, default_value_t = 16)]
-    buffer_mib: usize,
+    /// Segment size for a new journal: a bare number counts MiB (64), or a
+    /// size with a binary unit (64M, 1G).
+    #[arg(long = "segment-mib", value_name = "MIB", default_value = "64", value_parser = parse_mib)]
+    segment_bytes: u64,
+    /// Log buffer size (a power of two): a bare number counts MiB (16), or
+    /// a size with a binary unit (16M, 1G).
+    #[arg(long = "buffer-mib", value_name = "MIB", default_value = "16", value_parser = parse_mib)]
+    buffer_bytes: u64,
     /// Buffered I/O instead of O_DIRECT.
     #[arg(long)]
     buffered: bool,
@@ -122,14 +125,34 @@ enum SyncArg {
     Dsync,
 }
 
+/// A size option counted in MiB (see [`crate::size::parse_in`]).
+fn parse_mib(s: &str) -> std::result::Result<u64, crate::size::SizeError> {
+    crate::size::parse_in(s, 1 << 20)
+}
+
+/// A size option counted in bytes, as a `usize`.
+fn parse_bytes(s: &str) -> std::result::Result<usize, crate::size::SizeError> {
+    let v = crate::size::parse(s)?;
+    let v = crate::size::at_most(s, v, usize::MAX as u64)?;
+    Ok(v as usize)
+}
+
 impl OpenArgs {
     fn options(&self) -> Result<Options> {
-        if !(1..=1 << 20).contains(&self.segment_mib) {
-            bail!("--segment-mib must be between 1 and 1048576 (1 TiB)");
+        if !(1 << 20..=1 << 40).contains(&self.segment_bytes) {
+            bail!(
+                "--segment-mib must be between 1 MiB and 1 TiB (1 to 1048576 MiB), not {}",
+                fmt_bytes(self.segment_bytes)
+            );
         }
-        if !self.buffer_mib.is_power_of_two() || self.buffer_mib > 4096 {
-            bail!("--buffer-mib must be a power of two between 1 and 4096");
+        if !self.buffer_bytes.is_power_of_two() || !(1 << 20..=4 << 30).contains(&self.buffer_bytes)
+        {
+            bail!(
+                "--buffer-mib must be a power of two between 1 MiB and 4 GiB (1 to 4096 MiB), not {}",
+                fmt_bytes(self.buffer_bytes)
+            );
         }
+        let buffer_bytes = usize::try_from(self.buffer_bytes).context("--buffer-mib")?;
         let opts = Options::default();
         // The journal's engine, made here so that its driver (and why not
         // io_uring, in a container) is said on stderr; if it cannot start,
@@ -142,11 +165,9 @@ impl OpenArgs {
             Err(_) => opts,
         };
         Ok(opts
-            .segment_size(self.segment_mib << 20)
-            .buffer_bytes(self.buffer_mib << 20)
-            .max_record_bytes(
-                overlap_journal::DEFAULT_MAX_RECORD_BYTES.min((self.buffer_mib << 20) / 4),
-            )
+            .segment_size(self.segment_bytes)
+            .buffer_bytes(buffer_bytes)
+            .max_record_bytes(overlap_journal::DEFAULT_MAX_RECORD_BYTES.min(buffer_bytes / 4))
             .direct_io(!self.buffered)
             .sync(match self.sync {
                 SyncArg::Auto => SyncMethod::Auto,
@@ -494,8 +515,9 @@ struct BenchArgs {
     /// Which scenarios.
     #[arg(long, value_enum, default_value_t = Scenario::Targets)]
     scenario: Scenario,
-    /// Record payload size in bytes (custom scenario).
-    #[arg(long, default_value_t = 100)]
+    /// Record payload size (custom scenario): bytes, or a size with a
+    /// binary unit (4k).
+    #[arg(long, value_name = "SIZE", default_value = "100", value_parser = parse_bytes)]
     record_bytes: usize,
     /// Appending threads (custom scenario).
     #[arg(long, default_value_t = 4)]
@@ -555,9 +577,12 @@ fn bench(args: BenchArgs) -> Result<()> {
     }
     let limit = overlap_journal::DEFAULT_MAX_RECORD_BYTES;
     if args.record_bytes > limit {
-        bail!("--record-bytes must be at most {limit} (the journal's record limit, 1 MiB)");
+        bail!(
+            "--record-bytes must be at most {limit} (the journal's record limit, {})",
+            fmt_bytes(limit as u64)
+        );
     }
-    if (args.open.buffer_mib << 20) < 4 * args.record_bytes.max(1).next_power_of_two() {
+    if args.open.buffer_bytes < 4 * (args.record_bytes.max(1).next_power_of_two() as u64) {
         bail!("--buffer-mib must hold at least four records of --record-bytes");
     }
     // The scratch directory goes inside --dir, which must exist: a
@@ -599,9 +624,9 @@ fn bench(args: BenchArgs) -> Result<()> {
 
 fn print_human(r: &BenchResult) {
     println!(
-        "{:8} {:>5} B x {:>2} threads, {:8}: {:>12.0} records/s; append p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
+        "{:8} {:>7} x {:>2} threads, {:8}: {:>12.0} records/s; append p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
         r.scenario,
-        r.record_bytes,
+        fmt_bytes(r.record_bytes as u64),
         r.threads,
         r.level,
         r.records_per_s,
@@ -783,4 +808,70 @@ fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration
     let rate = total as f64 / start.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
     Ok(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> std::result::Result<JournalArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            journal: JournalArgs,
+        }
+        <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("journal").chain(args.iter().copied()),
+        )
+        .map(|c| c.journal)
+    }
+
+    fn open_of(args: &[&str]) -> OpenArgs {
+        match parse(args).unwrap().cmd {
+            JournalCmd::Append { open, .. } => open,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mib_options_take_a_bare_number_of_mib_or_a_size() {
+        assert_eq!(open_of(&["append", "d"]).segment_bytes, 64 << 20);
+        assert_eq!(open_of(&["append", "d"]).buffer_bytes, 16 << 20);
+        for (arg, bytes) in [
+            ("8", 8u64 << 20),
+            ("8M", 8 << 20),
+            ("1G", 1 << 30),
+            ("2048k", 2 << 20),
+        ] {
+            let o = open_of(&["append", "d", "--segment-mib", arg]);
+            assert_eq!(o.segment_bytes, bytes, "{arg}");
+        }
+        let e = parse(&["append", "d", "--segment-mib", "512K"]).unwrap_err();
+        assert!(e.to_string().contains("not a whole number of 1 MiB"), "{e}");
+        let e = parse(&["append", "d", "--buffer-mib", "1.5"]).unwrap_err();
+        assert!(e.to_string().contains("fractions are refused"), "{e}");
+    }
+
+    #[test]
+    fn record_bytes_take_a_size() {
+        for (arg, bytes) in [("100", 100usize), ("4k", 4096), ("1MiB", 1 << 20)] {
+            match parse(&["bench", "--record-bytes", arg]).unwrap().cmd {
+                JournalCmd::Bench(b) => assert_eq!(b.record_bytes, bytes, "{arg}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(parse(&["bench", "--record-bytes", "-1"]).is_err());
+    }
+
+    #[test]
+    fn out_of_range_sizes_are_refused_before_anything_is_made() {
+        let e = open_of(&["append", "d", "--segment-mib", "0"])
+            .options()
+            .unwrap_err();
+        assert!(e.to_string().contains("--segment-mib"), "{e}");
+        let e = open_of(&["append", "d", "--buffer-mib", "3"])
+            .options()
+            .unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
 }

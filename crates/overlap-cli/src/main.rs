@@ -7,6 +7,7 @@ mod bench;
 mod cleanup;
 mod journal;
 mod probe;
+mod size;
 mod util;
 
 /// Really asynchronous file I/O on Linux, measured honestly.

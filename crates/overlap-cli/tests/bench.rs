@@ -6,28 +6,19 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::util::{fresh_dir, overlap, stderr, stdout};
+
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_overlap"))
+    overlap()
 }
 
 /// A fresh directory under the integration-test temp dir.
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir(&format!("bench-{name}"))
 }
 
 fn run(args: &[&str]) -> Output {
     bin().arg("bench").args(args).output().expect("run overlap")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Runs a bench expected to succeed with --json; returns the result lines.
@@ -156,7 +147,11 @@ fn missing_or_too_small_directories_are_refused() {
         "4",
     ]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("MiB free"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(" free; the data file needs "),
+        "{}",
+        stderr(&o)
+    );
     assert_no_leftovers(&dir);
 }
 
@@ -886,10 +881,10 @@ fn compare_fio_pairs_threads_with_psync_numjobs_first() {
         .unwrap_or_else(|| panic!("no overlap row: {out}"));
     assert!(table_row.contains(" threads "), "{table_row}");
     let psync = out
-        .find("overlap uring/threads vs fio psync    randread bs=4k in_flight=4: iops ")
+        .find("overlap uring/threads vs fio psync    randread bs=4 KiB in_flight=4: iops ")
         .unwrap_or_else(|| panic!("no ratio against fio psync: {out}"));
     let uring = out
-        .find("overlap uring/threads vs fio io_uring randread bs=4k in_flight=4: iops ")
+        .find("overlap uring/threads vs fio io_uring randread bs=4 KiB in_flight=4: iops ")
         .unwrap_or_else(|| panic!("no ratio against fio io_uring: {out}"));
     assert!(
         psync < uring,

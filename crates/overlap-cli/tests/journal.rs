@@ -4,20 +4,19 @@
 //! `journal bench` (JSON keys, cleanup on signals, argument checks).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+use crate::util::{fresh_dir, overlap, stderr};
+
 fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-cli-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir(&format!("journal-cli-{name}"))
 }
 
 fn journal(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_overlap"))
+    let mut child = overlap()
         .arg("journal")
         .args(args)
         .stdin(Stdio::piped())
@@ -150,10 +149,6 @@ fn bench_json_keys() {
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
 }
 
-fn stderr_of(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn plain_dump_never_confuses_text_and_binary() {
     let d = scratch("quoting").join("j");
@@ -214,7 +209,7 @@ fn append_fails_when_stdout_goes_away() {
     let o = child.wait_with_output().unwrap();
     feeder.join().unwrap();
     assert!(!o.status.success(), "exit 0 after a partial ingest");
-    let err = stderr_of(&o);
+    let err = stderr(&o);
     assert!(err.contains("standard output failed"), "{err}");
     assert!(err.contains("acknowledged"), "{err}");
 }
@@ -242,7 +237,7 @@ fn append_to_a_full_stdout_says_it_is_stdout() {
     child.stdin.take().unwrap().write_all(b"a\nb\n").unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(!o.status.success());
-    let err = stderr_of(&o);
+    let err = stderr(&o);
     assert!(err.contains("standard output failed"), "{err}");
     assert!(err.contains("the journal is fine"), "{err}");
 }
@@ -256,7 +251,7 @@ fn errors_are_not_printed_twice() {
     let j = file.join("j");
     let o = journal(&["append", j.to_str().unwrap()], Some(b"x\n"));
     assert!(!o.status.success());
-    let err = stderr_of(&o);
+    let err = stderr(&o);
     assert_eq!(err.matches("(os error").count(), 1, "{err}");
 }
 
@@ -270,7 +265,7 @@ fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
         Some(b"x\n"),
     );
     assert!(!o.status.success());
-    assert!(stderr_of(&o).contains("--segment-mib"), "{}", stderr_of(&o));
+    assert!(stderr(&o).contains("--segment-mib"), "{}", stderr(&o));
     assert!(!j.exists(), "a failed append left {}", j.display());
     // --duration 0 said "must be between 0 and 3600".
     let o = journal(
@@ -278,8 +273,8 @@ fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
         None,
     );
     assert!(!o.status.success());
-    assert!(!stderr_of(&o).contains("between 0"), "{}", stderr_of(&o));
-    assert!(stderr_of(&o).contains("more than 0"), "{}", stderr_of(&o));
+    assert!(!stderr(&o).contains("between 0"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than 0"), "{}", stderr(&o));
     // --record-bytes 100000000 gave an internal message.
     let o = journal(
         &[
@@ -292,11 +287,7 @@ fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
         None,
     );
     assert!(!o.status.success());
-    assert!(
-        stderr_of(&o).contains("--record-bytes"),
-        "{}",
-        stderr_of(&o)
-    );
+    assert!(stderr(&o).contains("--record-bytes"), "{}", stderr(&o));
     // --dir /nonexistent created the path.
     let missing = d.join("missing").join("deeper");
     let o = journal(
@@ -392,7 +383,7 @@ fn repair_salvages_and_lists_what_it_dropped() {
     // 29 acknowledged records silently and hand out their LSNs again).
     let v = journal(&["verify", dir], None);
     assert!(!v.status.success());
-    assert!(stderr_of(&v).contains("repair"), "{}", stderr_of(&v));
+    assert!(stderr(&v).contains("repair"), "{}", stderr(&v));
     let a = journal(&["append", dir], Some(b"new\n"));
     assert!(
         !a.status.success(),
@@ -446,9 +437,9 @@ fn dump_and_verify_read_while_an_appender_runs() {
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(text.ends_with("\ttwo\n"), "{text}");
     assert!(
-        stderr_of(&dumped).contains("another process"),
+        stderr(&dumped).contains("another process"),
         "{}",
-        stderr_of(&dumped)
+        stderr(&dumped)
     );
     assert!(ok(&v).contains("ok: 2 records"));
 }
@@ -506,7 +497,7 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
     let j = mnt.join("j");
     let o = journal(&["append", j.to_str().unwrap()], Some(b"x\n"));
     assert!(!o.status.success());
-    let err = stderr_of(&o);
+    let err = stderr(&o);
     assert!(err.contains("fallocate"), "{err}");
     assert!(
         !j.exists(),
@@ -550,7 +541,7 @@ fn a_cut_torn_tail_is_reported_on_stderr() {
         lsns[2].to_string(),
         "the cut LSN is handed out again"
     );
-    let err = stderr_of(&o);
+    let err = stderr(&o);
     assert!(
         err.contains(&format!("recovery cut {dir} at LSN {}", lsns[2])),
         "{err}"

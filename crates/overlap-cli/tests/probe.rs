@@ -4,10 +4,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::util::{fresh_dir, overlap, stderr};
 
 const MODES: [&str; 12] = [
     "async-direct",
@@ -24,21 +26,10 @@ const MODES: [&str; 12] = [
     "async-prealloc-writethrough",
 ];
 
-fn overlap() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_overlap"));
-    c.env_remove("RUST_BACKTRACE");
-    c
-}
-
 /// A fresh, empty directory under the target's temporary directory (never a
 /// tmpfs: the probe needs O_DIRECT and real page-cache behaviour).
 fn test_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("probe-tests")
-        .join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    fresh_dir(&format!("probe-tests/{name}-{}", std::process::id()))
 }
 
 fn probe_files(dir: &Path) -> Vec<String> {
@@ -51,10 +42,6 @@ fn probe_files(dir: &Path) -> Vec<String> {
 
 fn run(args: &[&str]) -> Output {
     overlap().arg("probe").args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Fails with a clear message on stderr, and writes nothing to stdout.
@@ -81,7 +68,7 @@ fn bad_sizes_are_refused_with_a_reason() {
         ("100K", &["multiple of 64 KiB"]),
         ("1M", &["too small", "at least 4M"]),
         ("abc", &["not a size"]),
-        ("64Q", &["unknown unit"]),
+        ("64Q", &["unknown size unit"]),
         ("99999999999999999999999G", &["too large"]),
     ];
     for (size, needles) in cases {

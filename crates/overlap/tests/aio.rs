@@ -3,15 +3,12 @@
 //! Every test skips loudly where `io_setup` fails (the per-driver scenarios
 //! of the other files run on it too).
 
-#[macro_use]
-mod common;
-
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use overlap::{AlignedBufPool, AlignmentPart, DriverKind, Engine, Error, OpenOptions};
 

@@ -3,15 +3,12 @@
 //! than the 16 MiB budget in flight; a submitter over the budget waits; the
 //! `try_` forms refuse with the buffer instead.
 
-#[macro_use]
-mod common;
-
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use overlap::{Error, File, OpenOptions, Port};
 use rand::{Rng, SeedableRng};
 

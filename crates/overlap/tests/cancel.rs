@@ -3,14 +3,11 @@
 //! completion) never crash, never leak, never lose an accepted write, and
 //! every buffer is freed once the kernel is done with it.
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use overlap::{Engine, File, OpenOptions, Port};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -3,10 +3,7 @@
 //! the parent test starts this test binary again with `--exact <child>` and
 //! the environment set, and checks that the child ran and passed.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use overlap::{
     DriverChoice, DriverKind, Engine, Error, FallbackReason, File, DEFAULT_POOL_THREADS,

@@ -2,12 +2,9 @@
 //! variant, loses nothing (the buffer always comes back, the file is left as
 //! it was) and, when refused before submission, never reaches the driver.
 
-#[macro_use]
-mod common;
-
 use std::io::ErrorKind;
 
-use common::*;
+use crate::common::*;
 use overlap::{
     AlignedBuf, AlignmentPart, Engine, Error, File, IoBuf, OpenOptions, Port, MAX_POOL_THREADS,
 };

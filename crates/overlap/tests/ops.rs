@@ -3,12 +3,9 @@
 //! allocate, set_len, metadata and close. Data is patterned so that a block
 //! at the wrong offset is caught, and checked against std's view of the file.
 
-#[macro_use]
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use overlap::{Access, AlignedBuf, AlignedBufPool, Engine, Error, File, OpenOptions, Task};
 

@@ -4,15 +4,12 @@
 //! statistics), and reports kernel errors with their errno and refuses bad
 //! paths before submission.
 
-#[macro_use]
-mod common;
-
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
-use common::*;
+use crate::common::*;
 use overlap::path::{self, FileKind};
 use overlap::{Error, File, OpenOptions};
 

@@ -3,15 +3,12 @@
 //! exactly once with its buffer, and `next`/`next_timeout`/`try_next` end
 //! when nothing is outstanding.
 
-#[macro_use]
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use overlap::{AlignedBuf, AlignedBufPool, File, OpenOptions, Port};
 
 per_driver!(

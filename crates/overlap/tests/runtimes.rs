@@ -2,12 +2,9 @@
 //! tokio (multi-thread), smol, `futures::executor` and blocking `.wait()`
 //! from plain threads, and one engine shared by many threads at once.
 
-#[macro_use]
-mod common;
-
 use std::sync::{Arc, Barrier};
 
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use overlap::{Engine, File, Op, OpenOptions, Port, Task};
 

@@ -3,10 +3,7 @@
 //! add up, submissions are batched on io_uring, and the high-water marks
 //! stay within the limits.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use futures::future::join_all;
 use overlap::{Access, AlignedBufPool, Engine, File, OpenOptions};
 

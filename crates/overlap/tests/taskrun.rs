@@ -9,13 +9,11 @@
 //! threads). The test keeps the engine thread's queue busy from two threads
 //! and checks that direct reads beside them still complete, in time.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use overlap::{AlignedBufPool, Engine, File};
 
 /// How long the two streams run.

@@ -2,12 +2,9 @@
 //! on both drivers: through a port, through futures polled once and
 //! dropped, and through futures polled once and handed to another thread.
 
-#[macro_use]
-mod common;
-
 use std::sync::mpsc;
 
-use common::*;
+use crate::common::*;
 use overlap::{Engine, File, OpenOptions, Port};
 
 per_driver!(

@@ -3,12 +3,9 @@
 //! them (another executor nested inside `block_on`). Every scenario runs
 //! under a deadline, so a lost wake-up fails instead of hanging.
 
-#[macro_use]
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use overlap::{File, Port};
 
 per_driver!(

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use anyhow::{bail, Context, Result};
 
 use crate::cleanup::registry;
+use crate::size::fmt_bytes;
 
 use super::{Job, Target};
 
@@ -186,10 +187,10 @@ impl DataFiles {
             let want = need + need / 20;
             if avail < want {
                 bail!(
-                    "--dir {} has {} MiB free; the data file needs {} MiB (use a smaller --size or another --dir)",
+                    "--dir {} has {} free; the data file needs {} (use a smaller --size or another --dir)",
                     d.display(),
-                    avail >> 20,
-                    want.div_ceil(1 << 20)
+                    fmt_bytes(avail),
+                    fmt_bytes(want)
                 );
             }
         }
@@ -270,9 +271,9 @@ fn size_of(f: &File, path: &Path) -> Result<u64> {
 /// Writes `size` bytes of non-zero data and makes them durable.
 fn fill(path: &Path, size: u64) -> Result<()> {
     eprintln!(
-        "creating data file {} ({} MiB)",
+        "creating data file {} ({})",
         path.display(),
-        size.div_ceil(1 << 20)
+        fmt_bytes(size)
     );
     let mut f = create_registered(path, false)?;
     // Chunks are windows of one precomputed pattern.

@@ -9,6 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::report::BenchResult;
+use crate::size::fmt_bytes;
 
 /// Where a TrueType font is looked for (plotters measures and draws text
 /// with it); `OVERLAP_PLOT_FONT` comes first.
@@ -60,7 +61,7 @@ fn load_font() -> Result<()> {
 fn x_label(r: &BenchResult, swept: Option<&str>) -> String {
     match swept {
         Some("concurrency") | Some("iodepth") => r.in_flight().to_string(),
-        Some("bs") => r.bs.to_string(),
+        Some("bs") => fmt_bytes(r.bs),
         Some("prealloc") => if r.prealloc {
             "preallocated"
         } else {
@@ -90,7 +91,7 @@ fn bar_label(r: &BenchResult, swept: Option<&str>) -> String {
 fn x_title(swept: Option<&str>) -> &'static str {
     match swept {
         Some("concurrency") | Some("iodepth") => "operations in flight (concurrency x iodepth)",
-        Some("bs") => "block size (bytes)",
+        Some("bs") => "block size",
         Some("prealloc") => "system and file",
         _ => "system and driver",
     }
@@ -102,7 +103,7 @@ fn series_name(r: &BenchResult, swept: Option<&str>, all: &[BenchResult]) -> Str
     let mut name = format!("{} {}", r.system, r.driver);
     let varies = |f: &dyn Fn(&BenchResult) -> u64| all.iter().any(|o| f(o) != f(&all[0]));
     if swept != Some("bs") && varies(&|o| o.bs) {
-        name.push_str(&format!(" bs={}", r.bs));
+        name.push_str(&format!(" bs={}", fmt_bytes(r.bs)));
     }
     if !matches!(swept, Some("concurrency") | Some("iodepth")) && varies(&|o| o.in_flight()) {
         name.push_str(&format!(" in_flight={}", r.in_flight()));

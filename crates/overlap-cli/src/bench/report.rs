@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::run::{EngineFigures, Measured};
 use super::{Job, Preset, Target};
+use crate::size::fmt_bytes;
 
 /// One result line. Units are named last in every key: `_us` microseconds,
 /// `_s` seconds, `mb_s` 10^6 bytes per second.
@@ -146,22 +147,10 @@ pub(crate) fn print_json(r: &BenchResult) -> Result<()> {
     Ok(())
 }
 
-fn human_bytes(n: u64) -> String {
-    if n >= 1 << 30 && n % (1 << 30) == 0 {
-        format!("{}G", n >> 30)
-    } else if n >= 1 << 20 && n % (1 << 20) == 0 {
-        format!("{}M", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
-        format!("{}k", n >> 10)
-    } else {
-        n.to_string()
-    }
-}
-
 /// The table's header line (printed before the first result).
 pub(crate) fn print_header() {
     println!(
-        "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
+        "{:<8} {:<8} {:<9} {:>7} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
         "system",
         "driver",
         "rw",
@@ -189,11 +178,11 @@ pub(crate) fn print_header() {
 /// interrupted sweep keeps the rows it finished).
 pub(crate) fn print_row(r: &BenchResult) {
     println!(
-        "{:<8} {:<8} {:<9} {:>5} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
+        "{:<8} {:<8} {:<9} {:>7} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
         r.system,
         r.driver,
         r.rw,
-        human_bytes(r.bs),
+        fmt_bytes(r.bs),
         r.iodepth,
         r.concurrency,
         r.requester,
@@ -276,7 +265,7 @@ pub(crate) fn print_ratios(results: &[BenchResult]) {
                 format!("{}/{}", o.driver, o.requester),
                 f.driver,
                 o.rw,
-                human_bytes(o.bs),
+                fmt_bytes(o.bs),
                 o.in_flight(),
                 if o.rw.contains("write") {
                     if o.prealloc {

@@ -134,12 +134,61 @@ pub(crate) fn bound_kernel_workers(
     // Zeros read the limits without changing them.
     let mut limits = [0u32, 0u32];
     match submitter.register_iowq_max_workers(&mut limits) {
-        Ok(()) => Ok(format!(
-            "kernel workers (io-wq) per submitting thread: at most {} for file I/O (bounded class), {} for the unbounded class",
-            limits[0], limits[1]
-        )),
+        Ok(()) => {
+            let origin = |n: u32, default: Option<(u64, &str)>| {
+                if max == Some(n) {
+                    "; EngineBuilder::max_kernel_workers".to_string()
+                } else {
+                    match default {
+                        Some((d, what)) if d == u64::from(n) => format!("; {what}"),
+                        _ => String::new(),
+                    }
+                }
+            };
+            Ok(format!(
+                "kernel workers (io-wq) per submitting thread: at most {} for file I/O \
+                 (bounded class{}), at most {} for work that may wait indefinitely \
+                 (unbounded class{})",
+                limits[0],
+                origin(limits[0], bounded_default(ring)),
+                limits[1],
+                origin(limits[1], unbounded_default()),
+            ))
+        }
         Err(_) => Ok("kernel worker limits unknown (Linux < 5.15)".to_string()),
     }
+}
+
+/// The kernel's default limit of the bounded io-wq class:
+/// min(SQ entries, 4 × online CPUs) (`io_init_wq_offload`, io_uring/tctx.c).
+fn bounded_default(ring: &IoUring) -> Option<(u64, &'static str)> {
+    // SAFETY: sysconf has no memory arguments.
+    let cpus = u64::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).ok()?;
+    let entries = u64::from(ring.params().sq_entries());
+    Some((
+        entries.min(4 * cpus),
+        "the kernel's default: min(ring entries, 4 × CPUs)",
+    ))
+}
+
+/// The kernel's default limit of the unbounded io-wq class: the task's
+/// RLIMIT_NPROC soft limit (`io_wq_create`, io_uring/io-wq.c; an unlimited
+/// one reads back as 2^32 - 1).
+fn unbounded_default() -> Option<(u64, &'static str)> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut rl) } != 0 {
+        return None;
+    }
+    let n = if rl.rlim_cur == libc::RLIM_INFINITY {
+        u64::from(u32::MAX)
+    } else {
+        rl.rlim_cur
+    };
+    Some((n, "RLIMIT_NPROC, the kernel's default"))
 }
 
 /// An operation whose result is known, to be completed once the ring is no

@@ -579,10 +579,11 @@ pub fn run_child_within(
     limit: Duration,
 ) -> Output {
     let exe = std::env::current_exe().expect("current_exe");
+    let full = full_test_name(&exe, name);
     let mut cmd = Command::new(exe);
     cmd.args([
         "--exact",
-        name,
+        &full,
         "--nocapture",
         "--include-ignored",
         "--test-threads=1",
@@ -644,6 +645,25 @@ pub fn run_child_within(
         eprintln!("{line} (in child {name})");
     }
     out
+}
+
+/// The full name of the test `name` of the test binary `exe`: `name` in a
+/// binary of one file, `module::name` in one of modules (tests/tests.rs).
+fn full_test_name(exe: &Path, name: &str) -> String {
+    let out = Command::new(exe)
+        .arg("--list")
+        .stdin(Stdio::null())
+        .output()
+        .expect("list the tests of this binary");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let suffix = format!("::{name}");
+    let found: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| *t == name || t.ends_with(&suffix))
+        .collect();
+    assert_eq!(found.len(), 1, "child test {name}: found {found:?}");
+    found[0].to_string()
 }
 
 // ------------------------------------------------------------ deadlines

@@ -1,0 +1,468 @@
+//! The run, step by step: the plan and the engine, the data file, the read
+//! modes, the write modes, the summary. Each step prints as it goes.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use indicatif::ProgressBar;
+use overlap::{
+    Access, AlignedBufPool, DriverChoice, DriverInfo, Engine, EngineBuilder, File, OpenOptions,
+};
+
+use super::modes::{async_reads, async_writes, fast_path_off_reads, sync_reads, Measurement};
+use super::plan::{Alloc, Api, Mode, Plan, ReadKind, WriteKind, READ_MODES, WRITE_MODES};
+use super::report::{progress, summary, Out, Record, RunInfo};
+use super::system::{cached_share, evict, residency, warm, whole_share, Cleanup};
+use super::verdict::{pct, Facts};
+use super::{DriverArg, ProbeArgs, CHUNK, WRITE_DEPTH};
+use crate::size::fmt_bytes;
+
+/// One run's state: what it measures, with what, and what it found.
+struct Probe {
+    plan: Plan,
+    builder: EngineBuilder,
+    engine: Engine,
+    info: DriverInfo,
+    run: RunInfo,
+    out: Out,
+    pb: ProgressBar,
+    cleanup: Cleanup,
+    data_path: PathBuf,
+    write_path: PathBuf,
+    /// The file system accepts O_DIRECT (else the direct modes are skipped).
+    direct_ok: bool,
+    /// Alignment of the probe's buffers.
+    buf_align: usize,
+    records: Vec<Record>,
+    notes: Vec<String>,
+}
+
+/// Runs the probe: everything `overlap probe` does.
+pub(super) fn probe(args: ProbeArgs) -> Result<()> {
+    let plan = Plan::new(&args)?;
+    // Signals are blocked from here on, in this thread and all later ones.
+    let cleanup = Cleanup::install();
+    let (builder, engine) = start_engine(args.driver, &plan)?;
+    let info = engine.driver().clone();
+    let run = RunInfo {
+        driver: info.kind.as_str(),
+        fallback: info.fallback.as_ref().map(|r| r.to_string()),
+        seed: plan.seed,
+    };
+    // Progress: create + 6 read modes (+ 1 without the fast path) + 2
+    // warm-ups + 6 writes.
+    let total = plan.size + 7 * plan.read_bytes() + 2 * plan.size + 6 * plan.size;
+    let pb = progress(args.json, total);
+    let out = Out {
+        json: args.json,
+        pb: pb.clone(),
+    };
+    let prefix = format!("overlap-probe-{}", std::process::id());
+    let mut p = Probe {
+        data_path: plan.dir.join(format!("{prefix}-data")),
+        write_path: plan.dir.join(format!("{prefix}-write")),
+        plan,
+        builder,
+        engine,
+        info,
+        run,
+        out,
+        pb,
+        cleanup,
+        direct_ok: false,
+        buf_align: 0,
+        records: Vec::new(),
+        notes: Vec::new(),
+    };
+    p.header()?;
+    p.create_data_file()?;
+    p.read_modes()?;
+    p.write_modes()?;
+    p.pb.finish_and_clear();
+    p.finish(args.json)
+}
+
+/// The engine, sized so that every read of a read mode is in flight at
+/// once, and its builder (for a second engine without the fast path).
+fn start_engine(driver: DriverArg, plan: &Plan) -> Result<(EngineBuilder, Engine)> {
+    let choice = match driver {
+        DriverArg::Auto => DriverChoice::Auto,
+        DriverArg::Uring => DriverChoice::Uring,
+        DriverArg::Pool => DriverChoice::Pool,
+    };
+    let builder = Engine::builder()
+        .driver(choice)
+        .max_inflight_ops((plan.requests as usize).max(overlap::DEFAULT_MAX_INFLIGHT_OPS))
+        .max_inflight_bytes((plan.read_bytes() as usize).max(overlap::DEFAULT_MAX_INFLIGHT_BYTES));
+    let engine = builder.clone().build().context("starting the I/O engine")?;
+    Ok((builder, engine))
+}
+
+impl Probe {
+    fn header(&self) -> Result<()> {
+        let (out, info) = (&self.out, &self.info);
+        let driver = self.run.driver;
+        out.human("overlap probe: does asynchronous file I/O really overlap here? (the KB 156932 `asynchio` experiment)")?;
+        match &info.fallback {
+            None => out.human(&format!("driver:    {driver} ({})", info.detail))?,
+            Some(r) => out.human(&format!(
+                "driver:    {driver} ({}); fallback: {r}; to use io_uring: {}",
+                info.detail,
+                r.hint()
+            ))?,
+        }
+        out.human(&format!(
+            "directory: {} ({}, {} free)",
+            self.plan.dir.display(),
+            self.plan.fs.kind,
+            fmt_bytes(self.plan.fs.available)
+        ))
+    }
+
+    /// Opens a new file at `path` for reading and writing.
+    fn create(&self, path: &std::path::Path, direct: bool, through: bool) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .direct(direct)
+            .write_through(through)
+            .open(&self.engine, path)
+            .wait()
+            .with_context(|| format!("creating {}", path.display()))
+    }
+
+    /// Creates the data file (with O_DIRECT if the file system allows it),
+    /// says what alignment direct I/O needs and what the plan is, then
+    /// fills it with the engine and syncs it.
+    fn create_data_file(&mut self) -> Result<()> {
+        self.pb.set_message("creating the data file");
+        let path = self.data_path.clone();
+        let (file, direct_ok) = self.cleanup.create(&path, || {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .direct(true)
+                .open(&self.engine, &path)
+                .wait()
+            {
+                Ok(f) => Ok((f, true)),
+                // The file system refuses O_DIRECT: go on without the direct modes.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let _ = std::fs::remove_file(&path);
+                    Ok((self.create(&path, false, false)?, false))
+                }
+                Err(e) => Err(e).with_context(|| format!("creating {}", path.display())),
+            }
+        })?;
+        self.direct_ok = direct_ok;
+        self.buf_align = AlignedBufPool::for_file(&file, CHUNK as usize, 0)?.align();
+        self.describe(&file)?;
+        let size = self.plan.size;
+        file.allocate(0, size)
+            .wait()
+            .context("preallocating the data file")?;
+        async_writes(&self.engine, &file, size, self.plan.seed, &self.pb)
+            .context("writing the data file")?;
+        file.sync_all().wait().context("syncing the data file")?;
+        file.close().wait().context("closing the data file")
+    }
+
+    /// The alignment and plan lines.
+    fn describe(&self, file: &File) -> Result<()> {
+        let align = file.alignment();
+        if self.direct_ok {
+            self.out.human(&format!(
+                "alignment: direct I/O needs buffers aligned to {} bytes and offsets/lengths to \
+                 {} bytes (from {}); the probe's buffers (AlignedBufPool::for_file) are aligned \
+                 to {}",
+                align.memory, align.offset, align.source, self.buf_align
+            ))?;
+        } else {
+            self.out.human(&format!(
+                "alignment: {} refuses O_DIRECT here (EINVAL); the direct modes are skipped",
+                self.plan.fs.kind
+            ))?;
+        }
+        let p = &self.plan;
+        self.out.human(&format!(
+            "plan:      reads: {} x 64 KiB at random distinct offsets of a {} file (seed {}); \
+             writes: {} in 64 KiB chunks, {WRITE_DEPTH} in flight",
+            p.requests,
+            fmt_bytes(p.size),
+            p.seed,
+            fmt_bytes(p.size)
+        ))
+    }
+
+    fn facts(&self, grow_workers: Option<u64>) -> Facts {
+        Facts {
+            driver: self.info.kind,
+            fs: self.plan.fs.kind.clone(),
+            grow_workers,
+        }
+    }
+
+    /// Prints and keeps a mode's record.
+    fn record(&mut self, mode: Mode, m: &Measurement, facts: &Facts) -> Result<()> {
+        let r = Record::new(&self.run, mode, m, facts);
+        self.out.record(&r)?;
+        self.records.push(r);
+        Ok(())
+    }
+
+    /// A direct mode on a file system without O_DIRECT: said, and skipped.
+    fn skip(&self, mode: Mode, bytes: u64) -> Result<()> {
+        self.out.human(&format!(
+            "{:<28}skipped: no O_DIRECT on {}",
+            mode.name(),
+            self.plan.fs.kind
+        ))?;
+        self.pb.inc(bytes);
+        Ok(())
+    }
+
+    /// The read modes, on the data file, which is removed afterwards.
+    fn read_modes(&mut self) -> Result<()> {
+        let path = self.data_path.clone();
+        let files = ReadFiles {
+            std: std::fs::File::open(&path)
+                .with_context(|| format!("opening {}", path.display()))?,
+            direct: if self.direct_ok {
+                Some(
+                    OpenOptions::new()
+                        .read(true)
+                        .direct(true)
+                        .open(&self.engine, &path)
+                        .wait()
+                        .with_context(|| format!("opening {} with O_DIRECT", path.display()))?,
+                )
+            } else {
+                None
+            },
+            buffered: OpenOptions::new()
+                .read(true)
+                .access(Access::Random)
+                .open(&self.engine, &path)
+                .wait()
+                .with_context(|| format!("opening {}", path.display()))?,
+        };
+        self.out.human("")?;
+        self.out.human(&format!(
+            "reads: {} x 64 KiB at scattered offsets, all queued before any completion is taken",
+            self.plan.requests
+        ))?;
+        let facts = self.facts(None);
+        for mode in READ_MODES {
+            self.pb.set_message(mode.name());
+            if mode.is_direct() && !self.direct_ok {
+                self.skip(mode, self.plan.read_bytes())?;
+                continue;
+            }
+            let m = self.read_mode(mode, &files)?;
+            self.record(mode, &m, &facts)?;
+        }
+        drop(files.std);
+        if let Some(f) = files.direct {
+            f.close().wait().context("closing the data file")?;
+        }
+        files
+            .buffered
+            .close()
+            .wait()
+            .context("closing the data file")?;
+        self.cleanup.remove(&path)
+    }
+
+    /// One read mode: the page cache set up as the mode wants, then the
+    /// reads (and, for async-buffered-cold, the same without the fast path).
+    fn read_mode(&mut self, mode: Mode, files: &ReadFiles) -> Result<Measurement> {
+        let Mode::Read(api, kind) = mode else {
+            unreachable!("a read mode")
+        };
+        let cached_before = self.prepare_cache(mode, kind, &files.std)?;
+        let offsets = &self.plan.offsets;
+        let mut m = match api {
+            Api::Async => {
+                let f = match (kind, &files.direct) {
+                    (ReadKind::Direct, Some(direct)) => direct,
+                    _ => &files.buffered,
+                };
+                async_reads(&self.engine, f, offsets, &self.pb)
+            }
+            Api::Sync => sync_reads(
+                &self.data_path,
+                kind == ReadKind::Direct,
+                self.buf_align,
+                offsets,
+                &self.pb,
+            ),
+        }
+        .with_context(|| format!("mode {}", mode.name()))?;
+        m.cached_before = cached_before;
+        if mode == Mode::Read(Api::Async, ReadKind::Cold) {
+            // The fast path tried every read on this thread first: measure
+            // the same reads without it, for the explanation.
+            evict(&files.std)?;
+            let alt = fast_path_off_reads(&self.builder, &self.data_path, offsets, &self.pb)
+                .context("mode async-buffered-cold without the fast path")?;
+            m.fast_path_off = Some((alt.queue, alt.complete, alt.inline));
+        }
+        Ok(m)
+    }
+
+    /// Evicts or warms the file as the mode needs; returns the share of the
+    /// requested pages cached before the mode, noting a failed eviction or
+    /// warm-up.
+    fn prepare_cache(
+        &mut self,
+        mode: Mode,
+        kind: ReadKind,
+        std_file: &std::fs::File,
+    ) -> Result<Option<f64>> {
+        let (size, offsets) = (self.plan.size, &self.plan.offsets);
+        match kind {
+            ReadKind::Direct => Ok(residency(std_file, size).map(|p| cached_share(&p, offsets))),
+            ReadKind::Cold => {
+                evict(std_file)?;
+                let Some(pages) = residency(std_file, size) else {
+                    self.notes.push(format!(
+                        "{}: could not verify the eviction (mincore failed)",
+                        mode.name()
+                    ));
+                    return Ok(None);
+                };
+                let share = cached_share(&pages, offsets);
+                if share > 0.0 {
+                    let why = if self.plan.fs.kind == "tmpfs" {
+                        "tmpfs keeps its files in memory: they cannot be evicted"
+                    } else {
+                        "is the file mapped or in use by another process?"
+                    };
+                    self.notes.push(format!(
+                        "{}: the eviction did not fully work: {} of the requested pages ({} of \
+                         the file) were still in the page cache ({why})",
+                        mode.name(),
+                        pct(share),
+                        pct(whole_share(&pages))
+                    ));
+                }
+                Ok(Some(share))
+            }
+            ReadKind::Cached => {
+                self.pb.set_message(format!("{} (warm-up)", mode.name()));
+                warm(&self.data_path, &self.pb)?;
+                self.pb.set_message(mode.name());
+                let Some(pages) = residency(std_file, size) else {
+                    return Ok(None);
+                };
+                let share = cached_share(&pages, offsets);
+                if share < 1.0 {
+                    self.notes.push(format!(
+                        "{}: only {} of the requested pages stayed in the page cache after \
+                         reading the file (too little free memory for a {} file?)",
+                        mode.name(),
+                        pct(share),
+                        fmt_bytes(size)
+                    ));
+                }
+                Ok(Some(share))
+            }
+        }
+    }
+
+    /// The write modes, each on a new file, removed afterwards.
+    fn write_modes(&mut self) -> Result<()> {
+        let size = self.plan.size;
+        self.out.human("")?;
+        self.out.human(&format!(
+            "writes: {} sequentially in 64 KiB chunks, {WRITE_DEPTH} in flight, to a new file",
+            fmt_bytes(size)
+        ))?;
+        let mut grow_workers: [Option<u64>; 3] = [None; 3];
+        for mode in WRITE_MODES {
+            let Mode::Write(alloc, kind) = mode else {
+                unreachable!("a write mode")
+            };
+            self.pb.set_message(mode.name());
+            if mode.is_direct() && !self.direct_ok {
+                self.skip(mode, size)?;
+                continue;
+            }
+            let m = self.write_mode(mode)?;
+            let k = kind as usize;
+            let facts = self.facts(grow_workers[k]);
+            if alloc == Alloc::Grow {
+                grow_workers[k] = Some(m.kernel_workers);
+            }
+            self.record(mode, &m, &facts)?;
+        }
+        Ok(())
+    }
+
+    /// One write mode: a new file (preallocated or not), written, synced,
+    /// closed and removed.
+    fn write_mode(&self, mode: Mode) -> Result<Measurement> {
+        let Mode::Write(alloc, kind) = mode else {
+            unreachable!("a write mode")
+        };
+        let (size, path) = (self.plan.size, &self.write_path);
+        let file = self.cleanup.create(path, || {
+            self.create(
+                path,
+                kind == WriteKind::Direct,
+                kind == WriteKind::WriteThrough,
+            )
+        })?;
+        if alloc == Alloc::Prealloc {
+            file.allocate(0, size)
+                .wait()
+                .with_context(|| format!("preallocating {} (fallocate)", fmt_bytes(size)))?;
+        }
+        let mut m = async_writes(&self.engine, &file, size, self.plan.seed ^ 0x5eed, &self.pb)
+            .with_context(|| format!("mode {}", mode.name()))?;
+        let t = Instant::now();
+        file.sync_data()
+            .wait()
+            .with_context(|| format!("mode {}: fdatasync", mode.name()))?;
+        m.fsync = Some(t.elapsed());
+        file.close()
+            .wait()
+            .with_context(|| format!("mode {}: closing", mode.name()))?;
+        self.cleanup.remove(path)?;
+        Ok(m)
+    }
+
+    /// The notes and the summary (with --json, the notes on stderr only).
+    fn finish(self, json: bool) -> Result<()> {
+        if json {
+            for n in &self.notes {
+                eprintln!("note: {n}");
+            }
+            return Ok(());
+        }
+        if !self.notes.is_empty() {
+            self.out.line("")?;
+            for n in &self.notes {
+                self.out.line(&format!("note: {n}"))?;
+            }
+        }
+        self.out.line("")?;
+        self.out
+            .line(&summary(&self.records, self.info.kind, &self.plan.fs.kind))?;
+        drop(self.cleanup);
+        Ok(())
+    }
+}
+
+/// The data file, opened for the read modes.
+struct ReadFiles {
+    /// For residency, eviction and nothing else.
+    std: std::fs::File,
+    /// With O_DIRECT, when the file system allows it.
+    direct: Option<File>,
+    /// Buffered, random access.
+    buffered: File,
+}

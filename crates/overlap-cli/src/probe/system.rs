@@ -1,0 +1,247 @@
+//! What the probe needs from the system: its files' cleanup, the file
+//! system's type and free space, page-cache residency and eviction, and a
+//! quiet snapshot of the kernel's io_uring workers.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use indicatif::ProgressBar;
+use overlap::KernelWorkers;
+
+use super::CHUNK;
+
+// ---------------------------------------------------------------------------
+// Cleanup: the probe's files go away on success, error, panic and Ctrl-C.
+// ---------------------------------------------------------------------------
+
+/// Owns the probe's files: removes them when dropped, and on SIGINT, SIGTERM
+/// or SIGHUP (see [`crate::cleanup::install`]).
+pub(super) struct Cleanup;
+
+impl Cleanup {
+    pub(super) fn install() -> Cleanup {
+        crate::cleanup::install("probe", None);
+        Cleanup
+    }
+
+    /// Creates `path` with `create`, recorded for removal. The registry's
+    /// lock is held meanwhile, so that an interruption either sees the file
+    /// registered or stops its creation.
+    pub(super) fn create<T>(&self, path: &Path, create: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut list = crate::cleanup::registry();
+        list.push(path.to_path_buf());
+        create()
+    }
+
+    /// Removes `path` now and forgets it.
+    pub(super) fn remove(&self, path: &Path) -> Result<()> {
+        let mut list = crate::cleanup::registry();
+        let removed =
+            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()));
+        list.retain(|p| p != path);
+        removed
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        crate::cleanup::remove_all();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The file system: free space, type, page-cache residency.
+// ---------------------------------------------------------------------------
+
+/// The file system holding the probe's directory.
+pub(super) struct FsInfo {
+    /// Bytes free to an unprivileged user.
+    pub(super) available: u64,
+    /// Its type (`ext4`, ...).
+    pub(super) kind: String,
+}
+
+/// The file system holding `dir`: its type and free space.
+pub(super) fn fs_info(dir: &Path) -> Result<FsInfo> {
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+        .map_err(|_| anyhow!("{} contains a NUL byte", dir.display()))?;
+    let available =
+        crate::util::free_bytes(&c).with_context(|| format!("statvfs {}", dir.display()))?;
+    // SAFETY: statfs is plain data; all-zero is a valid value.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and `sfs` is a writable statfs.
+    let kind = if unsafe { libc::statfs(c.as_ptr(), &mut sfs) } == 0 {
+        fs_name(sfs.f_type as u64)
+    } else {
+        "unknown".to_string()
+    };
+    Ok(FsInfo { available, kind })
+}
+
+fn fs_name(magic: u64) -> String {
+    match magic {
+        0xEF53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x2FC1_2FC1 => "zfs",
+        0xF2F5_2010 => "f2fs",
+        0xCA45_1A4E => "bcachefs",
+        0x6969 => "nfs",
+        0x794C_7630 => "overlayfs",
+        0x6573_5546 => "fuse",
+        0x0102_1997 => "9p",
+        _ => return format!("file system 0x{magic:x}"),
+    }
+    .to_string()
+}
+
+/// Which pages of the first `len` bytes of `file` are in the page cache
+/// (`mincore` on a read-only mapping that is never touched). `None` when
+/// the kernel will not tell.
+pub(super) fn residency(file: &std::fs::File, len: u64) -> Option<Vec<bool>> {
+    let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+    // SAFETY: sysconf has no memory arguments.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)?;
+    // SAFETY: maps `len` bytes of our own descriptor read-only and shared at
+    // an address the kernel picks; nothing dereferences the mapping, which is
+    // unmapped below before the function returns.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return None;
+    }
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: addr..addr+len is the mapping made above; `vec` has one byte
+    // per page of it, as mincore requires.
+    let r = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    // SAFETY: unmaps exactly the mapping made above.
+    unsafe { libc::munmap(addr, len) };
+    if r != 0 {
+        return None;
+    }
+    Some(vec.into_iter().map(|b| b & 1 != 0).collect())
+}
+
+/// Share of the pages covering `offsets` (64 KiB each) that are cached.
+pub(super) fn cached_share(pages: &[bool], offsets: &[u64]) -> f64 {
+    if pages.is_empty() || offsets.is_empty() {
+        return 0.0;
+    }
+    // SAFETY: sysconf has no memory arguments.
+    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let per_chunk = (CHUNK / page_size).max(1) as usize;
+    let mut hit = 0usize;
+    let mut all = 0usize;
+    for &off in offsets {
+        let first = (off / page_size) as usize;
+        for p in pages.iter().skip(first).take(per_chunk) {
+            all += 1;
+            hit += usize::from(*p);
+        }
+    }
+    if all == 0 {
+        0.0
+    } else {
+        hit as f64 / all as f64
+    }
+}
+
+pub(super) fn whole_share(pages: &[bool]) -> f64 {
+    if pages.is_empty() {
+        return 0.0;
+    }
+    pages.iter().filter(|p| **p).count() as f64 / pages.len() as f64
+}
+
+/// Drops `file` from the page cache: its dirty pages are written first
+/// (fdatasync), then `posix_fadvise(DONTNEED)` over the whole file.
+pub(super) fn evict(file: &std::fs::File) -> Result<()> {
+    file.sync_data().context("fdatasync before eviction")?;
+    crate::util::fadvise(file, libc::POSIX_FADV_DONTNEED)
+        .context("posix_fadvise(DONTNEED) to evict the file from the page cache")
+}
+
+/// Reads the whole file once (buffered) so that it is in the page cache.
+pub(super) fn warm(path: &Path, pb: &ProgressBar) -> Result<()> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .context("reading the file into the page cache")?;
+        if n == 0 {
+            return Ok(());
+        }
+        pb.inc(n as u64);
+    }
+}
+
+pub(super) fn advise_random(file: &std::fs::File) {
+    let _ = crate::util::fadvise(file, libc::POSIX_FADV_RANDOM);
+}
+
+/// Kernel-worker snapshot taken once workers have gone quiet (none used CPU
+/// for 5 ms; at most 250 ms of waiting), so that the tail of the previous
+/// step (opening a file, fallocate, fsync: io_uring always hands those to
+/// workers) is not charged to the next mode.
+pub(super) fn quiet_workers() -> KernelWorkers {
+    let deadline = Instant::now() + Duration::from_millis(250);
+    let mut prev = KernelWorkers::snapshot();
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = KernelWorkers::snapshot();
+        if now.active_since(&prev) == 0 || Instant::now() >= deadline {
+            return now;
+        }
+        prev = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn page_residency_is_measured() {
+        // Next to the test binary, inside cargo's target directory: neither a
+        // tmpfs (which cannot evict) nor the source tree.
+        struct Remove(PathBuf);
+        impl Drop for Remove {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+        let exe = std::env::current_exe().unwrap();
+        let path = exe
+            .parent()
+            .unwrap()
+            .join(format!("overlap-probe-unit-{}", std::process::id()));
+        let _remove = Remove(path.clone());
+        std::fs::write(&path, vec![1u8; 4 * CHUNK as usize]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let pages = residency(&f, 4 * CHUNK).expect("mincore");
+        // Just written: in the page cache.
+        assert!(whole_share(&pages) > 0.99, "{}", whole_share(&pages));
+        assert!(cached_share(&pages, &[0, 2 * CHUNK]) > 0.99);
+        evict(&f).unwrap();
+        let after = residency(&f, 4 * CHUNK).expect("mincore");
+        assert!(whole_share(&after) < whole_share(&pages));
+        assert!(cached_share(&after, &[0, 2 * CHUNK]) < 0.99);
+    }
+}

@@ -1,0 +1,496 @@
+//! Verdicts and their explanations.
+//!
+//! [`verdict`] applies the rules; [`explain`] says why in words. The words
+//! are data: [`TEXTS`] is a table of templates, each with the key it
+//! answers and the conditions under which it applies. A template's
+//! `{name}` is a figure of the measurement (see [`Ctx::figure`]) or, failing
+//! that, another key of the table, filled in the same way.
+
+use overlap::DriverKind;
+
+use super::modes::Measurement;
+use super::plan::{Alloc, Api, Mode, ReadKind, WriteKind};
+
+/// The share (9/10) of requests completing inline, or of the completion
+/// time spent queueing, at or above which the verdict is "sync".
+const SYNC_SHARE: (u128, u128) = (9, 10);
+
+/// `part` is at least [`SYNC_SHARE`] of `whole` (exact integer arithmetic).
+fn most_of(part: u128, whole: u128) -> bool {
+    part * SYNC_SHARE.1 >= whole * SYNC_SHARE.0
+}
+
+/// The three answers to "did it overlap?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// The submitter went on while the kernel did the I/O.
+    Async,
+    /// The work was done before (or while) submission returned: nothing was
+    /// left to overlap with.
+    Sync,
+    /// The submitter went on, but only because the kernel handed the
+    /// operations to its blocking worker threads (`iou-wrk`): the I/O was
+    /// done synchronously, by threads, inside the kernel.
+    KernelWorkers,
+}
+
+impl Verdict {
+    /// The verdict as the JSON and the summary name it.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Async => "async",
+            Verdict::Sync => "sync",
+            Verdict::KernelWorkers => "kernel-workers",
+        }
+    }
+}
+
+/// The verdict rules, applied in this order:
+///
+/// 1. **kernel-workers** if any `iou-wrk` thread appeared or used CPU during
+///    the mode. io_uring first tries every operation without blocking; a
+///    worker runs only when the file system said "would block" (or cannot
+///    say), so one active worker proves that some requests were performed
+///    synchronously by a kernel thread. This outranks the timings, which
+///    look asynchronous from user space in that case.
+/// 2. **sync** if at least 90% of the requests completed inline (already done
+///    when submission returned: the page-cache fast path, or a completion
+///    found in the ring right after the submitting system call), or if
+///    queueing took at least 90% of the time to the last completion: either
+///    way the submitter had (almost) nothing left to overlap with — KB
+///    156932's "asynchronous I/O appears synchronous".
+/// 3. **async** otherwise: requests were queued quickly and completed later,
+///    with no kernel worker involved.
+///
+/// The 90% thresholds leave room for noise (a few requests may hit the
+/// cache, a timer is never exact) while still calling a mostly synchronous
+/// mode what it is.
+pub(super) fn verdict(m: &Measurement) -> Verdict {
+    if m.kernel_workers > 0 {
+        return Verdict::KernelWorkers;
+    }
+    let complete = m.complete.as_nanos();
+    if most_of(m.inline.into(), m.requests.max(1).into())
+        || (complete > 0 && most_of(m.queue.as_nanos(), complete))
+    {
+        return Verdict::Sync;
+    }
+    Verdict::Async
+}
+
+/// A share as a percentage, never rounding a shortfall up to 100%.
+pub(super) fn pct(x: f64) -> String {
+    if x > 0.0 && x < 0.01 {
+        "<1%".into()
+    } else if x > 0.99 && x < 1.0 {
+        // Never round a shortfall up to "100%".
+        format!("{:.1}%", (x * 1000.0).floor() / 10.0)
+    } else {
+        format!("{:.0}%", x * 100.0)
+    }
+}
+
+/// Facts about the run that explanations need.
+pub(super) struct Facts {
+    pub(super) driver: DriverKind,
+    pub(super) fs: String,
+    /// For prealloc modes: the grow mode's kernel workers (same kind).
+    pub(super) grow_workers: Option<u64>,
+}
+
+/// A condition a template of [`TEXTS`] may require.
+#[derive(Debug, Clone, Copy)]
+enum When {
+    // The mode.
+    SyncRead,
+    AsyncRead,
+    Write,
+    Direct,
+    Cold,
+    Cached,
+    Buffered,
+    WriteThrough,
+    Grow,
+    Prealloc,
+    // The verdict.
+    Async,
+    Sync,
+    KernelWorkers,
+    /// The transfers ran on the pool's threads: the pool driver, or a
+    /// buffered mode on aio+pool (only O_DIRECT goes to Linux AIO).
+    Pool,
+    /// The file system is ext4.
+    Ext4,
+    /// More than half of the requested pages were cached before the mode.
+    CachedAnyway,
+    /// Some reads tried the page-cache fast path and missed.
+    FastPathMisses,
+    /// The same reads were measured without the fast path.
+    FastPathOffMeasured,
+    /// Most reads were answered by the fast path.
+    MostHits,
+    /// Most reads tried the fast path and missed.
+    MostMisses,
+    /// Most requests completed inline.
+    MostInline,
+    /// Some completions came back out of submission order.
+    OutOfOrder,
+    /// The grow mode of the same kind needed kernel workers.
+    GrowNeededWorkers,
+}
+
+use When::*;
+
+/// (key, conditions, template): for a key, the first row whose conditions
+/// all hold gives the text.
+#[rustfmt::skip]
+const TEXTS: &[(&str, &[When], &str)] = &[
+    // --- the explanation of one mode ------------------------------------
+    ("explanation", &[SyncRead],
+        "completed synchronously ({sync_why}): the baseline, plain blocking pread one after \
+         another on the calling thread, nothing overlaps"),
+    ("explanation", &[AsyncRead, Async, Pool],
+        "asynchronous by threads: queued in {queue_share} of the completion time, {order}; \
+         {read_what}; the overlap comes from the pool driver's threads doing blocking preads, \
+         not from the kernel"),
+    ("explanation", &[AsyncRead, Async],
+        "truly asynchronous: all {requests} were queued in {queue_share} of the time they took \
+         to complete and {order}; {read_what}"),
+    ("explanation", &[AsyncRead, Sync], "completed synchronously ({read_sync_why})"),
+    ("explanation", &[AsyncRead, KernelWorkers],
+        "{workers}: the file system could not start these reads without blocking, so kernel \
+         threads performed them synchronously"),
+    ("explanation", &[Write], "{write_head}{write_tail}"),
+    // --- the synchronous baseline ----------------------------------------
+    ("sync_why", &[Direct], "each read went to the device (O_DIRECT)"),
+    ("sync_why", &[Cold, CachedAnyway],
+        "page cache: the eviction did not work, so each read was a memory copy"),
+    ("sync_why", &[Cold], "each read waited for the disk (file not in the page cache)"),
+    ("sync_why", &[Cached], "page cache: each read was a memory copy"),
+    // --- async reads -----------------------------------------------------
+    ("order", &[OutOfOrder], "{out_of_order} completed out of submission order"),
+    ("order", &[], "they completed in submission order"),
+    ("read_what", &[Direct], "O_DIRECT reads bypass the page cache"),
+    ("read_what", &[Cold, FastPathMisses],
+        "the file was evicted ({cached} of the requested pages cached), so the reads went to \
+         the disk; {misses} reads tried the page cache on the calling thread first (preadv2 \
+         RWF_NOWAIT) and missed, and on a miss the kernel starts the disk read right there, \
+         which is what queueing cost; after that streak of misses the engine sent {skipped} \
+         reads straight to {fast_path_target}{fast_path_off}"),
+    ("read_what", &[Cold],
+        "the file was evicted ({cached} of the requested pages cached), so the reads went to \
+         the disk"),
+    ("read_what", &[Cached], "only {hits} of {requests} were answered from the page cache"),
+    ("fast_path_target", &[Pool], "the thread pool"),
+    ("fast_path_target", &[], "the ring"),
+    ("fast_path_off", &[FastPathOffMeasured],
+        "; without the fast path (EngineBuilder::cache_fast_path(false)) the same reads were \
+         queued in {off_queue_s} s and completed in {off_complete_s} s, {off_inline} inline"),
+    ("fast_path_off", &[], ""),
+    ("read_sync_why", &[MostHits],
+        "page cache: {hits} of {requests} were answered from memory by preadv2(RWF_NOWAIT) on \
+         the calling thread, as fast as a plain pread, so there was nothing to overlap"),
+    ("read_sync_why", &[Cold, MostMisses],
+        "page-cache misses: each read first tried the page cache on the calling thread \
+         (preadv2 RWF_NOWAIT); on a miss the kernel starts the disk read right there, on the \
+         calling thread, and may wait for the device, so queueing took {queue_share} of the \
+         time to the last completion and {inline} of {requests} reads were already done when \
+         the ring got them{fast_path_off}"),
+    ("read_sync_why", &[Cached],
+        "page cache: {hits} of {requests} were answered from memory by preadv2(RWF_NOWAIT) on \
+         the calling thread and {inline_beyond_hits} more completed as soon as the ring saw \
+         them; {cached} of the requested pages were cached"),
+    ("read_sync_why", &[Cold],
+        "{inline} of {requests} inline, queueing took {queue_share} of the completion time; \
+         {cached} of the requested pages were cached after the eviction"),
+    ("read_sync_why", &[],
+        "{inline} of {requests} inline, queueing took {queue_share} of the completion time"),
+    // --- writes ------------------------------------------------------------
+    ("write_tail", &[Buffered],
+        "; a buffered write completes once it is copied into RAM: not durable until fsync (the \
+         final fsync took {fsync})"),
+    ("write_tail", &[WriteThrough],
+        "; write-through (O_DSYNC): each write completed only once durable (the final fsync \
+         took {fsync})"),
+    ("write_tail", &[], ""),
+    ("write_head", &[KernelWorkers, Grow, Direct],
+        "{workers}: the file grew with each write, and extending a file takes an exclusive \
+         lock and a metadata update that {fs_or_the_fs} will not do without blocking; fix: \
+         preallocate (File::allocate)"),
+    ("write_head", &[KernelWorkers, Prealloc, Direct],
+        "{workers} although the space was preallocated (fallocate): {fs} could not write into \
+         the preallocated (unwritten) extents without blocking{ext4_unaligned}; a zero-filled \
+         preallocation (writing the file once) leaves no unwritten extents"),
+    ("write_head", &[KernelWorkers], "{workers}: {buffered_why}{prealloc_note}"),
+    ("write_head", &[Sync, MostInline, Direct],
+        "completed synchronously ({inline} of {requests} writes were done while they were \
+         being submitted)"),
+    ("write_head", &[Sync, MostInline],
+        "completed synchronously ({inline} of {requests} writes were done while they were \
+         being submitted (page cache: memory copies))"),
+    ("write_head", &[Sync],
+        "completed synchronously (queueing took {queue_share} of the time to the last \
+         completion: the writes finished about as fast as they could be submitted, leaving \
+         nothing to overlap)"),
+    ("write_head", &[Async, Pool],
+        "asynchronous by threads{async_write_why}; the overlap comes from the pool driver's \
+         threads doing blocking pwrites, not from the kernel"),
+    ("write_head", &[Async], "truly asynchronous{async_write_why}"),
+    ("fs_or_the_fs", &[Ext4], "ext4"),
+    ("fs_or_the_fs", &[], "the file system"),
+    ("ext4_unaligned", &[Ext4],
+        " (ext4 does so when a buffer is not aligned to the file-system block)"),
+    ("ext4_unaligned", &[], ""),
+    ("buffered_why", &[Ext4],
+        "ext4 offers io_uring no non-blocking buffered writes (it does not set \
+         FMODE_BUF_WASYNC), so io_uring hands every buffered write to a worker thread without \
+         trying it inline"),
+    ("buffered_why", &[],
+        "the file system could not perform these buffered writes without blocking, so \
+         io_uring handed them to worker threads"),
+    ("prealloc_note", &[Prealloc, GrowNeededWorkers],
+        "; preallocating did not help (the growing file needed workers too)"),
+    ("prealloc_note", &[], ""),
+    ("async_write_why", &[Prealloc, Direct],
+        ": the space was preallocated, so no write had to grow the file"),
+    ("async_write_why", &[Grow, Direct], " even though the file grew"),
+    ("async_write_why", &[], ""),
+];
+
+/// Everything a template may refer to.
+struct Ctx<'a> {
+    mode: Mode,
+    v: Verdict,
+    m: &'a Measurement,
+    facts: &'a Facts,
+}
+
+impl Ctx<'_> {
+    fn holds(&self, w: When) -> bool {
+        let m = self.m;
+        match w {
+            SyncRead => matches!(self.mode, Mode::Read(Api::Sync, _)),
+            AsyncRead => matches!(self.mode, Mode::Read(Api::Async, _)),
+            Write => matches!(self.mode, Mode::Write(..)),
+            Direct => self.mode.is_direct(),
+            Cold => matches!(self.mode, Mode::Read(_, ReadKind::Cold)),
+            Cached => matches!(self.mode, Mode::Read(_, ReadKind::Cached)),
+            Buffered => matches!(self.mode, Mode::Write(_, WriteKind::Buffered)),
+            WriteThrough => matches!(self.mode, Mode::Write(_, WriteKind::WriteThrough)),
+            Grow => matches!(self.mode, Mode::Write(Alloc::Grow, _)),
+            Prealloc => matches!(self.mode, Mode::Write(Alloc::Prealloc, _)),
+            Async => self.v == Verdict::Async,
+            Sync => self.v == Verdict::Sync,
+            KernelWorkers => self.v == Verdict::KernelWorkers,
+            Pool => {
+                self.facts.driver == DriverKind::Pool
+                    || (self.facts.driver == DriverKind::Aio && !self.mode.is_direct())
+            }
+            Ext4 => self.facts.fs == "ext4",
+            CachedAnyway => m.cached_before.is_some_and(|c| c > 0.5),
+            FastPathMisses => m.fast_path_misses > 0,
+            FastPathOffMeasured => m.fast_path_off.is_some(),
+            MostHits => most_of(m.fast_path_hits.into(), m.requests.into()),
+            MostMisses => most_of(m.fast_path_misses.into(), m.requests.into()),
+            MostInline => most_of(m.inline.into(), m.requests.max(1).into()),
+            OutOfOrder => m.out_of_order > 0,
+            GrowNeededWorkers => self.facts.grow_workers.is_some_and(|g| g > 0),
+        }
+    }
+
+    /// The figure named `name`, if it is one.
+    fn figure(&self, name: &str) -> Option<String> {
+        let m = self.m;
+        let secs = |d: std::time::Duration| format!("{:.3}", d.as_secs_f64());
+        Some(match name {
+            "requests" => m.requests.to_string(),
+            "inline" => m.inline.to_string(),
+            "inline_beyond_hits" => m.inline.saturating_sub(m.fast_path_hits).to_string(),
+            "out_of_order" => m.out_of_order.to_string(),
+            "hits" => m.fast_path_hits.to_string(),
+            "misses" => m.fast_path_misses.to_string(),
+            "skipped" => m.fast_path_skipped.to_string(),
+            "queue_share" => pct(if m.complete.as_secs_f64() > 0.0 {
+                m.queue.as_secs_f64() / m.complete.as_secs_f64()
+            } else {
+                1.0
+            }),
+            "cached" => m
+                .cached_before
+                .map(pct)
+                .unwrap_or_else(|| "an unknown share".into()),
+            "fsync" => m
+                .fsync
+                .map(|d| format!("{} s", secs(d)))
+                .unwrap_or_else(|| "?".into()),
+            "off_queue_s" => secs(m.fast_path_off?.0),
+            "off_complete_s" => secs(m.fast_path_off?.1),
+            "off_inline" => m.fast_path_off?.2.to_string(),
+            "workers" => format!(
+                "handed to kernel workers ({} iou-wrk thread{})",
+                m.kernel_workers,
+                if m.kernel_workers == 1 { "" } else { "s" }
+            ),
+            "fs" => self.facts.fs.clone(),
+            _ => return None,
+        })
+    }
+
+    /// The text for `key`: the first row of [`TEXTS`] that applies, filled.
+    fn text(&self, key: &str) -> String {
+        let row = TEXTS
+            .iter()
+            .find(|(k, when, _)| *k == key && when.iter().all(|&w| self.holds(w)));
+        match row {
+            Some((_, _, template)) => self.fill(template),
+            None => {
+                debug_assert!(false, "no text for {key:?} in {:?}/{:?}", self.mode, self.v);
+                String::new()
+            }
+        }
+    }
+
+    /// `template` with each `{name}` replaced by its figure or text.
+    fn fill(&self, template: &str) -> String {
+        let mut out = String::with_capacity(template.len() * 2);
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else {
+                debug_assert!(false, "unclosed placeholder in {template:?}");
+                out.push_str(&rest[open..]);
+                return out;
+            };
+            let name = &after[..close];
+            out.push_str(&self.figure(name).unwrap_or_else(|| self.text(name)));
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// Why mode `mode` got verdict `v`, in words.
+pub(super) fn explain(mode: Mode, v: Verdict, m: &Measurement, facts: &Facts) -> String {
+    Ctx { mode, v, m, facts }.text("explanation")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::probe::plan::{READ_MODES, WRITE_MODES};
+
+    #[test]
+    fn a_shortfall_is_never_rounded_to_100_percent() {
+        assert_eq!(pct(0.996), "99.6%");
+        assert_eq!(pct(0.9999), "99.9%");
+        assert_eq!(pct(1.0), "100%");
+        assert_eq!(pct(0.5), "50%");
+        assert_eq!(pct(0.001), "<1%");
+    }
+
+    fn m(requests: u64, queue_ms: u64, complete_ms: u64, inline: u64, workers: u64) -> Measurement {
+        Measurement {
+            requests,
+            queue: Duration::from_millis(queue_ms),
+            complete: Duration::from_millis(complete_ms),
+            inline,
+            kernel_workers: workers,
+            ..Measurement::default()
+        }
+    }
+
+    #[test]
+    fn verdict_rules() {
+        // Kernel workers outrank timings that look asynchronous.
+        assert_eq!(verdict(&m(500, 1, 100, 0, 3)), Verdict::KernelWorkers);
+        assert_eq!(verdict(&m(500, 100, 100, 500, 1)), Verdict::KernelWorkers);
+        // 90% inline, or queueing 90% of the completion time: synchronous.
+        assert_eq!(verdict(&m(500, 1, 100, 450, 0)), Verdict::Sync);
+        assert_eq!(verdict(&m(500, 1, 100, 449, 0)), Verdict::Async);
+        assert_eq!(verdict(&m(500, 90, 100, 0, 0)), Verdict::Sync);
+        assert_eq!(verdict(&m(500, 89, 100, 0, 0)), Verdict::Async);
+        assert_eq!(verdict(&m(500, 4, 180, 0, 0)), Verdict::Async);
+    }
+
+    /// Measurements that reach every row of the table.
+    fn variety() -> Vec<Measurement> {
+        let mut all = Vec::new();
+        for (hits, misses, inline) in [(0, 0, 0), (500, 0, 500), (0, 500, 480), (100, 10, 120)] {
+            for cached_before in [None, Some(0.0), Some(0.8)] {
+                for out_of_order in [0, 7] {
+                    for workers in [0, 1, 3] {
+                        let mut x = m(500, 20, 100, inline, workers);
+                        x.fast_path_hits = hits;
+                        x.fast_path_misses = misses;
+                        x.fast_path_skipped = misses / 2;
+                        x.cached_before = cached_before;
+                        x.out_of_order = out_of_order;
+                        x.fsync = (workers == 1).then(|| Duration::from_millis(12));
+                        x.fast_path_off = (hits == 0)
+                            .then(|| (Duration::from_millis(5), Duration::from_millis(50), 2));
+                        all.push(x);
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_mode_and_verdict_has_a_complete_explanation() {
+        let verdicts = [Verdict::Async, Verdict::Sync, Verdict::KernelWorkers];
+        let drivers = [DriverKind::Uring, DriverKind::Aio, DriverKind::Pool];
+        for mode in READ_MODES.into_iter().chain(WRITE_MODES) {
+            for v in verdicts {
+                for driver in drivers {
+                    for fs in ["ext4", "xfs"] {
+                        for grow_workers in [None, Some(0), Some(2)] {
+                            let facts = Facts {
+                                driver,
+                                fs: fs.into(),
+                                grow_workers,
+                            };
+                            for x in variety() {
+                                let e = explain(mode, v, &x, &facts);
+                                assert!(!e.is_empty(), "{mode:?} {v:?}");
+                                assert!(!e.contains(['{', '}']), "unfilled: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_placeholder_is_a_figure_or_a_key() {
+        let x = m(1, 1, 1, 1, 1);
+        let facts = Facts {
+            driver: DriverKind::Uring,
+            fs: "ext4".into(),
+            grow_workers: None,
+        };
+        let cx = Ctx {
+            mode: READ_MODES[0],
+            v: Verdict::Async,
+            m: &x,
+            facts: &facts,
+        };
+        for (_, _, t) in TEXTS {
+            let mut rest = *t;
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..].find('}').expect("closed") + open;
+                let name = &rest[open + 1..close];
+                let known = matches!(name, "off_queue_s" | "off_complete_s" | "off_inline")
+                    || cx.figure(name).is_some()
+                    || TEXTS.iter().any(|(k, _, _)| *k == name);
+                assert!(known, "{{{name}}} in {t:?} is neither a figure nor a key");
+                rest = &rest[close + 1..];
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The engine's integration tests: one binary, one module per subject.
+//!
+//! soundness.rs is a binary of its own: it installs a `#[global_allocator]`.
+//! Tests that need a process of their own (an environment variable, a
+//! seccomp filter, counting process-wide threads, fork) run this binary
+//! again for one test (`common::run_child`).
+
+#[macro_use]
+mod common;
+
+mod aio;
+mod backpressure;
+mod cancel;
+mod driver_choice;
+mod errors;
+mod ops;
+mod paths;
+mod port;
+mod runtimes;
+mod stats;
+mod taskrun;
+mod thread_exit;
+mod waiting;
