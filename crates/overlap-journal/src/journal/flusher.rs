@@ -12,7 +12,9 @@ use overlap::{block_on, AlignedBuf};
 
 use super::prealloc::*;
 use super::shared::*;
-use crate::format::{align_down, align_up, seal_record, RECORD_ALIGN, RECORD_HEADER};
+use crate::format::{
+    align_down, align_up, clean_end, seal_record, CLEAN_END_MAX, RECORD_ALIGN, RECORD_HEADER,
+};
 use crate::stats::Counters;
 use crate::storage::WriteFuture;
 
@@ -42,6 +44,13 @@ pub(super) struct Flusher {
     /// The durable point last written to the checkpoint, and when.
     pub(super) ckpt_durable: u64,
     pub(super) ckpt_at: Instant,
+    /// Records counted so far: taken from the ring, handed to the storage
+    /// in writes that end on a record boundary, written, durable (for the
+    /// batch-size statistics).
+    pub(super) n_collected: u64,
+    pub(super) n_submitted: u64,
+    pub(super) n_written: u64,
+    pub(super) n_durable: u64,
 }
 
 pub(super) struct InFlight {
@@ -55,6 +64,9 @@ pub(super) struct InFlight {
     /// Whether `piece_end` is a record boundary (else the piece stopped at
     /// a segment's end inside a record).
     pub(super) boundary: bool,
+    /// Records taken from the ring up to `piece_end` (counting from the
+    /// open), when `boundary`.
+    pub(super) n_end: u64,
     pub(super) started: Instant,
 }
 
@@ -120,7 +132,9 @@ impl Flusher {
             return false;
         };
         let sh = &*self.sh;
-        let room = stage.capacity() as u64 - self.bs;
+        // Room for a block moved to the next stage, and for the zeros a
+        // write into a recycled segment appends.
+        let room = stage.capacity() as u64 - 2 * self.bs - CLEAN_END_MAX;
         let mut p = self.filled;
         while let Some(total) = sh.ring.committed(p) {
             let span = align_up(total as u64, RECORD_ALIGN);
@@ -163,6 +177,7 @@ impl Flusher {
             q += span as u64;
         }
         self.stage_len = off + len;
+        self.n_collected += n;
         let st = &sh.stats;
         Counters::add(&st.appends, n);
         Counters::add(&st.payload_bytes, payload);
@@ -206,13 +221,15 @@ impl Flusher {
         self.dirty.insert(inf.seq);
         if inf.boundary {
             sh.written.store(inf.piece_end, SeqCst);
+            self.n_written = inf.n_end;
             let dsync = sh.storage.writes_are_durable();
             if dsync {
                 self.dirty.clear();
                 sh.durable.store(inf.piece_end, SeqCst);
             }
-            sh.wake_waiters(false);
+            let woken = sh.wake_waiters(false);
             if dsync {
+                self.count_group_commit(woken);
                 self.record_durable(false)?;
             }
         }
@@ -238,14 +255,33 @@ impl Flusher {
         let cap = cur.capacity();
         let _ = cur.set_len(cap);
         let _ = next.set_len(cap);
-        if piece_end == end {
+        let recycled = self.prealloc.ensure(seq)?;
+        let boundary = piece_end == end;
+        // In a recycled segment the space after the end holds old bytes:
+        // write zeros up to where the reader needs them to see a clean end
+        // (the next write overwrites them; never more than one write is in
+        // flight, so the two never race).
+        let wlen = if recycled && boundary {
+            let room = geo.segment_start(seq + 1) - self.stage_pos;
+            align_up(clean_end(piece_end) - self.stage_pos, self.bs).min(room) as usize
+        } else {
+            wlen
+        };
+        debug_assert!(wlen <= cap, "the stage keeps room for the zeros");
+        if boundary {
             cur[self.stage_len..wlen].fill(0);
         }
         let keep_from = align_down(piece_end, self.bs);
         let shift = (keep_from - self.stage_pos) as usize;
         next[..self.stage_len - shift].copy_from_slice(&cur[shift..self.stage_len]);
-        self.prealloc.ensure(seq)?;
         let _ = cur.set_len(wlen);
+        if boundary {
+            let n = self.n_collected - self.n_submitted;
+            self.n_submitted = self.n_collected;
+            self.sh.stats.with(|h| {
+                let _ = h.write_records.record(n);
+            });
+        }
         let mut fut = self
             .sh
             .storage
@@ -260,7 +296,8 @@ impl Flusher {
             done,
             seq,
             piece_end,
-            boundary: piece_end == end,
+            boundary,
+            n_end: self.n_collected,
             started: Instant::now(),
         });
         self.stage = Some(next);
@@ -295,8 +332,26 @@ impl Flusher {
             self.dirty.clear();
         }
         sh.durable.store(written, SeqCst);
-        sh.wake_waiters(false);
+        let woken = sh.wake_waiters(false);
+        self.count_group_commit(woken);
         self.record_durable(closing)
+    }
+
+    /// Counts a group commit: the durable watermark just moved to the
+    /// written one, covering the records written since the last one and
+    /// waking `woken` waiters for `Durable`.
+    fn count_group_commit(&mut self, woken: u64) {
+        let n = self.n_written - self.n_durable;
+        self.n_durable = self.n_written;
+        if n == 0 {
+            return;
+        }
+        self.sh.stats.with(|h| {
+            let _ = h.sync_records.record(n);
+            // Once per record: the batch size its commit saw.
+            let _ = h.commit_batch_records.record_n(n, n);
+            let _ = h.sync_waiters.record(woken);
+        });
     }
 
     /// Records the durable watermark in the checkpoint: a lower bound even
@@ -313,8 +368,12 @@ impl Flusher {
             return Ok(());
         }
         let closing = self.sh.reserve.load(SeqCst) & CLOSED != 0;
-        self.sh
-            .write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), closing)?;
+        let update = |c: &mut crate::format::Checkpoint| c.durable_lsn = c.durable_lsn.max(durable);
+        if force || closing {
+            self.sh.write_checkpoint(update, closing)?;
+        } else if !self.sh.try_write_checkpoint(update)? {
+            return Ok(()); // a truncation is writing it: next time
+        }
         self.ckpt_durable = durable;
         self.ckpt_at = Instant::now();
         Ok(())

@@ -1,10 +1,12 @@
 //! The preallocator: creates segment files ahead of need on its own
 //! thread.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::sync::Mutex;
 
 use super::shared::*;
+use crate::format::CLEAN_END_MAX;
 use crate::stats::Counters;
 
 /// Creates (preallocates) segment files ahead of need on its own thread,
@@ -22,6 +24,9 @@ pub(super) struct PreallocState {
     pub(super) created: u64,
     pub(super) error: Option<io::Error>,
     pub(super) stop: bool,
+    /// Segments made from recycled files (not yet written past): their
+    /// space holds old bytes, so the flusher zeroes after what it writes.
+    pub(super) recycled: BTreeSet<u64>,
 }
 
 impl Prealloc {
@@ -42,14 +47,30 @@ impl Prealloc {
             }
             let seq = st.created + 1;
             drop(st);
-            let res =
-                sh.storage
-                    .create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq));
+            let header = geo.encode_segment_header(seq);
+            // A retired file first: its space was written before, so
+            // O_DSYNC writes into it need no extent conversion (no
+            // file-system journal commit per write).
+            let res = sh
+                .storage
+                .reuse_segment(seq, &header, geo.header_size + CLEAN_END_MAX)
+                .and_then(|reused| {
+                    if !reused {
+                        sh.storage
+                            .create_segment(seq, geo.segment_size, &header)?;
+                    }
+                    Ok(reused)
+                });
             st = self.lock();
             match res {
-                Ok(()) => {
+                Ok(reused) => {
                     st.created = seq;
-                    Counters::add(&sh.stats.segments_created, 1);
+                    if reused {
+                        st.recycled.insert(seq);
+                        Counters::add(&sh.stats.segments_recycled, 1);
+                    } else {
+                        Counters::add(&sh.stats.segments_created, 1);
+                    }
                 }
                 Err(e) => st.error = Some(e),
             }
@@ -70,8 +91,9 @@ impl Prealloc {
         self.want(&mut self.lock(), seq);
     }
 
-    /// Waits until segment `seq` exists.
-    pub(super) fn ensure(&self, seq: u64) -> io::Result<()> {
+    /// Waits until segment `seq` exists; says whether it was made from a
+    /// recycled file.
+    pub(super) fn ensure(&self, seq: u64) -> io::Result<bool> {
         let mut st = self.lock();
         self.want(&mut st, seq);
         while st.created < seq {
@@ -83,7 +105,11 @@ impl Prealloc {
             }
             st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        Ok(())
+        // Segments the log has left behind are no longer asked about.
+        while st.recycled.first().is_some_and(|&s| s < seq) {
+            st.recycled.pop_first();
+        }
+        Ok(st.recycled.contains(&seq))
     }
 
     pub(super) fn stop(&self) {

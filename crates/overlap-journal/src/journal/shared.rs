@@ -28,7 +28,6 @@ pub(super) struct Waiter {
 
 pub(super) struct Meta {
     pub(super) checkpoint: Checkpoint,
-    pub(super) first_seq: u64,
 }
 
 pub(super) struct Shared {
@@ -44,6 +43,8 @@ pub(super) struct Shared {
     /// Length limit when reading back (records of earlier opens may be
     /// larger than this open allows).
     pub(super) read_limit: usize,
+    /// How many retired segment files to keep for reuse.
+    pub(super) recycle_segments: usize,
     pub(super) failure: OnceLock<Arc<io::Error>>,
     pub(super) space: Mutex<Vec<Waker>>,
     pub(super) space_waiting: AtomicUsize,
@@ -54,6 +55,10 @@ pub(super) struct Shared {
     pub(super) storage: Arc<dyn Storage>,
     pub(super) geo: Geometry,
     pub(super) meta: Mutex<Meta>,
+    /// The first segment not retired; its lock also serializes
+    /// truncations (held while files are renamed or removed, which the
+    /// flusher never waits for).
+    pub(super) first_seq: Mutex<u64>,
 }
 
 impl Shared {
@@ -183,9 +188,11 @@ impl Shared {
         }
     }
 
-    pub(super) fn wake_waiters(&self, all: bool) {
+    /// Wakes the waiters whose level's watermark passed their LSN (every
+    /// one when `all`); returns how many of them waited for `Durable`.
+    pub(super) fn wake_waiters(&self, all: bool) -> u64 {
         if self.waiting.load(SeqCst) == 0 {
-            return;
+            return 0;
         }
         let marks = [
             self.accepted.load(SeqCst),
@@ -193,12 +200,14 @@ impl Shared {
             self.durable.load(SeqCst),
         ];
         let mut ready = Vec::new();
+        let mut durable = 0;
         {
             let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
             let mut i = 0;
             while i < w.len() {
                 let mark = marks[w[i].level as usize];
                 if all || mark > w[i].lsn {
+                    durable += (w[i].level == Level::Durable) as u64;
                     ready.push(w.swap_remove(i).waker);
                 } else {
                     i += 1;
@@ -209,6 +218,7 @@ impl Shared {
         for w in ready {
             w.wake();
         }
+        durable
     }
 
     pub(super) fn wake_space(&self) {
@@ -237,7 +247,33 @@ impl Shared {
         f: impl FnOnce(&mut Checkpoint),
         sync: bool,
     ) -> io::Result<()> {
-        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        self.write_checkpoint_locked(meta, f, sync)
+    }
+
+    /// As [`write_checkpoint`](Self::write_checkpoint), but gives up
+    /// (returning `Ok(false)`) instead of waiting while another thread
+    /// writes the checkpoint (a truncation syncing it): the flusher's
+    /// periodic update may lag, it must never stall group commits.
+    pub(super) fn try_write_checkpoint(
+        &self,
+        f: impl FnOnce(&mut Checkpoint),
+    ) -> io::Result<bool> {
+        let meta = match self.meta.try_lock() {
+            Ok(m) => m,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+        };
+        self.write_checkpoint_locked(meta, f, false)?;
+        Ok(true)
+    }
+
+    fn write_checkpoint_locked(
+        &self,
+        mut meta: std::sync::MutexGuard<'_, Meta>,
+        f: impl FnOnce(&mut Checkpoint),
+        sync: bool,
+    ) -> io::Result<()> {
         let mut c = meta.checkpoint;
         f(&mut c);
         c.generation += 1;
