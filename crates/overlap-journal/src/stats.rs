@@ -64,6 +64,10 @@ pub struct JournalStats {
     pub commit_batch_records: Summary,
     /// Waiters for `Durable` woken per group commit.
     pub sync_waiters: Summary,
+    /// Times a thread blocked in `wait_blocking` woke without its wait
+    /// being decided (the watermark moved, but not past its record), and
+    /// slept again.
+    pub spurious_wakeups: u64,
     /// Write latency in microseconds.
     pub write_latency_us: Summary,
     /// Syncs (group commits).
@@ -126,6 +130,7 @@ pub(crate) struct Counters {
     pub segments_created: AtomicU64,
     pub segments_retired: AtomicU64,
     pub segments_recycled: AtomicU64,
+    pub spurious_wakeups: AtomicU64,
     pub hists: Mutex<Option<Hists>>,
 }
 
@@ -178,6 +183,7 @@ impl Counters {
             segments_created: self.segments_created.load(Relaxed),
             segments_retired: self.segments_retired.load(Relaxed),
             segments_recycled: self.segments_recycled.load(Relaxed),
+            spurious_wakeups: self.spurious_wakeups.load(Relaxed),
             ..JournalStats::default()
         };
         self.with(|h| {

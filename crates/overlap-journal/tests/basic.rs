@@ -350,3 +350,22 @@ fn batch_sizes_are_counted_dsync() {
 fn batch_sizes_are_counted_fdatasync() {
     batch_sizes_are_counted(SyncMethod::Fdatasync);
 }
+
+/// A thread blocked for `Durable` is woken once per commit, by the group
+/// commit that covers its record: one committer alone never wakes in
+/// vain, and each group commit wakes exactly it.
+#[test]
+fn a_blocked_committer_is_woken_once() {
+    for sync in [SyncMethod::Auto, SyncMethod::Fdatasync] {
+        let d = dir(&format!("woken-once-{sync:?}"));
+        let j = Journal::open(&d, opts().sync(sync)).unwrap();
+        for i in 0..200u32 {
+            let lsn = j.append(&i.to_le_bytes()).unwrap();
+            j.wait_blocking(lsn, Level::Durable).unwrap();
+        }
+        let s = j.stats();
+        assert_eq!(s.spurious_wakeups, 0, "{sync:?}: {s:?}");
+        assert_eq!(s.sync_records.count, 200, "{sync:?}: {s:?}");
+        assert!(s.sync_waiters.max <= 1, "{sync:?}: {s:?}");
+    }
+}

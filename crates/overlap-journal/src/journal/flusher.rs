@@ -51,6 +51,8 @@ pub(super) struct Flusher {
     pub(super) n_submitted: u64,
     pub(super) n_written: u64,
     pub(super) n_durable: u64,
+    /// Records the last group commit covered.
+    pub(super) last_commit_records: u64,
 }
 
 pub(super) struct InFlight {
@@ -212,7 +214,7 @@ impl Flusher {
         };
         self.spare = Some(buf);
         res?;
-        let sh = &*self.sh;
+        let sh = self.sh.clone();
         let us = inf.started.elapsed().as_micros() as u64;
         Counters::add(&sh.stats.writes, 1);
         sh.stats.with(|h| {
@@ -225,11 +227,12 @@ impl Flusher {
             let dsync = sh.storage.writes_are_durable();
             if dsync {
                 self.dirty.clear();
+                self.count_group_commit();
                 sh.durable.store(inf.piece_end, SeqCst);
             }
-            let woken = sh.wake_waiters(false);
+            let woken = sh.ring_bells(dsync) + sh.wake_waiters(false);
             if dsync {
-                self.count_group_commit(woken);
+                self.count_woken(woken);
                 self.record_durable(false)?;
             }
         }
@@ -312,7 +315,7 @@ impl Flusher {
     /// Syncs what is written when a waiter asked for `Durable` (or when
     /// closing). A failed sync is never retried: the caller poisons.
     pub(super) fn sync_if_requested(&mut self, closing: bool) -> io::Result<()> {
-        let sh = &*self.sh;
+        let sh = self.sh.clone();
         let written = sh.written.load(SeqCst);
         let durable = sh.durable.load(SeqCst);
         let wanted = closing || sh.durable_request.load(SeqCst) > durable;
@@ -331,18 +334,20 @@ impl Flusher {
             });
             self.dirty.clear();
         }
+        self.count_group_commit();
         sh.durable.store(written, SeqCst);
-        let woken = sh.wake_waiters(false);
-        self.count_group_commit(woken);
+        let woken = sh.ring_bells(true) + sh.wake_waiters(false);
+        self.count_woken(woken);
         self.record_durable(closing)
     }
 
-    /// Counts a group commit: the durable watermark just moved to the
-    /// written one, covering the records written since the last one and
-    /// waking `woken` waiters for `Durable`.
-    fn count_group_commit(&mut self, woken: u64) {
+    /// Counts a group commit: the durable watermark is about to move to
+    /// the written one, covering the records written since the last one
+    /// (counted before the waiters are woken, so that they see it).
+    fn count_group_commit(&mut self) {
         let n = self.n_written - self.n_durable;
         self.n_durable = self.n_written;
+        self.last_commit_records = n;
         if n == 0 {
             return;
         }
@@ -350,8 +355,16 @@ impl Flusher {
             let _ = h.sync_records.record(n);
             // Once per record: the batch size its commit saw.
             let _ = h.commit_batch_records.record_n(n, n);
-            let _ = h.sync_waiters.record(woken);
         });
+    }
+
+    /// Counts the `Durable` waiters the last group commit woke.
+    fn count_woken(&mut self, woken: u64) {
+        if self.last_commit_records > 0 {
+            self.sh.stats.with(|h| {
+                let _ = h.sync_waiters.record(woken);
+            });
+        }
     }
 
     /// Records the durable watermark in the checkpoint: a lower bound even
