@@ -250,8 +250,7 @@ use std::sync::Arc;
 pub use error::{Damage, Error, Result};
 pub use journal::{
     Journal, Level, Lsn, Options, Record, RecordIter, Wait, DEFAULT_BUFFER_BYTES,
-    DEFAULT_RECYCLE_SEGMENTS,
-    DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
+    DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use stats::{JournalStats, Summary};

@@ -696,12 +696,7 @@ impl Storage for FsStorage {
     }
 
     fn reuse_segment(&self, seq: u64, header: &[u8], zero_to: u64) -> io::Result<bool> {
-        let Some(from) = self
-            .free
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-        else {
+        let Some(from) = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
             return Ok(false);
         };
         let path = self.dir.join(seg_name(seq));

@@ -322,12 +322,21 @@ fn batch_sizes_are_counted(sync: SyncMethod) {
     // Every record became durable in exactly one group commit.
     assert_eq!(s.commit_batch_records.count, total, "{s:?}");
     assert!(s.sync_records.count >= 1 && s.sync_records.count <= total);
-    assert!(s.sync_records.max >= 1 && s.sync_records.max <= threads, "{s:?}");
+    assert!(
+        s.sync_records.max >= 1 && s.sync_records.max <= threads,
+        "{s:?}"
+    );
     assert!(s.commit_batch_records.max <= threads, "{s:?}");
     assert!(s.commit_batch_records.p50 >= s.sync_records.p50.min(1));
     // Each commit wakes at least one waiter and at most all of them.
-    assert!(s.sync_waiters.max >= 1 && s.sync_waiters.max <= threads, "{s:?}");
-    assert!(s.write_records.count >= 1 && s.write_records.max <= threads, "{s:?}");
+    assert!(
+        s.sync_waiters.max >= 1 && s.sync_waiters.max <= threads,
+        "{s:?}"
+    );
+    assert!(
+        s.write_records.count >= 1 && s.write_records.max <= threads,
+        "{s:?}"
+    );
     if sync == SyncMethod::Fdatasync {
         assert_eq!(s.syncs, s.sync_records.count, "{s:?}");
     }

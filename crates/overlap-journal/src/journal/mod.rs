@@ -10,8 +10,7 @@ mod shared;
 
 pub use options::{
     Level, Lsn, Options, DEFAULT_BUFFER_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS,
-    DEFAULT_SEGMENT_SIZE,
-    MAX_RECORD_LIMIT,
+    DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
 pub use reader::{Record, RecordIter};
 

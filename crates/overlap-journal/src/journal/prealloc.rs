@@ -56,8 +56,7 @@ impl Prealloc {
                 .reuse_segment(seq, &header, geo.header_size + CLEAN_END_MAX)
                 .and_then(|reused| {
                     if !reused {
-                        sh.storage
-                            .create_segment(seq, geo.segment_size, &header)?;
+                        sh.storage.create_segment(seq, geo.segment_size, &header)?;
                     }
                     Ok(reused)
                 });

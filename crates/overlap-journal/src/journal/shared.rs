@@ -356,10 +356,7 @@ impl Shared {
     /// (returning `Ok(false)`) instead of waiting while another thread
     /// writes the checkpoint (a truncation syncing it): the flusher's
     /// periodic update may lag, it must never stall group commits.
-    pub(super) fn try_write_checkpoint(
-        &self,
-        f: impl FnOnce(&mut Checkpoint),
-    ) -> io::Result<bool> {
+    pub(super) fn try_write_checkpoint(&self, f: impl FnOnce(&mut Checkpoint)) -> io::Result<bool> {
         let meta = match self.meta.try_lock() {
             Ok(m) => m,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
