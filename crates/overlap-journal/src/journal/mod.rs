@@ -148,6 +148,8 @@ impl Journal {
                     error: None,
                     stop: false,
                     recycled: Default::default(),
+                    ckpt_want: 0,
+                    ckpt_done: 0,
                 }),
                 cv: std::sync::Condvar::new(),
             }),

@@ -27,6 +27,10 @@ pub(super) struct PreallocState {
     /// Segments made from recycled files (not yet written past): their
     /// space holds old bytes, so the flusher zeroes after what it writes.
     pub(super) recycled: BTreeSet<u64>,
+    /// A durable point the flusher wants recorded in the checkpoint, and
+    /// the last one written.
+    pub(super) ckpt_want: u64,
+    pub(super) ckpt_done: u64,
 }
 
 impl Prealloc {
@@ -40,6 +44,26 @@ impl Prealloc {
         loop {
             if st.stop || st.error.is_some() {
                 return;
+            }
+            if st.ckpt_want > st.ckpt_done {
+                let durable = st.ckpt_want;
+                drop(st);
+                let res =
+                    sh.write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), false);
+                st = self.lock();
+                match res {
+                    Ok(()) => st.ckpt_done = durable,
+                    Err(e) => {
+                        // Fail-stop, as when the flusher wrote it; the
+                        // flusher's next `ensure` sees the error too.
+                        st.error = Some(crate::error::copy_io(&e));
+                        self.cv.notify_all();
+                        drop(st);
+                        sh.poison(e);
+                        return;
+                    }
+                }
+                continue;
             }
             if st.created >= st.want {
                 st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -109,6 +133,16 @@ impl Prealloc {
             st.recycled.pop_first();
         }
         Ok(st.recycled.contains(&seq))
+    }
+
+    /// Asks for `durable` to be recorded in the checkpoint, without
+    /// waiting.
+    pub(super) fn checkpoint(&self, durable: u64) {
+        let mut st = self.lock();
+        if durable > st.ckpt_want {
+            st.ckpt_want = durable;
+            self.cv.notify_all();
+        }
     }
 
     pub(super) fn stop(&self) {

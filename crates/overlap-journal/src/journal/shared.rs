@@ -352,20 +352,6 @@ impl Shared {
         self.write_checkpoint_locked(meta, f, sync)
     }
 
-    /// As [`write_checkpoint`](Self::write_checkpoint), but gives up
-    /// (returning `Ok(false)`) instead of waiting while another thread
-    /// writes the checkpoint (a truncation syncing it): the flusher's
-    /// periodic update may lag, it must never stall group commits.
-    pub(super) fn try_write_checkpoint(&self, f: impl FnOnce(&mut Checkpoint)) -> io::Result<bool> {
-        let meta = match self.meta.try_lock() {
-            Ok(m) => m,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
-        };
-        self.write_checkpoint_locked(meta, f, false)?;
-        Ok(true)
-    }
-
     fn write_checkpoint_locked(
         &self,
         mut meta: std::sync::MutexGuard<'_, Meta>,
