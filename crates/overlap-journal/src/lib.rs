@@ -148,9 +148,10 @@
 //! one with the higher generation wins): geometry, uuid, `start_lsn` (the
 //! first record not retired), `durable_lsn`, a lower bound of what was
 //! acknowledged durable, and the largest record size ever allowed (the
-//! reader's length limit). The flusher rewrites it after group commits (at
-//! most once a millisecond under load, at once when it goes idle; synced on
-//! close and on truncation). Because `durable_lsn` is written only after the
+//! reader's length limit). It is rewritten after group commits: under load
+//! at most once a millisecond, by the preallocator's thread so that the
+//! flusher does not wait for it; by the flusher at once when it goes idle;
+//! synced on close and on truncation (writes of it never overlap). Because `durable_lsn` is written only after the
 //! sync it reports has succeeded, it is a true lower bound even when its
 //! own write is lost; it may lag the last group commit by that millisecond,
 //! and after a power loss by more (its write is not synced on its own). `DIR/LOCK` carries the `flock`.
