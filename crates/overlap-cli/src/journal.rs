@@ -536,6 +536,15 @@ struct BenchArgs {
     /// One JSON object per scenario.
     #[arg(long)]
     json: bool,
+    /// Every this many milliseconds, retire everything durable
+    /// (`truncate_before` the durable watermark), as a database retires its
+    /// log after a checkpoint; retired segment files are reused for new
+    /// segments (up to `--recycle-segments`). 0: never retire.
+    #[arg(long, default_value_t = 100)]
+    retire_every_ms: u64,
+    /// Retired segment files the journal keeps for reuse (0: remove them).
+    #[arg(long, default_value_t = overlap_journal::DEFAULT_RECYCLE_SEGMENTS)]
+    recycle_segments: usize,
     #[command(flatten)]
     open: OpenArgs,
 }
@@ -565,6 +574,18 @@ struct BenchResult {
     batches: u64,
     batch_records_p50: u64,
     writes: u64,
+    write_records_p50: u64,
+    write_records_p99: u64,
+    write_records_max: u64,
+    sync_records_p50: u64,
+    sync_records_p99: u64,
+    sync_records_max: u64,
+    commit_batch_records_p50: u64,
+    commit_batch_records_p99: u64,
+    commit_batch_records_max: u64,
+    sync_waiters_p50: u64,
+    segments_created: u64,
+    segments_recycled: u64,
     write_us_p50: u64,
     syncs: u64,
     sync_us_p50: u64,
@@ -654,6 +675,23 @@ fn print_human(r: &BenchResult) {
         r.full_waits,
         r.storage
     );
+    println!(
+        "         records per write p50/p99/max {}/{}/{}, per group commit {}/{}/{}; \
+         group commit per record {}/{}/{}; durable waiters woken per group commit p50 {}; \
+         segments created {}, recycled {}",
+        r.write_records_p50,
+        r.write_records_p99,
+        r.write_records_max,
+        r.sync_records_p50,
+        r.sync_records_p99,
+        r.sync_records_max,
+        r.commit_batch_records_p50,
+        r.commit_batch_records_p99,
+        r.commit_batch_records_max,
+        r.sync_waiters_p50,
+        r.segments_created,
+        r.segments_recycled
+    );
 }
 
 fn run_scenario(
@@ -667,7 +705,8 @@ fn run_scenario(
     let opts = args
         .open
         .options()?
-        .max_record_bytes(bytes.max(1).next_power_of_two());
+        .max_record_bytes(bytes.max(1).next_power_of_two())
+        .recycle_segments(args.recycle_segments);
     let j = Arc::new(Journal::open(dir, opts).context("opening the bench journal")?);
     let storage = j.recovery_report().storage.clone();
     let stop = Arc::new(AtomicBool::new(false));
@@ -703,8 +742,25 @@ fn run_scenario(
             )
         })
         .collect();
+    // The retirer: what a database does after each checkpoint.
+    let retirer = (args.retire_every_ms > 0).then(|| {
+        let j = j.clone();
+        let stop = stop.clone();
+        let every = Duration::from_millis(args.retire_every_ms);
+        std::thread::spawn(move || -> Result<()> {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(every);
+                j.truncate_before(j.watermark(Level::Durable))?;
+            }
+            Ok(())
+        })
+    });
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
+    if let Some(r) = retirer {
+        r.join()
+            .map_err(|_| anyhow::anyhow!("retirer thread panicked"))??;
+    }
     let mut lat = new_hist();
     let mut commit = new_hist();
     let mut records = 0;
@@ -750,6 +806,18 @@ fn run_scenario(
         batches: stats.batches,
         batch_records_p50: stats.batch_records.p50,
         writes: stats.writes,
+        write_records_p50: stats.write_records.p50,
+        write_records_p99: stats.write_records.p99,
+        write_records_max: stats.write_records.max,
+        sync_records_p50: stats.sync_records.p50,
+        sync_records_p99: stats.sync_records.p99,
+        sync_records_max: stats.sync_records.max,
+        commit_batch_records_p50: stats.commit_batch_records.p50,
+        commit_batch_records_p99: stats.commit_batch_records.p99,
+        commit_batch_records_max: stats.commit_batch_records.max,
+        sync_waiters_p50: stats.sync_waiters.p50,
+        segments_created: stats.segments_created,
+        segments_recycled: stats.segments_recycled,
         write_us_p50: stats.write_latency_us.p50,
         syncs: stats.syncs,
         sync_us_p50: stats.sync_latency_us.p50,

@@ -140,9 +140,25 @@ fn bench_json_keys() {
         "append_ns_p999",
         "commits_per_s",
         "baseline_commits_per_s",
+        "write_records_p50",
+        "write_records_p99",
+        "write_records_max",
+        "sync_records_p50",
+        "sync_records_p99",
+        "sync_records_max",
+        "commit_batch_records_p50",
+        "commit_batch_records_p99",
+        "commit_batch_records_max",
+        "sync_waiters_p50",
+        "segments_created",
+        "segments_recycled",
     ] {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
+    // Commits happened, so group commits of at least one record did, and
+    // no write covered more records than there are committers.
+    assert!(v["commit_batch_records_p50"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["write_records_max"].as_u64().unwrap() <= 2, "{v}");
     assert_eq!(v["record_bytes"], 512);
     assert!(v["records"].as_u64().unwrap() > 0);
     // The scratch journal is removed.

@@ -304,6 +304,18 @@ const WINDOW: usize = 256 << 10;
 /// How far past a clean end the reader looks for stray bytes.
 const END_CHECK: u64 = 4096;
 
+/// Where the zeros that make log position `pos` a clean end must reach:
+/// the reader takes 8 zero bytes at `pos` for the end of the log only if
+/// every byte of `[pos, clean_end(pos))` is zero (at most 8 KiB).
+/// Writers into reused space (a recycled segment) zero this much after
+/// the end of what they write.
+pub fn clean_end(pos: u64) -> u64 {
+    align_up(pos + 1, END_CHECK) + END_CHECK
+}
+
+/// The most bytes [`clean_end`] reaches past its position.
+pub const CLEAN_END_MAX: u64 = 2 * END_CHECK;
+
 /// Reads records one after another from a [`StreamSource`], validating
 /// each. Memory is bounded by the window plus `max_record` bytes, whatever
 /// the input.
@@ -417,7 +429,7 @@ impl<S: StreamSource> RecordReader<S> {
         }
         if hdr.len() >= 8 && hdr[0..8].iter().all(|&b| b == 0) {
             // Zeros: the end of the log, unless bytes follow nearby.
-            let check_end = align_up(pos + 1, END_CHECK) + END_CHECK;
+            let check_end = clean_end(pos);
             let tail = self.get(pos, (check_end - pos) as usize)?;
             if tail.iter().any(|&b| b != 0) {
                 return Ok(Next::Damaged(Damage::GarbageAfterEnd));

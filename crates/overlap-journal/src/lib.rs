@@ -52,7 +52,32 @@
 //! A second background thread creates the next segment file (preallocated
 //! to its full size, header written, file and directory fsynced) as soon as
 //! the flusher starts writing the current one, so the flusher never waits
-//! for a file to be created and never extends one.
+//! for a file to be created and never extends one. Where a retired segment
+//! file is kept ([`Options::recycle_segments`], see *Recycled segments*
+//! below), it is reused instead: writes then land in space that was
+//! written before, which on ext4 spares each O_DSYNC write the conversion
+//! of an unwritten extent (a file-system journal commit).
+//!
+//! [`Journal::wait_blocking`] for `Written` or `Durable` puts the calling
+//! thread to sleep at once (a write or a device flush lies ahead) on a
+//! futex word of that level; when the watermark moves, the flusher wakes
+//! all its sleepers with one system call instead of one per waiter (with
+//! 64 committers, waking them one by one kept the flusher busy while the
+//! device idled). A sleeper whose record the move did not cover sleeps
+//! again ([`JournalStats::spurious_wakeups`]); a lone committer is woken
+//! exactly once per commit.
+//!
+//! One batch write is in flight at a time, by design: consecutive batches
+//! share a block (records are packed, and an LSN is a byte position fixed
+//! when the record is appended), and two writes of the same block in
+//! flight at once may reach the device in either order, so the older one
+//! could overwrite records the newer one acknowledged. The flusher collects
+//! the next batch while a write runs, so a batch covers everything
+//! appended meanwhile.
+//!
+//! [`JournalStats`] reports the batch sizes: records per write, per group
+//! commit (`sync_records`), the group-commit size each record rode in
+//! (`commit_batch_records`) and the waiters each group commit woke.
 //!
 //! ## Fail-stop
 //!
@@ -91,15 +116,42 @@
 //! LSN equals its position and its identity is the one its segment expects:
 //! a stale record left in reused or preallocated space, or copied from
 //! another journal, is never taken for a new one. The log ends at 8 zero
-//! bytes where a header would be (preallocated space reads as zeros).
+//! bytes where a header would be, provided every byte from there to
+//! [`format::clean_end`] (the end of the next 4 KiB block after the one
+//! holding the position) is zero too; nonzero bytes there are damage
+//! (preallocated space reads as zeros).
+//!
+//! ### Recycled segments
+//!
+//! [`Journal::truncate_before`] keeps up to [`Options::recycle_segments`]
+//! retired segment files (default 2), renamed `DIR/<old seq>.free`, and
+//! removes the others; recovery never reads `.free` files. A new segment
+//! is made from one of them when there is one: its header and the 8 KiB
+//! after it are rewritten (the new segment's first position is a clean
+//! end), it is synced and renamed to `<seq>.seg`. The rest of the file
+//! keeps the records of its earlier use. The rule that keeps them out of
+//! the log: a record is valid only where its LSN equals its position and
+//! its identity matches the segment it starts in, and an old record's LSN
+//! is that of its old position (`(new − old)·D` lower), so it never
+//! passes; and every write into a reused segment is followed by zeros up
+//! to [`format::clean_end`] of the position it ends at (overwritten by the
+//! next write), so the end of the log is a clean end there as in fresh
+//! space. A crash that loses those zeros (a power loss that persisted a
+//! write's sectors out of order) leaves old bytes after the last record:
+//! damage past the durable point followed by nothing valid, which the
+//! default recovery cuts as a torn tail (losing no record) and `Strict`
+//! reports. The search for valid records after the end reads the whole
+//! of a reused segment (no unwritten space to skip), at most the tail's
+//! segment and the one made ahead.
 //!
 //! `DIR/checkpoint` holds two 512-byte slots (written alternately, the valid
 //! one with the higher generation wins): geometry, uuid, `start_lsn` (the
 //! first record not retired), `durable_lsn`, a lower bound of what was
 //! acknowledged durable, and the largest record size ever allowed (the
-//! reader's length limit). The flusher rewrites it after group commits (at
-//! most once a millisecond under load, at once when it goes idle; synced on
-//! close and on truncation). Because `durable_lsn` is written only after the
+//! reader's length limit). It is rewritten after group commits: under load
+//! at most once a millisecond, by the preallocator's thread so that the
+//! flusher does not wait for it; by the flusher at once when it goes idle;
+//! synced on close and on truncation (writes of it never overlap). Because `durable_lsn` is written only after the
 //! sync it reports has succeeded, it is a true lower bound even when its
 //! own write is lost; it may lag the last group commit by that millisecond,
 //! and after a power loss by more (its write is not synced on its own). `DIR/LOCK` carries the `flock`.
@@ -199,7 +251,7 @@ use std::sync::Arc;
 pub use error::{Damage, Error, Result};
 pub use journal::{
     Journal, Level, Lsn, Options, Record, RecordIter, Wait, DEFAULT_BUFFER_BYTES,
-    DEFAULT_MAX_RECORD_BYTES, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
+    DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
 pub use recovery::{RecoveryMode, RecoveryReport};
 pub use stats::{JournalStats, Summary};

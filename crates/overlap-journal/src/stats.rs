@@ -49,6 +49,25 @@ pub struct JournalStats {
     pub batch_bytes: Summary,
     /// Write system calls (one per segment piece of a batch).
     pub writes: u64,
+    /// Records per write: the records a write completed, for each write
+    /// that ends on a record boundary (a write cut at a segment's end
+    /// counts its records with the next one).
+    pub write_records: Summary,
+    /// Records per group commit: how many records each advance of the
+    /// durable watermark covered (one per `fdatasync` round, or per O_DSYNC
+    /// write).
+    pub sync_records: Summary,
+    /// Group-commit size seen by each record: the distribution over
+    /// records (not over commits) of the size of the group commit that
+    /// made it durable. With one record per committer, this is the batch a
+    /// typical commit rode in.
+    pub commit_batch_records: Summary,
+    /// Waiters for `Durable` woken per group commit.
+    pub sync_waiters: Summary,
+    /// Times a thread blocked in `wait_blocking` woke without its wait
+    /// being decided (the watermark moved, but not past its record), and
+    /// slept again.
+    pub spurious_wakeups: u64,
     /// Write latency in microseconds.
     pub write_latency_us: Summary,
     /// Syncs (group commits).
@@ -65,6 +84,9 @@ pub struct JournalStats {
     pub segments_created: u64,
     /// Segments retired by `truncate_before`.
     pub segments_retired: u64,
+    /// Segments made by reusing a retired segment's file (not counted in
+    /// `segments_created`).
+    pub segments_recycled: u64,
     /// Cuts recovery made when the journal was opened (0 or 1): a torn
     /// tail cut off, or (in salvage mode) a damaged log cut short. Never
     /// silent: also in [`crate::RecoveryReport::truncated_at`].
@@ -87,6 +109,10 @@ pub(crate) struct Hists {
     pub batch_records: Histogram<u64>,
     pub batch_bytes: Histogram<u64>,
     pub write_us: Histogram<u64>,
+    pub write_records: Histogram<u64>,
+    pub sync_records: Histogram<u64>,
+    pub commit_batch_records: Histogram<u64>,
+    pub sync_waiters: Histogram<u64>,
     pub sync_us: Histogram<u64>,
     pub full_wait_us: Histogram<u64>,
 }
@@ -103,6 +129,8 @@ pub(crate) struct Counters {
     pub full_refusals: AtomicU64,
     pub segments_created: AtomicU64,
     pub segments_retired: AtomicU64,
+    pub segments_recycled: AtomicU64,
+    pub spurious_wakeups: AtomicU64,
     pub hists: Mutex<Option<Hists>>,
 }
 
@@ -117,6 +145,10 @@ impl Counters {
             batch_records: hist(),
             batch_bytes: hist(),
             write_us: hist(),
+            write_records: hist(),
+            sync_records: hist(),
+            commit_batch_records: hist(),
+            sync_waiters: hist(),
             sync_us: hist(),
             full_wait_us: hist(),
         });
@@ -150,12 +182,18 @@ impl Counters {
             full_refusals: self.full_refusals.load(Relaxed),
             segments_created: self.segments_created.load(Relaxed),
             segments_retired: self.segments_retired.load(Relaxed),
+            segments_recycled: self.segments_recycled.load(Relaxed),
+            spurious_wakeups: self.spurious_wakeups.load(Relaxed),
             ..JournalStats::default()
         };
         self.with(|h| {
             s.batch_records = Summary::of(&h.batch_records);
             s.batch_bytes = Summary::of(&h.batch_bytes);
             s.write_latency_us = Summary::of(&h.write_us);
+            s.write_records = Summary::of(&h.write_records);
+            s.sync_records = Summary::of(&h.sync_records);
+            s.commit_batch_records = Summary::of(&h.commit_batch_records);
+            s.sync_waiters = Summary::of(&h.sync_waiters);
             s.sync_latency_us = Summary::of(&h.sync_us);
             s.full_wait_us = Summary::of(&h.full_wait_us);
         });

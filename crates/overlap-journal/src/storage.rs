@@ -72,6 +72,27 @@ pub trait Storage: Send + Sync + 'static {
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()>;
     /// Deletes segment `seq` durably.
     fn remove_segment(&self, seq: u64) -> io::Result<()>;
+    /// Retires segment `seq` (it holds nothing the log still needs): keeps
+    /// its file, renamed out of the log, for [`reuse_segment`]
+    /// (Storage::reuse_segment) when fewer than `keep` retired files are
+    /// kept; otherwise removes it. Returns whether it was kept. Durable
+    /// when it returns. The default removes it.
+    fn recycle_segment(&self, seq: u64, keep: usize) -> io::Result<bool> {
+        let _ = keep;
+        self.remove_segment(seq)?;
+        Ok(false)
+    }
+    /// Makes segment `seq` out of a retired file kept by
+    /// [`recycle_segment`](Storage::recycle_segment), if there is one:
+    /// writes `header` at offset 0 followed by zeros up to `zero_to`, and
+    /// renames it into place, all durable before returning. The rest of
+    /// the file keeps the bytes of its earlier use (records the format
+    /// rejects: their LSN and segment identity are the old ones). Returns
+    /// `false`, doing nothing, when no retired file is kept (the default).
+    fn reuse_segment(&self, seq: u64, header: &[u8], zero_to: u64) -> io::Result<bool> {
+        let _ = (seq, header, zero_to);
+        Ok(false)
+    }
     /// The stretch `[start, end)` of segment `seq`, at or after `offset`,
     /// that may hold data: bytes outside every such stretch read as zeros
     /// (never written, or zeroed). `None` when nothing at or after
@@ -133,6 +154,9 @@ pub struct FsStorage {
     writable: bool,
     live: bool,
     segs: Mutex<BTreeMap<u64, Arc<Seg>>>,
+    /// Retired segment files kept for reuse (`<old seq>.free`), oldest
+    /// first.
+    free: Mutex<Vec<PathBuf>>,
     ckpt: Mutex<Option<File>>,
     _lock: std::fs::File,
 }
@@ -148,6 +172,28 @@ impl std::fmt::Debug for FsStorage {
 
 fn seg_name(seq: u64) -> String {
     format!("{seq:016x}.seg")
+}
+
+/// The name a retired segment file is kept under for reuse.
+fn free_name(seq: u64) -> String {
+    format!("{seq:016x}.free")
+}
+
+/// The retired segment files kept in `dir` from earlier opens.
+fn list_free(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(hex) = name.strip_suffix(".free") {
+            if hex.len() == 16 && u64::from_str_radix(hex, 16).is_ok() {
+                out.push(entry.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Bytes an unprivileged user may still allocate on the file system holding
@@ -169,6 +215,10 @@ fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
     Ok(Some(
         (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64),
     ))
+}
+
+fn align_up_usize(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -338,6 +388,7 @@ impl FsStorage {
             writable: write,
             live: !locked,
             segs: Mutex::new(BTreeMap::new()),
+            free: Mutex::new(if write { list_free(dir)? } else { Vec::new() }),
             ckpt: Mutex::new(None),
             _lock: lock_file,
         })
@@ -620,6 +671,61 @@ impl Storage for FsStorage {
             Err(e) => return Err(e),
         }
         sync_dir(&self.dir)
+    }
+
+    fn recycle_segment(&self, seq: u64, keep: usize) -> io::Result<bool> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() >= keep {
+            drop(free);
+            self.remove_segment(seq)?;
+            return Ok(false);
+        }
+        self.segs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&seq);
+        let to = self.dir.join(free_name(seq));
+        match std::fs::rename(self.dir.join(seg_name(seq)), &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        sync_dir(&self.dir)?;
+        free.push(to);
+        Ok(true)
+    }
+
+    fn reuse_segment(&self, seq: u64, header: &[u8], zero_to: u64) -> io::Result<bool> {
+        let Some(from) = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
+            return Ok(false);
+        };
+        let path = self.dir.join(seg_name(seq));
+        let made = (|| -> io::Result<File> {
+            let file = self.options().open(&self.engine, &from).wait()?;
+            let len = align_up_usize((zero_to as usize).max(header.len()), self.block);
+            let mut buf = AlignedBuf::new(len, self.mem_align)?;
+            buf[..header.len()].copy_from_slice(header);
+            let (res, _) = file.write_all_at(buf, 0).wait();
+            res?;
+            file.sync_data().wait()?;
+            std::fs::rename(&from, &path)?;
+            sync_dir(&self.dir)?;
+            Ok(file)
+        })();
+        match made {
+            Ok(file) => {
+                self.segs
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(seq, Arc::new(Seg { file }));
+                Ok(true)
+            }
+            Err(e) => {
+                // Never leave a file of unknown state under a segment's name.
+                let _ = std::fs::remove_file(&from);
+                Err(e)
+            }
+        }
     }
 
     fn read_checkpoint(&self) -> io::Result<Option<Vec<u8>>> {

@@ -292,3 +292,89 @@ fn large_records_survive_a_reopen_with_a_smaller_limit() {
     let (_, it) = overlap_journal::inspect(&d, &small).unwrap();
     assert_eq!(it.count(), 1);
 }
+
+/// Group-commit sizes are counted: per write, per group commit, and per
+/// record (the size of the commit each record rode in). With `threads`
+/// committers each waiting for its record before appending the next, no
+/// group commit can cover more than `threads` records.
+fn batch_sizes_are_counted(sync: SyncMethod) {
+    let d = dir(&format!("batch-sizes-{sync:?}"));
+    let j = Arc::new(Journal::open(&d, opts().sync(sync)).unwrap());
+    let threads = 8u64;
+    let per_thread = 150u64;
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                for i in 0..per_thread {
+                    let lsn = j.append(&[(t * 1000 + i) as u8; 100]).unwrap();
+                    j.wait_blocking(lsn, Level::Durable).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let s = j.stats();
+    let total = threads * per_thread;
+    assert_eq!(s.appends, total);
+    // Every record became durable in exactly one group commit.
+    assert_eq!(s.commit_batch_records.count, total, "{s:?}");
+    assert!(s.sync_records.count >= 1 && s.sync_records.count <= total);
+    assert!(
+        s.sync_records.max >= 1 && s.sync_records.max <= threads,
+        "{s:?}"
+    );
+    assert!(s.commit_batch_records.max <= threads, "{s:?}");
+    assert!(s.commit_batch_records.p50 >= s.sync_records.p50.min(1));
+    // Each commit wakes at least one waiter and at most all of them.
+    assert!(
+        s.sync_waiters.max >= 1 && s.sync_waiters.max <= threads,
+        "{s:?}"
+    );
+    assert!(
+        s.write_records.count >= 1 && s.write_records.max <= threads,
+        "{s:?}"
+    );
+    if sync == SyncMethod::Fdatasync {
+        assert_eq!(s.syncs, s.sync_records.count, "{s:?}");
+    }
+    // Records appended without waiting: one wait then covers them all.
+    let mut last = Lsn(0);
+    for i in 0..100 {
+        last = j.append(&[i as u8; 100]).unwrap();
+    }
+    j.wait_blocking(last, Level::Durable).unwrap();
+    let s2 = j.stats();
+    assert_eq!(s2.commit_batch_records.count, total + 100, "{s2:?}");
+}
+
+#[test]
+fn batch_sizes_are_counted_dsync() {
+    batch_sizes_are_counted(SyncMethod::Auto);
+}
+
+#[test]
+fn batch_sizes_are_counted_fdatasync() {
+    batch_sizes_are_counted(SyncMethod::Fdatasync);
+}
+
+/// A thread blocked for `Durable` is woken once per commit, by the group
+/// commit that covers its record: one committer alone never wakes in
+/// vain, and each group commit wakes exactly it.
+#[test]
+fn a_blocked_committer_is_woken_once() {
+    for sync in [SyncMethod::Auto, SyncMethod::Fdatasync] {
+        let d = dir(&format!("woken-once-{sync:?}"));
+        let j = Journal::open(&d, opts().sync(sync)).unwrap();
+        for i in 0..200u32 {
+            let lsn = j.append(&i.to_le_bytes()).unwrap();
+            j.wait_blocking(lsn, Level::Durable).unwrap();
+        }
+        let s = j.stats();
+        assert_eq!(s.spurious_wakeups, 0, "{sync:?}: {s:?}");
+        assert_eq!(s.sync_records.count, 200, "{sync:?}: {s:?}");
+        assert!(s.sync_waiters.max <= 1, "{sync:?}: {s:?}");
+    }
+}

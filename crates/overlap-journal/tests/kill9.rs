@@ -17,6 +17,10 @@ const DIR_ENV: &str = "OVERLAP_JOURNAL_KILL_DIR";
 
 const SYNC_ENV: &str = "OVERLAP_JOURNAL_KILL_FDATASYNC";
 
+/// Set in some rounds: the child also retires what is durable every few
+/// hundred records, so segment files are recycled (and killed mid-way).
+const RETIRE_ENV: &str = "OVERLAP_JOURNAL_KILL_RETIRE";
+
 fn opts() -> Options {
     // Alternate rounds use fdatasync per group commit instead of the
     // default (O_DSYNC where direct I/O works).
@@ -41,6 +45,12 @@ fn payload(i: u64) -> Vec<u8> {
     v
 }
 
+/// The index `i` of a record made by [`payload`].
+fn index_of(data: &[u8]) -> u64 {
+    let s = &data[4..data.iter().position(|&b| b == b':').unwrap()];
+    std::str::from_utf8(s).unwrap().parse().unwrap()
+}
+
 /// The child: appends forever until killed.
 #[test]
 #[ignore = "run by kill9_loop as its child process"]
@@ -50,7 +60,13 @@ fn kill_child() {
         return;
     };
     let j = Journal::open(&dir, opts()).expect("child open");
-    let mut next = j.read_from(j.start_lsn()).unwrap().count() as u64;
+    let mut next = j
+        .read_from(j.start_lsn())
+        .unwrap()
+        .last()
+        .map_or(0, |r| index_of(&r.unwrap().data) + 1);
+    let retire = std::env::var_os(RETIRE_ENV).is_some();
+    let mut last_acked = None;
     let mut rng = rand::rngs::StdRng::from_os_rng();
     let out = std::io::stdout();
     loop {
@@ -60,6 +76,12 @@ fn kill_child() {
             let mut o = out.lock();
             writeln!(o, "ACK {next} {}", lsn.0).unwrap();
             o.flush().unwrap();
+            last_acked = Some(lsn);
+        }
+        // Retire up to the last acknowledged record (keeping it, so the
+        // next life knows where the numbering stands).
+        if let Some(lsn) = last_acked.filter(|_| retire && next % 300 == 0) {
+            j.truncate_before(lsn).unwrap();
         }
         next += 1;
     }
@@ -74,10 +96,14 @@ fn kill9_loop() {
     let mut max_acked: Option<(u64, u64)> = None;
     let mut total_acks = 0;
     let mut lives_with_progress = 0;
+    let mut saw_free = false;
     for round in 0..50 {
         let mut cmd = Command::new(&exe);
         if round % 2 == 1 {
             cmd.env(SYNC_ENV, "1");
+        }
+        if round % 4 >= 2 {
+            cmd.env(RETIRE_ENV, "1");
         }
         let mut child = cmd
             .args(["--ignored", "--exact", "kill9::kill_child", "--nocapture"])
@@ -129,15 +155,20 @@ fn kill9_loop() {
             .unwrap()
             .map(|r| r.unwrap())
             .collect();
-        for (i, r) in got.iter().enumerate() {
+        // Records before the start were retired: indices count from the
+        // first one kept.
+        let start = j.start_lsn().0;
+        let base = got.first().map_or(0, |r| index_of(&r.data));
+        for (k, r) in got.iter().enumerate() {
+            let i = base + k as u64;
             assert_eq!(
                 r.data,
-                payload(i as u64),
+                payload(i),
                 "round {round}: record {i} is not what was appended"
             );
         }
-        for &(i, lsn) in &acks {
-            let r = got.get(i as usize).unwrap_or_else(|| {
+        for &(i, lsn) in acks.iter().filter(|&&(_, lsn)| lsn >= start) {
+            let r = got.get(i.wrapping_sub(base) as usize).unwrap_or_else(|| {
                 panic!(
                     "round {round}: acknowledged record {i} lost ({} recovered)",
                     got.len()
@@ -145,11 +176,18 @@ fn kill9_loop() {
             });
             assert_eq!(r.lsn.0, lsn, "round {round}: record {i} moved");
         }
-        if let Some((i, _)) = max_acked {
-            assert!(got.len() as u64 > i, "round {round}: lost record {i}");
+        if let Some((i, _)) = max_acked.filter(|&(_, lsn)| lsn >= start) {
+            assert!(
+                base + got.len() as u64 > i,
+                "round {round}: lost record {i}"
+            );
         }
         drop(j);
+        saw_free |= std::fs::read_dir(&dir)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".free"));
     }
+    assert!(saw_free, "no segment file was ever kept for reuse");
     assert!(
         total_acks > 50 && lives_with_progress >= 45,
         "the children made too little progress to test anything: {total_acks} acks, {lives_with_progress} lives with progress"

@@ -6,3 +6,4 @@ mod enospc;
 mod kill9;
 mod power_loss;
 mod recovery_rule;
+mod recycle;

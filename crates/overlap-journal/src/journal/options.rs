@@ -61,6 +61,8 @@ pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 pub const DEFAULT_BUFFER_BYTES: usize = 16 << 20;
 /// Default record size limit (1 MiB).
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+/// Default number of retired segment files kept for reuse.
+pub const DEFAULT_RECYCLE_SEGMENTS: usize = 2;
 /// Largest record size limit accepted.
 pub const MAX_RECORD_LIMIT: usize = 1 << 30;
 
@@ -84,6 +86,13 @@ pub struct Options {
     pub sync: SyncMethod,
     /// The engine to run the I/O on (default: a new one).
     pub engine: Option<Engine>,
+    /// How many retired segment files (see [`crate::Journal::truncate_before`])
+    /// to keep and reuse for new segments instead of creating fresh ones
+    /// (default [`DEFAULT_RECYCLE_SEGMENTS`]; 0 removes them). Writes into a
+    /// reused file land in space that was written before, which on ext4
+    /// avoids converting unwritten extents (a file-system journal commit per
+    /// O_DSYNC write). Each kept file takes `segment_size` bytes of disk.
+    pub recycle_segments: usize,
 }
 
 impl Default for Options {
@@ -96,6 +105,7 @@ impl Default for Options {
             direct_io: true,
             sync: SyncMethod::Auto,
             engine: None,
+            recycle_segments: DEFAULT_RECYCLE_SEGMENTS,
         }
     }
 }
@@ -118,6 +128,7 @@ impl Options {
         recovery: RecoveryMode,
         direct_io: bool,
         sync: SyncMethod,
+        recycle_segments: usize,
     }
     /// Sets [`Options::engine`].
     pub fn engine(mut self, e: Engine) -> Self {
@@ -147,6 +158,15 @@ impl Options {
                 self.buffer_bytes, self.max_record_bytes
             )));
         }
+        if self.recycle_segments > MAX_RECYCLE_SEGMENTS {
+            return Err(Error::InvalidInput(format!(
+                "recycle_segments {} must be at most {MAX_RECYCLE_SEGMENTS}",
+                self.recycle_segments
+            )));
+        }
         Ok(())
     }
 }
+
+/// Most retired segment files a journal keeps for reuse.
+pub const MAX_RECYCLE_SEGMENTS: usize = 64;

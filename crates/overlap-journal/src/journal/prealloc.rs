@@ -1,10 +1,12 @@
 //! The preallocator: creates segment files ahead of need on its own
 //! thread.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::sync::Mutex;
 
 use super::shared::*;
+use crate::format::CLEAN_END_MAX;
 use crate::stats::Counters;
 
 /// Creates (preallocates) segment files ahead of need on its own thread,
@@ -22,6 +24,13 @@ pub(super) struct PreallocState {
     pub(super) created: u64,
     pub(super) error: Option<io::Error>,
     pub(super) stop: bool,
+    /// Segments made from recycled files (not yet written past): their
+    /// space holds old bytes, so the flusher zeroes after what it writes.
+    pub(super) recycled: BTreeSet<u64>,
+    /// A durable point the flusher wants recorded in the checkpoint, and
+    /// the last one written.
+    pub(super) ckpt_want: u64,
+    pub(super) ckpt_done: u64,
 }
 
 impl Prealloc {
@@ -36,20 +45,55 @@ impl Prealloc {
             if st.stop || st.error.is_some() {
                 return;
             }
+            if st.ckpt_want > st.ckpt_done {
+                let durable = st.ckpt_want;
+                drop(st);
+                let res =
+                    sh.write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), false);
+                st = self.lock();
+                match res {
+                    Ok(()) => st.ckpt_done = durable,
+                    Err(e) => {
+                        // Fail-stop, as when the flusher wrote it; the
+                        // flusher's next `ensure` sees the error too.
+                        st.error = Some(crate::error::copy_io(&e));
+                        self.cv.notify_all();
+                        drop(st);
+                        sh.poison(e);
+                        return;
+                    }
+                }
+                continue;
+            }
             if st.created >= st.want {
                 st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 continue;
             }
             let seq = st.created + 1;
             drop(st);
-            let res =
-                sh.storage
-                    .create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq));
+            let header = geo.encode_segment_header(seq);
+            // A retired file first: its space was written before, so
+            // O_DSYNC writes into it need no extent conversion (no
+            // file-system journal commit per write).
+            let res = sh
+                .storage
+                .reuse_segment(seq, &header, geo.header_size + CLEAN_END_MAX)
+                .and_then(|reused| {
+                    if !reused {
+                        sh.storage.create_segment(seq, geo.segment_size, &header)?;
+                    }
+                    Ok(reused)
+                });
             st = self.lock();
             match res {
-                Ok(()) => {
+                Ok(reused) => {
                     st.created = seq;
-                    Counters::add(&sh.stats.segments_created, 1);
+                    if reused {
+                        st.recycled.insert(seq);
+                        Counters::add(&sh.stats.segments_recycled, 1);
+                    } else {
+                        Counters::add(&sh.stats.segments_created, 1);
+                    }
                 }
                 Err(e) => st.error = Some(e),
             }
@@ -70,8 +114,9 @@ impl Prealloc {
         self.want(&mut self.lock(), seq);
     }
 
-    /// Waits until segment `seq` exists.
-    pub(super) fn ensure(&self, seq: u64) -> io::Result<()> {
+    /// Waits until segment `seq` exists; says whether it was made from a
+    /// recycled file.
+    pub(super) fn ensure(&self, seq: u64) -> io::Result<bool> {
         let mut st = self.lock();
         self.want(&mut st, seq);
         while st.created < seq {
@@ -83,7 +128,21 @@ impl Prealloc {
             }
             st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        Ok(())
+        // Segments the log has left behind are no longer asked about.
+        while st.recycled.first().is_some_and(|&s| s < seq) {
+            st.recycled.pop_first();
+        }
+        Ok(st.recycled.contains(&seq))
+    }
+
+    /// Asks for `durable` to be recorded in the checkpoint, without
+    /// waiting.
+    pub(super) fn checkpoint(&self, durable: u64) {
+        let mut st = self.lock();
+        if durable > st.ckpt_want {
+            st.ckpt_want = durable;
+            self.cv.notify_all();
+        }
     }
 
     pub(super) fn stop(&self) {

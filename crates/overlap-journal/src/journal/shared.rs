@@ -2,7 +2,7 @@
 //! cursor, the ring buffer, the watermarks and the waiter lists.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -28,7 +28,53 @@ pub(super) struct Waiter {
 
 pub(super) struct Meta {
     pub(super) checkpoint: Checkpoint,
-    pub(super) first_seq: u64,
+}
+
+/// A futex word that threads blocked on a watermark sleep on: bumped,
+/// then woken all at once, when the watermark moves.
+#[derive(Default)]
+pub(super) struct Bell {
+    pub(super) word: AtomicU32,
+    pub(super) sleepers: AtomicUsize,
+}
+
+impl Bell {
+    /// Sleeps unless the word has changed from `seen` (a wake-up may also
+    /// be spurious: the caller checks again).
+    fn wait(&self, seen: u32) {
+        // SAFETY: FUTEX_WAIT reads the aligned u32 the atomic owns (it
+        // lives as long as `self`, which outlives the call); no memory is
+        // written and the timeout pointer is null (no timeout).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                std::ptr::null::<libc::timespec>(),
+            );
+        }
+    }
+
+    /// Bumps the word and wakes every sleeper; returns how many had
+    /// announced themselves.
+    fn ring(&self) -> u64 {
+        self.word.fetch_add(1, SeqCst);
+        let n = self.sleepers.load(SeqCst);
+        if n > 0 {
+            // SAFETY: FUTEX_WAKE only uses the address of the atomic as a
+            // key; no memory is read or written through it.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.word.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                );
+            }
+        }
+        n as u64
+    }
 }
 
 pub(super) struct Shared {
@@ -44,16 +90,25 @@ pub(super) struct Shared {
     /// Length limit when reading back (records of earlier opens may be
     /// larger than this open allows).
     pub(super) read_limit: usize,
+    /// How many retired segment files to keep for reuse.
+    pub(super) recycle_segments: usize,
     pub(super) failure: OnceLock<Arc<io::Error>>,
     pub(super) space: Mutex<Vec<Waker>>,
     pub(super) space_waiting: AtomicUsize,
     pub(super) waiters: Mutex<Vec<Waiter>>,
     pub(super) waiting: AtomicUsize,
+    /// Threads blocked for `Written` and for `Durable` sleep here.
+    pub(super) written_bell: Bell,
+    pub(super) durable_bell: Bell,
     pub(super) flusher: OnceLock<Thread>,
     pub(super) stats: Counters,
     pub(super) storage: Arc<dyn Storage>,
     pub(super) geo: Geometry,
     pub(super) meta: Mutex<Meta>,
+    /// The first segment not retired; its lock also serializes
+    /// truncations (held while files are renamed or removed, which the
+    /// flusher never waits for).
+    pub(super) first_seq: Mutex<u64>,
 }
 
 impl Shared {
@@ -133,27 +188,77 @@ impl Shared {
         }
     }
 
+    /// The outcome of a wait for `lsn` at `level`, if it is decided.
+    pub(super) fn wait_done(&self, lsn: u64, level: Level) -> Option<Result<()>> {
+        let state = self.reserve.load(SeqCst);
+        if state & DEAD != 0 {
+            return Some(Err(self.fail_error(state)));
+        }
+        if self.watermark(level) > lsn {
+            return Some(Ok(()));
+        }
+        if lsn >= state & !FLAGS {
+            return Some(Err(Error::InvalidInput(format!(
+                "LSN {lsn} has not been appended"
+            ))));
+        }
+        None
+    }
+
+    /// Blocks the calling thread until the wait for `lsn` at `level`
+    /// (`Written` or `Durable`) is decided. The thread sleeps on the
+    /// level's futex word, which the flusher bumps whenever the watermark
+    /// moves and wakes with one system call for all its sleepers (waking
+    /// them one by one cost the flusher a `futex` call per committer
+    /// while the device idled). A sleeper whose record the move did not
+    /// cover sleeps again (counted in `spurious_wakeups`).
+    pub(super) fn wait_blocking(&self, lsn: u64, level: Level) -> Result<()> {
+        let bell = match level {
+            Level::Durable => &self.durable_bell,
+            _ => &self.written_bell,
+        };
+        let mut slept = false;
+        loop {
+            let seen = bell.word.load(SeqCst);
+            if let Some(r) = self.wait_done(lsn, level) {
+                return r;
+            }
+            if slept {
+                Counters::add(&self.stats.spurious_wakeups, 1);
+            }
+            if level == Level::Durable {
+                self.durable_request.fetch_max(lsn + 1, SeqCst);
+            }
+            self.wake_flusher();
+            bell.sleepers.fetch_add(1, SeqCst);
+            if self.wait_done(lsn, level).is_none() {
+                bell.wait(seen);
+            }
+            bell.sleepers.fetch_sub(1, SeqCst);
+            slept = true;
+        }
+    }
+
+    /// Wakes the threads blocked in [`wait_blocking`](Self::wait_blocking)
+    /// for `Written` and, when `durable`, for `Durable` (after the
+    /// watermarks moved, or on failure and close). Returns how many slept
+    /// on the `Durable` word.
+    pub(super) fn ring_bells(&self, durable: bool) -> u64 {
+        self.written_bell.ring();
+        if durable {
+            self.durable_bell.ring()
+        } else {
+            0
+        }
+    }
+
     pub(super) fn poll_wait(
         &self,
         lsn: u64,
         level: Level,
         cx: &mut Context<'_>,
     ) -> Poll<Result<()>> {
-        let check = |this: &Shared| -> Option<Result<()>> {
-            let state = this.reserve.load(SeqCst);
-            if state & DEAD != 0 {
-                return Some(Err(this.fail_error(state)));
-            }
-            if this.watermark(level) > lsn {
-                return Some(Ok(()));
-            }
-            if lsn >= state & !FLAGS {
-                return Some(Err(Error::InvalidInput(format!(
-                    "LSN {lsn} has not been appended"
-                ))));
-            }
-            None
-        };
+        let check = |this: &Shared| this.wait_done(lsn, level);
         if let Some(r) = check(self) {
             return Poll::Ready(r);
         }
@@ -183,9 +288,11 @@ impl Shared {
         }
     }
 
-    pub(super) fn wake_waiters(&self, all: bool) {
+    /// Wakes the waiters whose level's watermark passed their LSN (every
+    /// one when `all`); returns how many of them waited for `Durable`.
+    pub(super) fn wake_waiters(&self, all: bool) -> u64 {
         if self.waiting.load(SeqCst) == 0 {
-            return;
+            return 0;
         }
         let marks = [
             self.accepted.load(SeqCst),
@@ -193,12 +300,14 @@ impl Shared {
             self.durable.load(SeqCst),
         ];
         let mut ready = Vec::new();
+        let mut durable = 0;
         {
             let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
             let mut i = 0;
             while i < w.len() {
                 let mark = marks[w[i].level as usize];
                 if all || mark > w[i].lsn {
+                    durable += (w[i].level == Level::Durable) as u64;
                     ready.push(w.swap_remove(i).waker);
                 } else {
                     i += 1;
@@ -209,6 +318,7 @@ impl Shared {
         for w in ready {
             w.wake();
         }
+        durable
     }
 
     pub(super) fn wake_space(&self) {
@@ -228,6 +338,7 @@ impl Shared {
     pub(super) fn poison(&self, e: io::Error) {
         let _ = self.failure.set(Arc::new(e));
         self.reserve.fetch_or(DEAD, SeqCst);
+        self.ring_bells(true);
         self.wake_waiters(true);
         self.wake_space();
     }
@@ -237,7 +348,16 @@ impl Shared {
         f: impl FnOnce(&mut Checkpoint),
         sync: bool,
     ) -> io::Result<()> {
-        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        let meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        self.write_checkpoint_locked(meta, f, sync)
+    }
+
+    fn write_checkpoint_locked(
+        &self,
+        mut meta: std::sync::MutexGuard<'_, Meta>,
+        f: impl FnOnce(&mut Checkpoint),
+        sync: bool,
+    ) -> io::Result<()> {
         let mut c = meta.checkpoint;
         f(&mut c);
         c.generation += 1;
