@@ -144,11 +144,22 @@ impl DriverHandle {
         }
     }
 
-    pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
+    /// Submits `op`; `urgent` is false when a thread will wait for it
+    /// (`block_on`, a port's worker): on AIO that thread reaps it itself
+    /// (`aio::lead`).
+    pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
         match self {
             DriverHandle::Uring(d) => d.submit(op),
             DriverHandle::Pool(d) => d.submit(op),
-            DriverHandle::Aio(d) => d.submit(op),
+            DriverHandle::Aio(d) => d.submit(op, urgent),
+        }
+    }
+
+    /// The AIO context, on an `aio+pool` engine.
+    pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
+        match self {
+            DriverHandle::Aio(d) => Some(d.inner()),
+            _ => None,
         }
     }
 

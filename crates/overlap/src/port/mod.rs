@@ -298,7 +298,7 @@ impl<B: Send + 'static> Port<B> {
 
     fn take(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(deadline, true),
+            Mode::Queue(q) => q.take(deadline, true, self.inner.engine.shared().driver.aio()),
             Mode::Ring(r) => loop {
                 if let Some(c) = r.try_take() {
                     return Some(c);
@@ -329,7 +329,7 @@ impl<B: Send + 'static> Port<B> {
     /// A completion if one is ready now.
     pub fn try_next(&self) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(None, false),
+            Mode::Queue(q) => q.take(None, false, None),
             Mode::Ring(r) => r.try_take(),
         }
     }

@@ -33,15 +33,19 @@
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+mod lead;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use slab::Slab;
 
 use super::pool::PoolDriver;
-use super::ring::{complete_all, Done};
 use crate::op::Completable;
+
+pub(crate) use lead::{wait, Waiter};
 use crate::ops::OpKind;
 use crate::stats::Counters;
 
@@ -173,14 +177,23 @@ pub(crate) struct AioDriver {
     pub(crate) pool: PoolDriver,
 }
 
-struct Inner {
+/// The context and the operations in flight on it; shared by the driver,
+/// the reaper thread and the threads that wait (`lead`).
+pub(crate) struct Inner {
     ctx: AioContext,
     st: Mutex<State>,
+    /// The reaper sleeps here while it does not hold the reaping role.
+    reaper_cv: Condvar,
+    /// Whether a kick (an eventfd read through AIO) could be posted; if not
+    /// (before Linux 5.11), leaders sleep in short slices.
+    kick_ok: AtomicBool,
     counters: Arc<Counters>,
     /// The kernel accepted `IOCB_CMD_FSYNC`/`FDSYNC` (cleared at the first
     /// EINVAL: before Linux 4.18 syncs go to the pool).
     sync_ok: AtomicBool,
-    /// Written, then read through AIO, to wake the reaper at shutdown.
+    /// Written, then read through AIO, to wake the thread asleep in
+    /// `io_getevents` (`Inner::kick`). Non-blocking: a read that finds the
+    /// counter at zero completes at once with EAGAIN, which wakes as well.
     eventfd: OwnedFd,
     /// What that read reads into. Only the kernel writes it, during the
     /// `io_submit` of the read (an eventfd read with a non-zero counter
@@ -199,6 +212,8 @@ struct State {
     slab: Slab<Entry>,
     seq: u64,
     shutdown: bool,
+    /// Who calls `io_getevents` (`lead`).
+    reaping: lead::Reaping,
 }
 
 struct Entry {
@@ -210,6 +225,60 @@ struct Entry {
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the thread asleep in `io_getevents` (if any; otherwise the
+    /// next one returns at once): posts a completion event by reading the
+    /// eventfd through AIO, which completes inside `io_submit`.
+    pub(crate) fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a local into our own eventfd.
+        let _ = unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        let iocb = Iocb {
+            aio_data: WAKE_KEY,
+            aio_lio_opcode: IOCB_CMD_PREAD,
+            aio_fildes: self.eventfd.as_raw_fd() as u32,
+            aio_buf: self.wake_buf.get() as u64,
+            aio_nbytes: 8,
+            ..Iocb::default()
+        };
+        if io_submit_one(self.ctx, &iocb).is_err() {
+            // Leaders then sleep in short slices, and the reaper notices
+            // shutdown at its next timeout.
+            self.kick_ok.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits up to `timeout` for at least one event; returns how many were
+    /// stored in `events` (0 on timeout or interruption).
+    fn getevents(&self, events: &mut [IoEvent], timeout: Duration) -> usize {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `events` has room for `events.len()` events; the timeout
+        // points to a live local.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_io_getevents,
+                self.ctx,
+                1 as libc::c_long,
+                events.len() as libc::c_long,
+                events.as_mut_ptr(),
+                &ts as *const libc::timespec,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                // Not eprintln!: it panics when stderr is a closed pipe.
+                let _ = writeln!(std::io::stderr(), "overlap: io_getevents failed: {e}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            return 0;
+        }
+        debug_assert!(n as usize <= events.len());
+        n as usize
     }
 }
 
@@ -238,7 +307,7 @@ impl AioDriver {
             Err(e) => return Err((setup_failure(&e), pool)),
         };
         // SAFETY: eventfd has no memory arguments; the result is checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if efd < 0 {
             let _ = io_destroy(ctx);
             return Err((
@@ -252,7 +321,10 @@ impl AioDriver {
                 slab: Slab::new(),
                 seq: 0,
                 shutdown: false,
+                reaping: lead::Reaping::new(),
             }),
+            reaper_cv: Condvar::new(),
+            kick_ok: AtomicBool::new(true),
             counters,
             sync_ok: AtomicBool::new(true),
             // SAFETY: efd is a fresh descriptor that nothing else owns.
@@ -264,7 +336,7 @@ impl AioDriver {
             .name("overlap-aio".into())
             .spawn(move || {
                 super::mark_driver_thread();
-                reap(&reaper_inner);
+                lead::reap(&reaper_inner);
             });
         match reaper {
             Ok(h) => Ok(AioDriver {
@@ -286,7 +358,16 @@ impl AioDriver {
         }
     }
 
-    pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
+    /// The context's shared state, for threads that wait on it
+    /// ([`wait`]).
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Submits `op`. `urgent`: nobody will wait for it on a thread (a
+    /// future polled by another executor), so the reaper reaps it without
+    /// leaving the waiting threads their grace period (`lead`).
+    pub(crate) fn submit(&self, op: Arc<dyn Completable>, urgent: bool) {
         if !self.takes(op.kind()) {
             self.pool.submit(op);
             return;
@@ -345,6 +426,8 @@ impl AioDriver {
                 (key as u64) < WAKE_KEY,
                 "slab keys stay below the reserved one"
             );
+            lead::submitted(inner, &mut st, urgent);
+            lead::check(&st);
             (key, seq)
         };
         iocb.aio_data = key as u64;
@@ -399,7 +482,8 @@ impl AioDriver {
             !std::mem::replace(&mut st.shutdown, true)
         };
         if first {
-            wake_reaper(inner);
+            inner.reaper_cv.notify_all();
+            inner.kick();
         }
         if !super::on_driver_thread() {
             if let Some(h) = self.reaper.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -407,93 +491,5 @@ impl AioDriver {
             }
         }
         self.pool.shutdown();
-    }
-}
-
-/// Posts a completion event that wakes the reaper: an eventfd read with a
-/// non-zero counter completes inside `io_submit`.
-fn wake_reaper(inner: &Inner) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a local into our own eventfd.
-    let _ = unsafe { libc::write(inner.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    let iocb = Iocb {
-        aio_data: WAKE_KEY,
-        aio_lio_opcode: IOCB_CMD_PREAD,
-        aio_fildes: inner.eventfd.as_raw_fd() as u32,
-        aio_buf: inner.wake_buf.get() as u64,
-        aio_nbytes: 8,
-        ..Iocb::default()
-    };
-    if io_submit_one(inner.ctx, &iocb).is_err() {
-        // The reaper then notices shutdown at its next timeout.
-    }
-}
-
-/// The reaper thread: sleeps in `io_getevents` and completes what arrives,
-/// until shutdown with nothing in flight.
-fn reap(inner: &Arc<Inner>) {
-    let mut events = [IoEvent::default(); EVENTS_PER_REAP];
-    let mut done: Vec<Done> = Vec::with_capacity(EVENTS_PER_REAP);
-    let mut woken = false;
-    loop {
-        {
-            let st = inner.lock();
-            if st.shutdown && st.slab.is_empty() {
-                break;
-            }
-        }
-        // Once woken for shutdown, look again every 10 ms (a submitter that
-        // failed to submit may have emptied the slab without an event);
-        // before, every second, in case the wake-up could not be posted (a
-        // kernel whose eventfd cannot be read through AIO, before 5.11).
-        let ts = libc::timespec {
-            tv_sec: if woken { 0 } else { 1 },
-            tv_nsec: if woken { 10_000_000 } else { 0 },
-        };
-        let timeout: *const libc::timespec = &ts;
-        // SAFETY: `events` has room for EVENTS_PER_REAP events; `timeout` is
-        // null or points to a live local.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_io_getevents,
-                inner.ctx,
-                1 as libc::c_long,
-                EVENTS_PER_REAP as libc::c_long,
-                events.as_mut_ptr(),
-                timeout,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                // Not eprintln!: it panics when stderr is a closed pipe,
-                // which would end the reaper.
-                let _ = writeln!(std::io::stderr(), "overlap: io_getevents failed: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            continue;
-        }
-        {
-            let mut st = inner.lock();
-            for ev in &events[..n as usize] {
-                if ev.data == WAKE_KEY {
-                    woken = true;
-                    continue;
-                }
-                let Some(e) = st.slab.try_remove(ev.data as usize) else {
-                    debug_assert!(false, "an AIO event for an unknown operation");
-                    continue;
-                };
-                done.push(Done {
-                    op: e.op,
-                    res: ev.res,
-                    inline: e.submitting,
-                });
-            }
-        }
-        if !done.is_empty() {
-            // On this driver thread `contain` reports panics in user code.
-            let _ = complete_all(&mut done);
-        }
     }
 }
