@@ -268,7 +268,7 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
             if let Some(p) = complete_all(&mut done) {
                 // Not necessarily this thread's operation: reported, as on
                 // the reaper, and the leader goes on.
-                crate::driver::report_panic("an AIO operation reaped by a waiting thread", &p);
+                crate::driver::report_panic("read or write reaped by a waiting thread", &p);
             }
         }
         if empty {
