@@ -340,9 +340,9 @@ pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) {
             inner.reaper_cv.notify_one();
         }
     } else {
-        if r.left_at.is_none() {
-            r.left_at = Some(Instant::now());
-        }
+        // The grace starts now: the submitter (or a port's worker) is
+        // about to wait for it.
+        r.left_at = Some(Instant::now());
         if r.reaper == ReaperSleep::Untimed {
             r.reaper = ReaperSleep::Notified;
             inner.reaper_cv.notify_one();
@@ -383,7 +383,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
                 idle_rounds = 0;
             } else {
                 st.reaping.reaper = ReaperSleep::Timed;
-                let nap = if free { GRACE - since } else { GRACE };
+                let nap = if free { GRACE.saturating_sub(since) } else { GRACE };
                 st = inner
                     .reaper_cv
                     .wait_timeout(st, nap.max(Duration::from_micros(100)))
