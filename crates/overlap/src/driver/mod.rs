@@ -4,7 +4,8 @@
 //! (`crate::wait`) and each completion port's ring; `pool` performs them on
 //! a bounded set of threads where io_uring is unavailable; `aio` hands
 //! O_DIRECT reads and writes to Linux AIO where io_uring is unavailable and
-//! leaves the rest to a pool beside it.
+//! leaves the rest to a pool beside it (its completions reaped by the
+//! threads that wait for them, `aio::lead`).
 
 pub(crate) mod aio;
 pub(crate) mod pool;

@@ -5,9 +5,10 @@
 //!
 //! On an io_uring engine a port has a ring of its own (`ring`): submitters
 //! hand operations to the kernel themselves and workers sleep in the kernel
-//! on that ring, which wakes them. Elsewhere (the thread pool, or where no
-//! ring could be made) the engine's driver delivers completions to a queue
-//! (`queue`).
+//! on that ring, which wakes them. Elsewhere (the thread pool, Linux AIO,
+//! or where no ring could be made) the engine's driver delivers completions
+//! to a queue (`queue`); on Linux AIO a worker that waits reaps the
+//! context's events itself when no other thread does.
 
 mod queue;
 mod ring;
