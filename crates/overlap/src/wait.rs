@@ -103,8 +103,7 @@ impl Wake for ThreadWaker {
                     let one: u64 = 1;
                     // SAFETY: writes 8 bytes from a local into an eventfd
                     // this waker owns.
-                    let _ =
-                        unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+                    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
                 }
             }
             IN_AIO => {

@@ -489,7 +489,10 @@ fn a_panicking_waker_reaped_by_a_waiting_thread_is_contained() {
     }
     assert!(on_waiter, "the waiting thread never reaped the victim");
     let s1 = engine.stats();
-    assert!(s1.aio_reaped_by_waiters > s0.aio_reaped_by_waiters, "{s1:?}");
+    assert!(
+        s1.aio_reaped_by_waiters > s0.aio_reaped_by_waiters,
+        "{s1:?}"
+    );
     // The engine goes on, on a waiting thread and on another executor.
     let (res, _) = file.read_at(pool.get(), 0).wait();
     assert_eq!(res.unwrap(), 4096);

@@ -269,8 +269,7 @@ impl<B: Send + 'static> aio::Waiter for PortWaiter<'_, B> {
                 None => q.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
-                    q.cv
-                        .wait_timeout(st, left)
+                    q.cv.wait_timeout(st, left)
                         .unwrap_or_else(|p| p.into_inner())
                         .0
                 }

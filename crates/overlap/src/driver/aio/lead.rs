@@ -169,7 +169,10 @@ pub(super) fn check(st: &State) {
         "every registered follower is counted as waiting"
     );
     debug_assert!(
-        st.slab.is_empty() || r.role != Role::Free || r.waiters > 0 || r.reaper != ReaperSleep::Untimed,
+        st.slab.is_empty()
+            || r.role != Role::Free
+            || r.waiters > 0
+            || r.reaper != ReaperSleep::Untimed,
         "operations in flight with nobody to reap them"
     );
 }
@@ -383,7 +386,11 @@ pub(super) fn reap(inner: &Arc<Inner>) {
                 idle_rounds = 0;
             } else {
                 st.reaping.reaper = ReaperSleep::Timed;
-                let nap = if free { GRACE.saturating_sub(since) } else { GRACE };
+                let nap = if free {
+                    GRACE.saturating_sub(since)
+                } else {
+                    GRACE
+                };
                 st = inner
                     .reaper_cv
                     .wait_timeout(st, nap.max(Duration::from_micros(100)))

@@ -54,9 +54,9 @@ use slab::Slab;
 use super::pool::PoolDriver;
 use crate::op::Completable;
 
-pub(crate) use lead::{wait, Waiter};
 use crate::ops::OpKind;
 use crate::stats::Counters;
+pub(crate) use lead::{wait, Waiter};
 
 /// `aio_context_t`.
 type AioContext = libc::c_ulong;
