@@ -609,3 +609,50 @@ fn a_leader_leaving_promotes_a_follower() {
     }
     assert_eq!(engine.in_flight(), (0, 0));
 }
+
+/// A port's worker that takes one completion at a time while another
+/// thread waits on the same engine (and so often holds the reaping role
+/// and reaps the port's reads): the worker must not sleep on its port when
+/// the other thread has taken its event out of the context but not yet
+/// delivered it (its look at the context then finds nothing in flight).
+#[test]
+fn a_port_worker_is_woken_for_events_another_waiter_reaped() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 215, 64));
+    let pool = AlignedBufPool::for_file(&file, 4096, 8).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (f, p, s) = (file.clone(), pool.clone(), stop.clone());
+    let other = watch(move || {
+        let mut n = 0u64;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            let off = (n % 64) * 4096;
+            let (res, _) = f.read_at(p.get(), off).wait();
+            assert_eq!(res.unwrap(), 4096);
+            n += 1;
+        }
+        n
+    });
+    let (f, p, e) = (file.clone(), pool.clone(), engine.clone());
+    let worker = watch(move || {
+        let port: overlap::Port<overlap::AlignedBuf> = overlap::Port::new(&e);
+        for i in 0..5_000u64 {
+            let off = (i % 64) * 4096;
+            port.read_at(&f, p.get(), off, i)
+                .map_err(|(e, _)| e)
+                .unwrap();
+            let c = port.next().expect("one outstanding");
+            assert_eq!(c.key, i);
+            assert_eq!(c.result.unwrap(), 4096);
+            assert_pattern(&c.buf, 215, off);
+        }
+    });
+    let res = worker.wait(std::time::Instant::now() + Duration::from_secs(60));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    res.expect("the port's worker got every completion");
+    let n = other
+        .wait(std::time::Instant::now() + Duration::from_secs(20))
+        .unwrap();
+    eprintln!("the other thread read {n} blocks meanwhile");
+    assert_eq!(engine.in_flight(), (0, 0));
+}

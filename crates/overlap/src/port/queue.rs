@@ -191,6 +191,11 @@ impl<B: Send + 'static> Queue<B> {
         aio: Option<&Arc<aio::Inner>>,
     ) -> Option<Completion<B>> {
         let mut st = self.lock();
+        // Set once the AIO context had nothing in flight: then sleep here,
+        // but only after looking at the queue again under the lock (the
+        // thread that reaped this port's last events may have delivered
+        // them meanwhile, with nobody counted as waiting to wake).
+        let mut aio_idle = false;
         loop {
             if let Some(d) = st.ready.pop_front() {
                 st.outstanding -= 1;
@@ -208,14 +213,13 @@ impl<B: Send + 'static> Queue<B> {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            if let Some(ctx) = aio {
+            if let Some(ctx) = aio.filter(|_| !aio_idle) {
                 drop(st);
-                let waited = aio::wait(ctx, &PortWaiter(self), deadline);
+                aio_idle = !aio::wait(ctx, &PortWaiter(self), deadline);
                 st = self.lock();
-                if waited {
-                    continue;
-                }
+                continue;
             }
+            aio_idle = false;
             st.waiting += 1;
             st = match deadline {
                 None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
