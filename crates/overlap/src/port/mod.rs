@@ -317,7 +317,11 @@ impl<B: Send + 'static> Port<B> {
     /// instead of waiting forever).
     ///
     /// On io_uring the worker sleeps in the kernel on the port's ring and
-    /// the completion wakes it.
+    /// the completion wakes it; on Linux AIO a worker reaps the context's
+    /// events itself when no other thread does. Elsewhere (the pool), a
+    /// lone waiting worker with many operations outstanding is woken once
+    /// an eighth of them (1 to 4) are ready, so that it takes them in a
+    /// batch; with fewer outstanding, at the first.
     pub fn next(&self) -> Option<Completion<B>> {
         self.take(None)
     }
