@@ -60,13 +60,16 @@
 //!      that an operation of [`Op::wait`] runs on the waiting thread itself
 //!      (`pool::run_on_caller`: one system call, no hand-off);
 //!    - on `aio+pool` (io_uring blocked), an O_DIRECT read or write goes to
-//!      Linux AIO (`AioDriver::submit`, `io_submit` on the calling thread),
-//!      whose reaper thread sleeps in `io_getevents` and completes it as in
-//!      step 5; everything else goes to the pool as above.
+//!      Linux AIO (`AioDriver::submit`, `io_submit` on the calling thread);
+//!      everything else goes to the pool as above.
 //! 4. The kernel performs the read. A thread in `block_on` sleeps in
 //!    `io_uring_enter` on its own ring (`RingCore::wait`), and the
 //!    completion's task work wakes that very thread; the engine thread does
-//!    the same on its ring for the futures it carries.
+//!    the same on its ring for the futures it carries. On `aio+pool`, the
+//!    waiting thread (in `block_on`, or a port's worker in `next`) sleeps in
+//!    `io_getevents` itself when no other thread does (`aio::lead::wait`,
+//!    leader/follower), and reaps every event it gets; the engine's reaper
+//!    thread does so only while nobody waits (futures of other executors).
 //! 5. The reaper (`RingCore::reap`) turns the completion into a `Done`, and
 //!    `ring::complete_all` calls `OpCell::complete` with panics in user code
 //!    contained: the result is stored, the file and the budget are released,

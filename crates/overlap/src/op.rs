@@ -463,6 +463,14 @@ pub(crate) fn submit_routed<B: Send + 'static>(
     let inline = route == Route::Inline && req.shared.driver.pool_takes(&req.kind);
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
+    // A thread in `block_on` will wait for the operation, and a port's
+    // worker for a port's (unless the port's workers sleep on its condition
+    // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
+    let awaited = match &target {
+        Target::Future => route != Route::Driver,
+        Target::Port(q, _) => !(shared_is_aio(&req) && q.has_sleepers()),
+        Target::Ring(_) => true,
+    };
     let cell = OpCell::new(req, target, permit);
     let shared = Completable::shared(&*cell).clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
@@ -484,8 +492,17 @@ pub(crate) fn submit_routed<B: Send + 'static>(
     } else {
         op
     };
-    shared.driver.submit(op);
+    if route != Route::Driver {
+        if let Some(aio) = shared.driver.aio() {
+            crate::wait::note_aio(aio);
+        }
+    }
+    shared.driver.submit_as(op, !awaited);
     cell
+}
+
+fn shared_is_aio<B>(req: &Request<B>) -> bool {
+    req.shared.driver.aio().is_some()
 }
 
 /// A boxed operation for the less frequent calls (sync, allocate, metadata,

@@ -68,6 +68,11 @@ pub struct Stats {
     pub submitted_aio: u64,
     /// Operations given to the thread pool's workers.
     pub submitted_pool: u64,
+    /// Linux AIO completions reaped by a thread waiting on the engine (a
+    /// port's worker, a thread in `.wait()` or [`block_on`](crate::block_on))
+    /// in `io_getevents` itself, rather than by the engine's reaper thread
+    /// and handed over.
+    pub aio_reaped_by_waiters: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
@@ -98,6 +103,7 @@ pub(crate) struct Counters {
     pub ran_on_caller: AtomicU64,
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
+    pub aio_reaped_by_waiters: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -161,6 +167,7 @@ impl Counters {
             submitted_on_reactor_rings: self.reactor_submitted.load(Ordering::Relaxed),
             ran_on_caller: self.ran_on_caller.load(Ordering::Relaxed),
             submitted_aio: self.aio_submitted.load(Ordering::Relaxed),
+            aio_reaped_by_waiters: self.aio_reaped_by_waiters.load(Ordering::Relaxed),
             submitted_pool: self.pool_submitted.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers

@@ -24,15 +24,23 @@
 //!   budget, a port) may wake the thread while it sleeps in the ring: its
 //!   waker then writes the thread's eventfd, which a read pending in the
 //!   ring turns into a completion.
+//!
+//! On an `aio+pool` engine (io_uring blocked) there is no ring per thread,
+//! but the same holds: a thread that waits while operations are in flight
+//! on the engine's AIO context calls `io_getevents` itself when no other
+//! thread does, and completes what it gets (leader/follower:
+//! `driver::aio::lead`). Its waker, seeing it asleep there (`IN_AIO`),
+//! kicks the context.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
+use crate::driver::aio;
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::driver::Panic;
 use crate::engine::Shared;
@@ -47,14 +55,21 @@ const THREAD_RING_CQ_ENTRIES: u32 = 1024;
 const RUNNING: u8 = 0;
 const PARKED: u8 = 1;
 const IN_RING: u8 = 2;
+/// Holds the reaping role of an AIO context, not inside `io_getevents`.
+const LEADING: u8 = 3;
+/// Asleep in `io_getevents`, holding the reaping role.
+const IN_AIO: u8 = 4;
 
 /// The waker of a thread blocked in [`block_on`].
 struct ThreadWaker {
     thread: Thread,
     /// Set by a wake-up, so that a waiter sees it without sleeping.
     notified: AtomicBool,
-    /// Where the thread sleeps: `RUNNING`, `PARKED` or `IN_RING`.
+    /// Where the thread sleeps: `RUNNING`, `PARKED`, `IN_RING`, `LEADING`
+    /// or `IN_AIO`.
     state: AtomicU8,
+    /// The AIO context the thread sleeps in while `IN_AIO` (to kick it).
+    aio: Mutex<Option<Arc<aio::Inner>>>,
     /// Written to wake the thread asleep in its ring. Owned by the waker so
     /// that a waker outliving the thread never writes a descriptor number
     /// that was reused.
@@ -67,6 +82,7 @@ impl ThreadWaker {
             thread: std::thread::current(),
             notified: AtomicBool::new(false),
             state: AtomicU8::new(RUNNING),
+            aio: Mutex::new(None),
             eventfd: OnceLock::new(),
         }
     }
@@ -81,15 +97,24 @@ impl Wake for ThreadWaker {
         // `notified`: either the waiter sees the flag, or this sees where
         // it sleeps.
         self.notified.store(true, Ordering::SeqCst);
-        if self.state.load(Ordering::SeqCst) == IN_RING {
-            if let Some(fd) = self.eventfd.get() {
-                let one: u64 = 1;
-                // SAFETY: writes 8 bytes from a local into an eventfd this
-                // waker owns.
-                let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        match self.state.load(Ordering::SeqCst) {
+            IN_RING => {
+                if let Some(fd) = self.eventfd.get() {
+                    let one: u64 = 1;
+                    // SAFETY: writes 8 bytes from a local into an eventfd
+                    // this waker owns.
+                    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+                }
             }
-        } else {
-            self.thread.unpark();
+            IN_AIO => {
+                let ctx = self.aio.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(ctx) = ctx {
+                    ctx.kick();
+                }
+            }
+            // It checks `notified` before it sleeps in `io_getevents` again.
+            LEADING => {}
+            _ => self.thread.unpark(),
         }
     }
 }
@@ -188,6 +213,9 @@ struct Local {
     inline: Cell<bool>,
     waker: Arc<ThreadWaker>,
     waker_obj: Waker,
+    /// The AIO context this thread last submitted to while in `block_on`:
+    /// where it reaps when it waits (`driver::aio::lead`).
+    aio: RefCell<Weak<aio::Inner>>,
 }
 
 impl Local {
@@ -199,6 +227,7 @@ impl Local {
             inline: Cell::new(false),
             waker_obj: Waker::from(waker.clone()),
             waker,
+            aio: RefCell::new(Weak::new()),
         }
     }
 }
@@ -254,6 +283,54 @@ pub(crate) fn polled_by_inline_wait(waker: &Waker) -> bool {
     LOCAL
         .try_with(|l| l.depth.get() > 0 && l.inline.get() && waker.will_wake(&l.waker_obj))
         .unwrap_or(false)
+}
+
+/// Records that the calling thread, inside `block_on`, submitted to the
+/// AIO context `ctx`: it reaps there when it waits.
+pub(crate) fn note_aio(ctx: &Arc<aio::Inner>) {
+    let _ = LOCAL.try_with(|l| {
+        if let Ok(mut cur) = l.aio.try_borrow_mut() {
+            if cur.as_ptr() != Arc::as_ptr(ctx) {
+                *cur = Arc::downgrade(ctx);
+            }
+        }
+    });
+}
+
+/// A thread in `block_on`, as the AIO reaping protocol sees it.
+struct ThreadWaiter<'a>(&'a Local);
+
+impl aio::Waiter for ThreadWaiter<'_> {
+    fn ready(&self) -> bool {
+        self.0.waker.notified.load(Ordering::SeqCst)
+    }
+    fn enter(&self, ctx: &Arc<aio::Inner>) -> bool {
+        let tw = &self.0.waker;
+        *tw.aio.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.clone());
+        // SeqCst pairs with the waker's store of `notified` and load of
+        // `state`: either this sees the wake-up, or the waker kicks.
+        tw.state.store(IN_AIO, Ordering::SeqCst);
+        if tw.notified.load(Ordering::SeqCst) {
+            self.leave();
+            return false;
+        }
+        true
+    }
+    fn leave(&self) {
+        let tw = &self.0.waker;
+        tw.state.store(LEADING, Ordering::SeqCst);
+        tw.aio.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+    fn follow(&self, _deadline: Option<std::time::Instant>) {
+        park_until_notified(&self.0.waker);
+    }
+    fn promoter(&self) -> Waker {
+        self.0.waker_obj.clone()
+    }
+    fn leading(&self, on: bool) {
+        let s = if on { LEADING } else { RUNNING };
+        self.0.waker.state.store(s, Ordering::SeqCst);
+    }
 }
 
 /// Puts `op` on the calling thread's ring (the caller checked
@@ -483,6 +560,17 @@ fn sleep(l: &Local) {
         finish(&mut done);
         return;
     }
+    let ctx = l.aio.try_borrow().ok().and_then(|w| w.upgrade());
+    if let Some(ctx) = ctx {
+        if aio::wait(&ctx, &ThreadWaiter(l), None) {
+            return;
+        }
+    }
+    park_until_notified(tw);
+}
+
+/// Looks for the thread's wake-up for the spin window, then parks until it.
+fn park_until_notified(tw: &ThreadWaker) {
     let spin = spin_window();
     if !spin.is_zero() {
         let start = std::time::Instant::now();

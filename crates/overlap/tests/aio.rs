@@ -296,3 +296,360 @@ fn panics_in_user_code_on_the_reaper_are_contained() {
     }
     assert_eq!(engine.in_flight(), (0, 0));
 }
+
+// ------------------------------------------- the thread that waits reaps
+
+/// Sixteen threads wait on one AIO engine at once (twelve in `.wait()`,
+/// four draining ports of their own at depth 8): one of them at a time
+/// reaps (leader/follower) and completes the others' reads too, and every
+/// completion reaches its owner (each thread checks the data of its own
+/// offsets). A lost promotion leaves followers asleep with nobody reaping:
+/// the deadline fails the test instead of hanging it.
+#[test]
+fn many_threads_waiting_on_one_engine_each_get_their_own_completions() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let blocks = 256u64;
+    let file = Arc::new(direct_file(&engine, &dir, 210, blocks as usize));
+    let pool = AlignedBufPool::for_file(&file, 4096, 64).unwrap();
+    let s0 = engine.stats();
+    let per_thread = 200u64;
+    let waiters: Vec<_> = (0..12u64)
+        .map(|t| {
+            let (file, pool) = (file.clone(), pool.clone());
+            watch(move || {
+                for i in 0..per_thread {
+                    let off = ((t * 31 + i * 7) % blocks) * 4096;
+                    let (res, buf) = file.read_at(pool.get(), off).wait();
+                    assert_eq!(res.unwrap(), 4096);
+                    assert_pattern(&buf, 210, off);
+                }
+            })
+        })
+        .collect();
+    let porters: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (file, pool, engine) = (file.clone(), pool.clone(), engine.clone());
+            watch(move || {
+                let port: overlap::Port<overlap::AlignedBuf> = overlap::Port::new(&engine);
+                let mut next = 0u64;
+                let mut done = 0u64;
+                let key_off = |k: u64| ((t * 53 + k * 11) % blocks) * 4096;
+                while done < per_thread {
+                    while next < per_thread && port.outstanding() < 8 {
+                        port.try_read_at(&file, pool.get(), key_off(next), next)
+                            .map_err(|(e, _)| e)
+                            .unwrap();
+                        next += 1;
+                    }
+                    let c = port.next().expect("a completion is outstanding");
+                    assert_eq!(c.result.unwrap(), 4096, "key {}", c.key);
+                    assert_pattern(&c.buf, 210, key_off(c.key));
+                    done += 1;
+                }
+                assert!(port.next().is_none());
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for w in waiters.into_iter().chain(porters) {
+        w.wait(deadline).unwrap();
+    }
+    let s1 = engine.stats();
+    let n = 16 * per_thread;
+    assert_eq!(s1.completed - s0.completed, n, "{s1:?}");
+    assert_eq!(s1.submitted_aio - s0.submitted_aio, n, "{s1:?}");
+    assert!(
+        s1.aio_reaped_by_waiters > s0.aio_reaped_by_waiters,
+        "waiting threads reaped: {s1:?}"
+    );
+    eprintln!(
+        "{} of {n} completions reaped by waiting threads",
+        s1.aio_reaped_by_waiters - s0.aio_reaped_by_waiters
+    );
+    assert_eq!(engine.in_flight(), (0, 0));
+}
+
+/// A thread in `block_on` submits a large read, hands the in-flight future
+/// to another thread's executor (`futures::executor`), and waits for small
+/// reads of its own: it leads, and leaves with the large read still in
+/// flight. The reaper must take over, even though it had gone to sleep
+/// without a timeout (nothing was in flight for 100 ms before), or the
+/// other executor's future never completes.
+#[test]
+fn a_waiter_leaving_with_operations_in_flight_hands_over_to_the_reaper() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let big = 16usize << 20;
+    let path = dir.path().join("big");
+    std_create_pattern(&path, 211, big);
+    let file = Arc::new(open_direct(&engine, &path));
+    let pool = AlignedBufPool::for_file(&file, big, 1).unwrap();
+    let small = AlignedBufPool::for_file(&file, 4096, 1).unwrap();
+    let mut exercised = 0;
+    for _ in 0..20 {
+        // Nothing in flight for a while: the reaper sleeps without a timeout.
+        std::thread::sleep(Duration::from_millis(100));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = file.clone();
+        let (res, buf) = overlap::block_on(async {
+            let mut large = f.read_at(pool.get(), 0);
+            // Submitted by this thread's block_on, then moved away in flight.
+            let _ = futures::poll!(&mut large);
+            tx.send(large).unwrap();
+            f.read_at(small.get(), 4096).await
+        });
+        assert_eq!(res.unwrap(), 4096);
+        assert_pattern(&buf, 211, 4096);
+        let in_flight = engine.in_flight().0 > 0;
+        let large = rx.recv().unwrap();
+        let done = within(Duration::from_secs(20), move || {
+            let (res, buf) = futures::executor::block_on(large);
+            assert_eq!(res.unwrap(), big);
+            assert_pattern(&buf, 211, 0);
+        });
+        done.expect("the other executor's read completes");
+        if in_flight {
+            exercised += 1;
+            if exercised >= 3 {
+                break;
+            }
+        }
+    }
+    if exercised == 0 {
+        eprintln!("SKIPPED: the large read always completed before the waiter left");
+    }
+    assert_eq!(engine.in_flight(), (0, 0));
+}
+
+/// A waker that records the name of the thread it is woken on, then
+/// panics.
+struct NamedPanicWaker(Mutex<Option<String>>);
+
+impl std::task::Wake for NamedPanicWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        *self.0.lock().unwrap() = Some(name);
+        panic!("deliberate panic in a waker");
+    }
+}
+
+/// A waker that panics, of a read that a waiting thread reaps: the panic is
+/// contained on that thread (reported, not unwound into its `block_on`),
+/// the thread's own reads complete, and the engine goes on. (Should the
+/// waiting thread be descheduled past the reaper's grace, the reaper reaps
+/// the read instead: the test tries again.)
+#[test]
+fn a_panicking_waker_reaped_by_a_waiting_thread_is_contained() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 212, 64));
+    let pool = AlignedBufPool::for_file(&file, 4096, 4).unwrap();
+    let s0 = engine.stats();
+    let mut on_waiter = false;
+    for _ in 0..20 {
+        let woken = Arc::new(NamedPanicWaker(Mutex::new(None)));
+        let waker = std::task::Waker::from(woken.clone());
+        let (f, p, w) = (file.clone(), pool.clone(), woken.clone());
+        let waiter = watch(move || {
+            overlap::block_on(async move {
+                let mut victim = f.read_at(p.get(), 0);
+                // Submitted as this thread's (it waits, and reaps), then its
+                // waker replaced by the panicking one.
+                let _ = futures::poll!(&mut victim);
+                let cx = &mut std::task::Context::from_waker(&waker);
+                let _ = std::pin::Pin::new(&mut victim).poll(cx);
+                let mut reads = 0u64;
+                // Keep waiting (and reaping) until the victim's waker ran.
+                while w.0.lock().unwrap().is_none() && reads < 100_000 {
+                    let off = (1 + reads % 63) * 4096;
+                    let (res, buf) = f.read_at(p.get(), off).await;
+                    assert_eq!(res.unwrap(), 4096);
+                    assert_pattern(&buf, 212, off);
+                    reads += 1;
+                }
+                drop(victim);
+            })
+        });
+        waiter
+            .wait(std::time::Instant::now() + Duration::from_secs(30))
+            .expect("the waiting thread survives the panic");
+        let name = woken.0.lock().unwrap().clone();
+        eprintln!("the panicking waker ran on {name:?}");
+        if name.as_deref() == Some("watched") {
+            on_waiter = true;
+            break;
+        }
+    }
+    assert!(on_waiter, "the waiting thread never reaped the victim");
+    let s1 = engine.stats();
+    assert!(
+        s1.aio_reaped_by_waiters > s0.aio_reaped_by_waiters,
+        "{s1:?}"
+    );
+    // The engine goes on, on a waiting thread and on another executor.
+    let (res, _) = file.read_at(pool.get(), 0).wait();
+    assert_eq!(res.unwrap(), 4096);
+    let (res, _) = futures::executor::block_on(file.read_at(pool.get(), 4096));
+    assert_eq!(res.unwrap(), 4096);
+    assert_eq!(engine.in_flight(), (0, 0));
+}
+
+/// Shutdown while eight threads wait on their reads (some with reads of
+/// theirs dropped in flight): every thread returns (a result, or
+/// `Error::Shutdown`), shutdown returns only once nothing is in flight,
+/// and no buffer was written after it was dropped.
+#[test]
+fn shutdown_while_threads_wait_completes_everything() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 213, 256));
+    let pool = AlignedBufPool::for_file(&file, 4096, 0).unwrap();
+    let yard: Yard = Arc::new(Mutex::new(Vec::new()));
+    let started = Arc::new(std::sync::Barrier::new(9));
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (file, pool, yard, started) =
+                (file.clone(), pool.clone(), yard.clone(), started.clone());
+            watch(move || {
+                started.wait();
+                let mut ok = 0u64;
+                for i in 0.. {
+                    let off = ((t * 17 + i) % 256) * 4096;
+                    let res = overlap::block_on(async {
+                        let mut dropped = file.read_at(KeptBuf::new(pool.get(), &yard), off);
+                        let _ = futures::poll!(&mut dropped);
+                        drop(dropped); // in flight: the engine keeps it
+                        file.read_at(KeptBuf::new(pool.get(), &yard), off).await.0
+                    });
+                    match res {
+                        Ok(n) => {
+                            assert_eq!(n, 4096);
+                            ok += 1;
+                        }
+                        Err(Error::Shutdown) => return ok,
+                        Err(e) => panic!("{e}"),
+                    }
+                    assert!(i < 1_000_000, "never saw the shutdown");
+                }
+                ok
+            })
+        })
+        .collect();
+    started.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    engine.shutdown();
+    assert_eq!(
+        engine.in_flight(),
+        (0, 0),
+        "shutdown returned with operations in flight"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut total = 0;
+    for t in threads {
+        total += t.wait(deadline).expect("a waiting thread returns");
+    }
+    assert!(total > 0, "reads completed before the shutdown");
+    assert_eq!(written_after_drop(&yard), 0);
+    let (res, _) = file.read_at(pool.get(), 0).wait();
+    assert!(matches!(res, Err(Error::Shutdown)), "{res:?}");
+}
+
+/// A thread waits on a large read while another, waiting on small reads,
+/// holds the reaping role; the small reader stops first, leaving the large
+/// read in flight with its owner asleep as a follower. The leaving leader
+/// must promote it (the reaper leaves the role to threads that wait), or
+/// the large read is never reaped.
+#[test]
+fn a_leader_leaving_promotes_a_follower() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let big = 8usize << 20;
+    let path = dir.path().join("promote");
+    std_create_pattern(&path, 214, big);
+    let file = Arc::new(open_direct(&engine, &path));
+    let large = AlignedBufPool::for_file(&file, big, 1).unwrap();
+    let small = AlignedBufPool::for_file(&file, 4096, 1).unwrap();
+    for round in 0..20 {
+        let go = Arc::new(std::sync::Barrier::new(2));
+        let (f, p, g) = (file.clone(), small.clone(), go.clone());
+        let leader = watch(move || {
+            let mut reads = 0u64;
+            let (res, _) = f.read_at(p.get(), 0).wait();
+            res.unwrap();
+            g.wait();
+            // Keep leading for a little while after the large read started.
+            for i in 0..16u64 {
+                let off = (1 + i) * 4096;
+                let (res, buf) = f.read_at(p.get(), off).wait();
+                assert_eq!(res.unwrap(), 4096);
+                assert_pattern(&buf, 214, off);
+                reads += 1;
+            }
+            reads
+        });
+        let (f, p, g) = (file.clone(), large.clone(), go.clone());
+        let follower = watch(move || {
+            g.wait();
+            let (res, buf) = f.read_at(p.get(), 0).wait();
+            assert_eq!(res.unwrap(), big);
+            assert_pattern(&buf, 214, 0);
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        leader.wait(deadline).unwrap();
+        follower
+            .wait(deadline)
+            .unwrap_or_else(|e| panic!("round {round}: the large read's owner: {e}"));
+    }
+    assert_eq!(engine.in_flight(), (0, 0));
+}
+
+/// A port's worker that takes one completion at a time while another
+/// thread waits on the same engine (and so often holds the reaping role
+/// and reaps the port's reads): the worker must not sleep on its port when
+/// the other thread has taken its event out of the context but not yet
+/// delivered it (its look at the context then finds nothing in flight).
+#[test]
+fn a_port_worker_is_woken_for_events_another_waiter_reaped() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 215, 64));
+    let pool = AlignedBufPool::for_file(&file, 4096, 8).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (f, p, s) = (file.clone(), pool.clone(), stop.clone());
+    let other = watch(move || {
+        let mut n = 0u64;
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            let off = (n % 64) * 4096;
+            let (res, _) = f.read_at(p.get(), off).wait();
+            assert_eq!(res.unwrap(), 4096);
+            n += 1;
+        }
+        n
+    });
+    let (f, p, e) = (file.clone(), pool.clone(), engine.clone());
+    let worker = watch(move || {
+        let port: overlap::Port<overlap::AlignedBuf> = overlap::Port::new(&e);
+        for i in 0..5_000u64 {
+            let off = (i % 64) * 4096;
+            port.read_at(&f, p.get(), off, i)
+                .map_err(|(e, _)| e)
+                .unwrap();
+            let c = port.next().expect("one outstanding");
+            assert_eq!(c.key, i);
+            assert_eq!(c.result.unwrap(), 4096);
+            assert_pattern(&c.buf, 215, off);
+        }
+    });
+    let res = worker.wait(std::time::Instant::now() + Duration::from_secs(60));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    res.expect("the port's worker got every completion");
+    let n = other
+        .wait(std::time::Instant::now() + Duration::from_secs(20))
+        .unwrap();
+    eprintln!("the other thread read {n} blocks meanwhile");
+    assert_eq!(engine.in_flight(), (0, 0));
+}

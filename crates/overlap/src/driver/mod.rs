@@ -4,7 +4,8 @@
 //! (`crate::wait`) and each completion port's ring; `pool` performs them on
 //! a bounded set of threads where io_uring is unavailable; `aio` hands
 //! O_DIRECT reads and writes to Linux AIO where io_uring is unavailable and
-//! leaves the rest to a pool beside it.
+//! leaves the rest to a pool beside it (its completions reaped by the
+//! threads that wait for them, `aio::lead`).
 
 pub(crate) mod aio;
 pub(crate) mod pool;
@@ -144,11 +145,22 @@ impl DriverHandle {
         }
     }
 
-    pub(crate) fn submit(&self, op: Arc<dyn Completable>) {
+    /// Submits `op`; `urgent` is false when a thread will wait for it
+    /// (`block_on`, a port's worker): on AIO that thread reaps it itself
+    /// (`aio::lead`).
+    pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
         match self {
             DriverHandle::Uring(d) => d.submit(op),
             DriverHandle::Pool(d) => d.submit(op),
-            DriverHandle::Aio(d) => d.submit(op),
+            DriverHandle::Aio(d) => d.submit(op, urgent),
+        }
+    }
+
+    /// The AIO context, on an `aio+pool` engine.
+    pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
+        match self {
+            DriverHandle::Aio(d) => Some(d.inner()),
+            _ => None,
         }
     }
 

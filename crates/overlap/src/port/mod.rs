@@ -5,9 +5,10 @@
 //!
 //! On an io_uring engine a port has a ring of its own (`ring`): submitters
 //! hand operations to the kernel themselves and workers sleep in the kernel
-//! on that ring, which wakes them. Elsewhere (the thread pool, or where no
-//! ring could be made) the engine's driver delivers completions to a queue
-//! (`queue`).
+//! on that ring, which wakes them. Elsewhere (the thread pool, Linux AIO,
+//! or where no ring could be made) the engine's driver delivers completions
+//! to a queue (`queue`); on Linux AIO a worker that waits reaps the
+//! context's events itself when no other thread does.
 
 mod queue;
 mod ring;
@@ -298,7 +299,7 @@ impl<B: Send + 'static> Port<B> {
 
     fn take(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(deadline, true),
+            Mode::Queue(q) => q.take(deadline, true, self.inner.engine.shared().driver.aio()),
             Mode::Ring(r) => loop {
                 if let Some(c) = r.try_take() {
                     return Some(c);
@@ -316,7 +317,11 @@ impl<B: Send + 'static> Port<B> {
     /// instead of waiting forever).
     ///
     /// On io_uring the worker sleeps in the kernel on the port's ring and
-    /// the completion wakes it.
+    /// the completion wakes it; on Linux AIO a worker reaps the context's
+    /// events itself when no other thread does. Elsewhere (the pool), a
+    /// lone waiting worker with many operations outstanding is woken once
+    /// an eighth of them (1 to 4) are ready, so that it takes them in a
+    /// batch; with fewer outstanding, at the first.
     pub fn next(&self) -> Option<Completion<B>> {
         self.take(None)
     }
@@ -329,7 +334,7 @@ impl<B: Send + 'static> Port<B> {
     /// A completion if one is ready now.
     pub fn try_next(&self) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(None, false),
+            Mode::Queue(q) => q.take(None, false, None),
             Mode::Ring(r) => r.try_take(),
         }
     }
