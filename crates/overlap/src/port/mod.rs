@@ -319,9 +319,8 @@ impl<B: Send + 'static> Port<B> {
     /// On io_uring the worker sleeps in the kernel on the port's ring and
     /// the completion wakes it; on Linux AIO a worker reaps the context's
     /// events itself when no other thread does. Elsewhere (the pool), a
-    /// lone waiting worker with many operations outstanding is woken once
-    /// an eighth of them (1 to 4) are ready, so that it takes them in a
-    /// batch; with fewer outstanding, at the first.
+    /// waiting worker is woken at the first completion: a ready completion
+    /// never waits for others.
     pub fn next(&self) -> Option<Completion<B>> {
         self.take(None)
     }

@@ -39,20 +39,6 @@ struct State<B> {
     leader: Option<Arc<aio::Inner>>,
     /// A worker was promoted to reap AIO completions (`aio::Waiter`).
     promoted: bool,
-    /// A lone waiting worker was woken and has not run yet: later pushes
-    /// need not wake it again.
-    signalled: bool,
-}
-
-/// Completions a lone waiting worker lets gather before it is woken, with
-/// `outstanding` operations not yet taken: an eighth of them, 1 to 4 (fio's
-/// `iodepth_batch_complete_min`). Waking the worker at the first
-/// completion of 32 in flight woke it about every other completion (0.48
-/// context switches per read on the pool at depth 32); the other
-/// completions keep the device busy meanwhile. Never more than
-/// `outstanding`, so the last completions always wake it.
-fn batch_target(outstanding: usize) -> usize {
-    (outstanding / 8).clamp(1, 4).min(outstanding.max(1))
 }
 
 /// Wakes one waiting worker; used through `driver::wake` so that a driver
@@ -75,7 +61,6 @@ impl<B: Send + 'static> Queue<B> {
                 waiting: 0,
                 leader: None,
                 promoted: false,
-                signalled: false,
             }),
             cv: Condvar::new(),
         }
@@ -106,8 +91,7 @@ impl<B: Send + 'static> Queue<B> {
     }
 
     /// Queues a completion and wakes a waiting worker if there is one that
-    /// the completions already queued will not satisfy (a lone worker once
-    /// [`batch_target`] completions are ready). `new` counts it as
+    /// the completions already queued will not satisfy. `new` counts it as
     /// outstanding under the same lock (a completion known at submission).
     pub(crate) fn push(
         self: &Arc<Self>,
@@ -123,12 +107,7 @@ impl<B: Send + 'static> Queue<B> {
             completion,
             _permit: permit,
         });
-        let wake = match st.waiting {
-            0 => false,
-            1 => !st.signalled && st.ready.len() >= batch_target(st.outstanding),
-            n => n >= st.ready.len(),
-        };
-        st.signalled |= wake;
+        let wake = st.waiting >= st.ready.len();
         let kick = st.leader.clone();
         drop(st);
         if let Some(ctx) = kick {
@@ -231,7 +210,6 @@ impl<B: Send + 'static> Queue<B> {
                 }
             };
             st.waiting -= 1;
-            st.signalled = false;
         }
     }
 }
@@ -279,7 +257,6 @@ impl<B: Send + 'static> aio::Waiter for PortWaiter<'_, B> {
                 }
             };
             st.waiting -= 1;
-            st.signalled = false;
         }
         st.promoted = false;
     }
