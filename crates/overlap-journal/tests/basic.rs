@@ -177,18 +177,7 @@ fn truncate_before_retires_segments() {
     }
     j.wait_blocking(*lsns.last().unwrap(), Level::Durable)
         .unwrap();
-    let count = |d: &PathBuf| {
-        std::fs::read_dir(d)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".seg")
-            })
-            .count()
-    };
+    let count = |d: &PathBuf| crate::recycle::files_ending(d, ".seg");
     let cut = lsns[300];
     let cut_seq = j.geometry().segment_of(cut.0);
     assert!(cut_seq >= 1, "the test needs the cut beyond segment 0");

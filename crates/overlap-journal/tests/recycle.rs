@@ -32,7 +32,8 @@ fn seg_path(d: &Path, seq: u64) -> PathBuf {
     d.join(format!("{seq:016x}.seg"))
 }
 
-fn files_ending(d: &Path, suffix: &str) -> usize {
+/// How many files in `d` have names ending in `suffix`.
+pub(crate) fn files_ending(d: &Path, suffix: &str) -> usize {
     std::fs::read_dir(d)
         .unwrap()
         .filter(|e| {
