@@ -21,8 +21,10 @@ use clap::ValueEnum;
 
 use crate::size::fmt_bytes;
 
+mod claims;
 mod datafile;
 mod fio;
+mod measure;
 mod plot;
 mod report;
 mod run;

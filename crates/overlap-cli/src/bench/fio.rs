@@ -24,8 +24,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 
+use super::measure::{progress_bar, Progress, Sampler};
 use super::report::BenchResult;
-use super::run::{progress_bar, Progress, Sampler};
 use super::{default_ops, Driver, Job, Preset, Requester, Rw, Target};
 
 /// Finds `fio` on PATH.

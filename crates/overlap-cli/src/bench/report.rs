@@ -6,7 +6,7 @@ use anyhow::Result;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::run::{EngineFigures, Measured};
+use super::measure::{EngineFigures, Measured};
 use super::{Job, Preset, Target};
 use crate::size::fmt_bytes;
 

@@ -16,7 +16,9 @@ use indicatif::ProgressBar;
 use overlap::AlignedBuf;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use super::run::{fill_for_write, Claims, LatSink, Measured, Meter, Offsets, PAGE};
+use super::claims::{Claims, Offsets, PAGE};
+use super::measure::{LatSink, Measured, Meter};
+use super::run::fill_for_write;
 use super::{Driver, Job, Target};
 
 /// A multi-thread runtime as the engine's tokio requesters get: one worker
