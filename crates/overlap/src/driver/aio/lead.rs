@@ -39,8 +39,11 @@
 //! 3. The reaper holding the role keeps reaping while nobody waits; once a
 //!    thread registered as a follower, it releases the role after its
 //!    current `io_getevents` returns and promotes a follower.
-//! 4. A submission that finds the role free, nobody waiting and the reaper
-//!    asleep without a timeout notifies the reaper. The reaper sleeps
+//! 4. A submission that finds the role free promotes a registered
+//!    follower if there is one (followers stay registered when the role
+//!    was released with nothing in flight, and may sleep for long on
+//!    something else); with nobody waiting and the reaper asleep without a
+//!    timeout, it notifies the reaper. The reaper sleeps
 //!    without a timeout only with nothing in flight and after
 //!    `IDLE_ROUNDS` idle rounds.
 //!
@@ -316,11 +319,13 @@ fn fill_role(inner: &Inner, st: &mut State) -> Option<Waker> {
         }
     }
     // Otherwise every waiting thread is a promoted follower or on its way
-    // into `wait`: it takes the role, or leaves through here.
+    // into `wait`: it takes the role, or leaves through here. (With
+    // nothing in flight, registered followers stay asleep: the next
+    // submission promotes one, `submitted`.)
     None
 }
 
-fn wake_promoted(w: Option<Waker>) {
+pub(super) fn wake_promoted(w: Option<Waker>) {
     if let Some(w) = w {
         if let Some(p) = crate::driver::contain("promotion", || w.wake()) {
             crate::driver::report_panic("a promotion wake-up", &p);
@@ -330,11 +335,27 @@ fn wake_promoted(w: Option<Waker>) {
 
 /// A submission made the slab non-empty (or added to it): makes sure
 /// someone will reap it (rule 4). `urgent`: a future of another executor,
-/// which nobody will wait for.
-pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) {
+/// which nobody will wait for. Returns a follower to wake (after the lock
+/// is released).
+///
+/// Followers stay registered when the role was released with nothing in
+/// flight (nobody is promoted then), and they may sleep for long on
+/// something else (a thread in `block_on` awaiting a channel): with the
+/// role free, one of them is promoted now, or nobody would reap (the
+/// reaper leaves the role to the threads that wait).
+#[must_use]
+pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) -> Option<Waker> {
     let r = &mut st.reaping;
-    if r.role != Role::Free || r.waiters > 0 {
-        return;
+    if r.role != Role::Free {
+        return None;
+    }
+    if let Some((_, w)) = r.followers.pop() {
+        return Some(w);
+    }
+    if r.waiters > 0 {
+        // Promoted followers on their way back, or threads on their way
+        // into `wait`: one of them takes the role.
+        return None;
     }
     if urgent {
         r.urgent = true;
@@ -351,6 +372,7 @@ pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) {
             inner.reaper_cv.notify_one();
         }
     }
+    None
 }
 
 /// The reaper thread: takes the role while nobody waits (module docs) and
