@@ -726,3 +726,70 @@ fn reads_are_reaped_while_followers_sleep_for_something_else() {
     });
     res.unwrap();
 }
+/// A waker that, woken, blocks on a read of the same engine (user code run
+/// on whichever thread reaps the operation it belongs to).
+struct BlockingWaker {
+    file: Arc<overlap::File>,
+    pool: AlignedBufPool,
+    done: Mutex<Option<(String, usize)>>,
+}
+
+impl std::task::Wake for BlockingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let (res, _) = self.file.read_at(self.pool.get(), 4096).wait();
+        *self.done.lock().unwrap() = Some((name, res.unwrap()));
+    }
+}
+
+/// User code run at completion on a thread holding the reaping role (a
+/// waker, or the `Drop` of a dropped future's buffer) that itself blocks on
+/// a read of the same engine: that nested wait must reap (the thread holds
+/// the role, nobody else will), not sleep as a follower of itself.
+#[test]
+fn a_nested_wait_on_the_thread_holding_the_role_reaps() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 217, 64));
+    let pool = AlignedBufPool::for_file(&file, 4096, 4).unwrap();
+    let woken = Arc::new(BlockingWaker {
+        file: file.clone(),
+        pool: pool.clone(),
+        done: Mutex::new(None),
+    });
+    let (f, p, w) = (file.clone(), pool.clone(), woken.clone());
+    let waiter = watch(move || {
+        let waker = std::task::Waker::from(w.clone());
+        overlap::block_on(async move {
+            let mut victim = f.read_at(p.get(), 0);
+            let _ = futures::poll!(&mut victim);
+            let cx = &mut std::task::Context::from_waker(&waker);
+            let _ = std::pin::Pin::new(&mut victim).poll(cx);
+            let mut reads = 0u64;
+            while w.done.lock().unwrap().is_none() && reads < 100_000 {
+                let off = (1 + reads % 63) * 4096;
+                let (res, _) = f.read_at(p.get(), off).await;
+                assert_eq!(res.unwrap(), 4096);
+                reads += 1;
+            }
+            drop(victim);
+        })
+    });
+    let res = waiter.wait(std::time::Instant::now() + Duration::from_secs(20));
+    let done = woken.done.lock().unwrap().clone();
+    if res.is_err() {
+        // Hung: the engine cannot shut down (its reaper waits for the
+        // stranded reads); leave it rather than hang the test binary.
+        std::mem::forget(file);
+        std::mem::forget(pool);
+        std::mem::forget(woken);
+        std::mem::forget(engine);
+        panic!("the thread that reaped the victim hung: {res:?} (done: {done:?})");
+    }
+    eprintln!("the blocking waker ran on {done:?}");
+    assert_eq!(done.map(|d| d.1), Some(4096));
+    assert_eq!(engine.in_flight(), (0, 0));
+}

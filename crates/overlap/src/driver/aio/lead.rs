@@ -62,7 +62,10 @@
 //!
 //! Completion on a leader runs user code (wakers, the `Drop` of a dropped
 //! future's buffer) of operations that may not be its own: a panic there is
-//! contained and reported, as on the reaper, and the leader goes on. The
+//! contained and reported, as on the reaper, and the leader goes on. User
+//! code there that itself blocks on I/O of the same engine (a nested
+//! `block_on`) finds the role held by its own thread (`Held`) and reaps
+//! on, rather than sleeping as a follower of itself. The
 //! slab keeps owning each operation's cell until its event is reaped,
 //! whoever reaps it.
 
@@ -190,6 +193,14 @@ pub(crate) fn wait(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>
     if st.slab.is_empty() {
         return false;
     }
+    if Held::on_this_thread(inner) {
+        // User code run at completion by this very thread, which holds the
+        // role further up its stack (a waker or a buffer's `Drop` that
+        // blocks on I/O): following would wait for itself. It reaps.
+        drop(st);
+        reap_until(inner, w, deadline);
+        return true;
+    }
     st.reaping.waiters += 1;
     if st.reaping.role == Role::Free {
         st.reaping.role = Role::Waiter;
@@ -234,6 +245,44 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     }
     w.leading(true);
     let _release = Release(inner, w);
+    let _held = Held::mark(inner);
+    reap_until(inner, w, deadline);
+}
+
+/// The contexts whose reaping role the calling thread holds (further up
+/// its stack, while it runs user code at completion).
+struct Held(usize);
+
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Held {
+    fn mark(inner: &Arc<Inner>) -> Held {
+        let p = Arc::as_ptr(inner) as usize;
+        let _ = HELD.try_with(|h| h.borrow_mut().push(p));
+        Held(p)
+    }
+    fn on_this_thread(inner: &Arc<Inner>) -> bool {
+        let p = Arc::as_ptr(inner) as usize;
+        HELD.try_with(|h| h.borrow().contains(&p)).unwrap_or(false)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = HELD.try_with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(i) = h.iter().rposition(|p| *p == self.0) {
+                h.remove(i);
+            }
+        });
+    }
+}
+
+/// The leader's loop (the calling thread holds the role): reaps until
+/// `w.ready()`, `deadline`, or nothing is in flight.
+fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     let mut events = [IoEvent::default(); EVENTS_PER_REAP];
     let mut done: Vec<Done> = Vec::new();
     loop {
@@ -262,7 +311,7 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
         w.leave();
         let empty = {
             let mut st = inner.lock();
-            debug_assert_eq!(st.reaping.role, Role::Waiter, "the leader holds the role");
+            debug_assert_ne!(st.reaping.role, Role::Free, "the leader holds the role");
             collect(&mut st, &events[..n], &mut done);
             st.slab.is_empty()
         };
@@ -422,6 +471,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
         }
         st.reaping.role = Role::Reaper;
         st.reaping.urgent = false;
+        let held = Held::mark(inner);
         // Hold the role while nobody waits.
         loop {
             let timeout = if st.shutdown {
@@ -437,6 +487,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
             let keep = st.reaping.waiters == 0 && !st.slab.is_empty();
             if !keep {
                 st.reaping.role = Role::Free;
+                drop(held);
                 let promote = fill_role(inner, &mut st);
                 check(&st);
                 drop(st);
