@@ -653,3 +653,143 @@ fn a_port_worker_is_woken_for_events_another_waiter_reaped() {
     eprintln!("the other thread read {n} blocks meanwhile");
     assert_eq!(engine.in_flight(), (0, 0));
 }
+
+/// Threads that wait in `block_on` for something other than I/O (here a
+/// channel), after reading once on the engine, sleep as followers when the
+/// AIO context is busy and another thread holds the reaping role. When the
+/// leader leaves with nothing in flight it promotes nobody, and those
+/// followers stay registered: a read polled afterwards by another executor
+/// must still be reaped (by the reaper or a promoted follower), not left in
+/// the context until a follower wakes for its own reason.
+#[test]
+fn reads_are_reaped_while_followers_sleep_for_something_else() {
+    let Some(engine) = aio_engine() else { return };
+    let res = within(Duration::from_secs(60), move || {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        let dir = tempdir();
+        let file = Arc::new(direct_file(&engine, &dir, 216, 64));
+        let pool = AlignedBufPool::for_file(&file, 4096, 8).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Another executor's reads keep the context busy.
+        let (f, p, s) = (file.clone(), pool.clone(), stop.clone());
+        let busy = watch(move || {
+            let mut n = 0u64;
+            while !s.load(Relaxed) {
+                let reads = (0..8u64).map(|i| f.read_at(p.get(), ((n + i) % 64) * 4096));
+                for (res, _) in futures::executor::block_on(join_all(reads)) {
+                    assert_eq!(res.unwrap(), 4096);
+                }
+                n += 8;
+            }
+            n
+        });
+        // Threads that read once (so that they wait on this context), then
+        // wait on a channel.
+        let mut senders = Vec::new();
+        let mut sleepers = Vec::new();
+        for t in 0..4u64 {
+            let (tx, rx) = futures::channel::oneshot::channel::<()>();
+            senders.push(tx);
+            let (f, p) = (file.clone(), pool.clone());
+            sleepers.push(watch(move || {
+                overlap::block_on(async move {
+                    let (res, _) = f.read_at(p.get(), t * 4096).await;
+                    assert_eq!(res.unwrap(), 4096);
+                    let _ = rx.await;
+                })
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Relaxed);
+        let busy = busy.wait(std::time::Instant::now() + Duration::from_secs(10));
+        let (f, p) = (file.clone(), pool.clone());
+        let lone = within(Duration::from_secs(10), move || {
+            futures::executor::block_on(f.read_at(p.get(), 0))
+                .0
+                .unwrap()
+        });
+        // Wake the sleepers (which lets them reap whatever was left).
+        for tx in senders {
+            let _ = tx.send(());
+        }
+        for s in sleepers {
+            s.wait(std::time::Instant::now() + Duration::from_secs(20))
+                .unwrap();
+        }
+        let n = busy.expect("the other executor's reads complete while threads sleep");
+        eprintln!("the other executor read {n} blocks");
+        assert_eq!(
+            lone.expect("a lone read of another executor completes"),
+            4096
+        );
+        assert_eq!(engine.in_flight(), (0, 0));
+    });
+    res.unwrap();
+}
+/// A waker that, woken, blocks on a read of the same engine (user code run
+/// on whichever thread reaps the operation it belongs to).
+struct BlockingWaker {
+    file: Arc<overlap::File>,
+    pool: AlignedBufPool,
+    done: Mutex<Option<(String, usize)>>,
+}
+
+impl std::task::Wake for BlockingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        let (res, _) = self.file.read_at(self.pool.get(), 4096).wait();
+        *self.done.lock().unwrap() = Some((name, res.unwrap()));
+    }
+}
+
+/// User code run at completion on a thread holding the reaping role (a
+/// waker, or the `Drop` of a dropped future's buffer) that itself blocks on
+/// a read of the same engine: that nested wait must reap (the thread holds
+/// the role, nobody else will), not sleep as a follower of itself.
+#[test]
+fn a_nested_wait_on_the_thread_holding_the_role_reaps() {
+    let Some(engine) = aio_engine() else { return };
+    let dir = tempdir();
+    let file = Arc::new(direct_file(&engine, &dir, 217, 64));
+    let pool = AlignedBufPool::for_file(&file, 4096, 4).unwrap();
+    let woken = Arc::new(BlockingWaker {
+        file: file.clone(),
+        pool: pool.clone(),
+        done: Mutex::new(None),
+    });
+    let (f, p, w) = (file.clone(), pool.clone(), woken.clone());
+    let waiter = watch(move || {
+        let waker = std::task::Waker::from(w.clone());
+        overlap::block_on(async move {
+            let mut victim = f.read_at(p.get(), 0);
+            let _ = futures::poll!(&mut victim);
+            let cx = &mut std::task::Context::from_waker(&waker);
+            let _ = std::pin::Pin::new(&mut victim).poll(cx);
+            let mut reads = 0u64;
+            while w.done.lock().unwrap().is_none() && reads < 100_000 {
+                let off = (1 + reads % 63) * 4096;
+                let (res, _) = f.read_at(p.get(), off).await;
+                assert_eq!(res.unwrap(), 4096);
+                reads += 1;
+            }
+            drop(victim);
+        })
+    });
+    let res = waiter.wait(std::time::Instant::now() + Duration::from_secs(20));
+    let done = woken.done.lock().unwrap().clone();
+    if res.is_err() {
+        // Hung: the engine cannot shut down (its reaper waits for the
+        // stranded reads); leave it rather than hang the test binary.
+        std::mem::forget(file);
+        std::mem::forget(pool);
+        std::mem::forget(woken);
+        std::mem::forget(engine);
+        panic!("the thread that reaped the victim hung: {res:?} (done: {done:?})");
+    }
+    eprintln!("the blocking waker ran on {done:?}");
+    assert_eq!(done.map(|d| d.1), Some(4096));
+    assert_eq!(engine.in_flight(), (0, 0));
+}

@@ -39,8 +39,11 @@
 //! 3. The reaper holding the role keeps reaping while nobody waits; once a
 //!    thread registered as a follower, it releases the role after its
 //!    current `io_getevents` returns and promotes a follower.
-//! 4. A submission that finds the role free, nobody waiting and the reaper
-//!    asleep without a timeout notifies the reaper. The reaper sleeps
+//! 4. A submission that finds the role free promotes a registered
+//!    follower if there is one (followers stay registered when the role
+//!    was released with nothing in flight, and may sleep for long on
+//!    something else); with nobody waiting and the reaper asleep without a
+//!    timeout, it notifies the reaper. The reaper sleeps
 //!    without a timeout only with nothing in flight and after
 //!    `IDLE_ROUNDS` idle rounds.
 //!
@@ -59,7 +62,10 @@
 //!
 //! Completion on a leader runs user code (wakers, the `Drop` of a dropped
 //! future's buffer) of operations that may not be its own: a panic there is
-//! contained and reported, as on the reaper, and the leader goes on. The
+//! contained and reported, as on the reaper, and the leader goes on. User
+//! code there that itself blocks on I/O of the same engine (a nested
+//! `block_on`) finds the role held by its own thread (`Held`) and reaps
+//! on, rather than sleeping as a follower of itself. The
 //! slab keeps owning each operation's cell until its event is reaped,
 //! whoever reaps it.
 
@@ -187,6 +193,14 @@ pub(crate) fn wait(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>
     if st.slab.is_empty() {
         return false;
     }
+    if Held::on_this_thread(inner) {
+        // User code run at completion by this very thread, which holds the
+        // role further up its stack (a waker or a buffer's `Drop` that
+        // blocks on I/O): following would wait for itself. It reaps.
+        drop(st);
+        reap_until(inner, w, deadline);
+        return true;
+    }
     st.reaping.waiters += 1;
     if st.reaping.role == Role::Free {
         st.reaping.role = Role::Waiter;
@@ -231,6 +245,44 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     }
     w.leading(true);
     let _release = Release(inner, w);
+    let _held = Held::mark(inner);
+    reap_until(inner, w, deadline);
+}
+
+/// The contexts whose reaping role the calling thread holds (further up
+/// its stack, while it runs user code at completion).
+struct Held(usize);
+
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Held {
+    fn mark(inner: &Arc<Inner>) -> Held {
+        let p = Arc::as_ptr(inner) as usize;
+        let _ = HELD.try_with(|h| h.borrow_mut().push(p));
+        Held(p)
+    }
+    fn on_this_thread(inner: &Arc<Inner>) -> bool {
+        let p = Arc::as_ptr(inner) as usize;
+        HELD.try_with(|h| h.borrow().contains(&p)).unwrap_or(false)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = HELD.try_with(|h| {
+            let mut h = h.borrow_mut();
+            if let Some(i) = h.iter().rposition(|p| *p == self.0) {
+                h.remove(i);
+            }
+        });
+    }
+}
+
+/// The leader's loop (the calling thread holds the role): reaps until
+/// `w.ready()`, `deadline`, or nothing is in flight.
+fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     let mut events = [IoEvent::default(); EVENTS_PER_REAP];
     let mut done: Vec<Done> = Vec::new();
     loop {
@@ -259,7 +311,7 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
         w.leave();
         let empty = {
             let mut st = inner.lock();
-            debug_assert_eq!(st.reaping.role, Role::Waiter, "the leader holds the role");
+            debug_assert_ne!(st.reaping.role, Role::Free, "the leader holds the role");
             collect(&mut st, &events[..n], &mut done);
             st.slab.is_empty()
         };
@@ -316,11 +368,13 @@ fn fill_role(inner: &Inner, st: &mut State) -> Option<Waker> {
         }
     }
     // Otherwise every waiting thread is a promoted follower or on its way
-    // into `wait`: it takes the role, or leaves through here.
+    // into `wait`: it takes the role, or leaves through here. (With
+    // nothing in flight, registered followers stay asleep: the next
+    // submission promotes one, `submitted`.)
     None
 }
 
-fn wake_promoted(w: Option<Waker>) {
+pub(super) fn wake_promoted(w: Option<Waker>) {
     if let Some(w) = w {
         if let Some(p) = crate::driver::contain("promotion", || w.wake()) {
             crate::driver::report_panic("a promotion wake-up", &p);
@@ -330,11 +384,27 @@ fn wake_promoted(w: Option<Waker>) {
 
 /// A submission made the slab non-empty (or added to it): makes sure
 /// someone will reap it (rule 4). `urgent`: a future of another executor,
-/// which nobody will wait for.
-pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) {
+/// which nobody will wait for. Returns a follower to wake (after the lock
+/// is released).
+///
+/// Followers stay registered when the role was released with nothing in
+/// flight (nobody is promoted then), and they may sleep for long on
+/// something else (a thread in `block_on` awaiting a channel): with the
+/// role free, one of them is promoted now, or nobody would reap (the
+/// reaper leaves the role to the threads that wait).
+#[must_use]
+pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) -> Option<Waker> {
     let r = &mut st.reaping;
-    if r.role != Role::Free || r.waiters > 0 {
-        return;
+    if r.role != Role::Free {
+        return None;
+    }
+    if let Some((_, w)) = r.followers.pop() {
+        return Some(w);
+    }
+    if r.waiters > 0 {
+        // Promoted followers on their way back, or threads on their way
+        // into `wait`: one of them takes the role.
+        return None;
     }
     if urgent {
         r.urgent = true;
@@ -351,6 +421,7 @@ pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) {
             inner.reaper_cv.notify_one();
         }
     }
+    None
 }
 
 /// The reaper thread: takes the role while nobody waits (module docs) and
@@ -400,6 +471,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
         }
         st.reaping.role = Role::Reaper;
         st.reaping.urgent = false;
+        let held = Held::mark(inner);
         // Hold the role while nobody waits.
         loop {
             let timeout = if st.shutdown {
@@ -415,6 +487,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
             let keep = st.reaping.waiters == 0 && !st.slab.is_empty();
             if !keep {
                 st.reaping.role = Role::Free;
+                drop(held);
                 let promote = fill_role(inner, &mut st);
                 check(&st);
                 drop(st);

@@ -439,8 +439,10 @@ impl AioDriver {
                 (key as u64) < WAKE_KEY,
                 "slab keys stay below the reserved one"
             );
-            lead::submitted(inner, &mut st, urgent);
+            let promote = lead::submitted(inner, &mut st, urgent);
             lead::check(&st);
+            drop(st);
+            lead::wake_promoted(promote);
             (key, seq)
         };
         iocb.aio_data = key as u64;
