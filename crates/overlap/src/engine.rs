@@ -422,6 +422,11 @@ impl Drop for EngineInner {
 /// it waits for every operation in flight to complete before returning, so
 /// nothing is freed while the kernel may touch it.
 ///
+/// An engine does not cross `fork`: a child process gets none of its
+/// threads, and an io_uring or AIO context belongs to the process that made
+/// it. Make a new engine in the child (threads' own rings notice a fork and
+/// are made anew; an inherited engine's other paths are not usable there).
+///
 /// ```
 /// use overlap::{Engine, OpenOptions};
 /// let engine = Engine::new().unwrap();
