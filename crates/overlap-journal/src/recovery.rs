@@ -441,7 +441,7 @@ fn scan_after(
             let region_end = seg_start
                 .saturating_add(d1.saturating_sub(geo.header_size))
                 .min(seg_end);
-            from = from.max(region_start & !(RECORD_ALIGN - 1));
+            from = from.max(align_down(region_start, RECORD_ALIGN));
             if from >= region_end {
                 if d1 == u64::MAX || region_end >= seg_end {
                     break;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use overlap::{AlignedBuf, Engine, File, OpenOptions};
 
 use crate::error::context;
+use crate::format::align_up;
 
 /// A write in progress ([`Storage::write_async`]): resolves to the result
 /// and the buffer.
@@ -215,10 +216,6 @@ fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
     Ok(Some(
         (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64),
     ))
-}
-
-fn align_up_usize(x: usize, a: usize) -> usize {
-    x.div_ceil(a) * a
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -702,7 +699,7 @@ impl Storage for FsStorage {
         let path = self.dir.join(seg_name(seq));
         let made = (|| -> io::Result<File> {
             let file = self.options().open(&self.engine, &from).wait()?;
-            let len = align_up_usize((zero_to as usize).max(header.len()), self.block);
+            let len = align_up(zero_to.max(header.len() as u64), self.block as u64) as usize;
             let mut buf = AlignedBuf::new(len, self.mem_align)?;
             buf[..header.len()].copy_from_slice(header);
             let (res, _) = file.write_all_at(buf, 0).wait();

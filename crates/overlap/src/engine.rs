@@ -264,7 +264,7 @@ impl EngineBuilder {
             .max_inflight_ops
             .min(crate::driver::aio::MAX_AIO_EVENTS);
         // AIO with the pool beside it, else the pool alone and why.
-        let aio_or_pool = |fallback: FallbackReason| -> (DriverHandle, DriverInfo, Option<String>) {
+        let aio_or_pool = |fallback: FallbackReason| -> (DriverHandle, DriverInfo) {
             let pool = PoolDriver::start(self.pool_threads, counters.clone());
             match AioDriver::start(aio_events, pool, counters.clone()) {
                 Ok(d) => (
@@ -277,7 +277,6 @@ impl EngineBuilder {
                         ),
                         aio_unavailable: None,
                     },
-                    None,
                 ),
                 Err((why, pool)) => (
                     DriverHandle::Pool(pool),
@@ -285,9 +284,8 @@ impl EngineBuilder {
                         kind: DriverKind::Pool,
                         fallback: Some(fallback),
                         detail: pool_detail.clone(),
-                        aio_unavailable: Some(why.clone()),
+                        aio_unavailable: Some(why),
                     },
-                    Some(why),
                 ),
             }
         };
@@ -302,13 +300,14 @@ impl EngineBuilder {
                 };
                 (DriverHandle::Pool(d), info)
             }
-            DriverChoice::Aio => match aio_or_pool(FallbackReason::Forced(forced_by)) {
-                (d, info, None) => (d, info),
-                (d, _, Some(why)) => {
+            DriverChoice::Aio => {
+                let (d, info) = aio_or_pool(FallbackReason::Forced(forced_by));
+                if let Some(reason) = info.aio_unavailable {
                     d.shutdown();
-                    return Err(Error::AioUnavailable { reason: why });
+                    return Err(Error::AioUnavailable { reason });
                 }
-            },
+                (d, info)
+            }
             DriverChoice::Uring | DriverChoice::Auto => {
                 let config = RingConfig {
                     entries: self.ring_entries,
@@ -326,10 +325,7 @@ impl EngineBuilder {
                             aio_unavailable: None,
                         },
                     ),
-                    Err(reason) if choice == DriverChoice::Auto => {
-                        let (d, info, _) = aio_or_pool(reason);
-                        (d, info)
-                    }
+                    Err(reason) if choice == DriverChoice::Auto => aio_or_pool(reason),
                     Err(reason) => return Err(Error::UringUnavailable { reason }),
                 }
             }

@@ -387,19 +387,9 @@ impl<B: Send + 'static> Future for Op<B> {
                             drop(permit);
                             return Poll::Ready((Err(Error::Shutdown), req.buf));
                         }
-                        let route = if crate::wait::polled_by_inline_wait(cx.waker()) {
-                            Route::Inline
-                        } else if crate::wait::polled_by_block_on(cx.waker()) {
-                            Route::OwnRing
-                        } else {
-                            Route::Driver
-                        };
-                        this.stage = Stage::InFlight(submit_routed(
-                            req,
-                            Target::Future,
-                            Some(permit),
-                            route,
-                        ));
+                        let route = crate::wait::route_for(cx.waker());
+                        this.stage =
+                            Stage::InFlight(submit(req, Target::Future, Some(permit), route));
                     }
                     Poll::Pending => {
                         this.stage = Stage::Admitting(acq, req);
@@ -419,25 +409,6 @@ impl<B: Send + 'static> Future for Op<B> {
     }
 }
 
-/// Moves a request into a cell and hands it to a driver: a future polled by
-/// [`block_on`](crate::block_on) itself (`own_ring`) on an io_uring engine
-/// goes to the calling thread's own ring (the thread will wait for it
-/// there); a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter)
-/// goes to that reactor ring; anything else to the engine's driver.
-pub(crate) fn submit<B: Send + 'static>(
-    req: Request<B>,
-    target: Target<B>,
-    permit: Option<Permit>,
-    own_ring: bool,
-) -> Arc<OpCell<B>> {
-    let route = if own_ring {
-        Route::OwnRing
-    } else {
-        Route::Driver
-    };
-    submit_routed(req, target, permit, route)
-}
-
 /// Who polls an operation, which decides where it is submitted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -449,11 +420,16 @@ pub(crate) enum Route {
     Driver,
 }
 
-/// [`submit`], told who polls the operation. An operation polled by
+/// Moves a request into a cell and hands it to a driver, by who polls it
+/// (`route`): a future polled by [`block_on`](crate::block_on) itself on an
+/// io_uring engine goes to the calling thread's own ring (the thread will
+/// wait for it there); a future polled inside
+/// [`ReactorRing::enter`](crate::ReactorRing::enter) goes to that reactor
+/// ring; anything else to the engine's driver. An operation polled by
 /// `Op::wait` on a thread-pool engine (or one the AIO driver leaves to the
 /// pool) runs here, on the waiting thread: the blocking call a worker would
 /// make, without the two hand-offs.
-pub(crate) fn submit_routed<B: Send + 'static>(
+pub(crate) fn submit<B: Send + 'static>(
     req: Request<B>,
     target: Target<B>,
     permit: Option<Permit>,

@@ -44,7 +44,7 @@ use crate::driver::aio;
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::driver::Panic;
 use crate::engine::Shared;
-use crate::op::Completable;
+use crate::op::{Completable, Route};
 
 /// Submission-queue entries of a thread's ring (more in flight are fine:
 /// a full queue is submitted and refilled).
@@ -209,7 +209,7 @@ struct Local {
     depth: Cell<u32>,
     /// The innermost `block_on` runs one operation at a time (`Op::wait`,
     /// `Task::wait`): on a thread-pool engine its operations run on this
-    /// thread (see [`polled_by_inline_wait`]).
+    /// thread (see [`route_for`]).
     inline: Cell<bool>,
     waker: Arc<ThreadWaker>,
     waker_obj: Waker,
@@ -261,28 +261,29 @@ pub(crate) fn count_out(done: &[Done]) {
     }
 }
 
-/// Whether an operation polled with `waker` is polled by this thread's
-/// [`block_on`] itself (directly, or through combinators that pass its
-/// waker on), which will wait for it on this thread's ring. An operation
-/// polled by any other executor, even one nested inside `block_on` (which
-/// would park without reaping the ring), goes to the engine's driver.
-pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
+/// Where an operation polled with `waker` is submitted, by who polls it.
+/// [`Route::Inline`]: a [`block_on`] of this thread that runs one operation
+/// at a time ([`Op::wait`](crate::Op::wait), [`Task::wait`](crate::Task::wait));
+/// on the thread pool there is nothing to gain by handing it to a worker
+/// and sleeping until the worker wakes this thread (two context switches
+/// per operation where `pread` makes one): it runs on this thread, still
+/// counted against the budget and in the statistics. [`Route::OwnRing`]:
+/// this thread's `block_on` itself (directly, or through combinators that
+/// pass its waker on), which will wait for it on this thread's ring.
+/// [`Route::Driver`]: any other executor, even one nested inside
+/// `block_on` (which would park without reaping the ring).
+pub(crate) fn route_for(waker: &Waker) -> Route {
     LOCAL
-        .try_with(|l| l.depth.get() > 0 && waker.will_wake(&l.waker_obj))
-        .unwrap_or(false)
-}
-
-/// Whether an operation polled with `waker` is polled by a [`block_on`]
-/// that runs one operation at a time ([`Op::wait`](crate::Op::wait),
-/// [`Task::wait`](crate::Task::wait)). On the thread pool there is nothing
-/// to gain by handing such an operation to a worker and sleeping until the
-/// worker wakes this thread (two context switches per operation where
-/// `pread` makes one): it runs on this thread (`op::submit`), still counted
-/// against the budget and in the statistics.
-pub(crate) fn polled_by_inline_wait(waker: &Waker) -> bool {
-    LOCAL
-        .try_with(|l| l.depth.get() > 0 && l.inline.get() && waker.will_wake(&l.waker_obj))
-        .unwrap_or(false)
+        .try_with(|l| {
+            if l.depth.get() == 0 || !waker.will_wake(&l.waker_obj) {
+                Route::Driver
+            } else if l.inline.get() {
+                Route::Inline
+            } else {
+                Route::OwnRing
+            }
+        })
+        .unwrap_or(Route::Driver)
 }
 
 /// Records that the calling thread, inside `block_on`, submitted to the
@@ -334,7 +335,7 @@ impl aio::Waiter for ThreadWaiter<'_> {
 }
 
 /// Puts `op` on the calling thread's ring (the caller checked
-/// [`polled_by_block_on`]); gives it back, for the engine's driver, if the
+/// [`route_for`]); gives it back, for the engine's driver, if the
 /// thread has no ring or the engine is shutting down.
 pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Completable>> {
     if LOCAL.try_with(|_| ()).is_err() {
@@ -496,7 +497,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 
 /// [`block_on`] for a future that has one operation in flight at a time
 /// (`Op::wait`, `Task::wait`): on a thread-pool engine its operations run
-/// on the calling thread ([`polled_by_inline_wait`]).
+/// on the calling thread ([`route_for`]).
 pub(crate) fn block_on_one<F: Future>(fut: F) -> F::Output {
     block_on_as(fut, true)
 }

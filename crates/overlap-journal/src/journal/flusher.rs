@@ -315,13 +315,13 @@ impl Flusher {
     /// Syncs what is written when a waiter asked for `Durable` (or when
     /// closing). A failed sync is never retried: the caller poisons.
     pub(super) fn sync_if_requested(&mut self, closing: bool) -> io::Result<()> {
-        let sh = self.sh.clone();
-        let written = sh.written.load(SeqCst);
-        let durable = sh.durable.load(SeqCst);
-        let wanted = closing || sh.durable_request.load(SeqCst) > durable;
+        let written = self.sh.written.load(SeqCst);
+        let durable = self.sh.durable.load(SeqCst);
+        let wanted = closing || self.sh.durable_request.load(SeqCst) > durable;
         if !wanted || (written <= durable && !closing) {
             return Ok(());
         }
+        let sh = self.sh.clone();
         if !sh.storage.writes_are_durable() {
             let t = Instant::now();
             for &seq in &self.dirty {

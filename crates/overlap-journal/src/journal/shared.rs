@@ -167,13 +167,14 @@ impl Shared {
                     .commit_word(pos, (RECORD_HEADER + data.len()) as u32),
             );
         }
-        if self.sleeping.load(SeqCst) {
-            self.wake_flusher();
-        }
+        self.wake_flusher();
     }
 
+    /// Wakes the flusher if it sleeps. Called on every append and wait:
+    /// the flag is only read (no write to its cache line) while the flusher
+    /// is awake.
     pub(super) fn wake_flusher(&self) {
-        if self.sleeping.swap(false, SeqCst) {
+        if self.sleeping.load(SeqCst) && self.sleeping.swap(false, SeqCst) {
             if let Some(t) = self.flusher.get() {
                 t.unpark();
             }

@@ -20,7 +20,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::op::{submit, OpCell, Request, Target};
+use crate::op::{submit, OpCell, Request, Route, Target};
 use crate::ops::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -211,7 +211,12 @@ impl<B: Send + 'static> Port<B> {
                 // Counted before the driver can complete it (`take`
                 // decrements).
                 q.add_outstanding();
-                submit(req, Target::Port(q.clone(), key), Some(permit), false);
+                submit(
+                    req,
+                    Target::Port(q.clone(), key),
+                    Some(permit),
+                    Route::Driver,
+                );
             }
         }
         Ok(())

@@ -70,6 +70,28 @@ impl<B: Send + 'static> Queue<B> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sleeps on the condition variable, counted as waiting, until woken or
+    /// `deadline`.
+    fn sleep<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, State<B>>,
+        deadline: Option<Instant>,
+    ) -> std::sync::MutexGuard<'a, State<B>> {
+        st.waiting += 1;
+        st = match deadline {
+            None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                self.cv
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+        };
+        st.waiting -= 1;
+        st
+    }
+
     /// Counts an operation about to be submitted (before a driver can
     /// complete it).
     pub(crate) fn add_outstanding(&self) {
@@ -199,17 +221,7 @@ impl<B: Send + 'static> Queue<B> {
                 continue;
             }
             aio_idle = false;
-            st.waiting += 1;
-            st = match deadline {
-                None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    self.cv
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
-            st.waiting -= 1;
+            st = self.sleep(st, deadline);
         }
     }
 }
@@ -246,17 +258,7 @@ impl<B: Send + 'static> aio::Waiter for PortWaiter<'_, B> {
         let q = self.0;
         let mut st = q.lock();
         if !Self::has_work(&st) && !st.promoted {
-            st.waiting += 1;
-            st = match deadline {
-                None => q.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    q.cv.wait_timeout(st, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
-            st.waiting -= 1;
+            st = q.sleep(st, deadline);
         }
         st.promoted = false;
     }

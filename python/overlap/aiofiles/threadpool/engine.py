@@ -30,7 +30,6 @@ Differences from the thread-pool objects, all documented per method:
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import io
 import warnings
@@ -47,6 +46,22 @@ BIG_CHUNK = 1 << 20  # read(-1) reads in pieces of this size at most
 
 def _unsupported(what: str) -> io.UnsupportedOperation:
     return io.UnsupportedOperation(what)
+
+
+async def _readlines(self, hint=-1):
+    """Lines to the end of the file (or until ``hint`` bytes): binary and
+    text files alike, through their own ``readline``."""
+    lines = []
+    total = 0
+    while True:
+        line = await self.readline()
+        if not line:
+            break
+        lines.append(line)
+        total += len(line)
+        if hint is not None and 0 < hint <= total:
+            break
+    return lines
 
 
 class _EngineBinary:
@@ -241,19 +256,8 @@ class _EngineBinary:
                 break
         return b"".join(parts)
 
-    async def readlines(self, hint=-1):
-        """Lines to the end of the file (or until ``hint`` bytes)."""
-        lines = []
-        total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if hint is not None and 0 < hint <= total:
-                break
-        return lines
+    # Overrides the executor-delegating readlines of the aiofiles class.
+    readlines = _readlines
 
     # -- writing
 
@@ -461,7 +465,6 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
     ):
         self._bin = binary
         self._line_buffering = line_buffering
-        self._detached = False
         self._text_mode = mode
         self._encoding = encoding
         self._errors = errors
@@ -504,6 +507,25 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
             self._eof = True
         return not final
 
+    async def _fill_to_end(self):
+        """As ``_fill(BIG_CHUNK)`` until the end of the file, joining the
+        pieces once at the end (appending each to ``_text`` and ``_fed``
+        would copy everything read so far at every piece)."""
+        texts, feds = [self._text], [self._fed]
+        try:
+            while True:
+                data = await self._bin._nf.read_at(BIG_CHUNK, self._bin._pos)
+                self._bin._pos += len(data)
+                final = not data
+                texts.append(self._decoder.decode(data, final=final))
+                feds.append(data)
+                if final:
+                    self._eof = True
+                    return
+        finally:
+            self._text = "".join(texts)
+            self._fed = b"".join(feds)
+
     def _take(self, n):
         out, self._text = self._text[:n], self._text[n:]
         self._consumed += len(out)
@@ -516,8 +538,8 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         """Reads up to ``size`` characters (all if negative or None)."""
         await self._bin._before_read()
         if size is None or size < 0:
-            while await self._fill(BIG_CHUNK):
-                pass
+            if await self._fill(BIG_CHUNK):
+                await self._fill_to_end()
             return self._take(len(self._text))
         while len(self._text) < size and await self._fill():
             pass
@@ -563,18 +585,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
                     continue
                 return self._take(len(self._text))
 
-    async def readlines(self, hint=-1):
-        lines = []
-        total = 0
-        while True:
-            line = await self.readline()
-            if not line:
-                break
-            lines.append(line)
-            total += len(line)
-            if hint is not None and 0 < hint <= total:
-                break
-        return lines
+    readlines = _readlines
 
     # -- writing
 
@@ -727,7 +738,6 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         out.seek(b._pos)
         b._detached = True
         b._close_soon()
-        self._detached = True
         self._bin = _Detached()
         return out
 

@@ -394,34 +394,20 @@ pub(super) fn wake_promoted(w: Option<Waker>) {
 /// reaper leaves the role to the threads that wait).
 #[must_use]
 pub(super) fn submitted(inner: &Inner, st: &mut State, urgent: bool) -> Option<Waker> {
+    debug_assert!(!st.slab.is_empty(), "called after a submission");
     let r = &mut st.reaping;
-    if r.role != Role::Free {
-        return None;
-    }
-    if let Some((_, w)) = r.followers.pop() {
-        return Some(w);
-    }
-    if r.waiters > 0 {
-        // Promoted followers on their way back, or threads on their way
-        // into `wait`: one of them takes the role.
-        return None;
-    }
-    if urgent {
+    if urgent && r.role == Role::Free && r.followers.is_empty() && r.waiters == 0 {
         r.urgent = true;
         if matches!(r.reaper, ReaperSleep::Timed | ReaperSleep::Untimed) {
             r.reaper = ReaperSleep::Notified;
             inner.reaper_cv.notify_one();
         }
-    } else {
-        // The grace starts now: the submitter (or a port's worker) is
-        // about to wait for it.
-        r.left_at = Some(Instant::now());
-        if r.reaper == ReaperSleep::Untimed {
-            r.reaper = ReaperSleep::Notified;
-            inner.reaper_cv.notify_one();
-        }
+        return None;
     }
-    None
+    // Otherwise as when the role is released: a follower is promoted, or
+    // with nobody waiting the grace starts now (the submitter, or a port's
+    // worker, is about to wait for it), or a waiter on its way takes it.
+    fill_role(inner, st)
 }
 
 /// The reaper thread: takes the role while nobody waits (module docs) and
