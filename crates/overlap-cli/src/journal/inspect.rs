@@ -1,0 +1,193 @@
+//! Reading a journal back: `dump`, `verify` and `repair`.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use overlap_journal::{Journal, Options, RecoveryMode};
+use serde::Serialize;
+
+use super::mode;
+
+#[derive(Serialize)]
+struct DumpLine<'a> {
+    lsn: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_b64: Option<String>,
+}
+
+/// The plain-dump form of a payload: as it is when it is UTF-8 without
+/// control characters and does not start with `"`; otherwise quoted with
+/// escapes. The two forms never coincide.
+fn plain(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(t) = std::str::from_utf8(data) {
+        if !t.starts_with('"') && !t.chars().any(char::is_control) {
+            return t.into();
+        }
+    }
+    let mut out = String::with_capacity(data.len() + 2);
+    out.push('"');
+    for chunk in data.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                c if c.is_control() => {
+                    let mut b = [0u8; 4];
+                    for byte in c.encode_utf8(&mut b).bytes() {
+                        out.push_str(&format!("\\x{byte:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out.push('"');
+    out.into()
+}
+
+pub(super) fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
+    let opts = Options::default().recovery(mode(strict));
+    let (report, records) = overlap_journal::inspect(dir, &opts)
+        .with_context(|| format!("reading {}", dir.display()))?;
+    if report.live {
+        eprintln!(
+            "note: another process is appending to {}; showing the durable prefix (up to LSN {})",
+            dir.display(),
+            report.checkpoint_durable_lsn
+        );
+    }
+    let stdout = std::io::stdout();
+    let mut o = std::io::BufWriter::new(stdout.lock());
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for r in records {
+        let r = r?;
+        if json {
+            let text = std::str::from_utf8(&r.data).ok();
+            let line = DumpLine {
+                lsn: r.lsn.0,
+                data: text,
+                data_b64: text.is_none().then(|| b64.encode(&r.data)),
+            };
+            serde_json::to_writer(&mut o, &line)?;
+            writeln!(o)?;
+        } else {
+            writeln!(o, "{}\t{}", r.lsn, plain(&r.data))?;
+        }
+    }
+    o.flush()?;
+    if let (Some(at), Some(d)) = (report.truncated_at, &report.damage) {
+        eprintln!(
+            "note: the log has a torn tail at LSN {at} ({d}) that recovery would cut off \
+             (nothing valid follows it)"
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
+    let opts = Options::default().recovery(mode(strict));
+    match overlap_journal::verify(dir, &opts) {
+        Ok(r) => {
+            if json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!(
+                    "ok: {} records in {} segments, LSN {}..{}; durable point {}{}",
+                    r.records,
+                    r.segments,
+                    r.start_lsn,
+                    r.end_lsn,
+                    r.checkpoint_durable_lsn,
+                    if r.live {
+                        " (another process is appending: the durable prefix was checked)"
+                    } else {
+                        ""
+                    }
+                );
+                if let (Some(at), Some(d)) = (r.truncated_at, &r.damage) {
+                    println!(
+                        "recovery would cut a torn tail at LSN {at} ({d}): it is past the \
+                         checkpoint's durable point and no valid record follows it"
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e @ overlap_journal::Error::Corrupt { .. }) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"corrupt": true, "error": e.to_string()})
+                );
+            }
+            bail!(
+                "{}: {e}\n(`overlap journal repair {}` cuts the log there and lists what it drops)",
+                dir.display(),
+                dir.display()
+            )
+        }
+        Err(e) => Err(anyhow::Error::from(e).context(format!("verifying {}", dir.display()))),
+    }
+}
+
+pub(super) fn repair(dir: &Path, json: bool) -> Result<()> {
+    let opts = Options::default().recovery(RecoveryMode::Salvage);
+    // Never create a journal here: look first.
+    overlap_journal::verify(dir, &opts).with_context(|| format!("reading {}", dir.display()))?;
+    let j = Journal::open(dir, opts).with_context(|| format!("repairing {}", dir.display()))?;
+    let r = j.recovery_report().clone();
+    j.close().context("closing the journal")?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    match (r.truncated_at, &r.damage) {
+        (Some(at), Some(d)) => {
+            println!("cut the log at LSN {at}: {d}");
+            if r.cut_acknowledged {
+                println!(
+                    "the cut is before the durable point {}: records acknowledged durable were dropped",
+                    r.checkpoint_durable_lsn
+                );
+            }
+            println!(
+                "dropped {} valid record(s) after the damage ({} payload bytes){}",
+                r.dropped_records,
+                r.dropped_bytes,
+                if r.dropped_records > 0 {
+                    "; their LSNs will be handed out again"
+                } else {
+                    ""
+                }
+            );
+            for lsn in &r.dropped_lsns {
+                println!("dropped\t{lsn}");
+            }
+            if r.dropped_records > r.dropped_lsns.len() as u64 {
+                println!(
+                    "dropped\t... {} more",
+                    r.dropped_records - r.dropped_lsns.len() as u64
+                );
+            }
+            println!(
+                "kept {} record(s), LSN {}..{}",
+                r.records, r.start_lsn, r.end_lsn
+            );
+        }
+        _ => println!(
+            "nothing to repair: {} records, LSN {}..{}",
+            r.records, r.start_lsn, r.end_lsn
+        ),
+    }
+    Ok(())
+}
