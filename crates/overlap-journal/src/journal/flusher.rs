@@ -122,6 +122,7 @@ impl Flusher {
                 || (self.sh.durable_request.load(SeqCst) > durable && self.filled > durable)
                 || self.sh.reserve.load(SeqCst) & FLAGS != 0;
             if !work {
+                self.sh.sweep_bells();
                 std::thread::park_timeout(Duration::from_millis(100));
             }
             self.sh.sleeping.store(false, SeqCst);

@@ -2,6 +2,7 @@
 //! retiring, closing). Its parts: [`options`], the [`shared`] state, the
 //! [`flusher`], the [`prealloc`]ator and the [`reader`].
 
+mod bell;
 mod flusher;
 mod options;
 mod prealloc;
@@ -26,6 +27,7 @@ use std::time::Instant;
 
 use overlap::{block_on, AlignedBuf, Engine};
 
+use self::bell::Bell;
 use self::flusher::*;
 use self::prealloc::*;
 use self::shared::*;
@@ -408,7 +410,7 @@ impl Journal {
             let _ = h.join();
         }
         self.sh.wake_waiters(true);
-        self.sh.ring_bells(true);
+        self.sh.ring_bells_all();
         self.sh.wake_space();
         if state & DEAD != 0 || self.sh.failure.get().is_some() {
             return Err(self.sh.fail_error(DEAD));

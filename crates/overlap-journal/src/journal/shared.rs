@@ -2,11 +2,12 @@
 //! cursor, the ring buffer, the watermarks and the waiter lists.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
 
+use super::bell::Bell;
 use super::options::*;
 use crate::error::{Error, Result};
 use crate::format::{record_span, Checkpoint, Geometry, CHECKPOINT_SLOT, RECORD_HEADER};
@@ -28,53 +29,6 @@ pub(super) struct Waiter {
 
 pub(super) struct Meta {
     pub(super) checkpoint: Checkpoint,
-}
-
-/// A futex word that threads blocked on a watermark sleep on: bumped,
-/// then woken all at once, when the watermark moves.
-#[derive(Default)]
-pub(super) struct Bell {
-    pub(super) word: AtomicU32,
-    pub(super) sleepers: AtomicUsize,
-}
-
-impl Bell {
-    /// Sleeps unless the word has changed from `seen` (a wake-up may also
-    /// be spurious: the caller checks again).
-    fn wait(&self, seen: u32) {
-        // SAFETY: FUTEX_WAIT reads the aligned u32 the atomic owns (it
-        // lives as long as `self`, which outlives the call); no memory is
-        // written and the timeout pointer is null (no timeout).
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                seen,
-                std::ptr::null::<libc::timespec>(),
-            );
-        }
-    }
-
-    /// Bumps the word and wakes every sleeper; returns how many had
-    /// announced themselves.
-    fn ring(&self) -> u64 {
-        self.word.fetch_add(1, SeqCst);
-        let n = self.sleepers.load(SeqCst);
-        if n > 0 {
-            // SAFETY: FUTEX_WAKE only uses the address of the atomic as a
-            // key; no memory is read or written through it.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.word.as_ptr(),
-                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    i32::MAX,
-                );
-            }
-        }
-        n as u64
-    }
 }
 
 pub(super) struct Shared {
@@ -209,10 +163,9 @@ impl Shared {
     /// Blocks the calling thread until the wait for `lsn` at `level`
     /// (`Written` or `Durable`) is decided. The thread sleeps on the
     /// level's futex word, which the flusher bumps whenever the watermark
-    /// moves and wakes with one system call for all its sleepers (waking
-    /// them one by one cost the flusher a `futex` call per committer
-    /// while the device idled). A sleeper whose record the move did not
-    /// cover sleeps again (counted in `spurious_wakeups`).
+    /// moves; the sleepers then wake each other (see [`Bell`]). A sleeper
+    /// whose record the move did not cover sleeps again (counted in
+    /// `spurious_wakeups`).
     pub(super) fn wait_blocking(&self, lsn: u64, level: Level) -> Result<()> {
         let bell = match level {
             Level::Durable => &self.durable_bell,
@@ -220,7 +173,7 @@ impl Shared {
         };
         let mut slept = false;
         loop {
-            let seen = bell.word.load(SeqCst);
+            let seen = bell.seen();
             if let Some(r) = self.wait_done(lsn, level) {
                 return r;
             }
@@ -231,19 +184,13 @@ impl Shared {
                 self.durable_request.fetch_max(lsn + 1, SeqCst);
             }
             self.wake_flusher();
-            bell.sleepers.fetch_add(1, SeqCst);
-            if self.wait_done(lsn, level).is_none() {
-                bell.wait(seen);
-            }
-            bell.sleepers.fetch_sub(1, SeqCst);
-            slept = true;
+            slept = bell.sleep(seen);
         }
     }
 
     /// Wakes the threads blocked in [`wait_blocking`](Self::wait_blocking)
     /// for `Written` and, when `durable`, for `Durable` (after the
-    /// watermarks moved, or on failure and close). Returns how many slept
-    /// on the `Durable` word.
+    /// watermarks moved). Returns how many slept on the `Durable` word.
     pub(super) fn ring_bells(&self, durable: bool) -> u64 {
         self.written_bell.ring();
         if durable {
@@ -251,6 +198,20 @@ impl Shared {
         } else {
             0
         }
+    }
+
+    /// Wakes every thread blocked in [`wait_blocking`](Self::wait_blocking)
+    /// at once (failure, close): each checks again and returns.
+    pub(super) fn ring_bells_all(&self) {
+        self.written_bell.ring_all();
+        self.durable_bell.ring_all();
+    }
+
+    /// Before the flusher goes idle: wakes any sleeper a ring's tree missed
+    /// (see [`Bell::sweep`]).
+    pub(super) fn sweep_bells(&self) {
+        self.written_bell.sweep();
+        self.durable_bell.sweep();
     }
 
     pub(super) fn poll_wait(
@@ -339,7 +300,7 @@ impl Shared {
     pub(super) fn poison(&self, e: io::Error) {
         let _ = self.failure.set(Arc::new(e));
         self.reserve.fetch_or(DEAD, SeqCst);
-        self.ring_bells(true);
+        self.ring_bells_all();
         self.wake_waiters(true);
         self.wake_space();
     }

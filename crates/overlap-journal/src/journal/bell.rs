@@ -1,0 +1,251 @@
+//! The futex word that threads blocked in
+//! [`Journal::wait_blocking`](super::Journal::wait_blocking) sleep on, and
+//! how a moved watermark wakes them: in a tree, each woken sleeper waking
+//! the next ones, instead of all by the flusher.
+//!
+//! Why a tree: with one `FUTEX_WAKE` for all, the flusher spent about
+//! 200 µs per group commit in that system call when 64 committers slept
+//! (on this project's 2-vCPU machine, where every wake-up of a thread on
+//! the other vCPU is an interrupt between vCPUs), and could neither
+//! collect nor write the next batch meanwhile. Now the flusher wakes
+//! [`FANOUT`] sleepers and goes on; each of them, once it runs, wakes
+//! [`FANOUT`] more before it looks at its own record. BENCHMARKS.md
+//! ("Group commit: the woken committers wake each other") has the
+//! measurements, and those of the designs that lost: a waker thread of its
+//! own, waking only the sleepers a commit covers (each in a tree of its own
+//! futex words), a flusher that spins instead of sleeping, and two batch
+//! writes in flight.
+//!
+//! Why no sleeper is forgotten: a sleeper sleeps only if the word still
+//! holds the value it read before its last check (`FUTEX_WAIT` compares
+//! atomically), so the sleepers queued when the word is bumped are exactly
+//! the *stale* ones, and the kernel queues them ahead of every sleeper
+//! that comes later (futex waiters of the same priority are woken in the
+//! order they slept). Each wake-up therefore reaches a stale sleeper while
+//! any is left, and every stale sleeper that is woken passes
+//! [`FANOUT`] wake-ups on, which is more than enough to reach them all; a
+//! wake-up that reaches a later sleeper is spurious (it checks, sleeps
+//! again and passes nothing on). Two nets catch what that argument does
+//! not cover (real-time sleepers are queued by priority, not order): the
+//! flusher wakes every sleeper before it goes idle ([`Bell::sweep`]), and
+//! no sleep lasts longer than [`MAX_SLEEP`] before the sleeper checks
+//! again.
+
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+/// How many sleepers a ring wakes, and each woken stale sleeper wakes in
+/// turn. Chosen by measurement (2 to 16 were tried; 3 to 8 were within
+/// the noise of each other, 4 is in the middle).
+pub(super) const FANOUT: i32 = 4;
+
+/// The longest a sleeper sleeps before it checks again on its own, so that
+/// a wake-up the tree failed to pass (see the module docs) costs at most
+/// this much latency, never a hang.
+pub(super) const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+/// A futex word bumped each time its watermark moves.
+pub(super) struct Bell {
+    word: AtomicU32,
+    /// Threads between announcing their sleep and waking from it.
+    sleepers: AtomicUsize,
+    /// The word's value at the last [`sweep`](Self::sweep).
+    swept: AtomicU32,
+    /// [`MAX_SLEEP`], except in tests.
+    max_sleep: Duration,
+}
+
+impl Default for Bell {
+    fn default() -> Self {
+        Self::with_max_sleep(MAX_SLEEP)
+    }
+}
+
+impl Bell {
+    fn with_max_sleep(max_sleep: Duration) -> Self {
+        Bell {
+            word: AtomicU32::new(0),
+            sleepers: AtomicUsize::new(0),
+            swept: AtomicU32::new(0),
+            max_sleep,
+        }
+    }
+
+    /// The word's value now: read it before the last check of the
+    /// condition, then pass it to [`sleep`](Self::sleep).
+    pub(super) fn seen(&self) -> u32 {
+        self.word.load(SeqCst)
+    }
+
+    /// Sleeps unless the word has moved from `seen`, for at most
+    /// [`MAX_SLEEP`]; when woken by a ring, passes the wake-up on. The
+    /// caller checks its condition again afterwards (a wake-up may be
+    /// spurious). Returns whether the thread was woken by a wake-up (as
+    /// opposed to the word having moved already, or the time limit).
+    pub(super) fn sleep(&self, seen: u32) -> bool {
+        self.sleepers.fetch_add(1, SeqCst);
+        let limit = libc::timespec {
+            tv_sec: self.max_sleep.as_secs() as libc::time_t,
+            tv_nsec: self.max_sleep.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT reads the aligned u32 the atomic owns (it
+        // lives as long as `self`, which outlives the call) and the
+        // timespec on this stack frame; it writes no memory.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                &limit as *const libc::timespec,
+            )
+        };
+        let woken = r == 0;
+        // Pass the wake-up on only if it was a ring's (the word moved since
+        // we slept): a sleeper that came after the ring and was woken by
+        // one of its last passes is spurious and ends that branch.
+        if woken && self.word.load(SeqCst) != seen && self.sleepers.load(SeqCst) > 1 {
+            self.wake(FANOUT);
+        }
+        self.sleepers.fetch_sub(1, SeqCst);
+        woken
+    }
+
+    /// Bumps the word and wakes the first [`FANOUT`] sleepers, who pass it
+    /// on; returns how many sleepers there were.
+    pub(super) fn ring(&self) -> u64 {
+        self.word.fetch_add(1, SeqCst);
+        let n = self.sleepers.load(SeqCst);
+        if n > 0 {
+            self.wake(FANOUT);
+        }
+        n as u64
+    }
+
+    /// Bumps the word and wakes every sleeper at once (failure, close).
+    pub(super) fn ring_all(&self) {
+        self.word.fetch_add(1, SeqCst);
+        self.wake(i32::MAX);
+    }
+
+    /// Wakes every sleeper if the word moved since the last sweep and
+    /// someone sleeps: the flusher calls this before it goes idle, when
+    /// every sleeper of a past ring should be awake already.
+    pub(super) fn sweep(&self) {
+        let w = self.word.load(SeqCst);
+        if self.sleepers.load(SeqCst) > 0 && self.swept.swap(w, SeqCst) != w {
+            self.wake(i32::MAX);
+        }
+    }
+
+    fn wake(&self, n: i32) {
+        debug_assert!(n > 0);
+        // SAFETY: FUTEX_WAKE only uses the address of the atomic as a key;
+        // no memory is read or written through it.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                n,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// Long enough that a sleeper the tree or the sweep forgot shows as a
+    /// test that takes this long.
+    const FOREVER: Duration = Duration::from_secs(10);
+
+    /// Starts `n` threads that each sleep on the bell until `done` is set,
+    /// counting the wake-ups that reached them; returns once all sleep.
+    fn sleepers(
+        bell: &Arc<Bell>,
+        done: &Arc<AtomicBool>,
+        n: usize,
+    ) -> Vec<std::thread::JoinHandle<u64>> {
+        let hs: Vec<_> = (0..n)
+            .map(|_| {
+                let (bell, done) = (bell.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut wakeups = 0;
+                    loop {
+                        let seen = bell.seen();
+                        if done.load(SeqCst) {
+                            return wakeups;
+                        }
+                        wakeups += bell.sleep(seen) as u64;
+                    }
+                })
+            })
+            .collect();
+        while bell.sleepers.load(SeqCst) < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Announced is not yet asleep in the kernel: give them time.
+        std::thread::sleep(Duration::from_millis(20));
+        hs
+    }
+
+    /// One ring reaches every sleeper: the flusher wakes `FANOUT`, and the
+    /// woken pass it on (without the passing on, all but `FANOUT` of them
+    /// would sleep until `FOREVER`).
+    #[test]
+    fn one_ring_wakes_every_sleeper_through_the_tree() {
+        for n in [1, FANOUT as usize, FANOUT as usize + 1, 40] {
+            let bell = Arc::new(Bell::with_max_sleep(FOREVER));
+            let done = Arc::new(AtomicBool::new(false));
+            let hs = sleepers(&bell, &done, n);
+            let t = Instant::now();
+            done.store(true, SeqCst);
+            assert_eq!(bell.ring(), n as u64);
+            let woken: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+            let took = t.elapsed();
+            assert!(
+                took < FOREVER / 10,
+                "{n} sleepers took {took:?}: the tree lost a branch"
+            );
+            assert_eq!(woken, n as u64, "each sleeper was woken by the ring's tree");
+        }
+    }
+
+    /// A sleeper that nothing wakes checks again after the time limit.
+    #[test]
+    fn the_time_limit_wakes_a_sleeper_no_ring_reaches() {
+        let bell = Bell::with_max_sleep(Duration::from_millis(20));
+        let t = Instant::now();
+        assert!(!bell.sleep(bell.seen()), "no wake-up reached it");
+        assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    /// The sweep wakes every sleeper of a ring whose tree failed, and does
+    /// nothing when no ring came since the last sweep.
+    #[test]
+    fn the_sweep_wakes_all_once_per_ring() {
+        let bell = Arc::new(Bell::with_max_sleep(FOREVER));
+        let done = Arc::new(AtomicBool::new(false));
+        let hs = sleepers(&bell, &done, 3);
+        bell.sweep();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            bell.sleepers.load(SeqCst),
+            3,
+            "no ring: the sweep woke nobody"
+        );
+        done.store(true, SeqCst);
+        // A bump whose wake-ups all went astray, then the sweep.
+        bell.word.fetch_add(1, SeqCst);
+        let t = Instant::now();
+        bell.sweep();
+        let woken: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(t.elapsed() < FOREVER / 10, "the sweep woke them");
+        assert_eq!(woken, 3);
+    }
+}
