@@ -31,7 +31,7 @@
 //! no sleep lasts longer than [`MAX_SLEEP`] before the sleeper checks
 //! again.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 /// How many sleepers a ring wakes, and each woken stale sleeper wakes in
@@ -51,8 +51,6 @@ pub(super) struct Bell {
     sleepers: AtomicUsize,
     /// The word's value at the last [`sweep`](Self::sweep).
     swept: AtomicU32,
-    /// Wake-ups the current ring may still pass on.
-    budget: AtomicI64,
     /// [`MAX_SLEEP`], except in tests.
     max_sleep: Duration,
 }
@@ -69,7 +67,6 @@ impl Bell {
             word: AtomicU32::new(0),
             sleepers: AtomicUsize::new(0),
             swept: AtomicU32::new(0),
-            budget: AtomicI64::new(0),
             max_sleep,
         }
     }
@@ -108,49 +105,26 @@ impl Bell {
         // we slept): a sleeper that came after the ring and was woken by
         // one of its last passes is spurious and ends that branch.
         if woken && self.word.load(SeqCst) != seen && self.sleepers.load(SeqCst) > 1 {
-            self.pass(FANOUT);
+            self.wake(FANOUT);
         }
         self.sleepers.fetch_sub(1, SeqCst);
         woken
     }
 
     /// Bumps the word and wakes the first [`FANOUT`] sleepers, who pass it
-    /// on, until `covered` (plus [`FANOUT`]) wake-ups were made: the number
-    /// of records the move covered, usually one blocked committer each. Committers sleep
-    /// right after they append, so the sleepers the kernel queued first
-    /// are mostly those whose records are covered; the others stay asleep
-    /// instead of waking in vain, and being queued first they are the
-    /// first that the next ring wakes. Returns how many sleepers there were.
-    pub(super) fn ring(&self, covered: u64) -> u64 {
+    /// on; returns how many sleepers there were.
+    pub(super) fn ring(&self) -> u64 {
         self.word.fetch_add(1, SeqCst);
         let n = self.sleepers.load(SeqCst);
         if n > 0 {
-            let budget = covered.saturating_add(FANOUT as u64).min(n as u64) as i64;
-            self.budget.store(budget, SeqCst);
-            self.pass(FANOUT);
+            self.wake(FANOUT);
         }
         n as u64
-    }
-
-    /// Wakes up to `n` sleepers out of the ring's budget.
-    fn pass(&self, n: i32) {
-        let mut b = self.budget.load(SeqCst);
-        loop {
-            if b <= 0 {
-                return;
-            }
-            let k = b.min(n as i64);
-            match self.budget.compare_exchange_weak(b, b - k, SeqCst, SeqCst) {
-                Ok(_) => return self.wake(k as i32),
-                Err(now) => b = now,
-            }
-        }
     }
 
     /// Bumps the word and wakes every sleeper at once (failure, close).
     pub(super) fn ring_all(&self) {
         self.word.fetch_add(1, SeqCst);
-        self.budget.store(i64::MAX, SeqCst);
         self.wake(i32::MAX);
     }
 
@@ -191,20 +165,16 @@ mod tests {
     const FOREVER: Duration = Duration::from_secs(10);
 
     /// Starts `n` threads that each sleep on the bell until `done` is set,
-    /// counting the wake-ups that reached them; returns once all sleep, in
-    /// the order started.
+    /// counting the wake-ups that reached them; returns once all sleep.
     fn sleepers(
         bell: &Arc<Bell>,
         done: &Arc<AtomicBool>,
         n: usize,
     ) -> Vec<std::thread::JoinHandle<u64>> {
-        (0..n)
+        let hs: Vec<_> = (0..n)
             .map(|_| {
                 let (bell, done) = (bell.clone(), done.clone());
-                let (tx, rx) = std::sync::mpsc::channel();
-                let h = std::thread::spawn(move || {
-                    // SAFETY: gettid has no preconditions.
-                    tx.send(unsafe { libc::gettid() }).unwrap();
+                std::thread::spawn(move || {
                     let mut wakeups = 0;
                     loop {
                         let seen = bell.seen();
@@ -213,11 +183,15 @@ mod tests {
                         }
                         wakeups += bell.sleep(seen) as u64;
                     }
-                });
-                until_asleep(rx.recv().unwrap());
-                h
+                })
             })
-            .collect()
+            .collect();
+        while bell.sleepers.load(SeqCst) < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Announced is not yet asleep in the kernel: give them time.
+        std::thread::sleep(Duration::from_millis(20));
+        hs
     }
 
     /// One ring reaches every sleeper: the flusher wakes `FANOUT`, and the
@@ -231,7 +205,7 @@ mod tests {
             let hs = sleepers(&bell, &done, n);
             let t = Instant::now();
             done.store(true, SeqCst);
-            assert_eq!(bell.ring(n as u64), n as u64);
+            assert_eq!(bell.ring(), n as u64);
             let woken: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
             let took = t.elapsed();
             assert!(
@@ -273,82 +247,5 @@ mod tests {
         let woken: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
         assert!(t.elapsed() < FOREVER / 10, "the sweep woke them");
         assert_eq!(woken, 3);
-    }
-
-    /// Waits until thread `tid` of this process sleeps (state `S`).
-    fn until_asleep(tid: i32) {
-        let path = format!("/proc/self/task/{tid}/stat");
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            let stat = std::fs::read_to_string(&path).unwrap_or_default();
-            // The state follows the command name's closing parenthesis.
-            if stat
-                .rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('S'))
-            {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        panic!("thread {tid} never slept");
-    }
-
-    /// Waits up to 10 s for `n` to reach `want`, then a little more to see
-    /// that it stays there.
-    fn settles_at(n: &AtomicUsize, want: usize) -> usize {
-        let t = Instant::now();
-        while n.load(SeqCst) < want && t.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        n.load(SeqCst)
-    }
-
-    /// A ring wakes as many sleepers as records it covered (plus FANOUT),
-    /// those queued first; the others stay asleep and are the first the
-    /// next ring wakes.
-    #[test]
-    fn a_ring_wakes_as_many_as_it_covered_first_come_first() {
-        let bell = Arc::new(Bell::with_max_sleep(FOREVER));
-        let done = Arc::new(AtomicBool::new(false));
-        let woken = Arc::new(AtomicUsize::new(0));
-        let n = 20;
-        let hs: Vec<_> = (0..n)
-            .map(|_| {
-                let (bell, done, woken) = (bell.clone(), done.clone(), woken.clone());
-                let (tx, rx) = std::sync::mpsc::channel();
-                let h = std::thread::spawn(move || {
-                    // SAFETY: gettid has no preconditions.
-                    tx.send(unsafe { libc::gettid() }).unwrap();
-                    let mut rounds = Vec::new();
-                    loop {
-                        let seen = bell.seen();
-                        if done.load(SeqCst) {
-                            return rounds;
-                        }
-                        if bell.sleep(seen) {
-                            woken.fetch_add(1, SeqCst);
-                            // Which ring woke it.
-                            rounds.push(bell.seen());
-                        }
-                    }
-                });
-                // Queue them one by one, so that the kernel's order is known.
-                until_asleep(rx.recv().unwrap());
-                h
-            })
-            .collect();
-        let first = 4 + FANOUT as usize;
-        bell.ring(4);
-        assert_eq!(settles_at(&woken, first), first, "the budget");
-        bell.ring(n as u64);
-        assert_eq!(settles_at(&woken, first + n), first + n, "all were stale");
-        done.store(true, SeqCst);
-        bell.ring_all();
-        let rounds: Vec<Vec<u32>> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-        for (i, r) in rounds.iter().enumerate() {
-            let want = if i < first { 1 } else { 2 };
-            assert_eq!(r.first().copied(), Some(want), "sleeper {i}: {r:?}");
-        }
     }
 }

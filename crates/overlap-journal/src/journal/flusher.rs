@@ -224,7 +224,6 @@ impl Flusher {
         self.dirty.insert(inf.seq);
         if inf.boundary {
             sh.written.store(inf.piece_end, SeqCst);
-            let written = inf.n_end - self.n_written;
             self.n_written = inf.n_end;
             let dsync = sh.storage.writes_are_durable();
             if dsync {
@@ -232,8 +231,7 @@ impl Flusher {
                 self.count_group_commit();
                 sh.durable.store(inf.piece_end, SeqCst);
             }
-            let durable = dsync.then_some(self.last_commit_records);
-            let woken = sh.ring_bells(written, durable) + sh.wake_waiters(false);
+            let woken = sh.ring_bells(dsync) + sh.wake_waiters(false);
             if dsync {
                 self.count_woken(woken);
                 self.record_durable(false)?;
@@ -339,7 +337,7 @@ impl Flusher {
         }
         self.count_group_commit();
         sh.durable.store(written, SeqCst);
-        let woken = sh.ring_bells(0, Some(self.last_commit_records)) + sh.wake_waiters(false);
+        let woken = sh.ring_bells(true) + sh.wake_waiters(false);
         self.count_woken(woken);
         self.record_durable(closing)
     }

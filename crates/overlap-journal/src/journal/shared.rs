@@ -189,15 +189,14 @@ impl Shared {
     }
 
     /// Wakes the threads blocked in [`wait_blocking`](Self::wait_blocking)
-    /// for `Written` and, when `durable` says how many records the move of
-    /// the durable watermark covered, for `Durable` (after the watermarks
-    /// moved). `written` is how many records the move of the written
-    /// watermark covered. Returns how many slept on the `Durable` word.
-    pub(super) fn ring_bells(&self, written: u64, durable: Option<u64>) -> u64 {
-        self.written_bell.ring(written);
-        match durable {
-            Some(n) => self.durable_bell.ring(n),
-            None => 0,
+    /// for `Written` and, when `durable`, for `Durable` (after the
+    /// watermarks moved). Returns how many slept on the `Durable` word.
+    pub(super) fn ring_bells(&self, durable: bool) -> u64 {
+        self.written_bell.ring();
+        if durable {
+            self.durable_bell.ring()
+        } else {
+            0
         }
     }
 
