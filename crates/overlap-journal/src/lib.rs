@@ -61,11 +61,15 @@
 //! [`Journal::wait_blocking`] for `Written` or `Durable` puts the calling
 //! thread to sleep at once (a write or a device flush lies ahead) on a
 //! futex word of that level; when the watermark moves, the flusher wakes
-//! all its sleepers with one system call instead of one per waiter (with
-//! 64 committers, waking them one by one kept the flusher busy while the
-//! device idled). A sleeper whose record the move did not cover sleeps
-//! again ([`JournalStats::spurious_wakeups`]); a lone committer is woken
-//! exactly once per commit.
+//! four sleepers and goes back to work, and each woken sleeper wakes four
+//! more before it looks at its own record, so the wake-ups spread over the
+//! CPUs instead of keeping the flusher in a system call (waking 64
+//! committers at once took the flusher about 200 µs per group commit,
+//! during which it could not start the next write). A sleeper whose record
+//! the move did not cover sleeps again
+//! ([`JournalStats::spurious_wakeups`]); a lone committer is woken exactly
+//! once per commit. No sleep lasts longer than 10 ms before the sleeper
+//! checks again, whatever happens to the wake-ups.
 //!
 //! One batch write is in flight at a time, by design: consecutive batches
 //! share a block (records are packed, and an LSN is a byte position fixed
@@ -73,7 +77,9 @@
 //! flight at once may reach the device in either order, so the older one
 //! could overwrite records the newer one acknowledged. The flusher collects
 //! the next batch while a write runs, so a batch covers everything
-//! appended meanwhile.
+//! appended meanwhile. (A build allowing two writes in flight, unsafe for
+//! the reason above and measured only as an upper bound, gained nothing on
+//! the development machine: BENCHMARKS.md.)
 //!
 //! [`JournalStats`] reports the batch sizes: records per write, per group
 //! commit (`sync_records`), the group-commit size each record rode in
