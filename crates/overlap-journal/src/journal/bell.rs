@@ -27,7 +27,8 @@
 //! wake-up that reaches a later sleeper is spurious (it checks, sleeps
 //! again and passes nothing on). Two nets catch what that argument does
 //! not cover (real-time sleepers are queued by priority, not order): the
-//! flusher wakes every sleeper before it goes idle ([`Bell::sweep`]), and
+//! flusher wakes every sleeper of a level before it goes idle once that
+//! level's watermark has reached everything appended ([`Bell::sweep`]), and
 //! no sleep lasts longer than [`MAX_SLEEP`] before the sleeper checks
 //! again.
 

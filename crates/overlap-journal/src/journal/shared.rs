@@ -208,10 +208,18 @@ impl Shared {
     }
 
     /// Before the flusher goes idle: wakes any sleeper a ring's tree missed
-    /// (see [`Bell::sweep`]).
+    /// (see [`Bell::sweep`]), on a level whose watermark has reached
+    /// everything appended, so that nobody asleep on it can be waiting
+    /// for more (a committer that appended again and sleeps for its new
+    /// record is not woken in vain).
     pub(super) fn sweep_bells(&self) {
-        self.written_bell.sweep();
-        self.durable_bell.sweep();
+        let appended = self.reserve.load(SeqCst) & !FLAGS;
+        if self.written.load(SeqCst) >= appended {
+            self.written_bell.sweep();
+        }
+        if self.durable.load(SeqCst) >= appended {
+            self.durable_bell.sweep();
+        }
     }
 
     pub(super) fn poll_wait(
