@@ -444,7 +444,7 @@ pub(crate) fn submit<B: Send + 'static>(
     // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
     let awaited = match &target {
         Target::Future => route != Route::Driver,
-        Target::Port(q, _) => !(shared_is_aio(&req) && q.has_sleepers()),
+        Target::Port(q, _) => !(req.shared.driver.aio().is_some() && q.has_sleepers()),
         Target::Ring(_) => true,
     };
     let cell = OpCell::new(req, target, permit);
@@ -475,10 +475,6 @@ pub(crate) fn submit<B: Send + 'static>(
     }
     shared.driver.submit_as(op, !awaited);
     cell
-}
-
-fn shared_is_aio<B>(req: &Request<B>) -> bool {
-    req.shared.driver.aio().is_some()
 }
 
 /// A boxed operation for the less frequent calls (sync, allocate, metadata,

@@ -385,31 +385,22 @@ impl AioDriver {
             self.pool.submit(op);
             return;
         }
-        let mut iocb = Iocb::default();
-        match op.kind() {
-            OpKind::Read(r) => {
-                iocb.aio_lio_opcode = IOCB_CMD_PREAD;
-                iocb.aio_fildes = r.fd as u32;
-                iocb.aio_buf = r.ptr as u64;
-                iocb.aio_nbytes = r.len as u64;
-                iocb.aio_offset = r.offset as i64;
-            }
-            OpKind::Write(w) => {
-                iocb.aio_lio_opcode = IOCB_CMD_PWRITE;
-                iocb.aio_fildes = w.fd as u32;
-                iocb.aio_buf = w.ptr as u64;
-                iocb.aio_nbytes = w.len as u64;
-                iocb.aio_offset = w.offset as i64;
-            }
-            OpKind::Fsync(f) => {
-                iocb.aio_lio_opcode = if f.datasync {
-                    IOCB_CMD_FDSYNC
-                } else {
-                    IOCB_CMD_FSYNC
-                };
-                iocb.aio_fildes = f.fd as u32;
-            }
+        let (opcode, fd) = match op.kind() {
+            OpKind::Read(r) => (IOCB_CMD_PREAD, r.fd),
+            OpKind::Write(w) => (IOCB_CMD_PWRITE, w.fd),
+            OpKind::Fsync(f) if f.datasync => (IOCB_CMD_FDSYNC, f.fd),
+            OpKind::Fsync(f) => (IOCB_CMD_FSYNC, f.fd),
             _ => unreachable!("takes() admits reads, writes and syncs only"),
+        };
+        let mut iocb = Iocb {
+            aio_lio_opcode: opcode,
+            aio_fildes: fd as u32,
+            ..Iocb::default()
+        };
+        if let Some((ptr, offset, len)) = op.kind().span() {
+            iocb.aio_buf = ptr as u64;
+            iocb.aio_nbytes = len as u64;
+            iocb.aio_offset = offset as i64;
         }
         let inner = &self.inner;
         let (key, seq) = {
