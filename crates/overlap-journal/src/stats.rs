@@ -68,6 +68,10 @@ pub struct JournalStats {
     /// being decided (the watermark moved, but not past its record), and
     /// slept again.
     pub spurious_wakeups: u64,
+    /// Batch writes whose completion the flusher looked for without
+    /// sleeping, because many committers were waiting
+    /// ([`Options::spin_committers`](crate::Options::spin_committers)).
+    pub polled_writes: u64,
     /// Write latency in microseconds.
     pub write_latency_us: Summary,
     /// Syncs (group commits).
@@ -131,6 +135,7 @@ pub(crate) struct Counters {
     pub segments_retired: AtomicU64,
     pub segments_recycled: AtomicU64,
     pub spurious_wakeups: AtomicU64,
+    pub polled_writes: AtomicU64,
     pub hists: Mutex<Option<Hists>>,
 }
 
@@ -184,6 +189,7 @@ impl Counters {
             segments_retired: self.segments_retired.load(Relaxed),
             segments_recycled: self.segments_recycled.load(Relaxed),
             spurious_wakeups: self.spurious_wakeups.load(Relaxed),
+            polled_writes: self.polled_writes.load(Relaxed),
             ..JournalStats::default()
         };
         self.with(|h| {

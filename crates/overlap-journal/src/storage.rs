@@ -40,6 +40,14 @@ pub trait Storage: Send + Sync + 'static {
     fn writes_are_durable(&self) -> bool {
         false
     }
+    /// Whether a thread in the engine's `block_on` that polls a write
+    /// future without sleeping (waking itself) sees the write complete:
+    /// true on io_uring, where `block_on` then looks at the thread's ring.
+    /// The flusher spins on its write only where this holds. The default
+    /// is false.
+    fn completions_seen_by_polling(&self) -> bool {
+        false
+    }
     /// Whether this is a read-only view of a journal that a writer holds
     /// open (its lock was taken): recovery then reads only the durable
     /// prefix the checkpoint records, and judges nothing after it.
@@ -453,6 +461,10 @@ impl Storage for FsStorage {
 
     fn writes_are_durable(&self) -> bool {
         self.dsync
+    }
+
+    fn completions_seen_by_polling(&self) -> bool {
+        self.engine.driver().kind == overlap::DriverKind::Uring
     }
 
     fn shared_with_writer(&self) -> bool {

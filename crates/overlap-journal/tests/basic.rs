@@ -367,3 +367,36 @@ fn a_blocked_committer_is_woken_once() {
         assert!(s.sync_waiters.max <= 1, "{sync:?}: {s:?}");
     }
 }
+
+/// The flusher polls for its write's completion (instead of sleeping in
+/// the ring) only while more committers wait than `spin_committers`, and
+/// only on io_uring: a lone committer under the default never makes it
+/// poll; with the threshold at 0 it does, unless writes complete faster
+/// than the shortest poll.
+#[test]
+fn the_flusher_polls_only_for_many_committers() {
+    let engine = overlap::Engine::new().unwrap();
+    let uring = engine.driver().kind == overlap::DriverKind::Uring;
+    for (name, spin) in [("default", None), ("zero", Some(0))] {
+        let d = dir(&format!("polls-{name}"));
+        let o = opts().engine(engine.clone()).spin_committers(spin);
+        let j = Journal::open(&d, o).unwrap();
+        for i in 0..200u32 {
+            let lsn = j.append(&i.to_le_bytes()).unwrap();
+            j.wait_blocking(lsn, Level::Durable).unwrap();
+        }
+        let s = j.stats();
+        assert!(s.polled_writes <= s.writes, "{name}: {s:?}");
+        if spin.is_none() || !uring {
+            assert_eq!(s.polled_writes, 0, "{name}, uring {uring}: {s:?}");
+        } else if s.write_latency_us.p50 < 40 {
+            eprintln!(
+                "SKIPPED the polling half of the_flusher_polls_only_for_many_committers: \
+                 writes take {} us at p50, too fast to poll for",
+                s.write_latency_us.p50
+            );
+        } else {
+            assert!(s.polled_writes > 0, "{name}: {s:?}");
+        }
+    }
+}

@@ -70,6 +70,11 @@ pub(super) struct BenchArgs {
     /// Retired segment files the journal keeps for reuse (0: remove them).
     #[arg(long, default_value_t = overlap_journal::DEFAULT_RECYCLE_SEGMENTS)]
     recycle_segments: usize,
+    /// The flusher looks for its write's completion without sleeping while
+    /// more than this many committers wait (default: 16 per CPU; "never"
+    /// turns it off).
+    #[arg(long, value_name = "N|never", value_parser = parse_spin_committers)]
+    spin_committers: Option<u64>,
     #[command(flatten)]
     open: OpenArgs,
 }
@@ -109,6 +114,7 @@ struct BenchResult {
     commit_batch_records_p99: u64,
     commit_batch_records_max: u64,
     sync_waiters_p50: u64,
+    polled_writes: u64,
     segments_created: u64,
     segments_recycled: u64,
     write_us_p50: u64,
@@ -203,7 +209,7 @@ fn print_human(r: &BenchResult) {
     println!(
         "         records per write p50/p99/max {}/{}/{}, per group commit {}/{}/{}; \
          group commit per record {}/{}/{}; durable waiters woken per group commit p50 {}; \
-         segments created {}, recycled {}",
+         writes polled for (not slept on) {}; segments created {}, recycled {}",
         r.write_records_p50,
         r.write_records_p99,
         r.write_records_max,
@@ -214,6 +220,7 @@ fn print_human(r: &BenchResult) {
         r.commit_batch_records_p99,
         r.commit_batch_records_max,
         r.sync_waiters_p50,
+        r.polled_writes,
         r.segments_created,
         r.segments_recycled
     );
@@ -231,7 +238,8 @@ fn run_scenario(
         .open
         .options()?
         .max_record_bytes(bytes.max(1).next_power_of_two())
-        .recycle_segments(args.recycle_segments);
+        .recycle_segments(args.recycle_segments)
+        .spin_committers(args.spin_committers);
     let j = Arc::new(Journal::open(dir, opts).context("opening the bench journal")?);
     let storage = j.recovery_report().storage.clone();
     let stop = Arc::new(AtomicBool::new(false));
@@ -341,6 +349,7 @@ fn run_scenario(
         commit_batch_records_p99: stats.commit_batch_records.p99,
         commit_batch_records_max: stats.commit_batch_records.max,
         sync_waiters_p50: stats.sync_waiters.p50,
+        polled_writes: stats.polled_writes,
         segments_created: stats.segments_created,
         segments_recycled: stats.segments_recycled,
         write_us_p50: stats.write_latency_us.p50,
@@ -401,4 +410,14 @@ fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration
     let rate = total as f64 / start.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
     Ok(rate)
+}
+
+/// `--spin-committers`: a count, or "never".
+fn parse_spin_committers(s: &str) -> std::result::Result<u64, String> {
+    match s.trim() {
+        "never" => Ok(u64::MAX),
+        n => n
+            .parse()
+            .map_err(|_| format!("{s:?}: expected a number of committers or \"never\"")),
+    }
 }

@@ -141,6 +141,10 @@ impl Journal {
             n_written: 0,
             n_durable: 0,
             last_commit_records: 0,
+            last_woken: 0,
+            write_ewma_ns: 0,
+            spin_ok: storage.completions_seen_by_polling(),
+            spin_waiters: spin_waiters(options.spin_committers),
             spare: Some(AlignedBuf::new(stage_cap, storage.buffer_align())?),
             dirty: BTreeSet::new(),
             prealloc: Arc::new(Prealloc {
@@ -169,7 +173,6 @@ impl Journal {
             .name("journal-flusher".into())
             .spawn(move || flusher.run())
             .map_err(Error::from)?;
-        let _ = shared.flusher.set(handle.thread().clone());
         Ok(Journal {
             sh: shared,
             flusher: Mutex::new(Some(handle)),
@@ -397,7 +400,11 @@ impl Journal {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(h) = handle {
-            h.thread().unpark();
+            // Before its first turn the flusher has no waker yet: it then
+            // sees CLOSED when it looks.
+            if let Some(w) = self.sh.flusher.get() {
+                w.wake_by_ref();
+            }
             let _ = h.join();
         }
         let pre = self

@@ -5,7 +5,6 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
-use std::thread::Thread;
 
 use super::bell::Bell;
 use super::options::*;
@@ -54,7 +53,8 @@ pub(super) struct Shared {
     /// Threads blocked for `Written` and for `Durable` sleep here.
     pub(super) written_bell: Bell,
     pub(super) durable_bell: Bell,
-    pub(super) flusher: OnceLock<Thread>,
+    /// The flusher's waker (its `block_on`'s), set on its first turn.
+    pub(super) flusher: OnceLock<Waker>,
     pub(super) stats: Counters,
     pub(super) storage: Arc<dyn Storage>,
     pub(super) geo: Geometry,
@@ -129,8 +129,8 @@ impl Shared {
     /// is awake.
     pub(super) fn wake_flusher(&self) {
         if self.sleeping.load(SeqCst) && self.sleeping.swap(false, SeqCst) {
-            if let Some(t) = self.flusher.get() {
-                t.unpark();
+            if let Some(w) = self.flusher.get() {
+                w.wake_by_ref();
             }
         }
     }
