@@ -313,18 +313,22 @@ impl Flusher {
     /// Whether the flusher, with nothing else to do while `inf` is in
     /// flight, looks for its completion, yielding the CPU between looks,
     /// instead of sleeping in the ring: only when the last group commit
-    /// woke more than [`SPIN_WAITERS_PER_CPU`] committers per CPU, and for
-    /// about twice as long as writes have been taking (between
-    /// [`WRITE_SPIN_MIN`] and [`WRITE_SPIN_MAX`]).
+    /// woke more committers than `spin_waiters`
+    /// ([`Options::spin_committers`](super::Options::spin_committers), by
+    /// default [`SPIN_WAITERS_PER_CPU`] per CPU), and for about twice as
+    /// long as writes have been taking (between [`WRITE_SPIN_MIN`] and
+    /// [`WRITE_SPIN_MAX`]).
     ///
     /// Why: with that many committers the CPUs' run queues are long, and a
     /// flusher woken from the ring waits in one before it can wake the
     /// committers and start the next write; a yielding flusher stays on
     /// the run queue and gets the CPU back as soon as the committers
-    /// ahead of it block (measured with 64 committers on 2 vCPUs: 195-221k
-    /// commits/s against 150-172k sleeping, BENCHMARKS.md). With fewer
-    /// committers the spin only burns CPU (1 committer: 4.6k against 6.3k
-    /// commits/s, 16 committers: no gain), so the flusher sleeps.
+    /// ahead of it block. Measured on 2 vCPUs (BENCHMARKS.md, session 5):
+    /// 64 committers 156-178k commits/s polling against 105-140k sleeping,
+    /// 128 committers 176-185k against 159-163k. With few committers it
+    /// gains little and costs a CPU's worth of looking (1 committer:
+    /// 4.6-5.0k against 4.9-5.2k, with the machine 57% idle instead of
+    /// 74%), so the flusher sleeps.
     fn spin_on(&self, inf: &InFlight) -> bool {
         if !self.spin_ok || self.last_woken <= self.spin_waiters {
             return false;

@@ -400,8 +400,14 @@ impl Journal {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(h) = handle {
-            // Before its first turn the flusher has no waker yet: it then
-            // sees CLOSED when it looks.
+            // The flusher publishes its waker on its first turn, at once
+            // after it starts: wait for it (or for the thread to end), so
+            // that the wake-up below cannot miss a flusher that has just
+            // read the state from before CLOSED. A flusher that already
+            // saw CLOSED takes the wake-up as a spurious one.
+            while self.sh.flusher.get().is_none() && !h.is_finished() {
+                std::thread::yield_now();
+            }
             if let Some(w) = self.sh.flusher.get() {
                 w.wake_by_ref();
             }
