@@ -68,8 +68,8 @@ pub struct JournalStats {
     /// being decided (the watermark moved, but not past its record), and
     /// slept again.
     pub spurious_wakeups: u64,
-    /// Batch writes whose completion the flusher looked for without
-    /// sleeping, because many committers were waiting
+    /// Batch writes the flusher found complete by a look that did not
+    /// sleep, polling because many committers were waiting
     /// ([`Options::spin_committers`](crate::Options::spin_committers)).
     pub polled_writes: u64,
     /// Write latency in microseconds.

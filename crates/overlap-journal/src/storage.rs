@@ -40,12 +40,12 @@ pub trait Storage: Send + Sync + 'static {
     fn writes_are_durable(&self) -> bool {
         false
     }
-    /// Whether a thread in the engine's `block_on` that polls a write
-    /// future without sleeping (waking itself) sees the write complete:
-    /// true on io_uring, where `block_on` then looks at the thread's ring.
-    /// The flusher spins on its write only where this holds. The default
-    /// is false.
-    fn completions_seen_by_polling(&self) -> bool {
+    /// Whether a write future polled inside the engine's `block_on` is
+    /// submitted on the calling thread's own ring, whose completion wakes
+    /// that thread directly and is seen by a look that does not sleep:
+    /// true on io_uring. The flusher runs in `block_on` and may poll for
+    /// its write only where this holds. The default is false.
+    fn completes_on_own_ring(&self) -> bool {
         false
     }
     /// Whether this is a read-only view of a journal that a writer holds
@@ -463,7 +463,7 @@ impl Storage for FsStorage {
         self.dsync
     }
 
-    fn completions_seen_by_polling(&self) -> bool {
+    fn completes_on_own_ring(&self) -> bool {
         self.engine.driver().kind == overlap::DriverKind::Uring
     }
 

@@ -209,7 +209,7 @@ fn print_human(r: &BenchResult) {
     println!(
         "         records per write p50/p99/max {}/{}/{}, per group commit {}/{}/{}; \
          group commit per record {}/{}/{}; durable waiters woken per group commit p50 {}; \
-         writes polled for (not slept on) {}; segments created {}, recycled {}",
+         writes found complete by polling {}; segments created {}, recycled {}",
         r.write_records_p50,
         r.write_records_p99,
         r.write_records_max,

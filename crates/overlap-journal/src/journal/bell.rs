@@ -13,8 +13,10 @@
 //! ("Group commit: the woken committers wake each other") has the
 //! measurements, and those of the designs that lost: a waker thread of its
 //! own, waking only the sleepers a commit covers (each in a tree of its own
-//! futex words), a flusher that spins instead of sleeping, and two batch
-//! writes in flight.
+//! futex words), a flusher that spins for up to 200 µs instead of sleeping
+//! (when its writes went through the engine thread; polling on its own
+//! ring while many committers wait later won: `Options::spin_committers`),
+//! and two batch writes in flight.
 //!
 //! Why no sleeper is forgotten: a sleeper sleeps only if the word still
 //! holds the value it read before its last check (`FUTEX_WAIT` compares

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{fence, AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use overlap::{block_on, AlignedBuf};
@@ -57,12 +58,16 @@ pub(super) struct Flusher {
     /// Moving average of how long writes take, from submission to the
     /// flusher seeing them complete.
     pub(super) write_ewma_ns: u64,
-    /// Whether the flusher may look for its write's completion without
-    /// sleeping ([`Storage::completions_seen_by_polling`](crate::storage::Storage::completions_seen_by_polling)).
-    pub(super) spin_ok: bool,
+    /// Whether the flusher's writes go on its own thread's ring (io_uring,
+    /// [`Storage::completes_on_own_ring`](crate::storage::Storage::completes_on_own_ring)):
+    /// it then runs in `block_on` and may poll for a write's completion.
+    pub(super) own_ring: bool,
     /// The flusher spins on its write only when the last group commit woke
     /// more committers than this ([`Flusher::spin_on`]).
     pub(super) spin_waiters: u64,
+    /// Whether the last turn returned without sleeping to look for the
+    /// write in flight ([`Flusher::spin_on`]).
+    pub(super) polling: bool,
 }
 
 /// Committers per CPU beyond which the flusher spins on its write, by
@@ -96,21 +101,58 @@ pub(super) struct InFlight {
     /// open), when `boundary`.
     pub(super) n_end: u64,
     pub(super) started: Instant,
-    /// Whether the flusher looked for its completion without sleeping.
-    pub(super) polled: bool,
 }
 
 impl Flusher {
-    /// Runs the flusher until the journal closes or fails, inside the
-    /// engine's [`block_on`]: its writes go onto this thread's own ring
-    /// (on io_uring), so a write's completion wakes this thread directly,
-    /// with no engine thread handing it over (on `aio+pool` this thread
-    /// reaps the AIO context itself). Appenders and waiters wake it
-    /// through the same `block_on`'s waker.
+    /// Runs the flusher until the journal closes or fails.
+    ///
+    /// On io_uring, inside the engine's [`block_on`]: its writes go onto
+    /// this thread's own ring, so a write's completion wakes this thread
+    /// directly, with no engine thread handing it over, and a turn that
+    /// wakes itself looks at the ring without sleeping. On the fallback
+    /// drivers its writes go to the engine's driver, whose reaper completes
+    /// them at once and unparks this thread ([`Flusher::park_loop`]): inside
+    /// `block_on` an AIO write would wait to be reaped until this thread
+    /// slept, which it does not while appends keep arriving.
+    ///
+    /// A failure poisons the journal at once, releasing every waiter,
+    /// before `block_on` waits for the write still in flight.
     pub(super) fn run(mut self) {
-        let res = block_on(std::future::poll_fn(|cx| self.poll_run(cx)));
-        if let Err(e) = res {
-            self.sh.poison(e);
+        let own_ring = self.own_ring;
+        let mut turn = |cx: &mut Context<'_>| match self.poll_run(cx) {
+            Poll::Ready(Err(e)) => {
+                self.sh.poison(e);
+                Poll::Ready(())
+            }
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Pending => Poll::Pending,
+        };
+        if own_ring {
+            block_on(std::future::poll_fn(turn));
+        } else {
+            Flusher::park_loop(&mut turn);
+        }
+    }
+
+    /// Polls `turn` until it is ready, parking between turns until its
+    /// waker fires (or [`IDLE_PARK`] passes, as a backstop).
+    fn park_loop(turn: &mut dyn FnMut(&mut Context<'_>) -> Poll<()>) {
+        let unpark = Arc::new(Unpark {
+            thread: std::thread::current(),
+            notified: AtomicBool::new(false),
+        });
+        let waker = Waker::from(unpark.clone());
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            unpark.notified.store(false, SeqCst);
+            if turn(&mut cx).is_ready() {
+                return;
+            }
+            // A wake-up after this check leaves the thread's park token
+            // set: `park_timeout` then returns at once.
+            if !unpark.notified.load(SeqCst) {
+                std::thread::park_timeout(IDLE_PARK);
+            }
         }
     }
 
@@ -159,10 +201,8 @@ impl Flusher {
             }
             if let Some(inf) = &self.inflight {
                 let spin = !progress && self.spin_on(inf);
+                self.polling = spin;
                 if spin {
-                    if let Some(inf) = self.inflight.as_mut() {
-                        inf.polled = true;
-                    }
                     // Stay runnable while the write is in flight.
                     std::thread::yield_now();
                 }
@@ -182,6 +222,10 @@ impl Flusher {
             // until an appender or waiter wakes us.
             self.record_durable(true)?;
             sh.sleeping.store(true, SeqCst);
+            // Pairs with the appender's publish-then-load of `sleeping`:
+            // either it sees the flag or the loads below see its record
+            // (`ring.committed` alone is only an acquire load).
+            fence(SeqCst);
             let durable = sh.durable.load(SeqCst);
             let work = sh.ring.committed(self.filled).is_some()
                 || (sh.durable_request.load(SeqCst) > durable && self.filled > durable)
@@ -285,8 +329,14 @@ impl Flusher {
         self.write_ewma_ns = (7 * self.write_ewma_ns + took.as_nanos() as u64) / 8;
         let us = took.as_micros() as u64;
         Counters::add(&sh.stats.writes, 1);
-        if inf.polled {
+        if std::mem::take(&mut self.polling) {
+            // Found complete by a look that did not sleep.
             Counters::add(&sh.stats.polled_writes, 1);
+        }
+        if sh.durable_request.load(SeqCst) <= sh.durable.load(SeqCst) {
+            // Nobody waits for `Durable`: no committers to poll for, until
+            // a group commit counts them again.
+            self.last_woken = 0;
         }
         sh.stats.with(|h| {
             let _ = h.write_us.record(us);
@@ -326,11 +376,11 @@ impl Flusher {
     /// ahead of it block. Measured on 2 vCPUs (BENCHMARKS.md, session 5):
     /// 64 committers 156-178k commits/s polling against 105-140k sleeping,
     /// 128 committers 176-185k against 159-163k. With few committers it
-    /// gains little and costs a CPU's worth of looking (1 committer:
-    /// 4.6-5.0k against 4.9-5.2k, with the machine 57% idle instead of
-    /// 74%), so the flusher sleeps.
+    /// gains nothing and takes CPU (1 committer, forced: 4.6-5.0k against
+    /// 4.9-5.2k sleeping, with the machine 57% idle instead of 74%), so
+    /// the flusher sleeps.
     fn spin_on(&self, inf: &InFlight) -> bool {
-        if !self.spin_ok || self.last_woken <= self.spin_waiters {
+        if !self.own_ring || self.last_woken <= self.spin_waiters {
             return false;
         }
         let window =
@@ -402,7 +452,6 @@ impl Flusher {
             boundary,
             n_end: self.n_collected,
             started: Instant::now(),
-            polled: false,
         });
         self.stage = Some(next);
         self.stage_len -= shift;
@@ -494,6 +543,26 @@ impl Flusher {
         self.ckpt_durable = durable;
         self.ckpt_at = Instant::now();
         Ok(())
+    }
+}
+
+/// The longest the flusher parks between turns on the fallback drivers
+/// ([`Flusher::park_loop`]), should a wake-up ever be missed.
+const IDLE_PARK: Duration = Duration::from_millis(100);
+
+/// Wakes the flusher parked in [`Flusher::park_loop`].
+struct Unpark {
+    thread: Thread,
+    notified: AtomicBool,
+}
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.notified.store(true, SeqCst);
+        self.thread.unpark();
     }
 }
 

@@ -142,8 +142,9 @@ impl Journal {
             n_durable: 0,
             last_commit_records: 0,
             last_woken: 0,
+            polling: false,
             write_ewma_ns: 0,
-            spin_ok: storage.completions_seen_by_polling(),
+            own_ring: storage.completes_on_own_ring(),
             spin_waiters: spin_waiters(options.spin_committers),
             spare: Some(AlignedBuf::new(stage_cap, storage.buffer_align())?),
             dirty: BTreeSet::new(),
@@ -276,7 +277,10 @@ impl Journal {
             // at once, on the level's futex word. (The engine's block_on
             // first looks for its wake-up for 20 us, yielding in a loop:
             // with 64 committers on 2 vCPUs that took the CPU from the
-            // flusher and split group commits.)
+            // flusher and split group commits. The flusher itself runs in
+            // block_on on io_uring, where it sleeps in its ring while a
+            // write is in flight and yields for those 20 us only when it
+            // goes idle.)
             _ => self.sh.wait_blocking(lsn.0, level),
         }
     }

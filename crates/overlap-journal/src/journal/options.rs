@@ -94,13 +94,16 @@ pub struct Options {
     /// O_DSYNC write). Each kept file takes `segment_size` bytes of disk.
     pub recycle_segments: usize,
     /// While a batch write is in flight and the last group commit woke more
-    /// than this many committers, the flusher looks for the write's
-    /// completion without sleeping (yielding the CPU between looks, for at
-    /// most twice the recent write latency, 20 µs to 1 ms), so that it runs
-    /// the moment the write completes instead of waiting behind the woken
-    /// committers in a run queue. `None` (the default): 16 per CPU. `Some(0)`
-    /// polls whenever someone waited; `Some(u64::MAX)` never polls. Only on
-    /// io_uring; how many writes were polled for is in
+    /// than this many committers (threads blocked for `Durable`, and
+    /// pending [`wait`](crate::Journal::wait) futures), the flusher looks
+    /// for the write's completion without sleeping (yielding the CPU
+    /// between looks, for at most twice the recent write latency, 20 µs to
+    /// 1 ms), so that it runs the moment the write completes instead of
+    /// waiting behind the woken committers in a run queue. `None` (the
+    /// default): 16 per CPU. `Some(0)` polls whenever the last group
+    /// commit woke anyone; `Some(u64::MAX)` never polls. A write completing
+    /// while nobody waits for `Durable` resets the count. Only on io_uring;
+    /// how many writes were found complete by polling is in
     /// [`JournalStats::polled_writes`](crate::JournalStats::polled_writes).
     pub spin_committers: Option<u64>,
 }

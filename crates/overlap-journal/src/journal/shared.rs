@@ -308,6 +308,8 @@ impl Shared {
     pub(super) fn poison(&self, e: io::Error) {
         let _ = self.failure.set(Arc::new(e));
         self.reserve.fetch_or(DEAD, SeqCst);
+        // An idle flusher (when the preallocator failed) sees DEAD and ends.
+        self.wake_flusher();
         self.ring_bells_all();
         self.wake_waiters(true);
         self.wake_space();
