@@ -81,9 +81,10 @@
 //! the reason above and measured only as an upper bound, gained nothing on
 //! the development machine: BENCHMARKS.md.)
 //!
-//! The flusher runs inside the engine's [`overlap::block_on`]: on io_uring
+//! On io_uring the flusher runs inside the engine's [`overlap::block_on`]:
 //! its writes go on its own thread's ring and the kernel wakes it when one
-//! completes (no engine thread hands the completion over). While a write is
+//! completes (no engine thread hands the completion over); on the fallback
+//! drivers it parks, and the driver's reaper wakes it. While a write is
 //! in flight and the last group commit woke more committers than
 //! [`Options::spin_committers`] (default 16 per CPU), it does not sleep
 //! but looks at its ring, yielding the CPU between looks, for up to twice
@@ -92,7 +93,8 @@
 //! write. On 2 vCPUs with 64 committers this took group commit from a
 //! median 132k to 169k commits/s (BENCHMARKS.md); with few committers it
 //! would only take CPU from them, so the flusher sleeps
-//! ([`JournalStats::polled_writes`] counts the writes it polled for).
+//! ([`JournalStats::polled_writes`] counts the writes it found complete
+//! by polling).
 //!
 //! [`JournalStats`] reports the batch sizes: records per write, per group
 //! commit (`sync_records`), the group-commit size each record rode in

@@ -82,8 +82,8 @@ pub trait Storage: Send + Sync + 'static {
     /// Deletes segment `seq` durably.
     fn remove_segment(&self, seq: u64) -> io::Result<()>;
     /// Retires segment `seq` (it holds nothing the log still needs): keeps
-    /// its file, renamed out of the log, for [`reuse_segment`](Storage::reuse_segment)
-    /// (Storage::reuse_segment) when fewer than `keep` retired files are
+    /// its file, renamed out of the log, for
+    /// [`reuse_segment`](Storage::reuse_segment) when fewer than `keep` retired files are
     /// kept; otherwise removes it. Returns whether it was kept. Durable
     /// when it returns. The default removes it.
     fn recycle_segment(&self, seq: u64, keep: usize) -> io::Result<bool> {

@@ -189,11 +189,11 @@ impl Flusher {
                 if drained {
                     return Poll::Ready(self.sync_if_requested(true));
                 }
-                if self.inflight.is_some() && !progress {
-                    // The write's completion wakes us.
-                    return Poll::Pending;
-                }
                 if !progress {
+                    if self.inflight.is_some() {
+                        // The write's completion wakes us.
+                        return Poll::Pending;
+                    }
                     // An appender reserved space and is still copying.
                     std::thread::yield_now();
                 }

@@ -277,10 +277,7 @@ impl Journal {
             // at once, on the level's futex word. (The engine's block_on
             // first looks for its wake-up for 20 us, yielding in a loop:
             // with 64 committers on 2 vCPUs that took the CPU from the
-            // flusher and split group commits. The flusher itself runs in
-            // block_on on io_uring, where it sleeps in its ring while a
-            // write is in flight and yields for those 20 us only when it
-            // goes idle.)
+            // flusher and split group commits.)
             _ => self.sh.wait_blocking(lsn.0, level),
         }
     }
