@@ -89,7 +89,7 @@ impl Shared {
                 return Err(self.fail_error(cur));
             }
             let released = self.released.load(SeqCst);
-            if cur + span - released > cap {
+            if !fits(cur, span, released, cap) {
                 return Err(Error::Full);
             }
             match self
@@ -346,5 +346,31 @@ impl Shared {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Shared")
+    }
+}
+
+/// Whether a record of `span` bytes reserved at `cur` fits in a ring of
+/// `cap` bytes that the flusher has released up to `released`. `cur` was
+/// read before `released`, so it may be stale: other appenders may have
+/// reserved after it, and the flusher released their records, past `cur`.
+/// Such a `cur` fits (the reservation's compare-and-swap then fails and
+/// reads it again) instead of underflowing.
+fn fits(cur: u64, span: u64, released: u64, cap: u64) -> bool {
+    (cur + span).saturating_sub(released) <= cap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fits;
+
+    #[test]
+    fn a_stale_reservation_cursor_fits_instead_of_underflowing() {
+        // Released past the stale cursor: no panic, and the CAS decides.
+        assert!(fits(100, 8, 4096, 1024));
+        // The ring's bounds, exactly.
+        assert!(fits(1000, 24, 0, 1024));
+        assert!(!fits(1000, 25, 0, 1024));
+        assert!(fits(5000, 24, 4000, 1024));
+        assert!(!fits(5000, 25, 4000, 1024));
     }
 }
