@@ -116,11 +116,20 @@ impl Bell {
 
     /// Bumps the word and wakes the first [`FANOUT`] sleepers, who pass it
     /// on; returns how many sleepers there were.
+    ///
+    /// With at most [`FANOUT`] sleepers this wakes every one blocked on an
+    /// older value itself (a sleeper counted but not yet blocked finds the
+    /// word moved), so it marks the word swept: the next
+    /// [`sweep`](Self::sweep) then wakes nobody, in particular not a lone
+    /// committer that already appended again and sleeps for its new record.
     pub(super) fn ring(&self) -> u64 {
-        self.word.fetch_add(1, SeqCst);
+        let w = self.word.fetch_add(1, SeqCst).wrapping_add(1);
         let n = self.sleepers.load(SeqCst);
         if n > 0 {
             self.wake(FANOUT);
+        }
+        if n <= FANOUT as usize {
+            self.swept.store(w, SeqCst);
         }
         n as u64
     }
@@ -226,6 +235,26 @@ mod tests {
         let t = Instant::now();
         assert!(!bell.sleep(bell.seen()), "no wake-up reached it");
         assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    /// After a ring that woke its few sleepers itself, the sweep wakes
+    /// nobody: a sleeper that slept again since (on the new value) is not
+    /// woken in vain.
+    #[test]
+    fn the_sweep_leaves_alone_who_slept_after_a_direct_ring() {
+        let bell = Arc::new(Bell::with_max_sleep(FOREVER));
+        let done = Arc::new(AtomicBool::new(false));
+        let hs = sleepers(&bell, &done, 1);
+        assert_eq!(bell.ring(), 1);
+        // Woken, it checks, and sleeps again on the new value.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(bell.sleepers.load(SeqCst), 1);
+        bell.sweep();
+        std::thread::sleep(Duration::from_millis(20));
+        done.store(true, SeqCst);
+        bell.ring();
+        let woken: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(woken, 2, "one wake-up per ring, none from the sweep");
     }
 
     /// The sweep wakes every sleeper of a ring whose tree failed, and does

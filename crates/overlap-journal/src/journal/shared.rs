@@ -210,8 +210,10 @@ impl Shared {
     /// Before the flusher goes idle: wakes any sleeper a ring's tree missed
     /// (see [`Bell::sweep`]), on a level whose watermark has reached
     /// everything appended, so that nobody asleep on it can be waiting
-    /// for more (a committer that appended again and sleeps for its new
-    /// record is not woken in vain).
+    /// for more. A committer that appends again and sleeps between that
+    /// check and the wake-up is woken in vain (counted in
+    /// `spurious_wakeups`), unless the last ring woke its few sleepers
+    /// itself: then the bell needs no sweep ([`Bell::ring`]).
     pub(super) fn sweep_bells(&self) {
         let appended = self.reserve.load(SeqCst) & !FLAGS;
         if self.written.load(SeqCst) >= appended {
