@@ -76,6 +76,7 @@ use std::time::{Duration, Instant};
 
 use super::{Inner, IoEvent, State, EVENTS_PER_REAP, WAKE_KEY};
 use crate::driver::ring::{complete_all, Done};
+use crate::driver::Panic;
 
 /// How long the reaper leaves the role to the waiting threads after the
 /// last one left with operations in flight.
@@ -320,7 +321,7 @@ fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
                 .counters
                 .aio_reaped_by_waiters
                 .fetch_add(done.len() as u64, Ordering::Relaxed);
-            if let Some(p) = complete_all(&mut done) {
+            if let Some(p) = complete(inner, &mut done) {
                 // Not necessarily this thread's operation: reported, as on
                 // the reaper, and the leader goes on.
                 crate::driver::report_panic("read or write reaped by a waiting thread", &p);
@@ -332,7 +333,36 @@ fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     }
 }
 
-/// Moves the operations of `events` out of the slab into `done`.
+thread_local! {
+    /// Whether this thread is inside [`complete`].
+    static COMPLETING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is completing operations it reaped (user
+/// code run at completion).
+pub(super) fn completing_here() -> bool {
+    COMPLETING.try_with(|c| c.get()).unwrap_or(false)
+}
+
+/// Completes what [`collect`] took out of the slab, then counts it out of
+/// `State::completing` (waking the reaper, which may be waiting for that
+/// at shutdown). Returns the first panic of user code.
+fn complete(inner: &Inner, done: &mut Vec<Done>) -> Option<Panic> {
+    let n = done.len();
+    let outer = COMPLETING.try_with(|c| c.replace(true)).unwrap_or(false);
+    let caught = complete_all(done);
+    let _ = COMPLETING.try_with(|c| c.set(outer));
+    let mut st = inner.lock();
+    debug_assert!(st.completing >= n, "completions are counted in collect");
+    st.completing -= n;
+    if st.shutdown && st.completing == 0 {
+        inner.reaper_cv.notify_all();
+    }
+    caught
+}
+
+/// Moves the operations of `events` out of the slab into `done`, counting
+/// them in `State::completing` until [`complete`] has completed them.
 pub(super) fn collect(st: &mut MutexGuard<'_, State>, events: &[IoEvent], done: &mut Vec<Done>) {
     for ev in events {
         if ev.data == WAKE_KEY {
@@ -347,6 +377,7 @@ pub(super) fn collect(st: &mut MutexGuard<'_, State>, events: &[IoEvent], done: 
             res: ev.res,
             inline: e.submitting,
         });
+        st.completing += 1;
     }
 }
 
@@ -421,7 +452,7 @@ pub(super) fn reap(inner: &Arc<Inner>) {
         // Wait until the role is ours to take.
         loop {
             st.reaping.reaper = ReaperSleep::Awake;
-            if st.shutdown && st.slab.is_empty() {
+            if st.shutdown && st.slab.is_empty() && st.completing == 0 {
                 check(&st);
                 return;
             }
@@ -480,13 +511,13 @@ pub(super) fn reap(inner: &Arc<Inner>) {
                 wake_promoted(promote);
                 if !done.is_empty() {
                     // On this driver thread `contain` reports panics.
-                    let _ = complete_all(&mut done);
+                    let _ = complete(inner, &mut done);
                 }
                 break;
             }
             if !done.is_empty() {
                 drop(st);
-                let _ = complete_all(&mut done);
+                let _ = complete(inner, &mut done);
                 st = inner.lock();
             }
         }

@@ -221,6 +221,11 @@ struct State {
     slab: Slab<Entry>,
     seq: u64,
     shutdown: bool,
+    /// Operations a reaping thread took out of `slab` and has not finished
+    /// completing ([`lead::complete`]): the reaper ends at shutdown only
+    /// once this is zero too, so that shutdown returns with every
+    /// operation completed, its budget released.
+    completing: usize,
     /// Who calls `io_getevents` (`lead`).
     reaping: lead::Reaping,
 }
@@ -334,6 +339,7 @@ impl AioDriver {
                 slab: Slab::new(),
                 seq: 0,
                 shutdown: false,
+                completing: 0,
                 reaping: lead::Reaping::new(),
             }),
             reaper_cv: Condvar::new(),
@@ -491,7 +497,10 @@ impl AioDriver {
             inner.reaper_cv.notify_all();
             inner.kick();
         }
-        if !super::on_driver_thread() {
+        // A thread completing reaped operations (user code run at
+        // completion that shuts the engine down) does not wait for the
+        // reaper, which waits for those completions to end.
+        if !super::on_driver_thread() && !lead::completing_here() {
             if let Some(h) = self.reaper.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 let _ = h.join();
             }
