@@ -43,7 +43,9 @@
 //!   make, so they run on the blocking pool; [`statx`], [`symlink_statx`]
 //!   and [`File::statx`] give the same facts through the engine.
 //! - `File` reads and writes at a position of its own (shared with its
-//!   [`File::try_clone`] copies), not at the descriptor's offset: another
+//!   [`File::try_clone`] copies as tokio's clones share theirs, each read,
+//!   write and seek moving it atomically for all; a write takes its range
+//!   when it starts), not at the descriptor's offset: another
 //!   descriptor for the same open file made outside this crate (a `dup`
 //!   kept before [`File::from_std`]) does not see the position move. The
 //!   descriptor's offset is set when the file goes back to std.
