@@ -57,7 +57,6 @@
 //!   meanwhile).
 //! - A write's error reported later (at the next write or `flush`) keeps
 //!   its errno; tokio's keeps only its kind.
-//! - [`File::set_max_buf_size`] takes 0 as 1 instead of panicking.
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),

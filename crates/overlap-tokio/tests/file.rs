@@ -32,6 +32,7 @@ rt_tests!(
     clones_writing_at_once_never_overwrite_each_other,
     clones_reading_at_once_read_distinct_bytes,
     clones_see_each_others_seeks,
+    set_max_buf_size_zero_panics_as_tokio,
 );
 
 /// The time any of these scenarios may take before it is called a hang.
@@ -148,8 +149,6 @@ async fn max_buf_size_bounds_each_transfer() {
     let mut s = String::new();
     f.read_to_string(&mut s).await.unwrap();
     assert_eq!(s, "456789");
-    f.set_max_buf_size(0);
-    assert_eq!(f.max_buf_size(), 1, "0 is taken as 1, not a panic");
 }
 
 async fn vectored_writes_gather() {
@@ -633,4 +632,24 @@ async fn clones_see_each_others_seeks() {
     })
     .await
     .expect("hung");
+}
+
+async fn set_max_buf_size_zero_panics_as_tokio() {
+    // Issue 20, 11: tokio panics on 0 (documented); so must this.
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut ours = File::create(&p).await.unwrap();
+    let mut theirs = tokio::fs::File::open(&p).await.unwrap();
+    let msg = |e: Box<dyn std::any::Any + Send>| {
+        e.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    };
+    let t = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| theirs.set_max_buf_size(0)));
+    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ours.set_max_buf_size(0)));
+    let t = msg(t.expect_err("tokio panics"));
+    let o = msg(o.expect_err("overlap-tokio panics as tokio does"));
+    assert_eq!(o, t);
+    assert_eq!(ours.max_buf_size(), 2 * 1024 * 1024, "unchanged");
 }

@@ -520,8 +520,12 @@ impl File {
     /// Sets the maximum buffer size for the underlying
     /// [`AsyncRead`](tokio::io::AsyncRead) /
     /// [`AsyncWrite`](tokio::io::AsyncWrite) operation (default 2 MiB): the
-    /// most one read or write transfers. Unlike tokio's, 0 does not panic: it
-    /// is taken as 1.
+    /// most one read or write transfers. A size above the engine's largest
+    /// transfer ([`overlap::MAX_RW_BYTES`]) is taken as that.
+    ///
+    /// # Panics
+    ///
+    /// This function panics if `max_buf_size` is 0 (as tokio's).
     ///
     /// # Examples
     ///
@@ -542,8 +546,10 @@ impl File {
     /// # Ok(())
     /// # }
     /// ```
+    #[track_caller]
     pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
-        self.max_buf_size = max_buf_size.clamp(1, overlap::MAX_RW_BYTES);
+        assert!(max_buf_size > 0, "`max_buf_size` must be greater than 0");
+        self.max_buf_size = max_buf_size.min(overlap::MAX_RW_BYTES);
     }
 
     /// Gets the maximum buffer size for the underlying
