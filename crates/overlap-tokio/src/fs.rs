@@ -36,6 +36,9 @@
 //! Errors are `std::io::Error`s with the kinds tokio's have, and with the
 //! kernel's errno (`raw_os_error`) when it came from the kernel.
 //!
+//! As in tokio, a function's arguments live until its future completes (a
+//! `tempfile::NamedTempFile` given by value keeps its file until then).
+//!
 //! # Differences from `tokio::fs`
 //!
 //! - `metadata`, `symlink_metadata`, `File::metadata` and
@@ -144,7 +147,9 @@ const COPY_CHUNK: usize = 1 << 20;
 /// }
 /// ```
 pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    let file = File::open(path).await?;
+    // `path` itself lives until the read is done, as in tokio (a
+    // `NamedTempFile` given by value removes its file when dropped).
+    let file = File::open(path.as_ref().to_path_buf()).await?;
     let file = file.engine_file();
     let hint = on_ring(file.stat())
         .await
@@ -252,7 +257,7 @@ pub async fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
 /// ```
 pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Result<()> {
     let contents = contents.as_ref();
-    let file = File::create(path).await?;
+    let file = File::create(path.as_ref().to_path_buf()).await?;
     // Owned copies for the engine, one piece at a time.
     let mut buf = Vec::with_capacity(contents.len().min(WHOLE_MAX));
     for (i, piece) in contents.chunks(WHOLE_MAX).enumerate() {
@@ -285,7 +290,7 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// # }
 /// ```
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, std::io::Error> {
-    let src = File::open(from).await?;
+    let src = File::open(from.as_ref().to_path_buf()).await?;
     let st = src.statx().await?;
     if !st.is_file() {
         return Err(io::Error::new(
@@ -298,7 +303,7 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, s
         .create(true)
         .truncate(true)
         .mode(st.permissions)
-        .open(to)
+        .open(to.as_ref().to_path_buf())
         .await?;
     let mut copied = 0u64;
     let chunk = COPY_CHUNK.min(st.len.max(4096) as usize);
@@ -526,9 +531,8 @@ impl DirBuilder {
 /// # }
 /// ```
 pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::remove_file(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::remove_file(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Removes an existing, empty directory (`unlinkat` with `AT_REMOVEDIR`
@@ -545,9 +549,8 @@ pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// # }
 /// ```
 pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::remove_dir(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::remove_dir(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Removes a directory at this path, after removing all its contents. Use
@@ -582,9 +585,8 @@ pub async fn remove_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
 /// # }
 /// ```
 pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::rename(engine(), from, to))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::rename(engine(), from.as_ref(), to.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Creates a new hard link on the filesystem: `link` names the same file
@@ -602,9 +604,8 @@ pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<
 /// }
 /// ```
 pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::hard_link(engine(), original, link))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::hard_link(engine(), original.as_ref(), link.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Creates a new symbolic link on the filesystem: `link` points to
@@ -621,9 +622,8 @@ pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io
 /// # }
 /// ```
 pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::symlink(engine(), original, link))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::symlink(engine(), original.as_ref(), link.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Given a path, queries the file system to get information about a file,
@@ -682,17 +682,15 @@ pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Met
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    on_ring(overlap::path::metadata(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::metadata(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Beyond tokio: what [`symlink_metadata`] reports, by `statx` with
 /// `AT_SYMLINK_NOFOLLOW` through the engine.
 pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    on_ring(overlap::path::symlink_metadata(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::symlink_metadata(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Returns `Ok(true)` if the path points at an existing entity, following
@@ -710,9 +708,8 @@ pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::
 /// # }
 /// ```
 pub async fn try_exists(path: impl AsRef<Path>) -> io::Result<bool> {
-    on_ring(overlap::path::try_exists(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::try_exists(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Returns the canonical, absolute form of a path with all intermediate
