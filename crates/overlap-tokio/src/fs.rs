@@ -38,6 +38,10 @@
 //!
 //! As in tokio, a function's arguments live until its future completes (a
 //! `tempfile::NamedTempFile` given by value keeps its file until then).
+//! Unlike tokio's, every function also works when its future is polled
+//! outside a tokio runtime (`futures::executor::block_on`,
+//! [`overlap::block_on`]): what would run on tokio's blocking pool then runs
+//! on a thread of its own.
 //!
 //! # Differences from `tokio::fs`
 //!
@@ -84,15 +88,78 @@ pub use open_options::OpenOptions;
 pub use read_dir::{read_dir, DirEntry, ReadDir};
 pub use std::fs::FileTimes;
 
-/// Runs `f` on tokio's blocking pool.
+/// Runs `f` on tokio's blocking pool (on a thread of its own outside a
+/// tokio runtime).
 pub(crate) async fn asyncify<F, T>(f: F) -> io::Result<T>
 where
     F: FnOnce() -> io::Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(res) => res,
-        Err(e) => Err(join_err(e)),
+    spawn_blocking(f).await?
+}
+
+/// Starts `f` on tokio's blocking pool when polled inside a tokio runtime
+/// (as `tokio::task::spawn_blocking`), else on a thread of its own: a
+/// future of this crate polled outside tokio (`futures::executor::block_on`,
+/// `overlap::block_on`) works rather than panics.
+pub(crate) fn spawn_blocking<F, T>(f: F) -> Blocking<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return Blocking::Pool(handle.spawn_blocking(f));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("overlap-tokio-blocking".into())
+        .spawn(move || {
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(res.map_err(|_| ()));
+        });
+    match spawned {
+        Ok(_) => Blocking::Thread(rx),
+        Err(e) => Blocking::Failed(Some(e)),
+    }
+}
+
+/// The future of [`spawn_blocking`]: the result of the blocking call, or
+/// why there is none (it panicked, its runtime shut down, no thread could
+/// be started), as tokio reports it.
+pub(crate) enum Blocking<T> {
+    Pool(tokio::task::JoinHandle<T>),
+    Thread(tokio::sync::oneshot::Receiver<Result<T, ()>>),
+    Failed(Option<io::Error>),
+}
+
+impl<T> std::fmt::Debug for Blocking<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Blocking::Pool(_) => "Blocking::Pool",
+            Blocking::Thread(_) => "Blocking::Thread",
+            Blocking::Failed(_) => "Blocking::Failed",
+        })
+    }
+}
+
+impl<T> std::future::Future for Blocking<T> {
+    type Output = io::Result<T>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<T>> {
+        use std::task::{ready, Poll};
+        // Every variant is Unpin.
+        Poll::Ready(match self.get_mut() {
+            Blocking::Pool(h) => ready!(std::pin::Pin::new(h).poll(cx)).map_err(join_err),
+            Blocking::Thread(rx) => match ready!(std::pin::Pin::new(rx).poll(cx)) {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(())) | Err(_) => Err(io::Error::other("background task failed: panicked")),
+            },
+            Blocking::Failed(e) => Err(e
+                .take()
+                .unwrap_or_else(|| io::Error::other("background task failed"))),
+        })
     }
 }
 

@@ -12,4 +12,5 @@ mod dropin;
 mod engine;
 mod file;
 mod free;
+mod outside;
 mod reactor_ring;
