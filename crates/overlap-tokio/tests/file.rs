@@ -32,6 +32,8 @@ rt_tests!(
     clones_writing_at_once_never_overwrite_each_other,
     clones_reading_at_once_read_distinct_bytes,
     clones_see_each_others_seeks,
+    appending_tasks_lose_no_line,
+    appending_after_a_seek_still_appends,
     set_max_buf_size_zero_panics_as_tokio,
 );
 
@@ -629,6 +631,101 @@ async fn clones_see_each_others_seeks() {
         assert_eq!(b.seek(SeekFrom::Current(-3)).await.unwrap(), 5);
         a.read_exact(&mut two).await.unwrap();
         assert_eq!(&two, b"56");
+    })
+    .await
+    .expect("hung");
+}
+
+/// The line task `t` writes as its `i`th, padded so that a torn or
+/// overlapping write shows.
+fn line(t: usize, i: usize) -> String {
+    format!(
+        "task {t:02} line {i:02} {}\n",
+        "x".repeat(40 + (t * 7 + i) % 50)
+    )
+}
+
+async fn appending_tasks_lose_no_line() {
+    // Issue 20, A: 50 tasks appending 40 lines each, each line one
+    // write_all and a flush: every line lands, whole, at the end.
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let p = dir.path().join("log");
+        std::fs::write(&p, b"").unwrap();
+        let tasks: Vec<_> = (0..50)
+            .map(|t| {
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let mut f = OpenOptions::new().append(true).open(&p).await.unwrap();
+                    for i in 0..40 {
+                        f.write_all(line(t, i).as_bytes()).await.unwrap();
+                        f.flush().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let got = std::fs::read_to_string(&p).unwrap();
+        let mut got: Vec<&str> = got.split_inclusive('\n').collect();
+        got.sort_unstable();
+        let mut want: Vec<String> = (0..50)
+            .flat_map(|t| (0..40).map(move |i| line(t, i)))
+            .collect();
+        want.sort_unstable();
+        let missing = want.iter().filter(|l| !got.contains(&l.as_str())).count();
+        assert_eq!(got.len(), 2000, "{missing} lines missing or torn");
+        assert!(
+            got.iter().zip(&want).all(|(g, w)| g == w),
+            "{missing} lines missing or torn"
+        );
+    })
+    .await
+    .expect("hung");
+}
+
+async fn appending_after_a_seek_still_appends() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let p = dir.path().join("log");
+        std::fs::write(&p, b"start\n").unwrap();
+        let mut f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&p)
+            .await
+            .unwrap();
+        f.write_all(b"one\n").await.unwrap();
+        assert_eq!(f.seek(SeekFrom::Start(0)).await.unwrap(), 0);
+        let mut s = [0u8; 5];
+        f.read_exact(&mut s).await.unwrap();
+        assert_eq!(&s, b"start");
+        f.write_all(b"two\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"start\none\ntwo\n");
+        assert_eq!(
+            f.stream_position().await.unwrap(),
+            14,
+            "after the write, at the end"
+        );
+        f.seek(SeekFrom::Start(2)).await.unwrap();
+        f.write_all(b"three\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"start\none\ntwo\nthree\n");
+        // Someone else appends: the next write still goes after it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut o| std::io::Write::write_all(&mut o, b"other\n"))
+            .unwrap();
+        f.seek(SeekFrom::Start(0)).await.unwrap();
+        f.write_all(b"four\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            b"start\none\ntwo\nthree\nother\nfour\n"
+        );
     })
     .await
     .expect("hung");
