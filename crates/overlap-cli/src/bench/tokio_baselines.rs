@@ -66,7 +66,7 @@ pub(crate) fn run(
                     .with_context(|| format!("opening {} for a task", target.path.display()))?;
                 v.push(f);
             }
-            anyhow::Ok(v)
+            Ok::<_, anyhow::Error>(v)
         })?
     } else {
         Vec::new()
