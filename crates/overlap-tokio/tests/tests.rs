@@ -13,4 +13,5 @@ mod engine;
 mod file;
 mod free;
 mod lifecycle;
+mod outside;
 mod reactor_ring;
