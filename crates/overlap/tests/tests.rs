@@ -14,6 +14,7 @@ mod cancel;
 mod driver_choice;
 mod errors;
 mod lifecycle;
+mod matrix;
 mod ops;
 mod paths;
 mod port;
