@@ -258,7 +258,7 @@ fn reactor_ring_operations_of_an_exiting_submitter_complete() {
     {
         let (ring, fifo, file) = (ring.clone(), fifo.clone(), file.clone());
         std::thread::spawn(move || {
-            let waker = Waker::noop();
+            let waker = &futures::task::noop_waker();
             let mut cx = Context::from_waker(waker);
             let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
             assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
@@ -302,7 +302,7 @@ fn an_orphaned_ring_completes_its_operations() {
     let Some(ring) = ring_or_skip() else { return };
     let dir = tempdir();
     let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
-    let waker = Waker::noop();
+    let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
     let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
     assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
@@ -340,7 +340,7 @@ fn an_unreaped_ring_is_reaped_by_the_watcher() {
     let Some(ring) = ring_or_skip() else { return };
     let dir = tempdir();
     let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
-    let waker = Waker::noop();
+    let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
     let mut r: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
     let polled = ring.enter(|| r.as_mut().poll(&mut cx));
@@ -364,7 +364,7 @@ fn a_forked_child_leaves_the_parents_ring_alone() {
     let Some(ring) = ring_or_skip() else { return };
     let dir = tempdir();
     let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
-    let waker = Waker::noop();
+    let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
     let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 6], 0));
     assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());

@@ -277,7 +277,8 @@ enum Started {
 
 /// Polls `fut` once (inside `ring`'s `enter` if given): what submits it.
 fn start(ring: Option<&ReactorRing>, mut fut: Checked) -> Started {
-    let mut cx = Context::from_waker(Waker::noop());
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
     let polled = match ring {
         Some(r) => r.enter(|| fut.as_mut().poll(&mut cx)),
         None => fut.as_mut().poll(&mut cx),
