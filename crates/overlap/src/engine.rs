@@ -341,6 +341,7 @@ impl EngineBuilder {
             cq_entries,
             own_ring_ops: AtomicUsize::new(0),
             port_rings: Mutex::new(Vec::new()),
+            generation: crate::wait::fork_generation(),
             shut: AtomicBool::new(false),
         });
         Ok(Engine {
@@ -368,6 +369,9 @@ pub(crate) struct Shared {
     pub own_ring_ops: AtomicUsize,
     /// The rings of this engine's ports, which shutdown settles.
     port_rings: Mutex<Vec<Weak<dyn crate::port::Settle>>>,
+    /// The fork generation that made the engine: in a child after `fork`
+    /// it belongs to the parent, and refuses operations.
+    generation: u64,
     shut: AtomicBool,
 }
 
@@ -387,6 +391,11 @@ impl Shared {
             return false;
         }
         true
+    }
+
+    /// Made before a `fork` this process is the child of.
+    pub(crate) fn forked(&self) -> bool {
+        self.generation != crate::wait::fork_generation()
     }
 
     /// Keeps a port's ring for shutdown to settle.

@@ -160,6 +160,12 @@ pub enum Error {
     /// A configuration value or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidInput(String),
+    /// This process is a `fork` of the one that made the engine, the port
+    /// or the ring, or that started the operation: they belong to the
+    /// parent (the kernel completes the parent's operations there, with
+    /// the parent's memory). The message says what to do.
+    #[error("{0}")]
+    Forked(&'static str),
 }
 
 impl Error {
@@ -186,6 +192,7 @@ impl Error {
             Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => {
                 io::ErrorKind::Unsupported
             }
+            Error::Forked(_) => io::ErrorKind::Other,
         }
     }
 

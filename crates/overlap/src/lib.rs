@@ -82,6 +82,39 @@
 //! operation on the port's own ring and enters the kernel itself
 //! (`PortRing::submit`), and whichever worker waits in [`Port::next`] is
 //! woken by the kernel and takes the completion (`PortRing::try_take`).
+//!
+//! ## Lifecycle: an operation outlives whatever started it
+//!
+//! The rule: **an operation's outcome never depends on the lifetime of the
+//! thread that submitted it, the runtime or loop that polled it, or the
+//! process copy it runs in.** Once handed to the engine it completes with
+//! the kernel's real result (or is refused, before it started, with a typed
+//! error), its buffer stays alive until the kernel is done, and its share
+//! of the budget is released. How each ring keeps it:
+//!
+//! | ring | who submits | who reaps it when its owner is gone | submitter exits mid-flight | after `fork` | engine shutdown |
+//! | --- | --- | --- | --- | --- | --- |
+//! | a thread's own ring ([`block_on`], `.wait()`) | that thread only | nobody needs to: the outermost `block_on` returns, and the thread exits, only once nothing is in flight on it | cannot happen | the child never touches the parent's ring; a new one is made in the child | the threads waiting reap their own; shutdown waits for them |
+//! | the engine thread's ring (futures of other executors) | the engine thread | the engine thread, which lives as long as the engine | cannot happen | the engine does not cross `fork` (make a new one in the child) | waits for everything in flight |
+//! | [`ReactorRing`] (overlap-tokio, the Python hub) | the thread inside [`ReactorRing::enter`] | [`ReactorRing::orphan`] hands it to the ring watcher, which also reaps any ring left unreaped for one of its looks (10-100 ms) | Linux cancels (`ECANCELED`) or faults (`EFAULT`) what the thread left: submitted again through the engine's driver | in the child every method leaves the ring alone | shutdown reaps every live ring itself |
+//! | a [`Port`]'s ring | any thread | the port's workers (any thread in [`Port::next`]); dropping the port waits | submitted again on the port's ring (the file claimed again first) | the child never drains the parent's ring | waits until the kernel is done with every operation of every port; the completions stay for the workers |
+//!
+//! The lifecycle matrix (`crates/overlap/tests/matrix.rs`) checks every
+//! cell on every driver: front end ([`Op::wait`]/[`block_on`], futures on
+//! a foreign executor, [`Port`], [`ReactorRing`]) × event (the submitting
+//! thread exits mid-flight; the operation, or its port, is dropped; the
+//! executor is dropped; the engine shuts down; the process forks, and
+//! parent and child each go on and exit; the operation moves to another
+//! thread; several threads append to one file) × operation (direct read,
+//! buffered read of uncached data, buffered write, a pipe read that only
+//! completes when written to, open): the right result, the budget back, no
+//! descriptor or thread left behind, within a time limit. The documented
+//! failures: an [`OpenOptions::open`] in flight at shutdown may end with
+//! [`Error::Shutdown`] (it is an open and then a `statx`, and the engine
+//! refuses the second); an operation started after shutdown began is
+//! refused with [`Error::Shutdown`]. What waits: shutdown, `.wait()` and a
+//! dropped [`Port`] wait as long as the kernel does (for a pipe read, until
+//! a writer writes); [`ReactorRing::orphan`] never waits.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

@@ -309,8 +309,36 @@ impl<B> Drop for OpCell<B> {
     }
 }
 
+/// The result of an operation that was in flight when the process forked,
+/// as the child's copy of it sees it ([`Error::Forked`]).
+pub(crate) const INHERITED_ACROSS_FORK: i64 = i64::MIN;
+
+/// What [`Error::Forked`] says of an operation a child inherited in flight.
+pub(crate) const FORKED_OP: &str = "the operation was in flight when this process forked: the \
+    kernel completes it in the parent, with the parent's memory; start it again in this process, \
+    on an engine made here";
+
+/// The result of an operation that a child after `fork` handed to the
+/// parent's engine's driver (whose threads are not in the child).
+pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
+
+/// What [`Error::Forked`] says of a port used in a child.
+pub(crate) const FORKED_PORT: &str = "the port was made before this process forked and \
+    belongs to the parent (its ring or its engine's threads are there); make a new engine and \
+    port in this process";
+
+/// What [`Error::Forked`] says of an engine used in a child.
+pub(crate) const FORKED_ENGINE: &str = "the engine was made before this process forked and \
+    belongs to the parent; make a new engine in this process";
+
 /// Turns a kernel result into a byte count or a typed error.
 pub(crate) fn to_result(res: i64) -> Result<usize> {
+    if res == INHERITED_ACROSS_FORK {
+        return Err(Error::Forked(FORKED_OP));
+    }
+    if res == ENGINE_ACROSS_FORK {
+        return Err(Error::Forked(FORKED_ENGINE));
+    }
     if res < 0 {
         Err(Error::from_errno((-res) as i32))
     } else {
@@ -499,6 +527,19 @@ pub(crate) fn submit<B: Send + 'static>(
     } else {
         op
     };
+    if shared.forked() {
+        // A child after `fork`, with an engine of the parent: its driver's
+        // threads (and its AIO context, its ring) are the parent's and not
+        // here. An operation on the calling thread's own ring or a ring of
+        // the child's runs; this one is refused with what to do (a close
+        // still closes).
+        let res = match op.kind() {
+            OpKind::Close(_) => op.kind().refused(),
+            _ => ENGINE_ACROSS_FORK,
+        };
+        op.finish(res, true);
+        return cell;
+    }
     if route != Route::Driver {
         if let Some(aio) = shared.driver.aio() {
             crate::wait::note_aio(aio);

@@ -131,6 +131,8 @@ struct Inner {
     /// Handed to the watcher ([`ReactorRing::orphan`]): nothing submits on
     /// it any more.
     orphaned: AtomicBool,
+    /// In a child after `fork`: the inherited operations were failed.
+    given_up: AtomicBool,
     /// What the watcher saw at its previous look: (completions reaped,
     /// submitting calls made). Only the watcher uses it.
     seen: Mutex<(u64, u64)>,
@@ -181,6 +183,7 @@ impl ReactorRing {
             fd,
             generation: crate::wait::fork_generation(),
             orphaned: AtomicBool::new(false),
+            given_up: AtomicBool::new(false),
             seen: Mutex::new((0, 0)),
         });
         {
@@ -339,9 +342,27 @@ impl std::fmt::Debug for ReactorRing {
 }
 
 impl Inner {
-    /// Made before a `fork` this process is the child of.
+    /// Made before a `fork` this process is the child of. The first time
+    /// a child finds it so, the child's copies of the operations in flight
+    /// fail with `Error::Forked` (their futures are woken), and the ring is
+    /// never touched.
     fn inherited(&self) -> bool {
-        self.generation != crate::wait::fork_generation()
+        if self.generation == crate::wait::fork_generation() {
+            return false;
+        }
+        if !self.given_up.swap(true, Ordering::AcqRel) {
+            let mut done = Vec::new();
+            // Locked by a thread of the parent at the fork: that thread is
+            // not here, and the operations stay pending in the child.
+            if let Ok(mut core) = self.core.try_lock() {
+                core.give_up_inherited(&mut done);
+            }
+            crate::wait::count_out(&done);
+            if let Some(p) = complete_all(&mut done) {
+                crate::driver::report_panic("an operation a forked child inherited", &p);
+            }
+        }
+        true
     }
 
     /// Wakes the registered flusher, if any.
@@ -371,8 +392,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if self.inherited() {
             // A child after fork: the ring (its memory, its descriptor
-            // number, the operations in it) is the parent's. Never touch it;
-            // the child's copies of the operations are leaked, not freed.
+            // number) is the parent's. Never touch it; the child's copies of
+            // the operations were failed (or, if the ring was locked at the
+            // fork, are leaked).
             self.core
                 .get_mut()
                 .unwrap_or_else(|p| p.into_inner())

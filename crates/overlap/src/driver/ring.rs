@@ -276,6 +276,24 @@ impl RingCore {
         self.forsaken = true;
     }
 
+    /// In a child after `fork`: forsakes the ring and gives the child's
+    /// copies of its operations back, failed with [`Error::Forked`]
+    /// (`INHERITED_ACROSS_FORK`), so that a future of the child waiting for
+    /// one hears what happened instead of hanging. Nothing of the ring is
+    /// touched: the slab is the child's own memory.
+    ///
+    /// [`Error::Forked`]: crate::Error::Forked
+    pub(crate) fn give_up_inherited(&mut self, done: &mut Vec<Done>) {
+        self.forsaken = true;
+        for (_, (op, _)) in std::mem::take(&mut self.slab) {
+            done.push(Done {
+                op,
+                res: crate::op::INHERITED_ACROSS_FORK,
+                inline: false,
+            });
+        }
+    }
+
     /// Operations in flight (not counting the eventfd read).
     pub(crate) fn in_flight(&self) -> usize {
         self.slab.len()

@@ -164,6 +164,12 @@ impl<B: Send + 'static> Port<B> {
     ) -> std::result::Result<(), (Error, B)> {
         let mut req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
+            Prepared::Done(_, buf) if self.inner.engine.shared().forked() => {
+                return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+            }
+            Prepared::Req(req) if self.inner.engine.shared().forked() => {
+                return Err((Error::Forked(crate::op::FORKED_PORT), req.buf));
+            }
             Prepared::Done(Ok(n), buf) => match &self.inner.mode {
                 Mode::Queue(q) => {
                     q.push_immediate(key, n, buf, None);

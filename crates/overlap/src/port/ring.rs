@@ -118,7 +118,12 @@ impl<B: Send + 'static> PortRing<B> {
         })
     }
 
+    /// Submitted and not yet taken; none in a child after `fork` (what was
+    /// in flight is the parent's).
     pub(crate) fn outstanding(&self) -> usize {
+        if self.inherited() {
+            return 0;
+        }
         self.outstanding.load(Ordering::Acquire)
     }
 
@@ -242,6 +247,10 @@ impl<B: Send + 'static> PortRing<B> {
     /// submitted again from this (live) thread, and the caller sees only its
     /// real result.
     pub(crate) fn try_take(&self) -> Option<Completion<B>> {
+        if self.inherited() {
+            // The ring's completions are the parent's.
+            return None;
+        }
         if self.stashed.load(Ordering::Acquire) > 0 {
             let stashed = self
                 .stash
@@ -338,6 +347,9 @@ impl<B: Send + 'static> PortRing<B> {
     /// worker that already decided to wait has entered the kernel, so a
     /// waiter looks at `outstanding` again at least that often.
     pub(crate) fn wait(&self, deadline: Option<Instant>) {
+        if self.inherited() {
+            return;
+        }
         let recheck = Instant::now() + RECHECK;
         let deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
         let r = match deadline {
