@@ -114,7 +114,10 @@ def open(
     ``mode`` is a binary mode as for Python's :func:`open`: "rb", "wb", "ab",
     "xb", "r+b", "w+b", "a+b", "x+b". Reads and writes are positional
     (``read_at``/``write_at`` take an offset) in every mode; "a" creates the
-    file if needed and keeps its contents.
+    file if needed, keeps its contents and opens it with O_APPEND, as
+    Python's :func:`open` does: every write lands at the end of the file
+    whatever its offset, in one step with respect to other appenders (tasks,
+    threads, processes).
 
     ``direct=True`` opens with O_DIRECT (no page cache): offsets and lengths
     must be multiples of ``File.alignment.offset`` and buffers aligned
