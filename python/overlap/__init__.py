@@ -12,6 +12,15 @@ memory and operations in flight.
 ...         assert await f.read_at(5, 0) == b"hello"
 
 ``overlap.aiofiles`` is a drop-in for the aiofiles package.
+
+Each event loop gets a completion hub on first use, closed with the loop
+(``loop.close()``, which ``asyncio.run`` calls): operations still in flight
+then complete on a thread of the engine, which releases their buffers and
+in-flight budget; nobody awaits their results any more. After
+``os.fork()`` the child gets an engine and hubs of its own on first use;
+an operation it inherited in flight belongs to the parent, and awaiting it
+in the child raises ``RuntimeError`` at once. Files opened before the fork
+are the parent's engine's: open files again in the child.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@
 //!
 //! After `os.fork`, the child forgets every hub it inherited
 //! (`Hub._forget_after_fork`, called by `overlap._loop`'s fork hook, and
-//! [`forget_after_fork`] for this module's cache): it never touches the
+//! [`_forget_hubs_after_fork`] for this module's cache): it never touches the
 //! parent's rings (neither does the engine: a ring made before a fork is
 //! inert in the child), the asyncio futures of the operations it inherited
 //! in flight fail with a `RuntimeError` that says why, and its own use of
