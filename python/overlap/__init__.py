@@ -19,8 +19,7 @@ then complete on a thread of the engine, which releases their buffers and
 in-flight budget; nobody awaits their results any more. After
 ``os.fork()`` the child gets an engine and hubs of its own on first use;
 an operation it inherited in flight belongs to the parent, and awaiting it
-in the child raises ``RuntimeError`` at once. Files opened before the fork
-are the parent's engine's: open files again in the child.
+in the child raises ``RuntimeError`` at once.
 """
 
 from __future__ import annotations
