@@ -1063,3 +1063,45 @@ fn each_row_is_printed_when_its_job_is_done() {
     assert!(row.contains(" sync "), "{row}");
     assert_no_leftovers(&dir);
 }
+
+/// Issue 20, 13: `--driver tokio-fs` gave every task a `try_clone` of one
+/// file, so tasks sought and read on each other's shared position ("early
+/// eof" at valid offsets about one run in two at 64 tasks). Each task has a
+/// file of its own now; `--driver spawn-blocking` reads positionally
+/// (`pread`) and never had the defect. Several runs, since it was a race.
+#[test]
+fn tokio_baselines_at_concurrency_64_read_every_byte() {
+    let dir = scratch("tokio-baselines");
+    for round in 0..4 {
+        for rw in ["randread", "read"] {
+            let lines = run_json(
+                &dir,
+                &[
+                    "--driver",
+                    "tokio-fs,spawn-blocking",
+                    "--rw",
+                    rw,
+                    "--concurrency",
+                    "64",
+                    "--size",
+                    "1M",
+                    "--bs",
+                    "4k",
+                    "--ops",
+                    "1000",
+                ],
+            );
+            assert_eq!(lines.len(), 2, "round {round} {rw}");
+            for r in &lines {
+                check_schema(r);
+                assert!(
+                    ["tokio-fs", "spawn-blocking"].contains(&r["driver"].as_str().unwrap()),
+                    "{r}"
+                );
+                assert_eq!(r["concurrency"], 64);
+                assert_eq!(r["ops"], 1000, "round {round} {rw}: {r}");
+                assert_eq!(r["bs"], 4096);
+            }
+        }
+    }
+}

@@ -36,6 +36,13 @@
 //! Errors are `std::io::Error`s with the kinds tokio's have, and with the
 //! kernel's errno (`raw_os_error`) when it came from the kernel.
 //!
+//! As in tokio, a function's arguments live until its future completes (a
+//! `tempfile::NamedTempFile` given by value keeps its file until then).
+//! Unlike tokio's, every function also works when its future is polled
+//! outside a tokio runtime (`futures::executor::block_on`,
+//! [`overlap::block_on`]): what would run on tokio's blocking pool then runs
+//! on a thread of its own.
+//!
 //! # Differences from `tokio::fs`
 //!
 //! - `metadata`, `symlink_metadata`, `File::metadata` and
@@ -43,7 +50,9 @@
 //!   make, so they run on the blocking pool; [`statx`], [`symlink_statx`]
 //!   and [`File::statx`] give the same facts through the engine.
 //! - `File` reads and writes at a position of its own (shared with its
-//!   [`File::try_clone`] copies), not at the descriptor's offset: another
+//!   [`File::try_clone`] copies as tokio's clones share theirs, each read,
+//!   write and seek moving it atomically for all; a write takes its range
+//!   when it starts), not at the descriptor's offset: another
 //!   descriptor for the same open file made outside this crate (a `dup`
 //!   kept before [`File::from_std`]) does not see the position move. The
 //!   descriptor's offset is set when the file goes back to std.
@@ -55,7 +64,6 @@
 //!   meanwhile).
 //! - A write's error reported later (at the next write or `flush`) keeps
 //!   its errno; tokio's keeps only its kind.
-//! - [`File::set_max_buf_size`] takes 0 as 1 instead of panicking.
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
@@ -80,15 +88,78 @@ pub use open_options::OpenOptions;
 pub use read_dir::{read_dir, DirEntry, ReadDir};
 pub use std::fs::FileTimes;
 
-/// Runs `f` on tokio's blocking pool.
+/// Runs `f` on tokio's blocking pool (on a thread of its own outside a
+/// tokio runtime).
 pub(crate) async fn asyncify<F, T>(f: F) -> io::Result<T>
 where
     F: FnOnce() -> io::Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(res) => res,
-        Err(e) => Err(join_err(e)),
+    spawn_blocking(f).await?
+}
+
+/// Starts `f` on tokio's blocking pool when polled inside a tokio runtime
+/// (as `tokio::task::spawn_blocking`), else on a thread of its own: a
+/// future of this crate polled outside tokio (`futures::executor::block_on`,
+/// `overlap::block_on`) works rather than panics.
+pub(crate) fn spawn_blocking<F, T>(f: F) -> Blocking<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return Blocking::Pool(handle.spawn_blocking(f));
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("overlap-tokio-blocking".into())
+        .spawn(move || {
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(res.map_err(|_| ()));
+        });
+    match spawned {
+        Ok(_) => Blocking::Thread(rx),
+        Err(e) => Blocking::Failed(Some(e)),
+    }
+}
+
+/// The future of [`spawn_blocking`]: the result of the blocking call, or
+/// why there is none (it panicked, its runtime shut down, no thread could
+/// be started), as tokio reports it.
+pub(crate) enum Blocking<T> {
+    Pool(tokio::task::JoinHandle<T>),
+    Thread(tokio::sync::oneshot::Receiver<Result<T, ()>>),
+    Failed(Option<io::Error>),
+}
+
+impl<T> std::fmt::Debug for Blocking<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Blocking::Pool(_) => "Blocking::Pool",
+            Blocking::Thread(_) => "Blocking::Thread",
+            Blocking::Failed(_) => "Blocking::Failed",
+        })
+    }
+}
+
+impl<T> std::future::Future for Blocking<T> {
+    type Output = io::Result<T>;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<T>> {
+        use std::task::{ready, Poll};
+        // Every variant is Unpin.
+        Poll::Ready(match self.get_mut() {
+            Blocking::Pool(h) => ready!(std::pin::Pin::new(h).poll(cx)).map_err(join_err),
+            Blocking::Thread(rx) => match ready!(std::pin::Pin::new(rx).poll(cx)) {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(())) | Err(_) => Err(io::Error::other("background task failed: panicked")),
+            },
+            Blocking::Failed(e) => Err(e
+                .take()
+                .unwrap_or_else(|| io::Error::other("background task failed"))),
+        })
     }
 }
 
@@ -143,7 +214,9 @@ const COPY_CHUNK: usize = 1 << 20;
 /// }
 /// ```
 pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
-    let file = File::open(path).await?;
+    // `path` itself lives until the read is done, as in tokio (a
+    // `NamedTempFile` given by value removes its file when dropped).
+    let file = File::open(path.as_ref().to_path_buf()).await?;
     let file = file.engine_file();
     let hint = on_ring(file.stat())
         .await
@@ -251,7 +324,7 @@ pub async fn read_to_string(path: impl AsRef<Path>) -> io::Result<String> {
 /// ```
 pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Result<()> {
     let contents = contents.as_ref();
-    let file = File::create(path).await?;
+    let file = File::create(path.as_ref().to_path_buf()).await?;
     // Owned copies for the engine, one piece at a time.
     let mut buf = Vec::with_capacity(contents.len().min(WHOLE_MAX));
     for (i, piece) in contents.chunks(WHOLE_MAX).enumerate() {
@@ -284,7 +357,7 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// # }
 /// ```
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, std::io::Error> {
-    let src = File::open(from).await?;
+    let src = File::open(from.as_ref().to_path_buf()).await?;
     let st = src.statx().await?;
     if !st.is_file() {
         return Err(io::Error::new(
@@ -297,7 +370,7 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, s
         .create(true)
         .truncate(true)
         .mode(st.permissions)
-        .open(to)
+        .open(to.as_ref().to_path_buf())
         .await?;
     let mut copied = 0u64;
     let chunk = COPY_CHUNK.min(st.len.max(4096) as usize);
@@ -525,9 +598,8 @@ impl DirBuilder {
 /// # }
 /// ```
 pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::remove_file(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::remove_file(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Removes an existing, empty directory (`unlinkat` with `AT_REMOVEDIR`
@@ -544,9 +616,8 @@ pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// # }
 /// ```
 pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::remove_dir(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::remove_dir(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Removes a directory at this path, after removing all its contents. Use
@@ -581,9 +652,8 @@ pub async fn remove_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
 /// # }
 /// ```
 pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::rename(engine(), from, to))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::rename(engine(), from.as_ref(), to.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Creates a new hard link on the filesystem: `link` names the same file
@@ -601,9 +671,8 @@ pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<
 /// }
 /// ```
 pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::hard_link(engine(), original, link))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::hard_link(engine(), original.as_ref(), link.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Creates a new symbolic link on the filesystem: `link` points to
@@ -620,9 +689,8 @@ pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io
 /// # }
 /// ```
 pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    on_ring(overlap::path::symlink(engine(), original, link))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::symlink(engine(), original.as_ref(), link.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Given a path, queries the file system to get information about a file,
@@ -681,17 +749,15 @@ pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Met
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    on_ring(overlap::path::metadata(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::metadata(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Beyond tokio: what [`symlink_metadata`] reports, by `statx` with
 /// `AT_SYMLINK_NOFOLLOW` through the engine.
 pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    on_ring(overlap::path::symlink_metadata(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::symlink_metadata(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Returns `Ok(true)` if the path points at an existing entity, following
@@ -709,9 +775,8 @@ pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::
 /// # }
 /// ```
 pub async fn try_exists(path: impl AsRef<Path>) -> io::Result<bool> {
-    on_ring(overlap::path::try_exists(engine(), path))
-        .await
-        .map_err(io::Error::from)
+    let task = overlap::path::try_exists(engine(), path.as_ref());
+    on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Returns the canonical, absolute form of a path with all intermediate

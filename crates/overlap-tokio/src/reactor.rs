@@ -15,10 +15,26 @@
 //! tokio), operations go through the engine's driver as they would without
 //! this crate; `Stats::submitted_on_reactor_rings` tells the two apart.
 //!
-//! A thread drains its ring when it exits (Linux cancels the queued kernel
-//! work of an exiting thread). A ring whose runtime has gone (its reaper
-//! task dropped, e.g. a current-thread runtime dropped while the thread
-//! lives on) is drained and replaced by the next poll on that thread.
+//! Whatever becomes of the thread or the runtime, an operation completes
+//! (the engine's rule, see [`overlap::ReactorRing`]):
+//! - A thread that exits (a worker at runtime shutdown, a blocking-pool
+//!   thread after its keep-alive) orphans its ring: the engine's ring watcher
+//!   completes what is in flight there, without holding up the thread's
+//!   exit, and the reaper task ends, closing the ring's descriptor.
+//! - A runtime dropped while a thread lives on (its reaper task is dropped
+//!   with it) orphans the ring the same way; the thread's next poll makes a
+//!   new one.
+//! - A runtime that is not being run (`Handle::block_on` on a
+//!   current-thread runtime, or a second current-thread runtime on the same
+//!   thread while the first holds its ring) leaves its ring unreaped: the
+//!   watcher completes those operations within about 20 ms, late but
+//!   neither lost nor hung (`Stats::reaped_by_watcher` counts them).
+//! - A runtime built without its I/O driver (no `enable_io`) cannot watch a
+//!   ring; tokio offers no way to ask but a panic, which is caught (and kept
+//!   off stderr). In a program built with `panic = "abort"` that panic would
+//!   end the process, so there the rings are used only where
+//!   `OVERLAP_TOKIO_RINGS=always` says that every runtime has its I/O
+//!   driver; otherwise operations take the engine's driver.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -88,43 +104,94 @@ struct ThreadRing {
     reaper_alive: Arc<AtomicBool>,
 }
 
-impl Drop for ThreadRing {
-    fn drop(&mut self) {
-        // This thread submitted everything on the ring: wait for it before
-        // the thread (and with it the kernel work it queued) goes.
-        self.ring.drain();
+impl ThreadRing {
+    fn usable(&self) -> bool {
+        self.reaper_alive.load(Ordering::Acquire) && !self.ring.is_orphaned()
     }
 }
 
-enum Local {
-    Untried,
-    Ready(ThreadRing),
-    Unavailable,
+impl Drop for ThreadRing {
+    fn drop(&mut self) {
+        // The thread is ending, or its runtime went: the watcher completes
+        // what is in flight (an operation the kernel cancels at this
+        // thread's exit is submitted again), and the reaper task ends.
+        // Never a blocking drain: a pipe read may never complete.
+        self.ring.orphan();
+    }
 }
+
+/// What a thread has for one runtime: a ring, or `None` where that runtime
+/// cannot have one (no I/O driver, io_uring refused).
+struct ForRuntime {
+    runtime: tokio::runtime::Id,
+    /// A multi-thread runtime: this thread is one of its workers (or of its
+    /// blocking pool) and runs no other runtime's tasks, so the ring is used
+    /// without asking which runtime polls.
+    multi_thread: bool,
+    ring: Option<ThreadRing>,
+}
+
+/// The most runtimes a thread keeps rings for at once (current-thread
+/// runtimes run one after another on the same thread); past it,
+/// operations take the engine's driver.
+const RUNTIMES_PER_THREAD: usize = 4;
 
 thread_local! {
-    static LOCAL: RefCell<Local> = const { RefCell::new(Local::Untried) };
+    static LOCAL: RefCell<Vec<ForRuntime>> = const { RefCell::new(Vec::new()) };
 }
 
-/// This thread's ring, made if need be (inside a tokio runtime); `None`
-/// where there is none to be had.
+/// This thread's ring for the runtime polling it, made if need be (inside
+/// a tokio runtime); `None` where there is none to be had.
+///
+/// A ring belongs to one runtime, whose reaper task reaps it: a
+/// current-thread runtime reaps only while it is run, so two of them alive
+/// on one thread each get a ring of their own.
 fn thread_ring() -> Option<ReactorRing> {
     LOCAL
         .try_with(|local| {
-            match &*local.borrow() {
-                Local::Ready(t) if t.reaper_alive.load(Ordering::Acquire) => {
-                    return Some(t.ring.clone())
+            {
+                let l = local.borrow();
+                if let [only] = &l[..] {
+                    if only.multi_thread {
+                        if let Some(t) = only.ring.as_ref().filter(|t| t.usable()) {
+                            return Some(t.ring.clone());
+                        }
+                    }
                 }
-                Local::Unavailable => return None,
-                _ => {}
             }
             let handle = tokio::runtime::Handle::try_current().ok()?;
-            // Drop (and drain) a ring whose runtime is gone before making
-            // its successor.
-            drop(std::mem::replace(&mut *local.borrow_mut(), Local::Untried));
+            let id = handle.id();
+            let mut l = local.borrow_mut();
+            if let Some(e) = l.iter().find(|e| e.runtime == id) {
+                match &e.ring {
+                    Some(t) if t.usable() => return Some(t.ring.clone()),
+                    None => return None,
+                    Some(_) => {}
+                }
+            }
+            // Let go of the rings whose runtime is gone (orphaned: the
+            // watcher finishes what is in flight) before making one.
+            let stale: Vec<ForRuntime> = {
+                let (keep, stale) = std::mem::take(&mut *l)
+                    .into_iter()
+                    .partition(|e| e.runtime != id && e.ring.as_ref().is_some_and(|t| t.usable()));
+                *l = keep;
+                stale
+            };
+            if l.len() >= RUNTIMES_PER_THREAD {
+                return None;
+            }
+            let multi_thread =
+                handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
             let made = make_ring(&handle);
             let ring = made.as_ref().map(|t| t.ring.clone());
-            *local.borrow_mut() = made.map_or(Local::Unavailable, Local::Ready);
+            l.push(ForRuntime {
+                runtime: id,
+                multi_thread,
+                ring: made,
+            });
+            drop(l);
+            drop(stale);
             ring
         })
         .ok()
@@ -139,27 +206,75 @@ fn make_ring(handle: &tokio::runtime::Handle) -> Option<ThreadRing> {
     if crate::global::engine_if_made().is_some_and(|e| e.driver().kind != DriverKind::Uring) {
         return None;
     }
+    if !may_register() {
+        return None;
+    }
     let ring = ReactorRing::new().ok()?;
     let afd = {
         let _enter = handle.enter();
         let fd = RingFd(ring.clone());
         // Registration panics on a runtime built without its I/O driver
         // (`enable_io`); such a runtime keeps the engine's driver.
-        let made = std::panic::catch_unwind(move || {
+        let made = quietly(move || {
             // SAFETY: `RingFd` holds a handle to the ring, which keeps the
             // ring's descriptor open and unchanged for as long as the
             // `AsyncFd` owns it.
             unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
         });
-        made.ok()?.ok()?
+        match made {
+            Some(Ok(afd)) => afd,
+            _ => {
+                ring.orphan();
+                return None;
+            }
+        }
     };
     let reaper_alive = Arc::new(AtomicBool::new(true));
     let reaper = Reaper {
         afd,
-        _alive: Alive(reaper_alive.clone()),
+        _alive: Alive(reaper_alive.clone(), ring.clone()),
     };
     handle.spawn(reaper.run());
     Some(ThreadRing { ring, reaper_alive })
+}
+
+/// Whether a ring may be registered with a runtime's reactor: tokio's only
+/// answer to "has this runtime an I/O driver?" is a panic, which a program
+/// built with `panic = "abort"` does not survive.
+fn may_register() -> bool {
+    if cfg!(panic = "unwind") {
+        return true;
+    }
+    static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALWAYS.get_or_init(|| std::env::var("OVERLAP_TOKIO_RINGS").is_ok_and(|v| v == "always"))
+}
+
+thread_local! {
+    /// Set while [`quietly`] runs on this thread.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic without printing it: the panic hook (the
+/// program's own, chained) is skipped for panics raised inside `f` on this
+/// thread only.
+fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.try_with(std::cell::Cell::get).unwrap_or(false) {
+                previous(info);
+            }
+        }));
+    });
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = QUIET.try_with(|q| q.set(self.0));
+        }
+    }
+    let _reset = Reset(QUIET.with(|q| q.replace(true)));
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 /// The ring as tokio's reactor sees it: its descriptor, kept open by the
@@ -173,12 +288,13 @@ impl AsRawFd for RingFd {
 }
 
 /// Clears the liveness flag when the reaper task is dropped (its runtime
-/// shut down).
-struct Alive(Arc<AtomicBool>);
+/// shut down), and orphans the ring: nobody else reaps it now.
+struct Alive(Arc<AtomicBool>, ReactorRing);
 
 impl Drop for Alive {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
+        self.1.orphan();
     }
 }
 
@@ -194,7 +310,8 @@ enum Event {
     Readable,
     /// Submissions were queued for a flush.
     Queued,
-    /// The reactor is shutting down.
+    /// The reactor is shutting down, or the ring was orphaned (its thread
+    /// ended): the task ends, and with it this handle to the ring.
     Closed,
 }
 
@@ -204,6 +321,9 @@ impl Reaper {
         loop {
             let event = std::future::poll_fn(|cx| {
                 ring.set_flusher(cx.waker());
+                if ring.is_orphaned() {
+                    return Poll::Ready(Event::Closed);
+                }
                 if ring.queued() > 0 {
                     return Poll::Ready(Event::Queued);
                 }

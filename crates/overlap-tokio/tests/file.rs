@@ -28,7 +28,17 @@ rt_tests!(
     times_permissions_and_metadata,
     write_through_and_access_hints,
     a_cancelled_read_loses_no_data,
+    clones_writing_in_turn_never_overwrite_each_other,
+    clones_writing_at_once_never_overwrite_each_other,
+    clones_reading_at_once_read_distinct_bytes,
+    clones_see_each_others_seeks,
+    appending_tasks_lose_no_line,
+    appending_after_a_seek_still_appends,
+    set_max_buf_size_zero_panics_as_tokio,
 );
+
+/// The time any of these scenarios may take before it is called a hang.
+const LIMIT: Duration = Duration::from_secs(60);
 
 async fn large_write_then_read_back() {
     let dir = tempdir();
@@ -141,8 +151,6 @@ async fn max_buf_size_bounds_each_transfer() {
     let mut s = String::new();
     f.read_to_string(&mut s).await.unwrap();
     assert_eq!(s, "456789");
-    f.set_max_buf_size(0);
-    assert_eq!(f.max_buf_size(), 1, "0 is taken as 1, not a panic");
 }
 
 async fn vectored_writes_gather() {
@@ -489,4 +497,256 @@ async fn a_cancelled_read_loses_no_data() {
     let mut rest = [0u8; 9];
     f.read_exact(&mut rest).await.unwrap();
     assert_eq!(&rest, b"llo world");
+}
+
+/// Whether `got` is `half` bytes of one letter followed by `half` of the
+/// other, in either order when `either`.
+fn halves(got: &[u8], half: usize, either: bool) -> bool {
+    let uniform = |s: &[u8], c: u8| s.iter().all(|&x| x == c);
+    let ab =
+        uniform(&got[..half.min(got.len())], b'a') && uniform(&got[half.min(got.len())..], b'b');
+    let ba =
+        uniform(&got[..half.min(got.len())], b'b') && uniform(&got[half.min(got.len())..], b'a');
+    got.len() == 2 * half && (ab || (either && ba))
+}
+
+async fn clones_writing_in_turn_never_overwrite_each_other() {
+    // Issue 20, 6: the second clone's write landed on the first's.
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let half = 64 << 10;
+        for round in 0..30 {
+            let p = dir.path().join(format!("r{round}"));
+            let mut a = File::create(&p).await.unwrap();
+            let mut b = a.try_clone().await.unwrap();
+            // Each write awaited, the flushes after both: the second write
+            // starts while the first may be in flight, and must start
+            // where the first ends.
+            let flush_between = round % 3 == 2;
+            a.write_all(&vec![b'a'; half]).await.unwrap();
+            if flush_between {
+                a.flush().await.unwrap();
+            }
+            b.write_all(&vec![b'b'; half]).await.unwrap();
+            a.flush().await.unwrap();
+            b.flush().await.unwrap();
+            let got = std::fs::read(&p).unwrap();
+            assert!(
+                halves(&got, half, false),
+                "round {round}: {} bytes, the second half not all 'b' or the first not all 'a'",
+                got.len()
+            );
+            assert_eq!(a.stream_position().await.unwrap(), 2 * half as u64);
+        }
+    })
+    .await
+    .expect("hung");
+}
+
+async fn clones_writing_at_once_never_overwrite_each_other() {
+    // As two tokio clones writing at once: each write takes its own range
+    // of the shared position (tokio's are one write(2) each on a shared
+    // file description).
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let half = 64 << 10;
+        for round in 0..30 {
+            let p = dir.path().join(format!("r{round}"));
+            let a = File::create(&p).await.unwrap();
+            let b = a.try_clone().await.unwrap();
+            let tasks: Vec<_> = [(a, b'a'), (b, b'b')]
+                .into_iter()
+                .map(|(mut f, c)| {
+                    tokio::spawn(async move {
+                        f.write_all(&vec![c; half]).await.unwrap();
+                        f.flush().await.unwrap();
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let got = std::fs::read(&p).unwrap();
+            assert!(
+                halves(&got, half, true),
+                "round {round}: {} bytes",
+                got.len()
+            );
+        }
+    })
+    .await
+    .expect("hung");
+}
+
+async fn clones_reading_at_once_read_distinct_bytes() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let half = 64 << 10;
+        let p = dir.path().join("f");
+        let mut want = vec![b'a'; half];
+        want.extend(vec![b'b'; half]);
+        std::fs::write(&p, &want).unwrap();
+        for round in 0..30 {
+            let a = File::open(&p).await.unwrap();
+            let b = a.try_clone().await.unwrap();
+            let tasks: Vec<_> = [a, b]
+                .into_iter()
+                .map(|mut f| {
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; half];
+                        f.read_exact(&mut buf).await.unwrap();
+                        buf
+                    })
+                })
+                .collect();
+            let mut got = Vec::new();
+            for t in tasks {
+                got.push(t.await.unwrap());
+            }
+            got.sort();
+            assert!(
+                got.concat() == want,
+                "round {round}: both read the same bytes"
+            );
+        }
+    })
+    .await
+    .expect("hung");
+}
+
+async fn clones_see_each_others_seeks() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        let mut a = File::open(&p).await.unwrap();
+        let mut b = a.try_clone().await.unwrap();
+        a.seek(SeekFrom::Start(4)).await.unwrap();
+        assert_eq!(b.stream_position().await.unwrap(), 4);
+        let mut two = [0u8; 2];
+        b.read_exact(&mut two).await.unwrap();
+        assert_eq!(&two, b"45");
+        a.read_exact(&mut two).await.unwrap();
+        assert_eq!(&two, b"67", "a goes on where b stopped");
+        assert_eq!(b.seek(SeekFrom::Current(-3)).await.unwrap(), 5);
+        a.read_exact(&mut two).await.unwrap();
+        assert_eq!(&two, b"56");
+    })
+    .await
+    .expect("hung");
+}
+
+/// The line task `t` writes as its `i`th, padded so that a torn or
+/// overlapping write shows.
+fn line(t: usize, i: usize) -> String {
+    format!(
+        "task {t:02} line {i:02} {}\n",
+        "x".repeat(40 + (t * 7 + i) % 50)
+    )
+}
+
+async fn appending_tasks_lose_no_line() {
+    // Issue 20, A: 50 tasks appending 40 lines each, each line one
+    // write_all and a flush: every line lands, whole, at the end.
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let p = dir.path().join("log");
+        std::fs::write(&p, b"").unwrap();
+        let tasks: Vec<_> = (0..50)
+            .map(|t| {
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let mut f = OpenOptions::new().append(true).open(&p).await.unwrap();
+                    for i in 0..40 {
+                        f.write_all(line(t, i).as_bytes()).await.unwrap();
+                        f.flush().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let got = std::fs::read_to_string(&p).unwrap();
+        let mut got: Vec<&str> = got.split_inclusive('\n').collect();
+        got.sort_unstable();
+        let mut want: Vec<String> = (0..50)
+            .flat_map(|t| (0..40).map(move |i| line(t, i)))
+            .collect();
+        want.sort_unstable();
+        let missing = want.iter().filter(|l| !got.contains(&l.as_str())).count();
+        assert_eq!(got.len(), 2000, "{missing} lines missing or torn");
+        assert!(
+            got.iter().zip(&want).all(|(g, w)| g == w),
+            "{missing} lines missing or torn"
+        );
+    })
+    .await
+    .expect("hung");
+}
+
+async fn appending_after_a_seek_still_appends() {
+    tokio::time::timeout(LIMIT, async {
+        let dir = tempdir();
+        let p = dir.path().join("log");
+        std::fs::write(&p, b"start\n").unwrap();
+        let mut f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&p)
+            .await
+            .unwrap();
+        f.write_all(b"one\n").await.unwrap();
+        assert_eq!(f.seek(SeekFrom::Start(0)).await.unwrap(), 0);
+        let mut s = [0u8; 5];
+        f.read_exact(&mut s).await.unwrap();
+        assert_eq!(&s, b"start");
+        f.write_all(b"two\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"start\none\ntwo\n");
+        assert_eq!(
+            f.stream_position().await.unwrap(),
+            14,
+            "after the write, at the end"
+        );
+        f.seek(SeekFrom::Start(2)).await.unwrap();
+        f.write_all(b"three\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"start\none\ntwo\nthree\n");
+        // Someone else appends: the next write still goes after it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut o| std::io::Write::write_all(&mut o, b"other\n"))
+            .unwrap();
+        f.seek(SeekFrom::Start(0)).await.unwrap();
+        f.write_all(b"four\n").await.unwrap();
+        f.flush().await.unwrap();
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            b"start\none\ntwo\nthree\nother\nfour\n"
+        );
+    })
+    .await
+    .expect("hung");
+}
+
+async fn set_max_buf_size_zero_panics_as_tokio() {
+    // Issue 20, 11: tokio panics on 0 (documented); so must this.
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut ours = File::create(&p).await.unwrap();
+    let mut theirs = tokio::fs::File::open(&p).await.unwrap();
+    let msg = |e: Box<dyn std::any::Any + Send>| {
+        e.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| e.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    };
+    let t = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| theirs.set_max_buf_size(0)));
+    let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ours.set_max_buf_size(0)));
+    let t = msg(t.expect_err("tokio panics"));
+    let o = msg(o.expect_err("overlap-tokio panics as tokio does"));
+    assert_eq!(o, t);
+    assert_eq!(ours.max_buf_size(), 2 * 1024 * 1024, "unchanged");
 }

@@ -18,6 +18,7 @@ rt_tests!(
     links_and_metadata,
     try_exists_tells_not_found_apart,
     rename_replaces,
+    arguments_live_until_the_future_completes,
 );
 
 async fn read_and_write_whole_files() {
@@ -259,4 +260,122 @@ async fn rename_replaces() {
     assert!(dir.path().join("e").is_dir());
     fs::remove_dir(dir.path().join("e")).await.unwrap();
     assert!(!dir.path().join("e").exists());
+}
+
+/// A path that removes what it names when dropped, as
+/// `tempfile::NamedTempFile` and `TempDir` do: given by value to a
+/// function, it must live until that function's future completes, as in
+/// tokio.
+struct Doomed(std::path::PathBuf);
+
+impl AsRef<std::path::Path> for Doomed {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Doomed {
+    fn drop(&mut self) {
+        match std::fs::symlink_metadata(&self.0) {
+            Ok(m) if m.is_dir() => {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+            _ => {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+    }
+}
+
+async fn arguments_live_until_the_future_completes() {
+    // Issue 20, 10: a NamedTempFile given by value was dropped (and its
+    // file deleted) before the open ran.
+    let dir = tempdir();
+    let file = |name: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, b"12345").unwrap();
+        Doomed(p)
+    };
+    let subdir = |name: &str| {
+        let p = dir.path().join(name);
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("inside"), b"").unwrap();
+        Doomed(p)
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+    fs::OpenOptions::new()
+        .read(true)
+        .open(tmp)
+        .await
+        .expect("OpenOptions::open(NamedTempFile)");
+    fs::OpenOptions::new()
+        .read(true)
+        .open(file("o"))
+        .await
+        .expect("OpenOptions::open");
+    fs::File::open(file("fo")).await.expect("File::open");
+    let mut f = fs::File::create(file("fc")).await.expect("File::create");
+    tokio::io::AsyncWriteExt::write_all(&mut f, b"x")
+        .await
+        .unwrap();
+    assert_eq!(fs::read(file("r")).await.expect("read"), b"12345");
+    assert_eq!(
+        fs::read_to_string(file("rs"))
+            .await
+            .expect("read_to_string"),
+        "12345"
+    );
+    fs::write(file("w"), b"abc").await.expect("write");
+    let dst = dir.path().join("copied");
+    assert_eq!(fs::copy(file("c"), &dst).await.expect("copy"), 5);
+    fs::copy(&dst, file("c2")).await.expect("copy to");
+    fs::remove_file(file("rm")).await.expect("remove_file");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    fs::remove_dir(Doomed(empty)).await.expect("remove_dir");
+    fs::remove_dir_all(subdir("rmall"))
+        .await
+        .expect("remove_dir_all");
+    fs::rename(file("mv"), dir.path().join("moved"))
+        .await
+        .expect("rename");
+    assert_eq!(std::fs::read(dir.path().join("moved")).unwrap(), b"12345");
+    fs::hard_link(file("hl"), dir.path().join("hard"))
+        .await
+        .expect("hard_link");
+    assert_eq!(std::fs::read(dir.path().join("hard")).unwrap(), b"12345");
+    fs::metadata(file("m")).await.expect("metadata");
+    fs::symlink_metadata(file("sm"))
+        .await
+        .expect("symlink_metadata");
+    fs::statx(file("st")).await.expect("statx");
+    fs::symlink_statx(file("sst")).await.expect("symlink_statx");
+    assert!(fs::try_exists(file("te")).await.expect("try_exists"));
+    fs::canonicalize(file("can")).await.expect("canonicalize");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("target", &link).unwrap();
+    assert_eq!(
+        fs::read_link(Doomed(link)).await.expect("read_link"),
+        std::path::Path::new("target")
+    );
+    fs::set_permissions(file("perm"), std::fs::Permissions::from_mode(0o600))
+        .await
+        .expect("set_permissions");
+    let mut rd = fs::read_dir(subdir("rd")).await.expect("read_dir");
+    assert_eq!(
+        rd.next_entry()
+            .await
+            .unwrap()
+            .expect("one entry")
+            .file_name(),
+        "inside"
+    );
+    fs::create_dir_all(subdir("cda"))
+        .await
+        .expect("create_dir_all");
+    fs::DirBuilder::new()
+        .recursive(true)
+        .create(subdir("db"))
+        .await
+        .expect("DirBuilder::create");
 }

@@ -12,4 +12,6 @@ mod dropin;
 mod engine;
 mod file;
 mod free;
+mod lifecycle;
+mod outside;
 mod reactor_ring;

@@ -2,7 +2,7 @@
 //! enforces the in-flight budget and keeps the statistics.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::driver::uring::{RingConfig, UringDriver};
 use crate::driver::{aio::AioDriver, pool::PoolDriver, DriverHandle};
@@ -340,6 +340,7 @@ impl EngineBuilder {
             ring_entries: self.ring_entries,
             cq_entries,
             own_ring_ops: AtomicUsize::new(0),
+            port_rings: Mutex::new(Vec::new()),
             shut: AtomicBool::new(false),
         });
         Ok(Engine {
@@ -361,8 +362,12 @@ pub(crate) struct Shared {
     /// Ring sizes, for the rings of completion ports.
     pub ring_entries: u32,
     pub cq_entries: u32,
-    /// Operations in flight on threads' own rings (see `crate::wait`).
+    /// Operations in flight on threads' own rings (see `crate::wait`) and
+    /// on reactor rings: what shutdown waits for, besides the driver and
+    /// the ports' rings.
     pub own_ring_ops: AtomicUsize,
+    /// The rings of this engine's ports, which shutdown settles.
+    port_rings: Mutex<Vec<Weak<dyn crate::port::Settle>>>,
     shut: AtomicBool,
 }
 
@@ -384,15 +389,38 @@ impl Shared {
         true
     }
 
+    /// Keeps a port's ring for shutdown to settle.
+    pub(crate) fn register_port_ring(&self, ring: Weak<dyn crate::port::Settle>) {
+        let mut rings = self.port_rings.lock().unwrap_or_else(|p| p.into_inner());
+        rings.retain(|w| w.strong_count() > 0);
+        rings.push(ring);
+    }
+
     fn shutdown(&self) {
         if !self.shut.swap(true, Ordering::AcqRel) {
             // Operations on threads' own rings are reaped by the threads
             // waiting for them; the calling thread reaps its own. Reactor
             // rings are reaped here too: the executor task that would reap
-            // them may be the one blocked in this call.
+            // them may be the one blocked in this call. Ports' rings are
+            // settled: their completions are taken into each port's stash,
+            // for its workers.
             crate::wait::drain_current_thread();
-            while self.own_ring_ops.load(Ordering::Acquire) > 0 {
+            loop {
                 crate::reactor::reap_all();
+                let ports: Vec<_> = self
+                    .port_rings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter_map(Weak::upgrade)
+                    .collect();
+                let mut settled = true;
+                for p in ports {
+                    settled &= p.settle();
+                }
+                if settled && self.own_ring_ops.load(Ordering::Acquire) == 0 {
+                    break;
+                }
                 std::thread::sleep(std::time::Duration::from_micros(100));
             }
             self.driver.shutdown();

@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -59,6 +59,11 @@ pub(crate) enum Target<B> {
     Ring(u64),
 }
 
+/// How often a port's ring submits an operation again after its submitter
+/// exited (each time from a thread alive when it did), before the failure
+/// stands.
+const MAX_RESUBMITS: u8 = 8;
+
 pub(crate) struct OpCell<B> {
     kind: OpKind,
     target: Target<B>,
@@ -69,6 +74,8 @@ pub(crate) struct OpCell<B> {
     /// or while the flag is still set, was inline.
     submitting: AtomicBool,
     inline_before: AtomicU32,
+    /// Times a port's ring submitted it again after its submitter exited.
+    resubmits: AtomicU8,
     /// Everything that changes hands at completion, under one lock: the
     /// driver takes it once in `finish`, the future once when it is done.
     slot: Mutex<Slot<B>>,
@@ -105,6 +112,7 @@ impl<B: Send + 'static> OpCell<B> {
             shared,
             submitting: AtomicBool::new(false),
             inline_before: AtomicU32::new(0),
+            resubmits: AtomicU8::new(0),
             slot: Mutex::new(Slot {
                 state: State::Waiting(None),
                 buf: Some(buf),
@@ -184,8 +192,31 @@ impl<B: Send + 'static> OpCell<B> {
     /// Releases the operation's claim on its file (the kernel holds its own
     /// reference once it has taken the submission).
     pub(crate) fn release_file(&self) {
-        let file = self.slot().file.take();
-        drop(file);
+        let mut slot = self.slot();
+        if let Some(f) = slot.file.as_mut() {
+            // Keep the file (not its descriptor's claim): a resubmission
+            // claims it again, or learns that it was closed meanwhile.
+            let unclaimed = FileRef::new(f.arc());
+            let claimed = std::mem::replace(f, unclaimed);
+            drop(slot);
+            drop(claimed);
+        }
+    }
+
+    /// Claims the operation's file again before a resubmission: `false` if
+    /// the file was closed since (its descriptor number may name another
+    /// file by now, so the operation must not be submitted again).
+    pub(crate) fn reclaim_file(&self) -> bool {
+        match self.slot().file.as_mut() {
+            Some(f) => f.start().is_ok(),
+            None => true,
+        }
+    }
+
+    /// Counts a resubmission after the submitter's exit; `false` once the
+    /// operation came back failed too often to try again.
+    pub(crate) fn may_resubmit(&self) -> bool {
+        self.resubmits.fetch_add(1, Ordering::Relaxed) < MAX_RESUBMITS
     }
 
     /// Records the completion queue's tail right after submission.

@@ -1,9 +1,10 @@
 //! [`ReactorRing`]: rings watched by an executor's reactor.
 
 use std::cell::Cell;
+use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 
@@ -45,13 +46,40 @@ const CQ_ENTRIES: u32 = 4096;
 /// task may run on any thread of a work-stealing executor. Submissions and
 /// reaping take a lock that is normally uncontended (one ring per thread).
 ///
+/// What happens to an operation whatever becomes of the code around it
+/// (the engine's rule: an operation's outcome never depends on the thread,
+/// runtime or loop that submitted it, nor on the process copy it runs in):
+/// - **The submitting thread exits** with operations in flight: Linux
+///   cancels the kernel-worker work it queued (`-ECANCELED`) and finishes a
+///   buffered read that must copy out from a worker without the process's
+///   memory (`-EFAULT`). Whoever reaps the ring then submits such an
+///   operation again, through the engine's own (long-lived) driver, so its
+///   future sees the real result ([`Stats::resubmitted_after_exit`](crate::Stats)
+///   counts them).
+/// - **Nobody reaps the ring any more** (its executor was dropped, or is not
+///   being run): [`orphan`](ReactorRing::orphan) hands it to the engine's
+///   ring watcher, a process-wide thread, which submits what is queued,
+///   completes what is in flight and closes the ring once nothing is. The
+///   watcher also looks at every live ring every few milliseconds while
+///   operations are in flight, and completes what has waited in a ring
+///   without being reaped since its previous look
+///   ([`Stats::reaped_by_watcher`](crate::Stats)): an executor that stalls
+///   makes its operations late, never lost or hung.
+/// - **`fork`**: a ring made before the fork belongs to the parent. In the
+///   child, every method leaves it alone (`enter` does not submit on it,
+///   `reap`, `flush`, `drain` and `orphan` do nothing, dropping it never
+///   touches it); the parent's operations complete in the parent.
+/// - **Engine shutdown** reaps every live ring itself (the executor that
+///   would may be blocked in the shutdown) and returns once nothing of the
+///   engine is in flight on any of them.
+///
 /// Rules for integrations:
-/// - Only the thread that made a ring should submit on it (poll inside
-///   `enter` on that thread), and that thread must [`drain`](ReactorRing::drain)
-///   it before it exits: Linux cancels the queued kernel-worker work of an
-///   exiting thread, which would fail such operations with `ECANCELED`.
-///   Memory stays safe either way: a ring is only freed once nothing is in
-///   flight on it.
+/// - Poll engine futures inside `enter` only on the thread that made the
+///   ring, and call [`orphan`](ReactorRing::orphan) (never a blocking
+///   [`drain`](ReactorRing::drain), which would hang on a read that never
+///   completes) when that thread or its executor goes away. Memory stays
+///   safe whatever an integration does: a ring is only freed once nothing
+///   is in flight on it.
 /// - Engines on the thread pool ignore reactor rings: their operations go
 ///   to the pool as usual, so an integration works unchanged where io_uring
 ///   is blocked ([`Stats::submitted_on_reactor_rings`](crate::Stats) says
@@ -97,6 +125,15 @@ struct Inner {
     /// Woken when a submission is deferred (see [`ReactorRing::set_flusher`]).
     flusher: Mutex<Option<Waker>>,
     fd: RawFd,
+    /// The fork generation that made the ring: in a child after `fork` the
+    /// ring's memory and descriptor are the parent's, never to be touched.
+    generation: u64,
+    /// Handed to the watcher ([`ReactorRing::orphan`]): nothing submits on
+    /// it any more.
+    orphaned: AtomicBool,
+    /// What the watcher saw at its previous look: (completions reaped,
+    /// submitting calls made). Only the watcher uses it.
+    seen: Mutex<(u64, u64)>,
 }
 
 /// With a flusher registered, submissions wait for it once this many
@@ -142,10 +179,16 @@ impl ReactorRing {
             core: Mutex::new(RingCore::new(ring, ops, None)),
             flusher: Mutex::new(None),
             fd,
+            generation: crate::wait::fork_generation(),
+            orphaned: AtomicBool::new(false),
+            seen: Mutex::new((0, 0)),
         });
-        let mut live = lock(&LIVE);
-        live.retain(|w| w.strong_count() > 0);
-        live.push(Arc::downgrade(&inner));
+        {
+            let mut live = lock(&LIVE);
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&inner));
+        }
+        watcher::ensure_running();
         Ok(ReactorRing { inner })
     }
 
@@ -169,6 +212,9 @@ impl ReactorRing {
     /// their futures; returns how many. Does not block and makes no system
     /// call when nothing is there.
     pub fn reap(&self) -> usize {
+        if self.inner.inherited() {
+            return 0;
+        }
         let mut done = Vec::new();
         lock(&self.inner.core).reap_ready(&mut done);
         let n = done.len();
@@ -178,6 +224,9 @@ impl ReactorRing {
 
     /// Operations in flight on this ring (queued ones included).
     pub fn in_flight(&self) -> usize {
+        if self.inner.inherited() {
+            return 0;
+        }
         lock(&self.inner.core).in_flight()
     }
 
@@ -189,6 +238,9 @@ impl ReactorRing {
     /// tokio-uring's batching). Without a flusher every submission enters
     /// the kernel at once.
     pub fn set_flusher(&self, waker: &Waker) {
+        if self.is_orphaned() {
+            return;
+        }
         let mut f = lock(&self.inner.flusher);
         if !f.as_ref().is_some_and(|w| w.will_wake(waker)) {
             *f = Some(waker.clone());
@@ -197,12 +249,18 @@ impl ReactorRing {
 
     /// Entries queued and not yet handed to the kernel.
     pub fn queued(&self) -> usize {
+        if self.inner.inherited() {
+            return 0;
+        }
         lock(&self.inner.core).pending()
     }
 
     /// Hands every queued entry to the kernel in one system call, and
     /// completes what that call found complete.
     pub fn flush(&self) {
+        if self.inner.inherited() {
+            return;
+        }
         let mut done = Vec::new();
         let left = {
             let mut core = lock(&self.inner.core);
@@ -224,10 +282,42 @@ impl ReactorRing {
     }
 
     /// Blocks until every operation in flight on this ring has completed,
-    /// completing them: what a thread that made the ring does before it
-    /// exits.
+    /// completing them. It waits as long as the kernel does: for a read of
+    /// a pipe, until a writer writes. Where the ring's thread or executor
+    /// goes away, [`orphan`](Self::orphan) is the call that cannot hang.
     pub fn drain(&self) {
-        self.inner.drain();
+        if !self.inner.inherited() {
+            self.inner.drain();
+        }
+    }
+
+    /// Hands the ring to the engine's ring watcher, for good: from now on
+    /// operations polled inside [`enter`](Self::enter) go to the engine's
+    /// driver, and the watcher submits what is queued on the ring, completes
+    /// what is in flight (waking the futures from its own thread; an
+    /// operation the kernel cancelled because its submitting thread exited
+    /// is submitted again through the engine's driver) and closes the ring
+    /// once nothing is in flight and no handle is left. Does not block.
+    ///
+    /// What an integration calls when the executor that reaped the ring goes
+    /// away: a runtime dropped, an event loop closed, the ring's thread
+    /// exiting. Idempotent; does nothing in a forked child.
+    pub fn orphan(&self) {
+        if self.inner.inherited() || self.inner.orphaned.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // The flusher's task (an integration's reaper) learns it this way.
+        let flusher = lock(&self.inner.flusher).take();
+        watcher::adopt(self.inner.clone());
+        if let Some(w) = flusher {
+            w.wake();
+        }
+    }
+
+    /// Whether [`orphan`](Self::orphan) was called on this ring (by any of
+    /// its handles). An integration's reaping task can end once it is.
+    pub fn is_orphaned(&self) -> bool {
+        self.inner.orphaned.load(Ordering::Acquire)
     }
 }
 
@@ -249,6 +339,11 @@ impl std::fmt::Debug for ReactorRing {
 }
 
 impl Inner {
+    /// Made before a `fork` this process is the child of.
+    fn inherited(&self) -> bool {
+        self.generation != crate::wait::fork_generation()
+    }
+
     /// Wakes the registered flusher, if any.
     fn wake_flusher(&self) {
         let w = lock(&self.flusher).clone();
@@ -274,9 +369,20 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.inherited() {
+            // A child after fork: the ring (its memory, its descriptor
+            // number, the operations in it) is the parent's. Never touch it;
+            // the child's copies of the operations are leaked, not freed.
+            self.core
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner())
+                .forsake();
+            return;
+        }
         // The last handle: nothing can submit any more. Wait for what is in
-        // flight (normally nothing: the owning thread drained it) before the
-        // ring and the operations' memory go.
+        // flight (normally nothing: the ring was orphaned and the watcher
+        // let go of it only once it was empty) before the ring and the
+        // operations' memory go.
         let core = self.core.get_mut().unwrap_or_else(|p| p.into_inner());
         core.drain(crate::wait::count_out);
     }
@@ -290,10 +396,50 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// code: wakers, a dropped future's buffer); resumes the first panic once
 /// all are recorded.
 fn finish(done: &mut Vec<Done>) {
+    resubmit_after_exit(done);
     crate::wait::count_out(done);
     if let Some(p) = complete_all(done) {
         std::panic::resume_unwind(p);
     }
+}
+
+/// Takes out of `done` the operations that the kernel failed because the
+/// thread that submitted them exited, and submits them again through the
+/// engine's driver, whose thread lives as long as the engine: their futures
+/// see the real result.
+///
+/// Nothing of overlap's cancels an operation on a reactor ring, so
+/// `-ECANCELED` there means that Linux dropped the queued kernel-worker work
+/// (or the armed poll) of an exiting submitter, unperformed; and every
+/// buffer of an operation is memory the engine owns, so `-EFAULT` means the
+/// completion ran on a kernel worker without the process's memory (a
+/// buffered read of an exiting submitter), with nothing copied. Either way
+/// the operation had no effect, and performing it again is what its caller
+/// asked for. The driver's result is final: it never comes back here.
+fn resubmit_after_exit(done: &mut Vec<Done>) {
+    if !done.iter().any(|d| failed_by_exit(d.res)) {
+        return;
+    }
+    let mut kept = Vec::with_capacity(done.len());
+    for d in done.drain(..) {
+        if !failed_by_exit(d.res) || matches!(d.op.kind(), crate::ops::OpKind::Nop(_)) {
+            kept.push(d);
+            continue;
+        }
+        let op = d.op;
+        let shared = Arc::clone(op.shared());
+        shared.counters.resubmitted.fetch_add(1, Ordering::Relaxed);
+        // Counted out of the rings before it goes to the driver; the
+        // driver still runs (shutdown stops it only once nothing is on the
+        // rings), and refuses it with `Shutdown` if it must.
+        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        shared.driver.submit_as(op, true);
+    }
+    *done = kept;
+}
+
+fn failed_by_exit(res: i64) -> bool {
+    res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT)
 }
 
 /// Counts a submitting system call made by [`ReactorRing::flush`] for the
@@ -319,6 +465,10 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     // SAFETY: `CURRENT` holds a pointer only while `enter` runs on this
     // thread, and `enter` borrows a handle that keeps the ring alive.
     let inner = unsafe { ptr.as_ref() };
+    if inner.orphaned.load(Ordering::Acquire) || inner.inherited() {
+        // Nobody reaps it any more, or it is the parent's: the driver.
+        return Err(op);
+    }
     let counters = Arc::clone(&op.shared().counters);
     if !op.shared().admit_to_own_ring() {
         return Err(op);
@@ -354,20 +504,165 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
 /// shutting down waits for their operations, and the executor task that
 /// would reap them may be the very one blocked in the shutdown.
 pub(crate) fn reap_all() {
-    let rings: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
-    for inner in rings {
+    for inner in live_rings() {
+        inner.reap_now(true, false);
+    }
+}
+
+/// Every live ring made in this process copy.
+fn live_rings() -> Vec<Arc<Inner>> {
+    lock(&LIVE)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|r| !r.inherited())
+        .collect()
+}
+
+impl Inner {
+    /// Submits what is queued and completes what the ring holds, from the
+    /// calling thread, unless someone else holds the ring (then it is being
+    /// served). With `force` false, only what waited since the watcher's
+    /// previous look. `by_watcher` counts what it completes in
+    /// `Stats::reaped_by_watcher`. Returns whether operations are still in
+    /// flight.
+    fn reap_now(&self, force: bool, by_watcher: bool) -> bool {
         let mut done = Vec::new();
-        if let Ok(mut core) = inner.core.try_lock() {
-            if core.pending() > 0 {
-                // Entries queued for a flusher that may never run (its
-                // executor is gone, or blocked in this very shutdown).
-                core.submit(&mut done);
+        let busy = {
+            let Ok(mut core) = self.core.try_lock() else {
+                return true;
+            };
+            let marks = core.marks();
+            let mut seen = lock(&self.seen);
+            let stalled = *seen == marks;
+            *seen = marks;
+            if force || stalled || self.orphaned.load(Ordering::Acquire) {
+                if core.pending() > 0 {
+                    // Entries queued for a flusher that may never run (its
+                    // executor is gone, or not being run).
+                    core.submit(&mut done);
+                }
+                if core.reap_ready(&mut done) > 0 && by_watcher {
+                    let n = done.len() as u64;
+                    if let Some(d) = done.first() {
+                        d.op.shared()
+                            .counters
+                            .watcher_reaped
+                            .fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+                *seen = core.marks();
             }
-            core.reap_ready(&mut done);
-        }
+            core.in_flight() > 0 || core.pending() > 0
+        };
+        resubmit_after_exit(&mut done);
         crate::wait::count_out(&done);
         if let Some(p) = complete_all(&mut done) {
-            crate::driver::report_panic("an operation reaped at shutdown", &p);
+            crate::driver::report_panic("an operation reaped by the ring watcher", &p);
+        }
+        busy
+    }
+}
+
+/// The engine's ring watcher: one process-wide thread, running while any
+/// reactor ring lives. See [`ReactorRing`]'s docs for what it guarantees.
+mod watcher {
+    use super::*;
+    use std::time::Duration;
+
+    /// How often the watcher looks while operations are in flight: what an
+    /// operation on a ring that nobody reaps may wait, at most twice over.
+    const BUSY_TICK: Duration = Duration::from_millis(10);
+    /// How often it looks while nothing is in flight.
+    const IDLE_TICK: Duration = Duration::from_millis(100);
+
+    struct State {
+        /// The watcher's thread, and the fork generation it runs in.
+        running: Option<(std::thread::Thread, u64)>,
+        /// Orphaned rings, held until nothing is in flight on them.
+        orphans: Vec<Arc<Inner>>,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State {
+        running: None,
+        orphans: Vec::new(),
+    });
+
+    /// Starts the watcher if it does not run in this process copy.
+    pub(super) fn ensure_running() {
+        let gen = crate::wait::fork_generation();
+        let mut st = lock(&STATE);
+        if let Some((t, g)) = &st.running {
+            if *g == gen {
+                t.unpark();
+                return;
+            }
+            // Inherited from the parent: that thread is not in this copy.
+            st.orphans.retain(|o| !o.inherited());
+        }
+        let spawned = std::thread::Builder::new()
+            .name("overlap-ring-watcher".into())
+            .spawn(run);
+        match spawned {
+            Ok(h) => st.running = Some((h.thread().clone(), gen)),
+            Err(e) => {
+                // Not eprintln!: it panics on a closed stderr pipe.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "overlap: could not start the ring watcher ({e}); a ring whose executor \
+                     stops reaping it is reaped only at engine shutdown"
+                );
+            }
+        }
+    }
+
+    /// Takes an orphaned ring; the watcher serves it at once.
+    pub(super) fn adopt(inner: Arc<Inner>) {
+        lock(&STATE).orphans.push(inner);
+        ensure_running();
+    }
+
+    fn run() {
+        loop {
+            let orphans: Vec<Arc<Inner>> = lock(&STATE).orphans.clone();
+            let mut busy = false;
+            for o in &orphans {
+                busy |= o.reap_now(true, true);
+            }
+            for r in live_rings() {
+                if !r.orphaned.load(Ordering::Acquire) {
+                    busy |= r.reap_now(false, true);
+                }
+            }
+            {
+                let mut st = lock(&STATE);
+                // An orphan with nothing in flight is let go of (and closed,
+                // if no handle is left).
+                let idle: Vec<Arc<Inner>> = {
+                    let (keep, idle) = std::mem::take(&mut st.orphans)
+                        .into_iter()
+                        .partition(|o| o.still_busy());
+                    st.orphans = keep;
+                    idle
+                };
+                let live = lock(&LIVE).iter().any(|w| w.strong_count() > 0);
+                if st.orphans.is_empty() && !live && idle.is_empty() {
+                    st.running = None;
+                    return;
+                }
+                drop(st);
+                // Outside the lock: the last handle's drop closes the ring.
+                drop(idle);
+            }
+            std::thread::park_timeout(if busy { BUSY_TICK } else { IDLE_TICK });
+        }
+    }
+
+    impl Inner {
+        fn still_busy(&self) -> bool {
+            match self.core.try_lock() {
+                Ok(mut core) => core.in_flight() > 0 || core.pending() > 0,
+                Err(_) => true,
+            }
         }
     }
 }

@@ -45,9 +45,12 @@ pub struct Stats {
     pub fast_path_skipped: u64,
     /// Times a submitter had to wait for the in-flight budget.
     pub backpressure_waits: u64,
-    /// Port operations submitted again because the kernel cancelled them
-    /// unperformed when the thread that submitted them exited (Linux drops
-    /// the queued kernel-worker work of an exiting thread).
+    /// Operations submitted again because the thread that submitted them
+    /// on a port's or a reactor's ring exited while they were in flight:
+    /// Linux cancels the queued kernel-worker work of an exiting thread
+    /// (`ECANCELED`) and finishes its buffered reads without the process's
+    /// memory (`EFAULT`), in both cases unperformed. Their callers see only
+    /// the result of the second submission.
     pub resubmitted_after_exit: u64,
     /// Operations submitted on the ring of the thread waiting for them
     /// (`.wait()`, [`block_on`](crate::block_on)).
@@ -57,6 +60,10 @@ pub struct Stats {
     /// The rest of `submitted` went through the engine's driver (its thread,
     /// or the pool), a port's ring, or the fast path.
     pub submitted_on_reactor_rings: u64,
+    /// Operations completed by the engine's ring watcher: their reactor
+    /// ring was orphaned, or nobody reaped it for a look of the watcher
+    /// (see [`ReactorRing`](crate::ReactorRing)).
+    pub reaped_by_watcher: u64,
     /// Operations a thread blocked in `.wait()` ran itself on a thread-pool
     /// engine (or on the pool side of the AIO driver), as a blocking system
     /// call, instead of handing them to a pool worker. Counted in
@@ -100,6 +107,7 @@ pub(crate) struct Counters {
     pub resubmitted: AtomicU64,
     pub thread_ring_submitted: AtomicU64,
     pub reactor_submitted: AtomicU64,
+    pub watcher_reaped: AtomicU64,
     pub ran_on_caller: AtomicU64,
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
@@ -165,6 +173,7 @@ impl Counters {
             resubmitted_after_exit: self.resubmitted.load(Ordering::Relaxed),
             submitted_on_thread_rings: self.thread_ring_submitted.load(Ordering::Relaxed),
             submitted_on_reactor_rings: self.reactor_submitted.load(Ordering::Relaxed),
+            reaped_by_watcher: self.watcher_reaped.load(Ordering::Relaxed),
             ran_on_caller: self.ran_on_caller.load(Ordering::Relaxed),
             submitted_aio: self.aio_submitted.load(Ordering::Relaxed),
             aio_reaped_by_waiters: self.aio_reaped_by_waiters.load(Ordering::Relaxed),

@@ -245,7 +245,7 @@ extern "C" fn after_fork_in_child() {
 }
 
 /// The current fork generation (registering the `fork` handler once).
-fn fork_generation() -> u64 {
+pub(crate) fn fork_generation() -> u64 {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
     REGISTERED.call_once(|| {
         // SAFETY: registers a handler that only touches an atomic, which

@@ -13,6 +13,7 @@ mod backpressure;
 mod cancel;
 mod driver_choice;
 mod errors;
+mod lifecycle;
 mod ops;
 mod paths;
 mod port;

@@ -50,17 +50,24 @@ pub(crate) fn run(
             .open(&target.path)
             .with_context(|| format!("opening {}", target.path.display()))?,
     );
-    // Each tokio::fs::File has one position: a file per task, opened before
-    // the window.
+    // Each tokio::fs::File has one position, shared with its clones
+    // (try_clone shares the open file description): each task opens the
+    // file itself, as a tokio user would, before the window. Clones would
+    // seek and read on each other's position.
     let tokio_files = if job.driver == Driver::TokioFs {
-        let mut v = Vec::with_capacity(job.concurrency);
-        for _ in 0..job.concurrency {
-            let f = std_file
-                .try_clone()
-                .context("duplicating the file for a task")?;
-            v.push(tokio::fs::File::from_std(f));
-        }
-        v
+        rt.block_on(async {
+            let mut v = Vec::with_capacity(job.concurrency);
+            for _ in 0..job.concurrency {
+                let f = tokio::fs::OpenOptions::new()
+                    .read(true)
+                    .write(job.rw.is_write())
+                    .open(&target.path)
+                    .await
+                    .with_context(|| format!("opening {} for a task", target.path.display()))?;
+                v.push(f);
+            }
+            Ok::<_, anyhow::Error>(v)
+        })?
     } else {
         Vec::new()
     };

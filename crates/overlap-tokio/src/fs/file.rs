@@ -4,7 +4,6 @@ use std::fmt;
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
@@ -82,7 +81,7 @@ impl File {
     fn new(file: overlap::File, pos: u64, max_buf_size: usize) -> File {
         File {
             file,
-            cursor: Arc::new(Cursor(AtomicU64::new(pos))),
+            cursor: Arc::new(Cursor::new(pos)),
             inner: Mutex::new(Inner {
                 state: State::Idle(Buf::default()),
                 last_write_err: None,
@@ -291,7 +290,7 @@ impl File {
         let mut inner = self.inner.lock().await;
         inner.complete_inflight().await;
         if let State::Idle(buf) = &mut inner.state {
-            self.cursor.unread(buf.discard());
+            self.cursor.unread_in_turn(buf.discard()).await;
         }
         on_ring(self.file.set_len(size))
             .await
@@ -324,6 +323,15 @@ impl File {
     /// handle as the existing `File` instance. Reads, writes, and seeks will
     /// affect both File instances simultaneously.
     ///
+    /// Clones share one position, as tokio's do (theirs share the kernel's
+    /// open file description): each read, write and seek moves it for all,
+    /// atomically. A write takes its range of the position when it starts,
+    /// that is before `write` returns, so a write by a clone afterwards
+    /// starts after it even while the first is still in flight. Operations
+    /// on clones take turns on the position as the kernel's would (a read
+    /// waits for a clone's read or seek in flight); each clone keeps its own
+    /// buffer and its own operation in flight.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -336,12 +344,17 @@ impl File {
     /// # }
     /// ```
     pub async fn try_clone(&self) -> io::Result<File> {
-        self.inner.lock().await.complete_inflight().await;
+        let pos = {
+            let mut inner = self.inner.lock().await;
+            inner.complete_inflight().await;
+            inner.pos
+        };
         let file = self
             .file
             .try_clone()
             .map_err(|e| engine_err(e, libc::EBADF))?;
-        let pos = self.inner.lock().await.pos;
+        // From now on the two take turns on the cursor.
+        self.cursor.share();
         Ok(File {
             file,
             cursor: self.cursor.clone(),
@@ -507,8 +520,12 @@ impl File {
     /// Sets the maximum buffer size for the underlying
     /// [`AsyncRead`](tokio::io::AsyncRead) /
     /// [`AsyncWrite`](tokio::io::AsyncWrite) operation (default 2 MiB): the
-    /// most one read or write transfers. Unlike tokio's, 0 does not panic: it
-    /// is taken as 1.
+    /// most one read or write transfers. A size above the engine's largest
+    /// transfer ([`overlap::MAX_RW_BYTES`]) is taken as that.
+    ///
+    /// # Panics
+    ///
+    /// This function panics if `max_buf_size` is 0 (as tokio's).
     ///
     /// # Examples
     ///
@@ -529,8 +546,10 @@ impl File {
     /// # Ok(())
     /// # }
     /// ```
+    #[track_caller]
     pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
-        self.max_buf_size = max_buf_size.clamp(1, overlap::MAX_RW_BYTES);
+        assert!(max_buf_size > 0, "`max_buf_size` must be greater than 0");
+        self.max_buf_size = max_buf_size.min(overlap::MAX_RW_BYTES);
     }
 
     /// Gets the maximum buffer size for the underlying

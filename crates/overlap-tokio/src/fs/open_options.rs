@@ -330,7 +330,11 @@ impl OpenOptions {
     /// }
     /// ```
     pub async fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
-        let file = on_ring(self.inner.open(crate::engine(), path))
+        // The task copies the path; `path` itself lives until the open is
+        // done, as in tokio (a `NamedTempFile` given by value removes its
+        // file when dropped).
+        let task = self.inner.open(crate::engine(), path.as_ref());
+        let file = on_ring(task)
             .await
             .map_err(|e| engine_err(e, libc::EINVAL))?;
         Ok(File::from_engine(file))

@@ -12,9 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use tokio::task::JoinHandle;
-
-use super::{asyncify, join_err};
+use super::{asyncify, spawn_blocking, Blocking};
 
 /// Entries read per trip to the blocking pool.
 const CHUNK: usize = 32;
@@ -88,7 +86,7 @@ struct Chunk {
 #[derive(Debug)]
 enum State {
     Idle(Option<Chunk>),
-    Pending(JoinHandle<Chunk>),
+    Pending(Blocking<Chunk>),
 }
 
 impl ReadDir {
@@ -125,7 +123,7 @@ impl ReadDir {
                     let Some(mut c) = chunk.take() else {
                         return Poll::Ready(Ok(None));
                     };
-                    self.0 = State::Pending(tokio::task::spawn_blocking(move || {
+                    self.0 = State::Pending(spawn_blocking(move || {
                         c.more = next_chunk(&mut c.buf, &mut c.std);
                         c
                     }));
@@ -136,7 +134,7 @@ impl ReadDir {
                         Ok(c) => self.0 = State::Idle(Some(c)),
                         Err(e) => {
                             self.0 = State::Idle(None);
-                            return Poll::Ready(Err(join_err(e)));
+                            return Poll::Ready(Err(e));
                         }
                     }
                 }

@@ -239,6 +239,10 @@ pub(crate) struct RingCore {
     slab: Slab<(Arc<dyn Completable>, u64)>,
     /// Number of the last submitting `io_uring_enter`.
     batch: u64,
+    /// Completions taken from the ring so far (the ring's own included).
+    reaped_total: u64,
+    /// Belongs to the parent of a `fork`: `Drop` leaks everything.
+    forsaken: bool,
 }
 
 impl RingCore {
@@ -254,7 +258,22 @@ impl RingCore {
             ops,
             slab: Slab::new(),
             batch: 0,
+            reaped_total: 0,
+            forsaken: false,
         }
+    }
+
+    /// (completions taken, submitting calls made) so far: a watcher that
+    /// sees the same marks twice knows that nobody served the ring between.
+    pub(crate) fn marks(&self) -> (u64, u64) {
+        (self.reaped_total, self.batch)
+    }
+
+    /// Marks the core as the parent's, in a child after `fork`: its ring is
+    /// shared with the parent and its operations are the parent's, so
+    /// `Drop` neither unmaps nor closes anything and frees no operation.
+    pub(crate) fn forsake(&mut self) {
+        self.forsaken = true;
     }
 
     /// Operations in flight (not counting the eventfd read).
@@ -426,6 +445,7 @@ impl RingCore {
                 }
             }
             if !any {
+                self.reaped_total += reaped as u64;
                 return reaped;
             }
         }
@@ -481,6 +501,12 @@ impl RingCore {
 
 impl Drop for RingCore {
     fn drop(&mut self) {
+        if self.forsaken {
+            // The parent's ring, in a child: leak it all (the child's
+            // mappings and descriptors go with the child).
+            std::mem::forget(std::mem::take(&mut self.slab));
+            return;
+        }
         if self.slab.is_empty() && !self.eventfd_armed {
             // SAFETY: nothing is in flight: the kernel holds no pointer into
             // the cells or the buffer, which are dropped exactly once here.

@@ -156,6 +156,11 @@ impl FileRef {
         &self.inner
     }
 
+    /// The file, for another reference to it.
+    pub(crate) fn arc(&self) -> Arc<FileInner> {
+        self.inner.clone()
+    }
+
     pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
         FileRef {
             inner,

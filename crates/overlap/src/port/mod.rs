@@ -26,6 +26,7 @@ use crate::wait::block_on;
 
 pub(crate) use queue::Queue as PortShared;
 use ring::PortRing;
+pub(crate) use ring::Settle;
 
 /// A finished operation taken from a [`Port`].
 #[derive(Debug)]
@@ -43,7 +44,7 @@ pub struct Completion<B> {
 }
 
 enum Mode<B: Send + 'static> {
-    Ring(Box<PortRing<B>>),
+    Ring(Arc<PortRing<B>>),
     Queue(Arc<PortShared<B>>),
 }
 
@@ -128,7 +129,14 @@ impl<B: Send + 'static> Port<B> {
             None
         };
         let mode = match ring {
-            Some(r) => Mode::Ring(Box::new(r)),
+            Some(r) => {
+                let r = Arc::new(r);
+                // Engine shutdown waits for the kernel to be done with the
+                // port's operations (`Shared::shutdown`).
+                let settle: Arc<dyn ring::Settle> = r.clone();
+                shared.register_port_ring(Arc::downgrade(&settle));
+                Mode::Ring(r)
+            }
             None => Mode::Queue(Arc::new(PortShared::new())),
         };
         Port {
@@ -191,7 +199,12 @@ impl<B: Send + 'static> Port<B> {
                 None => return Err((Error::WouldBlock, req.buf)),
             }
         };
-        if req.shared.is_shut() {
+        let admitted = match &self.inner.mode {
+            // Counted for shutdown to wait for, unless it already began.
+            Mode::Ring(ring) => ring.admit(&req.shared),
+            Mode::Queue(_) => !req.shared.is_shut(),
+        };
+        if !admitted {
             // The engine stopped while this waited for budget.
             drop(permit);
             return Err((Error::Shutdown, req.buf));
@@ -201,7 +214,7 @@ impl<B: Send + 'static> Port<B> {
                 // The kernel tries a buffered read against the page cache
                 // during submission and completes it inline on a hit: the
                 // caller-side fast path would only add a system call.
-                ring.submit(OpCell::new(req, Target::Ring(key), Some(permit)));
+                ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
             }
             Mode::Queue(q) => {
                 if let Some(n) = crate::sys::read_nowait(&mut req) {

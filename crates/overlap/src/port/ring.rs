@@ -33,9 +33,15 @@ use crate::ops::Opcodes;
 
 const WAKE: u64 = 0;
 
+/// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 /// The longest a worker sleeps in the ring before it checks whether any
 /// completion is still to come.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// A completion taken from the ring: the cell, the kernel's result, inline.
+type Taken<B> = (Arc<OpCell<B>>, i32, bool);
 
 pub(crate) struct PortRing<B> {
     ring: IoUring,
@@ -47,7 +53,44 @@ pub(crate) struct PortRing<B> {
     cq: Mutex<u32>,
     /// Submitted and not yet taken.
     outstanding: AtomicUsize,
+    /// Completions taken from the ring by an engine shutting down, for the
+    /// port's workers to take (see [`Settle`]); `stashed` counts them.
+    stash: Mutex<std::collections::VecDeque<Taken<B>>>,
+    stashed: AtomicUsize,
+    /// The fork generation that made the ring (a child never touches it).
+    generation: u64,
     _buf: PhantomData<fn() -> B>,
+}
+
+/// A port's ring as an engine shutting down sees it: it takes the ring's
+/// completions into the port's stash, so that it knows when the kernel is
+/// done with every operation of the port without taking them from the
+/// port's workers.
+pub(crate) trait Settle: Send + Sync {
+    /// Takes what the ring holds into the stash; whether the kernel is done
+    /// with every operation of the port.
+    fn settle(&self) -> bool;
+}
+
+impl<B: Send + 'static> Settle for PortRing<B> {
+    fn settle(&self) -> bool {
+        if self.inherited() {
+            return true;
+        }
+        let _ = self.enter_getevents();
+        while let Some((cell, res, inline)) = self.pop() {
+            if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
+                self.stash
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_back((cell, res, inline));
+                self.stashed.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        // A worker between taking a completion and counting it out is done
+        // with the kernel too, but this waits for it: a moment.
+        self.outstanding.load(Ordering::Acquire) <= self.stashed.load(Ordering::Acquire)
+    }
 }
 
 impl<B: Send + 'static> PortRing<B> {
@@ -68,6 +111,9 @@ impl<B: Send + 'static> PortRing<B> {
             sq: Mutex::new(()),
             cq: Mutex::new(0),
             outstanding: AtomicUsize::new(0),
+            stash: Mutex::new(std::collections::VecDeque::new()),
+            stashed: AtomicUsize::new(0),
+            generation: crate::wait::fork_generation(),
             _buf: PhantomData,
         })
     }
@@ -76,10 +122,35 @@ impl<B: Send + 'static> PortRing<B> {
         self.outstanding.load(Ordering::Acquire)
     }
 
+    /// Made before a `fork` this process is the child of.
+    fn inherited(&self) -> bool {
+        self.generation != crate::wait::fork_generation()
+    }
+
+    /// Counts an operation in before it is submitted ([`submit_admitted`]);
+    /// `false` (counting nothing) once the engine's shutdown began: shutdown
+    /// may already have found the port settled.
+    ///
+    /// [`submit_admitted`]: Self::submit_admitted
+    pub(crate) fn admit(&self, shared: &Shared) -> bool {
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        if shared.is_shut() {
+            self.outstanding.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
     /// a result known in advance).
     pub(crate) fn submit(&self, cell: Arc<OpCell<B>>) {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
+        self.submit_admitted(cell);
+    }
+
+    /// As [`submit`](Self::submit), for an operation [`admit`](Self::admit)
+    /// counted in.
+    pub(crate) fn submit_admitted(&self, cell: Arc<OpCell<B>>) {
         cell.shared()
             .counters
             .submitted
@@ -164,26 +235,59 @@ impl<B: Send + 'static> PortRing<B> {
     /// The next completion if one is in the ring.
     ///
     /// Linux cancels the queued kernel-worker (io-wq) work of a thread that
-    /// exits: a buffered write submitted by a thread that ended right after
-    /// comes back `-ECANCELED` without having been performed. Nothing else
-    /// cancels a port's operations, so such an operation is submitted again
-    /// from this (live) thread, and the caller sees only its real result.
+    /// exits (`-ECANCELED`, unperformed), and finishes a buffered read of
+    /// such a thread on a kernel worker that has none of the process's
+    /// memory (`-EFAULT`, nothing copied: every buffer is the engine's).
+    /// Nothing else cancels a port's operations, so such an operation is
+    /// submitted again from this (live) thread, and the caller sees only its
+    /// real result.
     pub(crate) fn try_take(&self) -> Option<Completion<B>> {
+        if self.stashed.load(Ordering::Acquire) > 0 {
+            let stashed = self
+                .stash
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            if let Some((cell, res, inline)) = stashed {
+                self.stashed.fetch_sub(1, Ordering::AcqRel);
+                return self.complete(cell, res, inline);
+            }
+        }
         loop {
             let (cell, res, inline) = self.pop()?;
-            if res == -libc::ECANCELED && cell.is_transfer() {
-                cell.shared()
-                    .counters
-                    .resubmitted
-                    .fetch_add(1, Ordering::Relaxed);
-                self.enqueue(cell);
-                continue;
+            if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
+                return self.complete(cell, res, inline);
             }
-            return self.complete(cell, res, inline);
         }
     }
 
-    fn pop(&self) -> Option<(Arc<OpCell<B>>, i32, bool)> {
+    /// Submits the operation again if its submitter's exit failed it (see
+    /// [`try_take`](Self::try_take)); gives the completion back otherwise.
+    fn resubmit_or_keep(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Taken<B>> {
+        let by_exit = res == -libc::ECANCELED || res == -libc::EFAULT;
+        if by_exit && cell.is_transfer() && cell.may_resubmit() && cell.reclaim_file() {
+            cell.shared()
+                .counters
+                .resubmitted
+                .fetch_add(1, Ordering::Relaxed);
+            self.enqueue(cell);
+            return None;
+        }
+        Some((cell, res, inline))
+    }
+
+    /// `io_uring_enter(GETEVENTS)` without waiting: runs the calling
+    /// thread's completion work, flushes an overflowed completion queue.
+    fn enter_getevents(&self) -> std::io::Result<usize> {
+        // SAFETY: no argument but the flag; nothing to submit.
+        unsafe {
+            self.ring
+                .submitter()
+                .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+        }
+    }
+
+    fn pop(&self) -> Option<Taken<B>> {
         {
             let mut taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: `cq` serialises every user of the completion queue.
@@ -272,6 +376,11 @@ impl<B: Send + 'static> PortRing<B> {
     /// Takes every outstanding completion and drops it (the port is gone):
     /// no cell is freed before the kernel is done with it.
     pub(crate) fn drain(&self) {
+        if self.inherited() {
+            // A child after fork: the ring and its operations are the
+            // parent's.
+            return;
+        }
         while self.outstanding() > 0 {
             let taken = crate::driver::contain("completion of a dropped port", || {
                 if self.try_take().is_none() {

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::io::{self, SeekFrom};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -19,30 +19,70 @@ use crate::reactor::on_ring;
 /// [`File::try_clone`] copies as the kernel's offset is shared by duplicated
 /// descriptors. Reads and writes are positional (`read_at`/`write_at`
 /// through the engine), so the offset lives here and no `lseek` is made.
+///
+/// As the kernel's, the offset moves atomically with each operation: a
+/// write takes its range `[pos, pos + len)` when it starts (before
+/// `poll_write` returns), so that a later write, by this file or a clone,
+/// starts after it even while it is in flight. Once the cursor is shared,
+/// operations on it take turns as the kernel's `f_pos_lock` makes them: a
+/// read holds the turn until it knows how far it got; a write only while it
+/// takes its range (unless appending: then until the kernel has put it at
+/// the end). An unshared cursor needs no turns: the file runs one operation
+/// at a time.
 #[derive(Debug)]
-pub(super) struct Cursor(pub(super) AtomicU64);
+pub(super) struct Cursor {
+    pos: AtomicU64,
+    /// Set by `try_clone`, never cleared.
+    shared: AtomicBool,
+    turn: tokio::sync::Mutex<()>,
+}
 
 /// The cursor after a write to a file opened for appending: the end of the
 /// file, whatever its length now is (resolved with `statx` when needed).
 pub(super) const AT_END: u64 = u64::MAX;
 
 impl Cursor {
-    pub(super) fn get(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
-    }
-    pub(super) fn set(&self, pos: u64) {
-        self.0.store(pos, Ordering::Release);
-    }
-    /// Moves the cursor back over `n` bytes read ahead but not consumed.
-    pub(super) fn unread(&self, n: usize) {
-        let pos = self.get();
-        if n > 0 && pos != AT_END {
-            self.set(pos.saturating_sub(n as u64));
+    pub(super) fn new(pos: u64) -> Cursor {
+        Cursor {
+            pos: AtomicU64::new(pos),
+            shared: AtomicBool::new(false),
+            turn: tokio::sync::Mutex::new(()),
         }
+    }
+    pub(super) fn get(&self) -> u64 {
+        self.pos.load(Ordering::Acquire)
+    }
+    fn set(&self, pos: u64) {
+        self.pos.store(pos, Ordering::Release);
+    }
+    /// Marks the cursor shared (by a clone): operations take turns from now.
+    pub(super) fn share(&self) {
+        self.shared.store(true, Ordering::Release);
+    }
+    /// This operation's turn on a shared cursor (`None`: not shared, no
+    /// turn needed).
+    pub(super) async fn turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.shared.load(Ordering::Acquire) {
+            Some(self.turn.lock().await)
+        } else {
+            None
+        }
+    }
+    /// Moves the cursor back over `n` bytes read ahead but not consumed
+    /// (relative, as tokio's `lseek(SEEK_CUR, -n)`).
+    fn unread(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let _ = self
+            .pos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pos| {
+                (pos != AT_END).then(|| pos.saturating_sub(n as u64))
+            });
     }
     /// The offset, asking the kernel for the file's length when it is the
     /// end of the file.
-    pub(super) async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
+    async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
         let pos = self.get();
         if pos != AT_END {
             return Ok(pos);
@@ -51,8 +91,45 @@ impl Cursor {
             .await
             .map_err(|e| engine_err(e, libc::EBADF))?
             .len;
-        self.set(len);
-        Ok(len)
+        // Unless someone moved it meanwhile (an unshared cursor's reader
+        // giving back read-ahead).
+        let _ = self
+            .pos
+            .compare_exchange(AT_END, len, Ordering::AcqRel, Ordering::Acquire);
+        Ok(self.get())
+    }
+    /// Takes `len` bytes from the cursor: returns where they start, the
+    /// cursor now past them.
+    async fn take(&self, file: &overlap::File, len: u64) -> io::Result<u64> {
+        loop {
+            let pos = self.resolve(file).await?;
+            let end = pos.checked_add(len).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidInput, "file position overflows")
+            })?;
+            if self
+                .pos
+                .compare_exchange(pos, end, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Ok(pos);
+            }
+        }
+    }
+    /// Gives back the unused tail `[used, taken)` of a range taken, unless
+    /// the cursor has moved since.
+    fn give_back(&self, taken: u64, used: u64) {
+        if used < taken {
+            let _ = self
+                .pos
+                .compare_exchange(taken, used, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+    /// Moves the cursor back over `n` unread bytes, in this operation's turn.
+    pub(super) async fn unread_in_turn(&self, n: usize) {
+        if n > 0 {
+            let _turn = self.turn().await;
+            self.unread(n);
+        }
     }
 }
 
@@ -157,14 +234,17 @@ impl Inner {
     }
 }
 
-/// Reads up to `len` bytes at the cursor into `buf`'s vector.
+/// Reads up to `len` bytes at the cursor into `buf`'s vector, and moves the
+/// cursor past what it read.
 async fn read_op(
     file: overlap::File,
     cursor: Arc<Cursor>,
     mut buf: Buf,
     len: usize,
 ) -> (Operation, Buf) {
+    // Started only with nothing left read ahead.
     buf.discard();
+    let _turn = cursor.turn().await;
     let offset = match cursor.resolve(&file).await {
         Ok(o) => o,
         Err(e) => return (Operation::Read(Err(e)), buf),
@@ -190,38 +270,63 @@ async fn read_op(
 }
 
 /// Writes all of `data` at the cursor (at the end of the file when
-/// appending).
-async fn write_op(file: overlap::File, cursor: Arc<Cursor>, data: Vec<u8>) -> (Operation, Buf) {
-    let append = file.is_append();
-    let offset = if append {
-        // O_APPEND: the kernel writes at the end whatever the offset.
-        0
-    } else {
-        match cursor.resolve(&file).await {
-            Ok(o) => o,
-            Err(e) => return (Operation::Write(Err(e)), Buf::default()),
-        }
-    };
+/// appending), after giving back `unread` bytes read ahead. The range is
+/// taken from the cursor in the first poll (unless a clone's operation has
+/// the turn): a later write starts after it.
+async fn write_op(
+    file: overlap::File,
+    cursor: Arc<Cursor>,
+    data: Vec<u8>,
+    unread: usize,
+) -> (Operation, Buf) {
+    let turn = cursor.turn().await;
+    cursor.unread(unread);
     let len = data.len() as u64;
+    if file.is_append() {
+        // O_APPEND: the kernel writes at the end whatever the offset, and
+        // the position is then the end of the file. The turn is held until
+        // then, as the kernel's position lock.
+        let (res, data) = on_ring(file.write_all_at(data, 0)).await;
+        let buf = Buf::new(data, 0);
+        return match res {
+            Ok(()) => {
+                cursor.set(AT_END);
+                drop(turn);
+                (Operation::Write(Ok(())), buf)
+            }
+            Err(e) => (Operation::Write(Err(engine_err(e, libc::EBADF))), buf),
+        };
+    }
+    let offset = match cursor.take(&file, len).await {
+        Ok(o) => o,
+        Err(e) => return (Operation::Write(Err(e)), Buf::default()),
+    };
+    drop(turn);
     let (res, data) = on_ring(file.write_all_at(data, offset)).await;
     let buf = Buf::new(data, 0);
     match res {
-        Ok(()) => {
-            cursor.set(if append { AT_END } else { offset + len });
-            (Operation::Write(Ok(())), buf)
+        Ok(()) => (Operation::Write(Ok(())), buf),
+        Err(e) => {
+            // The position covers only what was written (nothing, as far
+            // as is known: the error does not say how much).
+            cursor.give_back(offset + len, offset);
+            (Operation::Write(Err(engine_err(e, libc::EBADF))), buf)
         }
-        Err(e) => (Operation::Write(Err(engine_err(e, libc::EBADF))), buf),
     }
 }
 
-/// Moves the cursor as `pos` says, from `logical` (the position the reader
-/// has reached) for `SeekFrom::Current`.
+/// Moves the cursor as `pos` says, after giving back `unread` bytes read
+/// ahead (so that `SeekFrom::Current` counts from the position the reader
+/// has reached).
 async fn seek_op(
     file: overlap::File,
     cursor: Arc<Cursor>,
     pos: SeekFrom,
+    unread: usize,
     buf: Buf,
 ) -> (Operation, Buf) {
+    let _turn = cursor.turn().await;
+    cursor.unread(unread);
     let invalid = || {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -304,9 +409,9 @@ impl AsyncSeek for File {
             State::Idle(buf) => {
                 // Bytes read ahead are given back: the cursor returns to
                 // the position the reader has reached.
-                me.cursor.unread(buf.discard());
+                let unread = buf.discard();
                 let buf = std::mem::take(buf);
-                let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, buf);
+                let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, unread, buf);
                 inner.state = State::Busy(Box::pin(fut));
                 Ok(())
             }
@@ -351,13 +456,14 @@ impl File {
             match &mut inner.state {
                 State::Idle(buf) => {
                     // Bytes read ahead are given back first, as a seek.
-                    self.cursor.unread(buf.discard());
+                    let unread = buf.discard();
                     let mut data = std::mem::take(&mut buf.data);
                     let n = fill(&mut data, self.max_buf_size);
-                    let fut = write_op(self.file.clone(), self.cursor.clone(), data);
+                    let fut = write_op(self.file.clone(), self.cursor.clone(), data, unread);
                     let mut fut: OpFuture = Box::pin(fut);
-                    // Submit the write now: it proceeds whether or not this
-                    // file is polled again (as tokio's background write).
+                    // Start the write now: its range is taken from the
+                    // cursor and it proceeds whether or not this file is
+                    // polled again (as tokio's background write).
                     match fut.as_mut().poll(cx) {
                         Poll::Ready((op, buf)) => {
                             inner.state = State::Idle(buf);

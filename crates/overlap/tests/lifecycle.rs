@@ -1,0 +1,412 @@
+//! Operations outlive the thread, the executor and the process copy that
+//! started them (issue 20): the engine's side of the lifecycle matrix.
+//!
+//! Each scenario runs with a time limit (`within`): a hang is a failure,
+//! never a hung test. Operations on pipes stand for the reads that never
+//! complete on their own; evicted files for buffered reads that the kernel
+//! finishes with task work on the submitting thread.
+
+use std::future::Future;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use overlap::{DriverKind, Engine, File, OpenOptions, Port, ReactorRing};
+
+per_driver!(
+    port_buffered_reads_of_an_exiting_submitter_complete,
+    shutdown_waits_for_a_ports_operation_in_flight,
+);
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A file of `len` bytes of pattern `seed`, written, synced and evicted
+/// from the page cache (a loud skip if the kernel keeps it resident).
+fn evicted_file(path: &Path, seed: u64, len: usize) -> bool {
+    std_create_pattern(path, seed, len);
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: plain descriptor call.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "posix_fadvise");
+    let resident = resident_pages(&f, len);
+    if resident > len / 4096 / 4 {
+        eprintln!("SKIPPED: {resident} pages stayed in the page cache after POSIX_FADV_DONTNEED");
+        return false;
+    }
+    true
+}
+
+fn resident_pages(f: &std::fs::File, len: usize) -> usize {
+    // SAFETY: maps the file read-only, asks which pages are resident, and
+    // unmaps it; every pointer is checked or local.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let mut v = vec![0u8; len.div_ceil(4096)];
+        assert_eq!(libc::mincore(p, len, v.as_mut_ptr()), 0);
+        libc::munmap(p, len);
+        v.iter().filter(|b| **b & 1 == 1).count()
+    }
+}
+
+/// Item 8: a thread submits buffered reads of uncached data through a port
+/// and exits at once. Linux finishes such a read with task work on the
+/// submitter; once it has exited, on a kernel worker without the process's
+/// memory (`EFAULT`). Every read must still come back with its data.
+fn port_buffered_reads_of_an_exiting_submitter_complete(d: Driver) {
+    const N: u64 = 2560;
+    const BS: usize = 4096;
+    // Reads 4 KiB of every 16 KiB, in a scattered order, with readahead
+    // off: each one waits for the disk.
+    const STRIDE: u64 = 4 * BS as u64;
+    let at = |i: u64| (i * 997 % N) * STRIDE;
+    let dir = tempdir();
+    let path = dir.path().join("evicted");
+    if !evicted_file(&path, 21, (N * STRIDE) as usize) {
+        return;
+    }
+    let engine = d.engine();
+    let file = OpenOptions::new()
+        .read(true)
+        .access(overlap::Access::Random)
+        .open(&engine, &path)
+        .wait()
+        .unwrap();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    let keys = within(LIMIT, {
+        let (port, file) = (port.clone(), file.clone());
+        move || {
+            let (p2, f2) = (port.clone(), file.clone());
+            std::thread::spawn(move || {
+                let (port, file) = (p2, f2);
+                for i in 0..N {
+                    port.read_at(&file, vec![0u8; BS], at(i), i)
+                        .unwrap_or_else(|(e, _)| panic!("{e}"));
+                }
+                // Exits with the reads in flight.
+            })
+            .join()
+            .unwrap();
+            let mut keys = Vec::new();
+            while let Some(c) = port.next() {
+                let n = c
+                    .result
+                    .unwrap_or_else(|e| panic!("read {} failed: {e}", c.key));
+                assert_eq!(n, BS, "read {}", c.key);
+                assert_pattern(&c.buf, 21, at(c.key));
+                keys.push(c.key);
+            }
+            keys
+        }
+    })
+    .unwrap_or_else(|e| panic!("{}: {e}", d.name()));
+    assert_eq!(keys.len() as u64, N, "every read completed");
+    eprintln!(
+        "{}: resubmitted after the submitter exited: {}",
+        d.name(),
+        engine.stats().resubmitted_after_exit
+    );
+}
+
+/// Opens a FIFO for reading through the engine without blocking (a writer
+/// end is opened first), and returns the engine's file and the writer.
+fn fifo_pair(engine: &Engine, dir: &Path, name: &str) -> (File, std::fs::File, PathBuf) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(name);
+    mkfifo(&path);
+    // O_RDWR on a FIFO never blocks (Linux), and keeps a writer present.
+    let keep = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .unwrap();
+    let file = OpenOptions::new()
+        .read(true)
+        .open(engine, &path)
+        .wait()
+        .unwrap();
+    (file, keep, path)
+}
+
+/// Item 9: `Engine::shutdown` waits for an operation of a port that is in
+/// flight (a read of a pipe nobody has written yet), as it does on the
+/// pool; the completion is then there for the port's workers.
+fn shutdown_waits_for_a_ports_operation_in_flight(d: Driver) {
+    let dir = tempdir();
+    let engine = d.engine();
+    let (file, mut writer, _path) = fifo_pair(&engine, dir.path(), "fifo");
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    port.read_at(&file, vec![0u8; 5], 0, 7)
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    let returned = Arc::new(AtomicBool::new(false));
+    let shut = {
+        let (engine, returned) = (engine.clone(), returned.clone());
+        watch(move || {
+            engine.shutdown();
+            returned.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !returned.load(Ordering::SeqCst),
+        "{}: shutdown returned while the port's read was in flight",
+        d.name()
+    );
+    writer.write_all(b"hello").unwrap();
+    shut.wait(Instant::now() + LIMIT)
+        .unwrap_or_else(|e| panic!("{}: shutdown: {e}", d.name()));
+    let c = port
+        .next_timeout(Duration::from_secs(10))
+        .expect("the completion is there after shutdown");
+    assert_eq!(c.key, 7);
+    assert_eq!(c.result.unwrap(), 5);
+    assert_eq!(&c.buf, b"hello");
+}
+
+// ------------------------------------------------------------ reactor rings
+
+/// A waker that records that it fired.
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn uring_engine() -> Option<Engine> {
+    let d = Driver::uring()?;
+    let e = d.engine();
+    (e.driver().kind == DriverKind::Uring).then_some(e)
+}
+
+fn ring_or_skip() -> Option<ReactorRing> {
+    match ReactorRing::new() {
+        Ok(r) => Some(r),
+        Err(why) => {
+            eprintln!("SKIPPED: io_uring unavailable: no reactor ring: {why}");
+            None
+        }
+    }
+}
+
+type Read = Pin<Box<dyn Future<Output = (overlap::Result<usize>, Vec<u8>)> + Send>>;
+
+/// Polls `fut` until it is ready, reaping `ring` between polls (as an
+/// executor's reaper would), or only waiting for a wake-up when `reap` is
+/// false (nobody reaps the ring: the watcher must).
+fn finish(
+    mut fut: Read,
+    ring: Option<&ReactorRing>,
+    limit: Duration,
+) -> (overlap::Result<usize>, Vec<u8>) {
+    let flag = Arc::new(Flag(AtomicBool::new(false)));
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    let deadline = Instant::now() + limit;
+    loop {
+        flag.0.store(false, Ordering::SeqCst);
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        while !flag.0.load(Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "the operation never completed (hung)"
+            );
+            if let Some(r) = ring {
+                r.reap();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Item 7: a thread submits on a reactor ring (here through `flush`, as a
+/// reaper task on another worker would) and exits. Linux cancels its pipe
+/// read (`ECANCELED`) and faults its buffered reads of uncached data
+/// (`EFAULT`); whoever reaps the ring submits them again through the
+/// engine's driver, so they complete with their data.
+#[test]
+fn reactor_ring_operations_of_an_exiting_submitter_complete() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    let dir = tempdir();
+    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let path = dir.path().join("evicted");
+    const N: u64 = 64;
+    if !evicted_file(&path, 5, N as usize * 4096) {
+        return;
+    }
+    let file = File::open(&engine, &path).wait().unwrap();
+    let (tx, rx) = mpsc::channel::<Read>();
+    {
+        let (ring, fifo, file) = (ring.clone(), fifo.clone(), file.clone());
+        std::thread::spawn(move || {
+            let waker = Waker::noop();
+            let mut cx = Context::from_waker(waker);
+            let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+            assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
+            tx.send(pipe).unwrap();
+            for i in 0..N {
+                let mut r: Read = Box::pin(file.read_at(vec![0u8; 4096], i * 4096));
+                if ring.enter(|| r.as_mut().poll(&mut cx)).is_pending() {
+                    tx.send(r).unwrap();
+                }
+            }
+            ring.flush();
+        })
+        .join()
+        .unwrap();
+    }
+    let reads: Vec<Read> = rx.into_iter().collect();
+    let mut reads = reads.into_iter();
+    let pipe = reads.next().unwrap();
+    let rest: Vec<Read> = reads.collect();
+    for (i, r) in rest.into_iter().enumerate() {
+        let (res, buf) = finish(r, Some(&ring), LIMIT);
+        assert_eq!(res.unwrap_or_else(|e| panic!("read {i}: {e}")), 4096);
+        let _ = buf;
+    }
+    writer.write_all(b"hello").unwrap();
+    let (res, buf) = finish(pipe, Some(&ring), LIMIT);
+    assert_eq!(res.expect("the pipe read of an exited thread"), 5);
+    assert_eq!(&buf[..5], b"hello");
+    assert!(
+        engine.stats().resubmitted_after_exit >= 1,
+        "the pipe read was cancelled at the thread's exit and submitted again"
+    );
+}
+
+/// An orphaned ring: the watcher completes what is in flight on it (a pipe
+/// read written to later) and wakes its future; operations polled inside
+/// its `enter` afterwards go to the engine's driver.
+#[test]
+fn an_orphaned_ring_completes_its_operations() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    let dir = tempdir();
+    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+    assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
+    assert_eq!(ring.in_flight(), 1);
+    ring.orphan();
+    assert!(ring.is_orphaned());
+    let before = engine.stats().submitted_on_reactor_rings;
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 3, 4096);
+    let file = File::open(&engine, &path).wait().unwrap();
+    let mut later: Read = Box::pin(file.read_at(vec![0u8; 4096], 0));
+    let res = match ring.enter(|| later.as_mut().poll(&mut cx)) {
+        Poll::Ready((res, _)) => res,
+        Poll::Pending => finish(later, None, LIMIT).0,
+    };
+    assert_eq!(res.unwrap(), 4096);
+    assert_eq!(
+        engine.stats().submitted_on_reactor_rings,
+        before,
+        "nothing goes on an orphaned ring"
+    );
+    writer.write_all(b"later").unwrap();
+    // Nobody reaps the ring but the watcher.
+    let (res, buf) = finish(pipe, None, LIMIT);
+    assert_eq!(res.unwrap(), 5);
+    assert_eq!(&buf[..5], b"later");
+    assert!(wait_until(LIMIT, || ring.in_flight() == 0));
+}
+
+/// A ring whose executor stops reaping it (a runtime that is not being
+/// run): the watcher completes its operations, late but not lost.
+#[test]
+fn an_unreaped_ring_is_reaped_by_the_watcher() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    let dir = tempdir();
+    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut r: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+    let polled = ring.enter(|| r.as_mut().poll(&mut cx));
+    assert!(polled.is_pending(), "nothing to read yet");
+    writer.write_all(b"watch").unwrap();
+    let start = Instant::now();
+    let (res, buf) = finish(r, None, LIMIT);
+    assert_eq!(res.unwrap(), 5);
+    assert_eq!(&buf[..5], b"watch");
+    eprintln!("completed by the watcher after {:?}", start.elapsed());
+    assert!(engine.stats().reaped_by_watcher >= 1);
+}
+
+/// Item 2 (the engine's part): after `fork`, the child drops, drains and
+/// orphans a reactor ring made by the parent without touching it: the
+/// child exits at once, and the parent's pipe read completes in the parent
+/// with the parent's data.
+#[test]
+fn a_forked_child_leaves_the_parents_ring_alone() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    let dir = tempdir();
+    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 6], 0));
+    assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
+    // SAFETY: the child only touches the ring's handle (no allocation on a
+    // lock another thread may hold is needed for that: the calls return at
+    // once in a child) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let code = if ring.in_flight() == 0 && ring.reap() == 0 {
+            ring.flush();
+            ring.drain();
+            ring.orphan();
+            drop(ring);
+            0
+        } else {
+            3
+        };
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let start = Instant::now();
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the child hung on the parent's ring");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status}"
+    );
+    writer.write_all(b"parent").unwrap();
+    let (res, buf) = finish(pipe, Some(&ring), LIMIT);
+    assert_eq!(res.unwrap(), 6);
+    assert_eq!(&buf[..6], b"parent");
+}
