@@ -377,18 +377,19 @@ impl HubInner {
         drop(flushed);
     }
 
-    /// Shuts the hub down (its loop closed or is gone): waits (without the
-    /// GIL) for what is in flight on its ring (the drain submits what is
-    /// queued first), and drops every queued operation and the asyncio
-    /// futures of those in flight (breaking any reference from here to the
-    /// loop). Later wakes drop their operations.
-    /// (`_py`: the asyncio futures are dropped with the GIL held.)
+    /// Shuts the hub down (its loop closed or is gone) without waiting:
+    /// hands the ring to the engine ([`ReactorRing::orphan`]), whose watcher
+    /// submits the entries still queued for a flush and completes what is
+    /// in flight (the wakes then drop the operations, releasing their
+    /// budget and buffers), and drops every queued operation and the
+    /// asyncio futures of those in flight, with the GIL (`_py`): nothing of
+    /// the hub's reaches the loop any more.
     fn close(self: &Arc<Self>, _py: Python<'_>) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(ring) = self.ring.clone() {
-            _py.detach(move || ring.drain());
+        if let Some(ring) = &self.ring {
+            ring.orphan();
         }
         let queued = std::mem::take(&mut *lock(&self.queue));
         drop(queued);

@@ -106,11 +106,6 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(
-    run=False,
-    reason="needs the engine's ReactorRing::orphan: closing the hub still drains its ring, "
-    "which waits for the FIFO read forever",
-)
 @pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("variant", ["returned", "cancelled"])
 def test_loop_closed_with_a_read_in_flight_releases_it(tmp_path, variant, loop_kind):
