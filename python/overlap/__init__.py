@@ -12,6 +12,14 @@ memory and operations in flight.
 ...         assert await f.read_at(5, 0) == b"hello"
 
 ``overlap.aiofiles`` is a drop-in for the aiofiles package.
+
+Each event loop gets a completion hub on first use, closed with the loop
+(``loop.close()``, which ``asyncio.run`` calls): operations still in flight
+then complete on a thread of the engine, which releases their buffers and
+in-flight budget; nobody awaits their results any more. After
+``os.fork()`` the child gets an engine and hubs of its own on first use;
+an operation it inherited in flight belongs to the parent, and awaiting it
+in the child raises ``RuntimeError`` at once.
 """
 
 from __future__ import annotations
@@ -114,7 +122,10 @@ def open(
     ``mode`` is a binary mode as for Python's :func:`open`: "rb", "wb", "ab",
     "xb", "r+b", "w+b", "a+b", "x+b". Reads and writes are positional
     (``read_at``/``write_at`` take an offset) in every mode; "a" creates the
-    file if needed and keeps its contents.
+    file if needed, keeps its contents and opens it with O_APPEND, as
+    Python's :func:`open` does: every write lands at the end of the file
+    whatever its offset, in one step with respect to other appenders (tasks,
+    threads, processes).
 
     ``direct=True`` opens with O_DIRECT (no page cache): offsets and lengths
     must be multiples of ``File.alignment.offset`` and buffers aligned

@@ -82,7 +82,8 @@ class File:
         """Whether the file was opened with O_DIRECT."""
     @property
     def append(self) -> bool:
-        """Whether the file was opened in append mode ("a")."""
+        """Whether the file was opened in append mode ("a"): with O_APPEND,
+        so every write lands at the end of the file whatever its offset."""
     @property
     def alignment(self) -> Alignment:
         """The direct-I/O alignment the file requires."""
@@ -98,7 +99,8 @@ class File:
         buffer is exported (cannot be resized or freed) until the kernel is
         done with it."""
     def write_at(self, data: Buffer, offset: int) -> "asyncio.Future[int]":
-        """Writes all of ``data`` at ``offset``; returns ``len(data)`` or
+        """Writes all of ``data`` at ``offset`` (at the end of the file,
+        whatever ``offset``, in append mode); returns ``len(data)`` or
         raises. On a direct file, unaligned memory is copied into aligned
         memory; ``offset`` and the length must be aligned."""
     def fsync(self) -> "asyncio.Future[None]":
@@ -142,7 +144,9 @@ class Hub:
     def on_threadsafe(self) -> None: ...
     def use_call_soon_threadsafe(self, call_soon_threadsafe: Any, callback: Any) -> None: ...
     def close(self) -> None: ...
+    def _forget_after_fork(self) -> None: ...
 
+def _forget_hubs_after_fork() -> None: ...
 def open(
     path: bytes,
     mode: str = "rb",

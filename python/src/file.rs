@@ -244,8 +244,9 @@ impl PyFile {
         )
     }
 
-    /// Writes all of `data` (any bytes-like object) at `offset`; returns
-    /// `len(data)`, or raises. The buffer is held until the write is done.
+    /// Writes all of `data` (any bytes-like object) at `offset` (at the end
+    /// of the file, whatever `offset`, in append mode); returns `len(data)`,
+    /// or raises. The buffer is held until the write is done.
     /// On a direct file a source whose address is not aligned is copied
     /// into aligned memory first; `offset` and the length must be aligned.
     fn write_at<'py>(
@@ -395,7 +396,8 @@ impl PyFile {
         self.file.is_direct()
     }
 
-    /// Whether the file was opened in append mode ("a").
+    /// Whether the file was opened in append mode ("a"): with O_APPEND,
+    /// so every write lands at the end of the file whatever its offset.
     #[getter]
     fn append(&self) -> bool {
         self.append
@@ -484,6 +486,7 @@ pub fn open<'py>(
     let mut opts = OpenOptions::new();
     opts.read(m.read)
         .write(m.write)
+        .append(m.append)
         .create(m.create)
         .create_new(m.create_new)
         .truncate(m.truncate)

@@ -20,16 +20,36 @@
 //!   flush, which the hub schedules once with `loop.call_soon`: it runs
 //!   after the callbacks already scheduled (the tasks woken in this
 //!   iteration, which queue their entries too), and one `io_uring_enter`
-//!   ([`ReactorRing::flush`]) then submits them all. Closing the hub drains
-//!   the ring, which submits whatever is still queued.
+//!   ([`ReactorRing::flush`]) then submits them all.
 //!
-//! An operation is an [`OpState`]: the engine future, the asyncio future it
-//! resolves, and its hub. The engine holds it (through the waker) while the
-//! operation is in flight, so a cancelled asyncio future never drops an
-//! operation early: the engine future runs to completion, its buffer stays
-//! alive until the kernel is done, and its result is discarded.
+//! An operation is an [`OpState`]: the engine future and its hub. The
+//! engine holds it (through the waker) while the operation is in flight, so
+//! a cancelled asyncio future never drops an operation early: the engine
+//! future runs to completion, its buffer stays alive until the kernel is
+//! done, and its result is discarded. The asyncio future it resolves is
+//! held by the hub (`futures`), not by the operation: a ring the engine
+//! holds never reaches a Python object through it, so no reference cycle
+//! runs through Rust, where Python's collector cannot see it.
+//!
+//! A hub's life ends with its loop's: `overlap._loop` wraps `loop.close`
+//! and closes the hub right after the loop closed (the loop's collection
+//! closes it too, for a loop never closed). Closing it hands its ring to
+//! the engine ([`ReactorRing::orphan`]), whose reaper thread submits what
+//! is queued and completes what is in flight, without blocking the closing
+//! thread; the asyncio futures of the operations still in flight are
+//! dropped (nobody can await them on a closed loop), and so is every
+//! operation once it completes: its budget share and buffer are released.
+//!
+//! After `os.fork`, the child forgets every hub it inherited
+//! (`Hub._forget_after_fork`, called by `overlap._loop`'s fork hook, and
+//! [`_forget_hubs_after_fork`] for this module's cache): it never touches the
+//! parent's rings (neither does the engine: a ring made before a fork is
+//! inert in the child), the asyncio futures of the operations it inherited
+//! in flight fail with a `RuntimeError` that says why, and its own use of
+//! overlap makes new hubs on its own engine.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
@@ -63,8 +83,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct OpState {
     /// The engine future; `None` once it has completed.
     fut: Mutex<Option<BoxFut>>,
-    /// The asyncio future it resolves.
-    pyfut: Py<PyAny>,
+    /// The key of the asyncio future it resolves in the hub's `futures`.
+    id: u64,
     hub: Arc<HubInner>,
     /// Sits in the hub's queue (set by a wake, cleared before a poll).
     queued: AtomicBool,
@@ -89,6 +109,11 @@ pub struct HubInner {
     ring: Option<ReactorRing>,
     efd: OwnedFd,
     queue: Mutex<Vec<Arc<OpState>>>,
+    /// The asyncio futures of the operations in flight, by operation id
+    /// (see the module docs: held here, not by the operations). Emptied
+    /// when the hub closes.
+    futures: Mutex<HashMap<u64, Py<PyAny>>>,
+    next_id: AtomicU64,
     closed: AtomicBool,
     /// Operations started and not yet completed.
     pending: AtomicUsize,
@@ -162,6 +187,12 @@ impl HubInner {
             q.push(op);
             e
         };
+        if self.closed.load(Ordering::Acquire) {
+            // The hub closed meanwhile, after taking the queue: what is
+            // there now would stay forever.
+            drop(std::mem::take(&mut *lock(&self.queue)));
+            return;
+        }
         if was_empty && !local {
             self.signal();
         }
@@ -271,7 +302,13 @@ impl HubInner {
             }
         };
         self.pending.fetch_sub(1, Ordering::AcqRel);
-        finish(py, op.pyfut.bind(py), outcome);
+        let pyfut = lock(&self.futures).remove(&op.id);
+        match pyfut {
+            Some(pyfut) => finish(py, pyfut.bind(py), outcome),
+            // The hub closed: nobody waits for the result, which is
+            // dropped here, with the GIL.
+            None => drop(outcome),
+        }
     }
 
     /// Completes what the ring holds; returns how many.
@@ -340,19 +377,53 @@ impl HubInner {
         drop(flushed);
     }
 
-    /// Shuts the hub down: waits (without the GIL) for what is in flight on
-    /// its ring, and drops every queued operation. Later wakes drop theirs.
-    /// Entries still queued for a flush are submitted first: the drain
-    /// submits what is queued before it waits.
-    fn close(self: &Arc<Self>, py: Python<'_>) {
+    /// Shuts the hub down (its loop closed or is gone) without waiting:
+    /// hands the ring to the engine ([`ReactorRing::orphan`]), whose watcher
+    /// submits the entries still queued for a flush and completes what is
+    /// in flight (the wakes then drop the operations, releasing their
+    /// budget and buffers), and drops every queued operation and the
+    /// asyncio futures of those in flight, with the GIL (`_py`): nothing of
+    /// the hub's reaches the loop any more.
+    fn close(self: &Arc<Self>, _py: Python<'_>) {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(ring) = self.ring.clone() {
-            py.detach(move || ring.drain());
+        if let Some(ring) = &self.ring {
+            ring.orphan();
         }
         let queued = std::mem::take(&mut *lock(&self.queue));
         drop(queued);
+        let futures = std::mem::take(&mut *lock(&self.futures));
+        drop(futures);
+    }
+
+    /// In a child made by `fork`: the hub is the parent's. Closes it
+    /// without touching anything the parent's operations use (the ring is
+    /// inert here; queued operations are leaked rather than dropped, as
+    /// dropping them would reach into the parent's engine, whose threads
+    /// are not here), and fails the asyncio futures of the operations in
+    /// flight: their completions belong to the parent.
+    fn forget_after_fork(&self, py: Python<'_>) {
+        self.closed.store(true, Ordering::Release);
+        std::mem::forget(std::mem::take(&mut *lock(&self.queue)));
+        let futures = std::mem::take(&mut *lock(&self.futures));
+        for (_, pyfut) in futures {
+            let pyfut = pyfut.bind(py);
+            let err = PyRuntimeError::new_err(
+                "overlap: this operation was started before os.fork() and belongs to the \
+                 parent process: it cannot complete in the child",
+            );
+            // A future already done, or whose loop is closed, refuses it or
+            // cannot schedule its callbacks: nothing more to do then.
+            if pyfut
+                .call_method1(intern!(py, "set_exception"), (err.into_value(py),))
+                .is_ok()
+            {
+                // Retrieved: no "exception was never retrieved" log for a
+                // future the child may never look at.
+                let _ = pyfut.call_method0(intern!(py, "exception"));
+            }
+        }
     }
 
     /// Wakes on the loop's thread, counted like an eventfd wake.
@@ -415,6 +486,8 @@ impl Hub {
                 ring,
                 efd,
                 queue: Mutex::new(Vec::new()),
+                futures: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 pending: AtomicUsize::new(0),
                 eventfd_wakes: AtomicU64::new(0),
@@ -532,10 +605,18 @@ impl Hub {
         let _ = self.inner.threadsafe.set((call_soon_threadsafe, callback));
     }
 
-    /// Waits for every operation in flight on the ring and stops the hub
-    /// (the loop is gone). Idempotent.
+    /// Stops the hub (its loop closed or is gone) without waiting: the
+    /// engine completes what is in flight on the ring (see the module
+    /// docs). Idempotent.
     fn close(&self, py: Python<'_>) {
         self.inner.close(py);
+    }
+
+    /// In a child made by `fork`: forgets this hub, inherited from the
+    /// parent, without touching its ring; the operations in flight fail
+    /// with `RuntimeError`. Called by `overlap._loop`'s fork hook.
+    fn _forget_after_fork(&self, py: Python<'_>) {
+        self.inner.forget_after_fork(py);
     }
 }
 
@@ -551,9 +632,24 @@ static HUB_FOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 thread_local! {
     /// The last loop seen on this thread (by address) and its hub. A hub is
-    /// closed when its loop is collected, before the address can be reused.
+    /// closed when its loop closes or is collected, before the address can
+    /// be reused.
     static CACHE: std::cell::RefCell<Option<(usize, Arc<HubInner>)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// `_native._forget_hubs_after_fork()`: in a child made by `fork` (called
+/// by `overlap._loop`'s fork hook, on the thread that forked, the child's
+/// only one), forgets the hub this module cached, so that the child's next
+/// operation finds or makes the hub of its own loop. The parent's hub is
+/// leaked, not dropped: dropping it could reach into the parent's engine.
+#[pyfunction]
+pub fn _forget_hubs_after_fork() {
+    let _ = CACHE.try_with(|c| {
+        if let Some(cached) = c.borrow_mut().take() {
+            std::mem::forget(cached);
+        }
+    });
 }
 
 /// The running loop and its hub; `RuntimeError` outside a running loop.
@@ -582,9 +678,11 @@ pub fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<HubInner>)> {
 pub fn spawn<'py>(py: Python<'py>, fut: BoxFut) -> PyResult<Bound<'py, PyAny>> {
     let (lp, hub) = current(py)?;
     let pyfut = lp.call_method0(intern!(py, "create_future"))?;
+    let id = hub.next_id.fetch_add(1, Ordering::Relaxed);
+    lock(&hub.futures).insert(id, pyfut.clone().unbind());
     let op = Arc::new(OpState {
         fut: Mutex::new(Some(fut)),
-        pyfut: pyfut.clone().unbind(),
+        id,
         hub: hub.clone(),
         queued: AtomicBool::new(true),
         again: AtomicBool::new(false),

@@ -124,6 +124,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
     m.add_function(wrap_pyfunction!(file::open, m)?)?;
+    m.add_function(wrap_pyfunction!(hub::_forget_hubs_after_fork, m)?)?;
     m.add_class::<buffer::AlignedBuffer>()?;
     m.add_class::<file::PyFile>()?;
     m.add_class::<file::PyAlignment>()?;

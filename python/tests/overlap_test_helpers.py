@@ -52,3 +52,44 @@ async def settle(loop_hub_pending=None, timeout: float = 5.0):
     while hub.pending and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.005)
     return hub.pending
+
+
+def run_script(code: str, tmp_path, *args, timeout: float = 60.0, env=None):
+    """Runs ``code`` (a Python script) in a fresh interpreter in its own
+    session, with ``args`` as ``sys.argv[1:]``, and returns ``(stdout,
+    stderr)``. Fails the test if it exits with an error or outlives
+    ``timeout`` (its whole process group, forked children included, is then
+    killed): a hang is a failure, not a stuck suite. Runs from ``tmp_path``,
+    where the source tree's ``overlap/`` (no compiled module) is not on the
+    path; ``env`` entries are added to this process's environment."""
+    import signal
+    import subprocess
+    import sys
+
+    import pytest
+
+    script = tmp_path / f"scenario_{os.getpid()}_{id(code)}.py"
+    script.write_text(code)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=tmp_path,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        pytest.fail(f"scenario hung (killed after {timeout}s)\nstdout:\n{out}\nstderr:\n{err}")
+    if proc.returncode != 0:
+        pytest.fail(f"scenario exited with {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}")
+    return out, err

@@ -77,11 +77,18 @@ class _EngineBinary:
         if not self._wbuf:
             return
         data = bytes(self._wbuf)
-        off = await self._size() if self._append else self._wbuf_pos
-        await self._nf.write_at(data, off)
+        # In append mode the file has O_APPEND: the kernel writes at the
+        # end whatever the offset, in one step with other appenders.
+        await self._nf.write_at(data, self._wbuf_pos)
         del self._wbuf[: len(data)]
         if self._append:
-            self._pos = off + len(data)
+            await self._after_append()
+
+    async def _after_append(self):
+        """The position after an append: the file's size (an engine
+        ``statx``), as a Python file's ``tell`` reports after the kernel
+        appended."""
+        self._pos = await self._size()
 
     def _check_readable(self):
         self._check_open()
@@ -244,9 +251,11 @@ class _EngineBinary:
         self._drop_readahead()
         if self._bufsize == 0 or n >= self._bufsize:
             await self._flush_wbuf()
-            off = await self._size() if self._append else self._pos
-            written = await self._nf.write_at(mv, off)
-            self._pos = off + written
+            written = await self._nf.write_at(mv, self._pos)
+            if self._append:
+                await self._after_append()
+            else:
+                self._pos += written
             return written
         if not self._wbuf:
             self._wbuf_pos = self._pos
@@ -343,7 +352,7 @@ class _EngineBinary:
         is gathered, as io's files flush when collected."""
         if self._wbuf and not self._nf.closed and not self._detached:
             fd = self._nf.fileno()
-            off = os.fstat(fd).st_size if self._append else self._wbuf_pos
+            off = self._wbuf_pos  # (in append mode O_APPEND writes at the end)
             data = bytes(self._wbuf)
             while data:
                 n = os.pwrite(fd, data, off)

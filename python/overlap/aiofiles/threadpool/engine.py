@@ -16,10 +16,11 @@ Differences from the thread-pool objects, all documented per method:
   what is gathered with a blocking ``pwrite`` when collected (as ``io``'s
   files do); close your files.
 - The position is kept here and every transfer is positional (``pread``/
-  ``pwrite`` shaped). In append mode ("a") each write first asks the
-  kernel for the file's size (``statx``, an engine operation) and writes
-  there; unlike O_APPEND it is not atomic against other processes
-  appending at the same moment.
+  ``pwrite`` shaped). In append mode ("a", "ab", "a+", "a+b") the file is
+  opened with O_APPEND, as Python's ``open`` does: the kernel writes each
+  write at the end of the file, in one step with respect to every other
+  appender (tasks, threads, processes); after it the position is the
+  file's size (an engine ``statx``), what ``tell`` gives on Python's files.
 - ``fileno()`` is the engine's descriptor; ``raw`` is the binary object
   itself and a text file's ``buffer`` is its binary object (there is no
   separate ``io`` layer underneath); a binary ``detach()`` returns a plain
