@@ -527,7 +527,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
 /// would reap them may be the very one blocked in the shutdown.
 pub(crate) fn reap_all() {
     for inner in live_rings() {
-        inner.reap_now(true, false);
+        let _ = inner.reap_now(true, false);
     }
 }
 
@@ -546,12 +546,12 @@ impl Inner {
     /// served). With `force` false, only what waited since the watcher's
     /// previous look. `by_watcher` counts what it completes in
     /// `Stats::reaped_by_watcher`. Returns whether operations are still in
-    /// flight.
-    fn reap_now(&self, force: bool, by_watcher: bool) -> bool {
+    /// flight, and whether it completed any.
+    fn reap_now(&self, force: bool, by_watcher: bool) -> (bool, bool) {
         let mut done = Vec::new();
         let busy = {
             let Ok(mut core) = self.core.try_lock() else {
-                return true;
+                return (true, false);
             };
             let marks = core.marks();
             let mut seen = lock(&self.seen);
@@ -576,12 +576,13 @@ impl Inner {
             }
             core.in_flight() > 0 || core.pending() > 0
         };
+        let reaped = !done.is_empty();
         resubmit_after_exit(&mut done);
         crate::wait::count_out(&done);
         if let Some(p) = complete_all(&mut done) {
             crate::driver::report_panic("an operation reaped by the ring watcher", &p);
         }
-        busy
+        (busy, reaped)
     }
 }
 
@@ -594,8 +595,11 @@ mod watcher {
     /// How often the watcher looks while operations are in flight: what an
     /// operation on a ring that nobody reaps may wait, at most twice over.
     const BUSY_TICK: Duration = Duration::from_millis(10);
-    /// How often it looks while nothing is in flight.
+    /// How often it looks while nothing is in flight, or once operations
+    /// have stayed in flight for [`QUIET_LOOKS`] looks without any
+    /// completing on a ring it served (a pipe nobody writes to).
     const IDLE_TICK: Duration = Duration::from_millis(100);
+    const QUIET_LOOKS: u32 = 20;
 
     struct State {
         /// The watcher's thread, and the fork generation it runs in.
@@ -644,17 +648,21 @@ mod watcher {
     }
 
     fn run() {
+        let mut quiet = 0u32;
         loop {
             let orphans: Vec<Arc<Inner>> = lock(&STATE).orphans.clone();
-            let mut busy = false;
+            let (mut busy, mut reaped) = (false, false);
             for o in &orphans {
-                busy |= o.reap_now(true, true);
+                let (b, r) = o.reap_now(true, true);
+                (busy, reaped) = (busy | b, reaped | r);
             }
             for r in live_rings() {
                 if !r.orphaned.load(Ordering::Acquire) {
-                    busy |= r.reap_now(false, true);
+                    let (b, r) = r.reap_now(false, true);
+                    (busy, reaped) = (busy | b, reaped | r);
                 }
             }
+            quiet = if reaped { 0 } else { quiet.saturating_add(1) };
             {
                 let mut st = lock(&STATE);
                 // An orphan with nothing in flight is let go of (and closed,
@@ -675,7 +683,12 @@ mod watcher {
                 // Outside the lock: the last handle's drop closes the ring.
                 drop(idle);
             }
-            std::thread::park_timeout(if busy { BUSY_TICK } else { IDLE_TICK });
+            let tick = if busy && quiet < QUIET_LOOKS {
+                BUSY_TICK
+            } else {
+                IDLE_TICK
+            };
+            std::thread::park_timeout(tick);
         }
     }
 
