@@ -12,71 +12,19 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use overlap::DriverKind;
 use overlap_tokio::fs;
 
-const CHILD: &str = "OVERLAP_TOKIO_LIFECYCLE_CHILD";
-
-/// Runs the test `name` of this module in a child process with `env`, and
-/// fails if it fails or has not finished within `limit`. Returns the
-/// child's stderr.
+/// Runs the test `lifecycle::name` in a child process (see
+/// [`crate::util::in_child`]).
 fn in_child(name: &str, env: &[(&str, &str)], limit: Duration) -> String {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new(exe);
-    cmd.args([
-        "--exact",
-        &format!("lifecycle::{name}"),
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD, name)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn the child");
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("reap the child");
-            panic!(
-                "{name}: still running after {limit:?} (hung)\n--- stdout\n{}\n--- stderr\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().expect("child output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        status.success() && stdout.contains(&format!("CHILD-OK {name}")),
-        "{name}: {status}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-    );
-    for l in stderr.lines().filter(|l| l.contains("SKIPPED")) {
-        eprintln!("{l} (in child {name})");
-    }
-    stderr
+    crate::util::in_child(&format!("lifecycle::{name}"), env, limit)
 }
 
-/// In the child: runs `body`; in the parent: runs the child.
 fn child_test(name: &str, env: &[(&str, &str)], limit: Duration, body: impl FnOnce()) {
-    if std::env::var(CHILD).as_deref() == Ok(name) {
-        body();
-        println!("CHILD-OK {name}");
-    } else {
-        in_child(name, env, limit);
-    }
+    crate::util::child_test(&format!("lifecycle::{name}"), env, limit, body)
 }
 
 fn tempdir() -> tempfile::TempDir {
@@ -336,7 +284,7 @@ fn two_current_thread_runtimes_on_one_thread() {
 #[test]
 fn a_runtime_without_io() {
     let name = "a_runtime_without_io";
-    if std::env::var(CHILD).as_deref() == Ok(name) {
+    if crate::util::is_child(&format!("lifecycle::{name}")) {
         let dir = tempdir();
         let path = dir.path().join("f");
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -351,7 +299,7 @@ fn a_runtime_without_io() {
         let p = path.clone();
         let got = rt.block_on(async move { tokio::spawn(fs::read(p)).await.unwrap() });
         assert_eq!(got.unwrap(), b"no io");
-        println!("CHILD-OK {name}");
+        println!("CHILD-OK lifecycle::{name}");
         return;
     }
     let stderr = in_child(name, &[], Duration::from_secs(60));

@@ -13,5 +13,6 @@ mod engine;
 mod file;
 mod free;
 mod lifecycle;
+mod matrix;
 mod outside;
 mod reactor_ring;

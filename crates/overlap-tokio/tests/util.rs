@@ -85,3 +85,81 @@ pub async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
     })
     .await
 }
+
+/// The environment variable that names the test a child process runs.
+const CHILD: &str = "OVERLAP_TOKIO_TEST_CHILD";
+
+/// Whether this process is the child running the test `path`
+/// (`module::name`).
+pub fn is_child(path: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(path)
+}
+
+/// Runs the test `path` (`module::name`) in a child process with `env`
+/// (the process engine, its budget, descriptors and threads are the
+/// child's alone), and fails if it fails or has not finished within
+/// `limit` (killed: a hang is a failure, never a hung test). Returns the
+/// child's stderr.
+pub fn in_child(path: &str, env: &[(&str, &str)], limit: Duration) -> String {
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", path, "--nocapture", "--test-threads=1"])
+        .env(CHILD, path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn the child");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("reap the child");
+            panic!(
+                "{path}: still running after {limit:?} (hung)\n--- stdout\n{}\n--- stderr\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("child output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        status.success() && stdout.contains(&format!("CHILD-OK {path}")),
+        "{path}: {status}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    for l in stderr.lines().filter(|l| l.contains("SKIPPED")) {
+        eprintln!("{l} (in child {path})");
+    }
+    stderr
+}
+
+/// In the child: runs `body`; in the parent: runs the child.
+pub fn child_test(path: &str, env: &[(&str, &str)], limit: Duration, body: impl FnOnce()) {
+    if is_child(path) {
+        body();
+        println!("CHILD-OK {path}");
+    } else {
+        in_child(path, env, limit);
+    }
+}
+
+/// Polls `cond` (sleeping between looks) until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
