@@ -405,8 +405,17 @@ impl HubInner {
     /// flight: their completions belong to the parent.
     fn forget_after_fork(&self, py: Python<'_>) {
         self.closed.store(true, Ordering::Release);
-        std::mem::forget(std::mem::take(&mut *lock(&self.queue)));
-        let futures = std::mem::take(&mut *lock(&self.futures));
+        // Only the forking thread is in the child: a lock held at the fork
+        // (by a thread of the engine's pool queueing a wake-up, say) stays
+        // held for ever. What it guards is left alone then.
+        if let Ok(mut queue) = self.queue.try_lock() {
+            std::mem::forget(std::mem::take(&mut *queue));
+        }
+        let futures = match self.futures.try_lock() {
+            Ok(mut f) => std::mem::take(&mut *f),
+            Err(std::sync::TryLockError::Poisoned(p)) => std::mem::take(&mut *p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Default::default(),
+        };
         for (_, pyfut) in futures {
             let pyfut = pyfut.bind(py);
             let err = PyRuntimeError::new_err(

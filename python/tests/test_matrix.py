@@ -704,13 +704,6 @@ FRONTS = ["native", "aiofiles"]
 BUDGETS = [None, 1]
 
 
-# The one failure known (test_fork_while_operations_complete_on_engine_threads
-# reproduces it at will): a child forked while an engine thread holds its
-# hub's lock hangs in overlap's at-fork hook. It hits the fork row now and
-# then; when it is the only failure the matrix is an xfail, not a pass.
-KNOWN_FORK_HANG = " x fork x "
-
-
 def test_lifecycle_matrix(tmp_path, capsys):
     driver = overlap.driver()["kind"]
     lines, counts, failures, details = [], [0, 0, 0], [], []
@@ -738,14 +731,6 @@ def test_lifecycle_matrix(tmp_path, capsys):
     with capsys.disabled():
         print("\n" + table, file=sys.__stderr__, flush=True)
     assert passed > 0, table
-    if (
-        failures
-        and all(KNOWN_FORK_HANG in f and f.endswith("the child did not exit") for f in failures)
-        # (the stack of each child killed: in the at-fork hook)
-        and sum(d.count("in _after_fork_in_child") for d in details) >= len(failures)
-    ):
-        pytest.xfail("a forked child hung in overlap's at-fork hook (the hub's lock, "
-                     "see test_fork_while_operations_complete_on_engine_threads):\n" + table)
     assert not failures, table + "\n\n" + "\n".join(details)
 
 
@@ -795,12 +780,6 @@ print("ok")
 '''
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: Hub::forget_after_fork (python/src/hub.rs) locks the hub's queue "
-    "mutex in the child; a fork while an engine thread holds it (waking an operation) "
-    "deadlocks the child in overlap's at-fork hook",
-)
 def test_fork_while_operations_complete_on_engine_threads(tmp_path):
     """The lifecycle matrix's fork row, made to hit its race: hundreds of
     forks while the pool's workers complete operations."""

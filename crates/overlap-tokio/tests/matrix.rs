@@ -32,15 +32,13 @@
 //! it to stderr.
 //!
 //! What a forked child can do (only the forking thread is copied): the
-//! process engine (`overlap_tokio::engine()`) and every ring belong to the
-//! parent, and the child's copy of an operation the parent had in flight
-//! is never completed in the child. On a fresh thread with a new runtime,
-//! `overlap_tokio::fs` either works (as found on io_uring) or answers with
-//! the engine's `Error::Forked` (an `io::Error`; as found on the pool,
-//! whose threads are the parent's), never a hang or a wrong result; a new `overlap::Engine` (through
-//! `overlap_tokio::on_ring`) works; then the child leaves with `_exit`.
-//! The cell checks all of that, and the table says which of the two the
-//! child met.
+//! parent's engine and every ring belong to the parent, and the child's
+//! copy of an operation the parent had in flight is never completed in the
+//! child. On a fresh thread with a new runtime, `overlap_tokio::fs` works
+//! on every driver (`overlap_tokio::engine()` makes the child an engine of
+//! its own on first use), and so does a new `overlap::Engine` through
+//! `overlap_tokio::on_ring`; then the child leaves with `_exit`. The cell
+//! checks all of that.
 
 use std::future::Future;
 use std::io::Write;
@@ -519,10 +517,13 @@ fn fork_child_goes_on(data: &Path) -> Result<(), String> {
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
             return match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
-                (true, c @ (0 | 1)) => {
-                    CHILD_FS.store(c + 1, Ordering::Relaxed);
+                (true, 0) => {
+                    CHILD_FS.store(1, Ordering::Relaxed);
                     Ok(())
                 }
+                (true, 1) => Err("in the child, overlap_tokio::fs was refused with \
+                                  Error::Forked: the child has no engine of its own"
+                    .into()),
                 (true, 2) => {
                     Err("in the child, overlap_tokio::fs neither worked nor said Forked".into())
                 }
@@ -550,7 +551,7 @@ fn child_ops(data: &Path) -> i32 {
         .enable_all()
         .build()
         .unwrap();
-    // The process engine is the parent's: refused, not hung.
+    // The process engine is the child's own, made on first use here.
     let inherited = rt.block_on(fs::read(data));
     let refused = match &inherited {
         Err(e) if e.to_string().contains("forked") => true,

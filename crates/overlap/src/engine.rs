@@ -516,6 +516,15 @@ impl Engine {
         self.inner.shared.limiter.in_flight()
     }
 
+    /// Whether this process is a `fork` of the one that made the engine.
+    /// Such an engine belongs to the parent: its threads are not in this
+    /// process, operations that would need them fail with
+    /// [`Error::Forked`](crate::Error::Forked), and it must not be shut
+    /// down here (forget it, and make a new engine in this process).
+    pub fn is_forked_copy(&self) -> bool {
+        self.inner.shared.forked()
+    }
+
     /// The in-flight budget: (operations, bytes).
     pub fn limits(&self) -> (usize, usize) {
         (

@@ -186,8 +186,7 @@ impl ReactorRing {
             given_up: AtomicBool::new(false),
             seen: Mutex::new((0, 0)),
         });
-        {
-            let mut live = lock(&LIVE);
+        if let Some(mut live) = lock_registry(&LIVE) {
             live.retain(|w| w.strong_count() > 0);
             live.push(Arc::downgrade(&inner));
         }
@@ -414,6 +413,28 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Locks one of the process-wide registries (`LIVE`, the watcher's
+/// state). In a child after `fork`, a thread of the parent (the watcher)
+/// may have held it at the fork, and that thread is not in the child: the
+/// lock is then tried for a while and given up (`None`): the child's rings
+/// go unwatched rather than the child hanging.
+fn lock_registry<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    if crate::wait::fork_generation() == 0 {
+        return Some(lock(m));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::yield_now();
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// Completes reaped operations with the ring unlocked (completion runs user
 /// code: wakers, a dropped future's buffer); resumes the first panic once
 /// all are recorded.
@@ -533,8 +554,10 @@ pub(crate) fn reap_all() {
 
 /// Every live ring made in this process copy.
 fn live_rings() -> Vec<Arc<Inner>> {
-    lock(&LIVE)
-        .iter()
+    let Some(live) = lock_registry(&LIVE) else {
+        return Vec::new();
+    };
+    live.iter()
         .filter_map(Weak::upgrade)
         .filter(|r| !r.inherited())
         .collect()
@@ -616,7 +639,9 @@ mod watcher {
     /// Starts the watcher if it does not run in this process copy.
     pub(super) fn ensure_running() {
         let gen = crate::wait::fork_generation();
-        let mut st = lock(&STATE);
+        let Some(mut st) = lock_registry(&STATE) else {
+            return;
+        };
         if let Some((t, g)) = &st.running {
             if *g == gen {
                 t.unpark();
@@ -643,7 +668,13 @@ mod watcher {
 
     /// Takes an orphaned ring; the watcher serves it at once.
     pub(super) fn adopt(inner: Arc<Inner>) {
-        lock(&STATE).orphans.push(inner);
+        match lock_registry(&STATE) {
+            Some(mut st) => st.orphans.push(inner),
+            // A child whose parent's watcher held the registry at the fork:
+            // nobody would reap it; forget it (never freed under the
+            // kernel).
+            None => std::mem::forget(inner),
+        }
         ensure_running();
     }
 
@@ -674,7 +705,8 @@ mod watcher {
                     st.orphans = keep;
                     idle
                 };
-                let live = lock(&LIVE).iter().any(|w| w.strong_count() > 0);
+                let live =
+                    lock_registry(&LIVE).is_some_and(|l| l.iter().any(|w| w.strong_count() > 0));
                 if st.orphans.is_empty() && !live && idle.is_empty() {
                     st.running = None;
                     return;
