@@ -428,6 +428,7 @@ impl Shared {
                     settled &= p.settle();
                 }
                 if settled && self.own_ring_ops.load(Ordering::Acquire) == 0 {
+                    crate::reactor::release_idle_orphans();
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_micros(100));

@@ -1,7 +1,6 @@
 //! [`ReactorRing`]: rings watched by an executor's reactor.
 
 use std::cell::Cell;
-use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +57,8 @@ const CQ_ENTRIES: u32 = 4096;
 ///   counts them).
 /// - **Nobody reaps the ring any more** (its executor was dropped, or is not
 ///   being run): [`orphan`](ReactorRing::orphan) hands it to the engine's
-///   ring watcher, a process-wide thread, which submits what is queued,
+///   ring watcher (the passes the engines' threads make while reactor rings
+///   live), which submits what is queued,
 ///   completes what is in flight and closes the ring once nothing is. The
 ///   watcher also looks at every live ring every few milliseconds while
 ///   operations are in flight, and completes what has waited in a ring
@@ -133,6 +133,9 @@ struct Inner {
     orphaned: AtomicBool,
     /// In a child after `fork`: the inherited operations were failed.
     given_up: AtomicBool,
+    /// The engine (its `Shared`'s address) whose thread was last asked to
+    /// watch the reactor rings on this ring's first submission for it.
+    nudged: std::sync::atomic::AtomicUsize,
     /// What the watcher saw at its previous look: (completions reaped,
     /// submitting calls made). Only the watcher uses it.
     seen: Mutex<(u64, u64)>,
@@ -184,13 +187,14 @@ impl ReactorRing {
             generation: crate::wait::fork_generation(),
             orphaned: AtomicBool::new(false),
             given_up: AtomicBool::new(false),
+            nudged: std::sync::atomic::AtomicUsize::new(0),
             seen: Mutex::new((0, 0)),
         });
         if let Some(mut live) = lock_registry(&LIVE) {
             live.retain(|w| w.strong_count() > 0);
             live.push(Arc::downgrade(&inner));
         }
-        watcher::ensure_running();
+        watcher::LIVE_RINGS.fetch_add(1, Ordering::Relaxed);
         Ok(ReactorRing { inner })
     }
 
@@ -389,6 +393,7 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        watcher::LIVE_RINGS.fetch_sub(1, Ordering::Relaxed);
         if self.inherited() {
             // A child after fork: the ring (its memory, its descriptor
             // number) is the parent's. Never touch it; the child's copies of
@@ -516,6 +521,13 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     if !op.shared().admit_to_own_ring() {
         return Err(op);
     }
+    let engine = Arc::as_ptr(op.shared()) as usize;
+    if inner.nudged.load(Ordering::Relaxed) != engine {
+        // The engine's thread watches the reactor rings from now on, even
+        // if it was asleep with no timeout when this ring was made.
+        inner.nudged.store(engine, Ordering::Relaxed);
+        op.shared().driver.nudge();
+    }
     counters.reactor_submitted.fetch_add(1, Ordering::Relaxed);
     let mut done = Vec::new();
     let wake_flusher = {
@@ -609,118 +621,138 @@ impl Inner {
     }
 }
 
-/// The engine's ring watcher: one process-wide thread, running while any
-/// reactor ring lives. See [`ReactorRing`]'s docs for what it guarantees.
+/// The ring watcher: the passes the engines' threads make while reactor
+/// rings live (`driver::uring` calls [`watch_tick`] and [`watch_if_due`]).
+/// No thread of its own: an operation on a reactor ring counts against its
+/// engine until completed, so an engine, and on io_uring its thread, lives
+/// while any is in flight. See [`ReactorRing`]'s docs for what it
+/// guarantees.
 mod watcher {
     use super::*;
-    use std::time::Duration;
+    use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+    use std::time::{Duration, Instant};
 
-    /// How often the watcher looks while operations are in flight: what an
-    /// operation on a ring that nobody reaps may wait, at most twice over.
+    /// How often rings are looked at while operations are in flight: what
+    /// an operation on a ring that nobody reaps may wait, at most twice
+    /// over.
     const BUSY_TICK: Duration = Duration::from_millis(10);
-    /// How often it looks while nothing is in flight, or once operations
-    /// have stayed in flight for [`QUIET_LOOKS`] looks without any
-    /// completing on a ring it served (a pipe nobody writes to).
+    /// How often while nothing is in flight, or once operations have stayed
+    /// in flight for [`QUIET_LOOKS`] looks without any completing on a ring
+    /// the watcher served (a pipe nobody writes to).
     const IDLE_TICK: Duration = Duration::from_millis(100);
     const QUIET_LOOKS: u32 = 20;
 
-    struct State {
-        /// The watcher's thread, and the fork generation it runs in.
-        running: Option<(std::thread::Thread, u64)>,
-        /// Orphaned rings, held until nothing is in flight on them.
-        orphans: Vec<Arc<Inner>>,
+    /// Live rings made in this process copy (made, not yet dropped).
+    pub(super) static LIVE_RINGS: AtomicUsize = AtomicUsize::new(0);
+    /// Whether the last pass found operations in flight, and how many
+    /// passes in a row completed nothing.
+    static BUSY: AtomicBool = AtomicBool::new(false);
+    static QUIET: AtomicU32 = AtomicU32::new(0);
+    /// When the last pass started, in microseconds since `epoch()`.
+    static LAST_PASS_US: AtomicU64 = AtomicU64::new(0);
+
+    /// Orphaned rings, held until nothing is in flight on them.
+    static ORPHANS: Mutex<Vec<Arc<Inner>>> = Mutex::new(Vec::new());
+
+    fn epoch() -> Instant {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
     }
 
-    static STATE: Mutex<State> = Mutex::new(State {
-        running: None,
-        orphans: Vec::new(),
-    });
+    /// How long an engine thread may sleep before the next pass is due;
+    /// `None` while no reactor ring lives (in this process copy).
+    pub(crate) fn watch_tick() -> Option<Duration> {
+        if LIVE_RINGS.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let busy = BUSY.load(Ordering::Relaxed) && QUIET.load(Ordering::Relaxed) < QUIET_LOOKS;
+        Some(if busy { BUSY_TICK } else { IDLE_TICK })
+    }
 
-    /// Starts the watcher if it does not run in this process copy.
-    pub(super) fn ensure_running() {
-        let gen = crate::wait::fork_generation();
-        let Some(mut st) = lock_registry(&STATE) else {
+    /// Makes a pass if one is due (one engine thread makes it; others skip).
+    pub(crate) fn watch_if_due() {
+        let Some(tick) = watch_tick() else { return };
+        let now = epoch().elapsed().as_micros() as u64;
+        let last = LAST_PASS_US.load(Ordering::Relaxed);
+        // A little early is fine: timed waits end a bit before the tick.
+        if now.saturating_sub(last) + 1000 < tick.as_micros() as u64 {
             return;
-        };
-        if let Some((t, g)) = &st.running {
-            if *g == gen {
-                t.unpark();
-                return;
-            }
-            // Inherited from the parent: that thread is not in this copy.
-            st.orphans.retain(|o| !o.inherited());
         }
-        let spawned = std::thread::Builder::new()
-            .name("overlap-ring-watcher".into())
-            .spawn(run);
-        match spawned {
-            Ok(h) => st.running = Some((h.thread().clone(), gen)),
-            Err(e) => {
-                // Not eprintln!: it panics on a closed stderr pipe.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "overlap: could not start the ring watcher ({e}); a ring whose executor \
-                     stops reaping it is reaped only at engine shutdown"
-                );
-            }
+        if LAST_PASS_US
+            .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
         }
+        pass();
     }
 
-    /// Takes an orphaned ring; the watcher serves it at once.
+    /// Serves the orphans, and every live ring left unreaped since the
+    /// previous look.
+    fn pass() {
+        let orphans: Vec<Arc<Inner>> = lock_registry(&ORPHANS)
+            .map(|o| o.clone())
+            .unwrap_or_default();
+        let (mut busy, mut reaped) = (false, false);
+        for o in &orphans {
+            let (b, r) = o.reap_now(true, true);
+            (busy, reaped) = (busy | b, reaped | r);
+        }
+        for r in live_rings() {
+            if !r.orphaned.load(Ordering::Acquire) {
+                let (b, rr) = r.reap_now(false, true);
+                (busy, reaped) = (busy | b, reaped | rr);
+            }
+        }
+        BUSY.store(busy, Ordering::Relaxed);
+        if reaped {
+            QUIET.store(0, Ordering::Relaxed);
+        } else {
+            let _ = QUIET.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_add(1))
+            });
+        }
+        release_idle_orphans();
+    }
+
+    /// Lets go of the orphans with nothing in flight (the last handle's
+    /// drop closes the ring).
+    pub(crate) fn release_idle_orphans() {
+        let idle: Vec<Arc<Inner>> = {
+            let Some(mut o) = lock_registry(&ORPHANS) else {
+                return;
+            };
+            let (keep, idle) = std::mem::take(&mut *o)
+                .into_iter()
+                .partition(|r| r.still_busy());
+            *o = keep;
+            idle
+        };
+        // Outside the lock: the drop of the last handle closes the ring.
+        drop(idle);
+    }
+
+    /// Takes an orphaned ring: serves it once now, and the engines'
+    /// threads serve it until nothing is in flight.
     pub(super) fn adopt(inner: Arc<Inner>) {
-        match lock_registry(&STATE) {
-            Some(mut st) => st.orphans.push(inner),
-            // A child whose parent's watcher held the registry at the fork:
-            // nobody would reap it; forget it (never freed under the
+        let (busy, _) = inner.reap_now(true, true);
+        if !busy {
+            // Nothing in flight: nothing to serve (its last handle's drop
+            // closes it).
+            return;
+        }
+        let nudge = inner.any_engine();
+        match lock_registry(&ORPHANS) {
+            Some(mut o) => o.push(inner),
+            // A child whose parent's thread held the registry at the fork:
+            // nobody would serve it; forget it (never freed under the
             // kernel).
             None => std::mem::forget(inner),
         }
-        ensure_running();
-    }
-
-    fn run() {
-        let mut quiet = 0u32;
-        loop {
-            let orphans: Vec<Arc<Inner>> = lock(&STATE).orphans.clone();
-            let (mut busy, mut reaped) = (false, false);
-            for o in &orphans {
-                let (b, r) = o.reap_now(true, true);
-                (busy, reaped) = (busy | b, reaped | r);
-            }
-            for r in live_rings() {
-                if !r.orphaned.load(Ordering::Acquire) {
-                    let (b, r) = r.reap_now(false, true);
-                    (busy, reaped) = (busy | b, reaped | r);
-                }
-            }
-            quiet = if reaped { 0 } else { quiet.saturating_add(1) };
-            {
-                let mut st = lock(&STATE);
-                // An orphan with nothing in flight is let go of (and closed,
-                // if no handle is left).
-                let idle: Vec<Arc<Inner>> = {
-                    let (keep, idle) = std::mem::take(&mut st.orphans)
-                        .into_iter()
-                        .partition(|o| o.still_busy());
-                    st.orphans = keep;
-                    idle
-                };
-                let live =
-                    lock_registry(&LIVE).is_some_and(|l| l.iter().any(|w| w.strong_count() > 0));
-                if st.orphans.is_empty() && !live && idle.is_empty() {
-                    st.running = None;
-                    return;
-                }
-                drop(st);
-                // Outside the lock: the last handle's drop closes the ring.
-                drop(idle);
-            }
-            let tick = if busy && quiet < QUIET_LOOKS {
-                BUSY_TICK
-            } else {
-                IDLE_TICK
-            };
-            std::thread::park_timeout(tick);
+        BUSY.store(true, Ordering::Relaxed);
+        QUIET.store(0, Ordering::Relaxed);
+        if let Some(shared) = nudge {
+            shared.driver.nudge();
         }
     }
 
@@ -731,5 +763,13 @@ mod watcher {
                 Err(_) => true,
             }
         }
+
+        /// The engine of an operation in flight on the ring, if any.
+        fn any_engine(&self) -> Option<Arc<crate::engine::Shared>> {
+            let core = self.core.try_lock().ok()?;
+            core.any_in_flight().map(|op| Arc::clone(op.shared()))
+        }
     }
 }
+
+pub(crate) use watcher::{release_idle_orphans, watch_if_due, watch_tick};

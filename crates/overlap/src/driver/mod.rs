@@ -166,6 +166,13 @@ impl DriverHandle {
 
     /// Stops accepting work, lets everything in flight complete, and joins the
     /// driver's threads (unless called from one of them).
+    /// Wakes the engine's thread (io_uring) to look at the reactor rings.
+    pub(crate) fn nudge(&self) {
+        if let DriverHandle::Uring(d) = self {
+            d.nudge();
+        }
+    }
+
     pub(crate) fn shutdown(&self) {
         match self {
             DriverHandle::Uring(d) => d.shutdown(),

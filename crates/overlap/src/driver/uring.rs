@@ -285,6 +285,26 @@ impl UringDriver {
         }
     }
 
+    /// Wakes the engine thread wherever it sleeps, so that it looks at
+    /// the reactor rings (`crate::reactor::watch_tick`) from now on.
+    pub(crate) fn nudge(&self) {
+        let mut st = self.queue.lock();
+        if st.parked {
+            st.parked = false;
+            drop(st);
+            self.queue.idle.notify_one();
+            return;
+        }
+        let kick = st.sleeping && !st.wake_pending;
+        if kick {
+            st.wake_pending = true;
+        }
+        drop(st);
+        if kick {
+            self.queue.kick();
+        }
+    }
+
     pub(crate) fn shutdown(&self) {
         let kick = {
             let mut st = self.queue.lock();
@@ -352,7 +372,24 @@ impl EngineThread {
                     // Nothing in flight: nothing to wait for in the ring.
                     st.parked = true;
                     while st.ops.is_empty() && !st.shutdown {
-                        st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+                        // While reactor rings live, the engine thread is
+                        // also their watcher (`crate::reactor`).
+                        let Some(tick) = crate::reactor::watch_tick() else {
+                            st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+                            continue;
+                        };
+                        st.parked = true;
+                        st = self
+                            .queue
+                            .idle
+                            .wait_timeout(st, tick)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
+                        if st.ops.is_empty() && !st.shutdown {
+                            drop(st);
+                            crate::reactor::watch_if_due();
+                            st = self.queue.lock();
+                        }
                     }
                     st.parked = false;
                 }
@@ -376,9 +413,10 @@ impl EngineThread {
             if shutdown && self.core.in_flight() == 0 {
                 break;
             }
-            self.core.wait(None, &mut done);
+            self.core.wait(crate::reactor::watch_tick(), &mut done);
             self.queue.lock().sleeping = false;
             complete_all(&mut done);
+            crate::reactor::watch_if_due();
         }
         self.counters
             .workers
