@@ -269,26 +269,18 @@ impl UringDriver {
             return;
         }
         st.ops.push(op);
-        if st.parked {
-            st.parked = false;
-            drop(st);
-            self.queue.idle.notify_one();
-            return;
-        }
-        let kick = st.sleeping && !st.wake_pending;
-        if kick {
-            st.wake_pending = true;
-        }
-        drop(st);
-        if kick {
-            self.queue.kick();
-        }
+        self.wake(st);
     }
 
     /// Wakes the engine thread wherever it sleeps, so that it looks at
     /// the reactor rings (`crate::reactor::watch_tick`) from now on.
     pub(crate) fn nudge(&self) {
-        let mut st = self.queue.lock();
+        self.wake(self.queue.lock());
+    }
+
+    /// Wakes the engine thread: from its condition variable if parked,
+    /// else through the eventfd if it sleeps in its ring (once per sleep).
+    fn wake(&self, mut st: std::sync::MutexGuard<'_, QState>) {
         if st.parked {
             st.parked = false;
             drop(st);
