@@ -34,8 +34,9 @@
 //! A hub's life ends with its loop's: `overlap._loop` wraps `loop.close`
 //! and closes the hub right after the loop closed (the loop's collection
 //! closes it too, for a loop never closed). Closing it hands its ring to
-//! the engine ([`ReactorRing::orphan`]), whose reaper thread submits what
-//! is queued and completes what is in flight, without blocking the closing
+//! the engine ([`ReactorRing::orphan`]), whose ring watcher (passes the
+//! engine's thread makes) submits what is queued and completes what is in
+//! flight, without blocking the closing
 //! thread; the asyncio futures of the operations still in flight are
 //! dropped (nobody can await them on a closed loop), and so is every
 //! operation once it completes: its budget share and buffer are released.

@@ -27,7 +27,7 @@
 //! - A runtime that is not being run (`Handle::block_on` on a
 //!   current-thread runtime, or a second current-thread runtime on the same
 //!   thread while the first holds its ring) leaves its ring unreaped: the
-//!   watcher completes those operations within about 20 ms, late but
+//!   watcher completes those operations within 10-200 ms, late but
 //!   neither lost nor hung (`Stats::reaped_by_watcher` counts them).
 //! - A runtime built without its I/O driver (no `enable_io`) cannot watch a
 //!   ring; tokio offers no way to ask but a panic, which is caught (and kept

@@ -406,6 +406,13 @@ impl Shared {
     }
 
     fn shutdown(&self) {
+        if self.forked() {
+            // A child's copy of a parent's engine: its threads, its rings
+            // and the operations counted in flight are the parent's. Refuse
+            // what comes; wait for and join nothing (leaked, not freed).
+            self.shut.store(true, Ordering::Release);
+            return;
+        }
         if !self.shut.swap(true, Ordering::AcqRel) {
             // Operations on threads' own rings are reaped by the threads
             // waiting for them; the calling thread reaps its own. Reactor
@@ -444,6 +451,11 @@ struct EngineInner {
 
 impl Drop for EngineInner {
     fn drop(&mut self) {
+        if self.shared.forked() {
+            // A parent's engine in a forked child: nothing of its driver
+            // (threads, rings, AIO context) may be torn down here.
+            std::mem::forget(Arc::clone(&self.shared));
+        }
         self.shared.shutdown();
     }
 }

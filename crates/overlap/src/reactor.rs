@@ -309,8 +309,17 @@ impl ReactorRing {
     /// away: a runtime dropped, an event loop closed, the ring's thread
     /// exiting. Idempotent; does nothing in a forked child.
     pub fn orphan(&self) {
-        if self.inner.inherited() || self.inner.orphaned.swap(true, Ordering::AcqRel) {
+        if self.inner.inherited() {
             return;
+        }
+        {
+            // Under the ring's lock: a submission holding it either went on
+            // the ring before (and `adopt` below sees it in flight) or sees
+            // the flag after, and goes to the driver.
+            let _core = lock(&self.inner.core);
+            if self.inner.orphaned.swap(true, Ordering::AcqRel) {
+                return;
+            }
         }
         // The flusher's task (an integration's reaper) learns it this way.
         let flusher = lock(&self.inner.flusher).take();
@@ -470,18 +479,30 @@ fn resubmit_after_exit(done: &mut Vec<Done>) {
     }
     let mut kept = Vec::with_capacity(done.len());
     for d in done.drain(..) {
-        if !failed_by_exit(d.res) || matches!(d.op.kind(), crate::ops::OpKind::Nop(_)) {
+        // Reads and writes only (as on ports): what else a ring carries
+        // (open, close, sync, ...) keeps the kernel's answer.
+        let transfer = !matches!(d.op.kind().transfer(), crate::ops::Transfer::None);
+        if !failed_by_exit(d.res) || !transfer {
             kept.push(d);
             continue;
         }
         let op = d.op;
         let shared = Arc::clone(op.shared());
+        if shared.forked() {
+            // A child's ring carrying an operation of the parent's engine,
+            // whose driver's threads are not here.
+            kept.push(Done {
+                op,
+                res: crate::op::ENGINE_ACROSS_FORK,
+                inline: false,
+            });
+            continue;
+        }
         shared.counters.resubmitted.fetch_add(1, Ordering::Relaxed);
-        // Counted out of the rings before it goes to the driver; the
-        // driver still runs (shutdown stops it only once nothing is on the
-        // rings), and refuses it with `Shutdown` if it must.
-        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        // Handed to the driver while still counted on the rings, so that a
+        // shutdown cannot stop the driver in between; counted out after.
         shared.driver.submit_as(op, true);
+        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
     }
     *done = kept;
 }
@@ -522,7 +543,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         return Err(op);
     }
     let engine = Arc::as_ptr(op.shared()) as usize;
-    if inner.nudged.load(Ordering::Relaxed) != engine {
+    if inner.nudged.load(Ordering::Relaxed) != engine && !op.shared().forked() {
         // The engine's thread watches the reactor rings from now on, even
         // if it was asleep with no timeout when this ring was made.
         inner.nudged.store(engine, Ordering::Relaxed);
@@ -532,6 +553,12 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     let mut done = Vec::new();
     let wake_flusher = {
         let mut core = lock(&inner.core);
+        if inner.orphaned.load(Ordering::Acquire) {
+            // Orphaned since the check above: not on this ring.
+            drop(core);
+            op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+            return Err(op);
+        }
         core.push(op, &mut done);
         let deferred = core.in_flight() > DEFER_FROM
             && core.pending() < batch_limit()
@@ -560,7 +587,9 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
 /// would reap them may be the very one blocked in the shutdown.
 pub(crate) fn reap_all() {
     for inner in live_rings() {
-        let _ = inner.reap_now(true, false);
+        // Counted as the watcher's: reaped by someone other than the
+        // ring's executor.
+        let _ = inner.reap_now(true, true);
     }
 }
 

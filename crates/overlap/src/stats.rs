@@ -60,7 +60,8 @@ pub struct Stats {
     /// The rest of `submitted` went through the engine's driver (its thread,
     /// or the pool), a port's ring, or the fast path.
     pub submitted_on_reactor_rings: u64,
-    /// Operations completed by the engine's ring watcher: their reactor
+    /// Operations completed by the engine's ring watcher, or by an engine
+    /// shutting down, rather than by their reactor ring's executor: the
     /// ring was orphaned, or nobody reaped it for a look of the watcher
     /// (see [`ReactorRing`](crate::ReactorRing)).
     pub reaped_by_watcher: u64,

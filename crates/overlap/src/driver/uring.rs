@@ -400,6 +400,9 @@ impl EngineThread {
                 }
                 self.submit(&mut done);
                 complete_all(&mut done);
+                // Under steady load this branch may run for long: the
+                // reactor rings' passes are due here too.
+                crate::reactor::watch_if_due();
                 continue;
             }
             if shutdown && self.core.in_flight() == 0 {
