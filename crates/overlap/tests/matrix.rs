@@ -751,8 +751,18 @@ fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// Threads of this process, less the kernel's io-wq workers (`iou-wrk-*`):
+/// they belong to a live thread's io_uring and linger idle for seconds.
 fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm"))
+                .map(|c| !c.starts_with("iou-wrk"))
+                .unwrap_or(true)
+        })
+        .count()
 }
 
 /// Runs every cell for `d`, in this process, and prints the table.
