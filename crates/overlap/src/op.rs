@@ -173,12 +173,6 @@ impl<B: Send + 'static> OpCell<B> {
         (res, out)
     }
 
-    /// Whether the operation reads or writes data (not a no-op or a call on
-    /// the descriptor).
-    pub(crate) fn is_transfer(&self) -> bool {
-        !matches!(self.kind.transfer(), crate::ops::Transfer::None)
-    }
-
     /// Records a result obtained before submission (a port's ring delivers
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {

@@ -634,6 +634,17 @@ impl OpKind {
         }
     }
 
+    /// Whether a result of this operation on a port's or a reactor's ring
+    /// means that Linux failed it, unperformed, because the thread that
+    /// submitted it exited: `-ECANCELED` (its queued io-wq work or armed
+    /// poll dropped) or `-EFAULT` (a buffered read finished on a kernel
+    /// worker without the process's memory; every buffer is the engine's).
+    /// Only reads and writes are submitted again for it.
+    pub(crate) fn failed_by_submitter_exit(&self, res: i64) -> bool {
+        (res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT))
+            && !matches!(self.transfer(), Transfer::None)
+    }
+
     /// The byte counter a successful result adds to.
     pub(crate) fn transfer(&self) -> Transfer {
         match self {

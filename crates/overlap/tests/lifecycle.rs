@@ -402,21 +402,8 @@ fn a_forked_child_leaves_the_parents_ring_alone() {
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(code) };
     }
-    let start = Instant::now();
-    let status = loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the child hung on the parent's ring");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = wait_pid_within(pid, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("on the parent's ring: {e}"));
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "child status {status}"

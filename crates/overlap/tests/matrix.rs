@@ -346,24 +346,11 @@ fn fork_child_goes_on(d: Driver, data: &Path) -> Result<(), String> {
         .unwrap_or(false);
         std::process::exit(if ok { 0 } else { 3 });
     }
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-                Ok(())
-            } else {
-                Err(format!("the child ended with status {status}"))
-            };
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            return Err("the child hung".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let status = wait_pid_within(pid, Duration::from_secs(20))?;
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(format!("the child ended with status {status}"))
     }
 }
 

@@ -273,8 +273,10 @@ impl<B: Send + 'static> PortRing<B> {
     /// Submits the operation again if its submitter's exit failed it (see
     /// [`try_take`](Self::try_take)); gives the completion back otherwise.
     fn resubmit_or_keep(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Taken<B>> {
-        let by_exit = res == -libc::ECANCELED || res == -libc::EFAULT;
-        if by_exit && cell.is_transfer() && cell.may_resubmit() && cell.reclaim_file() {
+        if cell.kind().failed_by_submitter_exit(i64::from(res))
+            && cell.may_resubmit()
+            && cell.reclaim_file()
+        {
             cell.shared()
                 .counters
                 .resubmitted

@@ -798,3 +798,27 @@ pub fn fd_flags(fd: i32) -> i32 {
     assert!(r >= 0, "fcntl(F_GETFL) failed");
     r
 }
+
+/// Waits for our child `pid` (a `fork` of this test) to end; kills it and
+/// says so if it has not within `limit`. The raw wait status otherwise.
+pub fn wait_pid_within(pid: libc::pid_t, limit: Duration) -> Result<i32, String> {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child; writes one int.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Ok(status);
+        }
+        if start.elapsed() > limit {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: reaps our own (killed) child; writes one int.
+            let _ = unsafe { libc::waitpid(pid, &mut status, 0) };
+            return Err(format!(
+                "the child was still running after {limit:?} (hung)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
