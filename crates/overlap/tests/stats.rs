@@ -6,6 +6,7 @@
 use crate::common::*;
 use futures::future::join_all;
 use overlap::{Access, AlignedBufPool, Engine, File, OpenOptions};
+use std::os::fd::AsRawFd;
 
 per_driver!(
     cached_buffered_reads_are_fast_path_hits_and_inline,
@@ -89,9 +90,21 @@ fn evicted_reads_are_fast_path_misses(d: Driver) {
         .open(&engine, &path)
         .wait()
         .unwrap();
+    // A device that answers within the submitting call (a host cache below
+    // a virtual disk) lets the kernel finish the read-ahead a failed
+    // `RWF_NOWAIT` attempt starts before the attempt gives up: the page is
+    // then really served, a true hit. A raw `RWF_NOWAIT` probe of another
+    // evicted page, interleaved with the engine's reads, tells whether the
+    // kernel does that now.
+    let probe = std::fs::File::open(&path).unwrap();
+    // SAFETY: plain descriptor call; no read-ahead past the probed page.
+    let r = unsafe { libc::posix_fadvise(probe.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(r, 0);
+    let mut probe_hits = 0u64;
     let before = engine.stats();
     let n = 8u64;
     for i in 0..n {
+        probe_hits += u64::from(raw_nowait_read(&probe, i * (1 << 20) + (512 << 10)));
         let off = i * (1 << 20) + 12_288;
         let (res, buf) = f.read_at(vec![0u8; 4096], off).wait();
         assert_eq!(res.unwrap(), 4096);
@@ -103,16 +116,26 @@ fn evicted_reads_are_fast_path_misses(d: Driver) {
         after.fast_path_misses - before.fast_path_misses,
         after.fast_path_skipped - before.fast_path_skipped,
     );
-    eprintln!("after eviction: {hits} hits, {misses} misses, {skipped} skipped");
+    eprintln!(
+        "after eviction: {hits} hits, {misses} misses, {skipped} skipped; raw probe: {probe_hits} of {n} served without waiting"
+    );
     assert_eq!(
         hits + misses + skipped,
         n,
         "every buffered read tried the fast path or skipped it"
     );
-    assert!(
-        misses >= 1,
-        "reads of evicted pages miss the cache: {after:?}"
-    );
+    if probe_hits == 0 {
+        assert!(
+            misses >= 1,
+            "reads of evicted pages miss the cache: {after:?}"
+        );
+    } else if misses == 0 {
+        eprintln!(
+            "SKIPPED: evicted_reads_are_fast_path_misses (miss count only): the kernel served \
+             {probe_hits} of {n} evicted pages within a raw RWF_NOWAIT call (the device answers \
+             within the call), so the engine's {hits} hits are real"
+        );
+    }
     assert_eq!(after.submitted - before.submitted, n);
     assert_eq!(after.completed - before.completed, n);
     assert!(
@@ -394,6 +417,19 @@ fn fast_path_backs_off_after_misses_and_returns_when_cached(d: Driver) {
 
 /// Pages of the first `len` bytes of `fd` that are in the page cache
 /// (`mincore` on a shared read-only mapping).
+/// One `preadv2(RWF_NOWAIT)` of 4 KiB at `off`: whether the kernel served
+/// it without waiting.
+fn raw_nowait_read(f: &std::fs::File, off: u64) -> bool {
+    let mut buf = vec![0u8; 4096];
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: `iov` describes `buf`, live and exclusively ours for the call.
+    let r = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, off as libc::off_t, libc::RWF_NOWAIT) };
+    r == 4096
+}
+
 fn resident_pages(fd: i32, len: usize) -> usize {
     // SAFETY: a fresh read-only shared mapping of `len` bytes of our own
     // descriptor, unmapped below; the result is checked.
