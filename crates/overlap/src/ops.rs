@@ -641,8 +641,15 @@ impl OpKind {
     /// worker without the process's memory; every buffer is the engine's).
     /// Only reads and writes are submitted again for it.
     pub(crate) fn failed_by_submitter_exit(&self, res: i64) -> bool {
-        (res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT))
-            && !matches!(self.transfer(), Transfer::None)
+        Self::may_have_failed_by_submitter_exit(res) && !matches!(self.transfer(), Transfer::None)
+    }
+
+    /// Whether `res` is one of the results an exiting submitter leaves
+    /// (see [`failed_by_submitter_exit`](Self::failed_by_submitter_exit)),
+    /// whatever the operation.
+    #[inline]
+    pub(crate) fn may_have_failed_by_submitter_exit(res: i64) -> bool {
+        res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT)
     }
 
     /// The byte counter a successful result adds to.

@@ -10,6 +10,7 @@ use std::task::Waker;
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::error::FallbackReason;
 use crate::op::Completable;
+use crate::ops::OpKind;
 
 /// Submission-queue entries of a reactor ring (a full queue is submitted
 /// and refilled, so more may be in flight).
@@ -358,10 +359,19 @@ impl Inner {
     /// a child finds it so, the child's copies of the operations in flight
     /// fail with `Error::Forked` (their futures are woken), and the ring is
     /// never touched.
+    #[inline]
     fn inherited(&self) -> bool {
         if self.generation == crate::wait::fork_generation() {
             return false;
         }
+        self.give_up_inherited();
+        true
+    }
+
+    /// The first time a child finds the ring inherited: fails the child's
+    /// copies of the operations in flight (see [`inherited`](Self::inherited)).
+    #[cold]
+    fn give_up_inherited(&self) {
         if !self.given_up.swap(true, Ordering::AcqRel) {
             let mut done = Vec::new();
             // Locked by a thread of the parent at the fork: that thread is
@@ -374,7 +384,6 @@ impl Inner {
                 crate::driver::report_panic("an operation a forked child inherited", &p);
             }
         }
-        true
     }
 
     /// Wakes the registered flusher, if any.
@@ -473,13 +482,20 @@ fn finish(done: &mut Vec<Done>) {
 /// buffered read of an exiting submitter), with nothing copied. Either way
 /// the operation had no effect, and performing it again is what its caller
 /// asked for. The driver's result is final: it never comes back here.
+#[inline]
 fn resubmit_after_exit(done: &mut Vec<Done>) {
-    if !done
-        .iter()
-        .any(|d| d.op.kind().failed_by_submitter_exit(d.res))
-    {
-        return;
+    // The result first: it is in hand, the kind is behind a virtual call.
+    if done.iter().any(|d| {
+        OpKind::may_have_failed_by_submitter_exit(d.res)
+            && d.op.kind().failed_by_submitter_exit(d.res)
+    }) {
+        resubmit_failed(done);
     }
+}
+
+/// The rare part of [`resubmit_after_exit`].
+#[cold]
+fn resubmit_failed(done: &mut Vec<Done>) {
     let mut kept = Vec::with_capacity(done.len());
     for d in done.drain(..) {
         if !d.op.kind().failed_by_submitter_exit(d.res) {

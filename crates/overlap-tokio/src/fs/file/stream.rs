@@ -41,6 +41,19 @@ pub(super) struct Cursor {
 /// file, whatever its length now is (resolved with `statx` when needed).
 pub(super) const AT_END: u64 = u64::MAX;
 
+/// This operation's turn on a shared cursor (`None`: not shared, no turn
+/// needed). A macro, not an `async fn`: an unshared cursor, the common
+/// case, then costs one load and no nested future.
+macro_rules! turn {
+    ($cursor:expr) => {
+        if $cursor.is_shared() {
+            Some($cursor.turn.lock().await)
+        } else {
+            None
+        }
+    };
+}
+
 impl Cursor {
     pub(super) fn new(pos: u64) -> Cursor {
         Cursor {
@@ -59,14 +72,10 @@ impl Cursor {
     pub(super) fn share(&self) {
         self.shared.store(true, Ordering::Release);
     }
-    /// This operation's turn on a shared cursor (`None`: not shared, no
-    /// turn needed).
-    pub(super) async fn turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        if self.shared.load(Ordering::Acquire) {
-            Some(self.turn.lock().await)
-        } else {
-            None
-        }
+    /// Whether a clone shares the cursor (operations then take turns).
+    #[inline]
+    pub(super) fn is_shared(&self) -> bool {
+        self.shared.load(Ordering::Acquire)
     }
     /// Moves the cursor back over `n` bytes read ahead but not consumed
     /// (relative, as tokio's `lseek(SEEK_CUR, -n)`).
@@ -127,7 +136,7 @@ impl Cursor {
     /// Moves the cursor back over `n` unread bytes, in this operation's turn.
     pub(super) async fn unread_in_turn(&self, n: usize) {
         if n > 0 {
-            let _turn = self.turn().await;
+            let _turn = turn!(self);
             self.unread(n);
         }
     }
@@ -244,7 +253,7 @@ async fn read_op(
 ) -> (Operation, Buf) {
     // Started only with nothing left read ahead.
     buf.discard();
-    let _turn = cursor.turn().await;
+    let _turn = turn!(cursor);
     let offset = match cursor.resolve(&file).await {
         Ok(o) => o,
         Err(e) => return (Operation::Read(Err(e)), buf),
@@ -279,7 +288,7 @@ async fn write_op(
     data: Vec<u8>,
     unread: usize,
 ) -> (Operation, Buf) {
-    let turn = cursor.turn().await;
+    let turn = turn!(cursor);
     cursor.unread(unread);
     let len = data.len() as u64;
     if file.is_append() {
@@ -315,6 +324,25 @@ async fn write_op(
     }
 }
 
+/// Where a seek to `pos` lands when that is known without the file's
+/// length and valid; `None` when it needs the length (`SeekFrom::End`, or a
+/// cursor at the end of an appended file) or is invalid (the asynchronous
+/// seek then reports the error).
+fn seek_target_now(cursor: &Cursor, pos: SeekFrom) -> Option<u64> {
+    let n = match pos {
+        SeekFrom::Start(n) => n,
+        SeekFrom::Current(d) => {
+            let cur = cursor.get();
+            if cur == AT_END {
+                return None;
+            }
+            cur.checked_add_signed(d)?
+        }
+        SeekFrom::End(_) => return None,
+    };
+    (n <= i64::MAX as u64).then_some(n)
+}
+
 /// Moves the cursor as `pos` says, after giving back `unread` bytes read
 /// ahead (so that `SeekFrom::Current` counts from the position the reader
 /// has reached).
@@ -325,7 +353,7 @@ async fn seek_op(
     unread: usize,
     buf: Buf,
 ) -> (Operation, Buf) {
-    let _turn = cursor.turn().await;
+    let _turn = turn!(cursor);
     cursor.unread(unread);
     let invalid = || {
         io::Error::new(
@@ -410,6 +438,22 @@ impl AsyncSeek for File {
                 // Bytes read ahead are given back: the cursor returns to
                 // the position the reader has reached.
                 let unread = buf.discard();
+                if !me.cursor.is_shared() {
+                    // Nothing else moves an unshared cursor and no
+                    // operation is in flight: a seek that needs no file
+                    // length is done here, as `lseek` would be, and
+                    // `poll_complete` reports it.
+                    me.cursor.unread(unread);
+                    if let Some(n) = seek_target_now(&me.cursor, pos) {
+                        me.cursor.set(n);
+                        inner.pos = n;
+                        return Ok(());
+                    }
+                    let buf = std::mem::take(buf);
+                    let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, 0, buf);
+                    inner.state = State::Busy(Box::pin(fut));
+                    return Ok(());
+                }
                 let buf = std::mem::take(buf);
                 let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, unread, buf);
                 inner.state = State::Busy(Box::pin(fut));
