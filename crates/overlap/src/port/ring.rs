@@ -29,7 +29,7 @@ use super::Completion;
 use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
 use crate::op::{to_result, Completable, OpCell};
-use crate::ops::Opcodes;
+use crate::ops::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
 
@@ -264,6 +264,9 @@ impl<B: Send + 'static> PortRing<B> {
         }
         loop {
             let (cell, res, inline) = self.pop()?;
+            if !OpKind::may_have_failed_by_submitter_exit(i64::from(res)) {
+                return self.complete(cell, res, inline);
+            }
             if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
                 return self.complete(cell, res, inline);
             }
