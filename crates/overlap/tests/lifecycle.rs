@@ -332,6 +332,35 @@ fn an_orphaned_ring_completes_its_operations() {
     assert!(wait_until(LIMIT, || ring.in_flight() == 0));
 }
 
+/// Dropping the last handle of a ring with a pipe read in flight, without
+/// orphaning it first: the drop returns at once (it used to wait for the
+/// read, forever if nobody wrote), and the watcher completes the read.
+#[test]
+fn dropping_the_last_handle_of_a_busy_ring_does_not_block() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    let dir = tempdir();
+    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 4], 0));
+    assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
+    let clone = ring.clone();
+    drop(ring);
+    assert!(!clone.is_orphaned(), "a handle is left: the ring is live");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(clone);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(LIMIT)
+        .expect("dropping the last handle blocked on the pipe read");
+    writer.write_all(b"drop").unwrap();
+    let (res, buf) = finish(pipe, None, LIMIT);
+    assert_eq!(res.unwrap(), 4);
+    assert_eq!(&buf[..4], b"drop");
+}
+
 /// A ring whose executor stops reaping it (a runtime that is not being
 /// run): the watcher completes its operations, late but not lost.
 #[test]

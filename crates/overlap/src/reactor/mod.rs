@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 
@@ -86,7 +86,9 @@ const CQ_ENTRIES: u32 = 4096;
 ///   is blocked ([`Stats::submitted_on_reactor_rings`](crate::Stats) says
 ///   which path operations took).
 ///
-/// Cloning gives another handle to the same ring.
+/// Cloning gives another handle to the same ring. Dropping the last handle
+/// with operations in flight [orphans](ReactorRing::orphan) the ring: the
+/// drop never blocks, and the watcher completes them.
 ///
 /// ```
 /// use overlap::{Engine, OpenOptions, ReactorRing};
@@ -116,9 +118,33 @@ const CQ_ENTRIES: u32 = 4096;
 /// assert_eq!(res?, 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
 pub struct ReactorRing {
     inner: Arc<Inner>,
+}
+
+impl Clone for ReactorRing {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        ReactorRing {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl Drop for ReactorRing {
+    fn drop(&mut self) {
+        // The last handle (the watcher's and the registry's references are
+        // not handles): nobody can submit or reap any more. What is in
+        // flight goes to the watcher, as `orphan` hands it, rather than the
+        // ring's drop blocking until the kernel is done (forever, for a
+        // pipe nobody writes).
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && !self.inner.orphaned.load(Ordering::Acquire)
+            && self.in_flight() > 0
+        {
+            self.orphan();
+        }
+    }
 }
 
 struct Inner {
@@ -132,6 +158,9 @@ struct Inner {
     /// Handed to the watcher ([`ReactorRing::orphan`]): nothing submits on
     /// it any more.
     orphaned: AtomicBool,
+    /// Live [`ReactorRing`] handles (the watcher's and the registry's
+    /// references are not counted).
+    handles: AtomicUsize,
     /// In a child after `fork`: the inherited operations were failed.
     given_up: AtomicBool,
     /// The engine (its `Shared`'s address) whose thread was last asked to
@@ -187,6 +216,7 @@ impl ReactorRing {
             fd,
             generation: crate::wait::fork_generation(),
             orphaned: AtomicBool::new(false),
+            handles: AtomicUsize::new(1),
             given_up: AtomicBool::new(false),
             nudged: std::sync::atomic::AtomicUsize::new(0),
             seen: Mutex::new((0, 0)),
