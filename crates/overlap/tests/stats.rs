@@ -138,10 +138,12 @@ fn evicted_reads_are_fast_path_misses(d: Driver) {
     }
     assert_eq!(after.submitted - before.submitted, n);
     assert_eq!(after.completed - before.completed, n);
-    assert!(
-        after.submit_syscalls > before.submit_syscalls,
-        "misses go to the driver"
-    );
+    if misses + skipped > 0 {
+        assert!(
+            after.submit_syscalls > before.submit_syscalls,
+            "misses go to the driver"
+        );
+    }
     if !d.is_uring() {
         // `.wait()` on the pool runs the read on the waiting thread: the
         // result is known when the call returns, so it is inline.
