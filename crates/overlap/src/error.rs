@@ -49,7 +49,8 @@ pub enum FallbackReason {
     /// `io_uring_setup` returned ENOMEM: the locked-memory limit is too small
     /// for the rings (kernels before 5.12 charge rings to `RLIMIT_MEMLOCK`).
     MemoryLimit,
-    /// The kernel's io_uring lacks an operation the engine needs.
+    /// The kernel's io_uring lacks an operation or a feature the engine
+    /// needs (named, with the Linux version that brought it).
     MissingOpcode(&'static str),
     /// Any other setup error.
     Other(String),

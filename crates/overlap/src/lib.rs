@@ -114,7 +114,16 @@
 //! refuses the second); an operation started after shutdown began is
 //! refused with [`Error::Shutdown`]. What waits: shutdown, `.wait()` and a
 //! dropped [`Port`] wait as long as the kernel does (for a pipe read, until
-//! a writer writes); [`ReactorRing::orphan`] never waits.
+//! a writer writes); [`ReactorRing::orphan`] never waits, nor does dropping
+//! the last handle of a ring (it orphans a ring with operations in flight).
+//!
+//! Known limits: in a child after `fork`, a child's copy of an operation
+//! whose reactor ring was locked by a parent thread at the instant of the
+//! fork stays pending instead of failing with [`Error::Forked`] (the ring is
+//! never touched in the child; nothing leaks into the parent). The ring
+//! watcher's and ports' timed waits need Linux 5.11 (`IORING_FEAT_EXT_ARG`):
+//! an older kernel's io_uring is not used (the engine says so and falls
+//! back).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

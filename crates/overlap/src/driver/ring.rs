@@ -80,6 +80,14 @@ pub(crate) fn build_ring(
         b.setup_cqsize(cq_entries).setup_clamp();
         apply(&mut b);
         match b.build(entries) {
+            // Timed waits (the ring watcher's, a port's `next_timeout`) pass
+            // their timeout through `io_uring_enter`'s extended argument;
+            // without it they would fail at every wait.
+            Ok(ring) if !ring.params().is_feature_ext_arg() => {
+                return Err(FallbackReason::MissingOpcode(
+                    "IORING_FEAT_EXT_ARG (timed waits, Linux 5.11)",
+                ))
+            }
             Ok(ring) => return Ok((ring, name)),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
             Err(e) => return Err(reason_for(&e)),
