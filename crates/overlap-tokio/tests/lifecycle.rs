@@ -309,6 +309,49 @@ fn a_runtime_without_io() {
     );
 }
 
+/// Item C under `panic = "abort"`: the example `no_io_runtime`, built with
+/// the workspace's `panic-abort` profile (every crate compiled to abort), uses
+/// overlap_tokio::fs on runtimes without an I/O driver. Before the fix the
+/// registration's panic ended such a process (exit 134); it must exit 0 and
+/// print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
+/// the rings anyway, brings the abort back: the check can fail.)
+#[test]
+fn a_runtime_without_io_under_panic_abort() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let target = tmp.parent().expect("the target directory");
+    let built = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--profile",
+            "panic-abort",
+            "-p",
+            "overlap-tokio",
+            "--example",
+            "no_io_runtime",
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "building the example with panic = abort");
+    let exe = target.join("panic-abort/examples/no_io_runtime");
+    let dir = tempdir();
+    let out = std::process::Command::new(&exe)
+        .arg(dir.path())
+        .output()
+        .expect("the example runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the panic = abort program failed ({}):\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("panic strategy abort"), "{stdout}");
+    assert!(stderr.is_empty(), "nothing on stderr:\n{stderr}");
+}
+
 /// Item D: `shutdown_timeout` with reads in flight that never complete on
 /// their own returns within its timeout and leaves no worker thread behind
 /// (the watcher completes the reads once the pipe is written).
