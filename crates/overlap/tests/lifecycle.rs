@@ -293,19 +293,52 @@ fn reactor_ring_operations_of_an_exiting_submitter_complete() {
     );
 }
 
+/// A pipe read of `len` bytes polled once inside a fresh reactor ring's
+/// `enter` (pending: nothing written yet), with what the test needs to go
+/// on: the engine, the ring, the pipe's writer and the read's future.
+struct PipeOnRing {
+    engine: Engine,
+    ring: ReactorRing,
+    writer: std::fs::File,
+    read: Read,
+    _dir: tempfile::TempDir,
+}
+
+fn pipe_read_on_a_ring(len: usize) -> Option<PipeOnRing> {
+    let engine = uring_engine()?;
+    let ring = ring_or_skip()?;
+    let dir = tempdir();
+    let (fifo, writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let mut read: Read = Box::pin(fifo.read_at(vec![0u8; len], 0));
+    assert!(ring.enter(|| read.as_mut().poll(&mut cx)).is_pending());
+    Some(PipeOnRing {
+        engine,
+        ring,
+        writer,
+        read,
+        _dir: dir,
+    })
+}
+
 /// An orphaned ring: the watcher completes what is in flight on it (a pipe
 /// read written to later) and wakes its future; operations polled inside
 /// its `enter` afterwards go to the engine's driver.
 #[test]
 fn an_orphaned_ring_completes_its_operations() {
-    let Some(engine) = uring_engine() else { return };
-    let Some(ring) = ring_or_skip() else { return };
-    let dir = tempdir();
-    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
+    let Some(PipeOnRing {
+        engine,
+        ring,
+        mut writer,
+        read: pipe,
+        _dir: dir,
+    }) = pipe_read_on_a_ring(5)
+    else {
+        return;
+    };
     let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
-    let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
-    assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
     assert_eq!(ring.in_flight(), 1);
     ring.orphan();
     assert!(ring.is_orphaned());
@@ -337,14 +370,18 @@ fn an_orphaned_ring_completes_its_operations() {
 /// read, forever if nobody wrote), and the watcher completes the read.
 #[test]
 fn dropping_the_last_handle_of_a_busy_ring_does_not_block() {
-    let Some(engine) = uring_engine() else { return };
-    let Some(ring) = ring_or_skip() else { return };
-    let dir = tempdir();
-    let (fifo, mut writer, _p) = fifo_pair(&engine, dir.path(), "fifo");
-    let waker = &futures::task::noop_waker();
-    let mut cx = Context::from_waker(waker);
-    let mut pipe: Read = Box::pin(fifo.read_at(vec![0u8; 4], 0));
-    assert!(ring.enter(|| pipe.as_mut().poll(&mut cx)).is_pending());
+    // The engine is kept to the end: dropping its last handle is a
+    // shutdown, which waits for the pipe read in flight.
+    let Some(PipeOnRing {
+        engine: _engine,
+        ring,
+        mut writer,
+        read: pipe,
+        _dir,
+    }) = pipe_read_on_a_ring(4)
+    else {
+        return;
+    };
     let clone = ring.clone();
     drop(ring);
     assert!(!clone.is_orphaned(), "a handle is left: the ring is live");
