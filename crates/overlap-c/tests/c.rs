@@ -255,3 +255,24 @@ fn c_examples_build_and_run() {
         }
     }
 }
+
+/// The README's C example is examples/c/hello.c, which the test above
+/// compiles and runs; the link line it shows is pkg-config's.
+#[test]
+fn readme_c_example_is_hello_c() {
+    let root = manifest_dir().join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let hello = std::fs::read_to_string(root.join("examples/c/hello.c")).unwrap();
+    let section = readme
+        .split("## C: liboverlap")
+        .nth(1)
+        .expect("the README has a C section");
+    let block = section
+        .split("```c\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the C section has a C block");
+    assert_eq!(block, hello, "README.md's C example differs from examples/c/hello.c");
+    assert!(section.contains("cc examples/c/hello.c $(pkg-config --cflags --libs overlap) -o hello"));
+    assert!(hello.lines().count() <= 26, "a short example");
+}
