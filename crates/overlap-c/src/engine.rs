@@ -182,12 +182,12 @@ pub extern "C" fn overlap_engine_create(
             OVERLAP_DRIVER_URING => DriverChoice::Uring,
             OVERLAP_DRIVER_AIO => DriverChoice::Aio,
             OVERLAP_DRIVER_POOL => DriverChoice::Pool,
-            other => {
-                return fail(
-                    libc::EINVAL,
-                    format!("{F}: driver {other} is not one of OVERLAP_DRIVER_AUTO, _URING, _AIO, _POOL"),
-                )
-            }
+            other => return fail(
+                libc::EINVAL,
+                format!(
+                    "{F}: driver {other} is not one of OVERLAP_DRIVER_AUTO, _URING, _AIO, _POOL"
+                ),
+            ),
         };
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let mut b = Engine::builder()
@@ -233,7 +233,9 @@ pub extern "C" fn overlap_engine_driver(engine: *const overlap_engine) -> i32 {
 /// and a NUL (nothing when `len` is 0); returns the full length.
 fn copy_text(text: &str, buf: *mut c_char, len: u64) -> i64 {
     if !buf.is_null() && len > 0 {
-        let n = text.len().min(usize::try_from(len - 1).unwrap_or(usize::MAX));
+        let n = text
+            .len()
+            .min(usize::try_from(len - 1).unwrap_or(usize::MAX));
         // SAFETY: the caller lends `len` writable bytes at buf; n < len.
         unsafe {
             std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);

@@ -95,7 +95,10 @@ macro_rules! handle {
     ($ptr:expr, $what:expr, $fn:expr) => {{
         let p = $ptr;
         if p.is_null() {
-            return $crate::error::fail(libc::EINVAL, format!("{}: the {} handle is NULL", $fn, $what));
+            return $crate::error::fail(
+                libc::EINVAL,
+                format!("{}: the {} handle is NULL", $fn, $what),
+            );
         }
         // SAFETY: the caller passes a handle this library made and has not
         // freed (the header's rule for every handle); NULL was refused above.

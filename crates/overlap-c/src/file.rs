@@ -148,10 +148,7 @@ pub extern "C" fn overlap_file_adopt(
         // SAFETY: F_GETFD on any number is harmless; it tells whether fd
         // is an open descriptor.
         if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-            return fail(
-                libc::EBADF,
-                format!("{F}: {fd} is not an open descriptor"),
-            );
+            return fail(libc::EBADF, format!("{F}: {fd} is not an open descriptor"));
         }
         // SAFETY: fd is open (checked above) and the caller hands it over:
         // nothing else closes it from now on (the function's contract).

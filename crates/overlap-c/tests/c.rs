@@ -44,7 +44,8 @@ fn cc() -> String {
 }
 
 fn out_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("overlap-c-{}", std::process::id()));
+    let d =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("overlap-c-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -77,14 +78,16 @@ enum Link {
 fn compile(src: &Path, out: &Path, link: Link) {
     let lib = lib_dir();
     let mut cmd = Command::new(cc());
-    cmd.args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
-        .arg("-I")
-        .arg(manifest_dir().join("include"))
-        .arg("-I")
-        .arg(manifest_dir().join("tests/c"))
-        .arg(src)
-        .arg("-o")
-        .arg(out);
+    cmd.args([
+        "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
+    ])
+    .arg("-I")
+    .arg(manifest_dir().join("include"))
+    .arg("-I")
+    .arg(manifest_dir().join("tests/c"))
+    .arg(src)
+    .arg("-o")
+    .arg(out);
     match link {
         Link::Shared => {
             let lib = installed_layout();
@@ -144,7 +147,10 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
         .args(args)
         .env("OVERLAP_DRIVER", driver)
         .env("OVERLAP_TEST_DIR", &dir)
-        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=66")
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:exitcode=66",
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -157,14 +163,19 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let o = child.wait_with_output().expect("collect the C program's output");
+    let o = child
+        .wait_with_output()
+        .expect("collect the C program's output");
     let took = started.elapsed();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr);
     let tag = if link == Link::Asan { " (ASan)" } else { "" };
     match o.status.code() {
         Some(0) => {
-            println!("{} on {driver}{tag}: ok in {took:.2?}\n{stdout}", exe.display());
+            println!(
+                "{} on {driver}{tag}: ok in {took:.2?}\n{stdout}",
+                exe.display()
+            );
         }
         Some(77) => {
             // The SKIPPED line, for scripts/test's summary.
@@ -172,7 +183,11 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
         }
         // An example (no test harness) whose driver cannot run here.
         Some(2) if stderr.contains("is unavailable") => {
-            let what = if driver == "uring" { "io_uring" } else { "Linux AIO" };
+            let what = if driver == "uring" {
+                "io_uring"
+            } else {
+                "Linux AIO"
+            };
             println!(
                 "SKIPPED: {what} unavailable: {} on {driver}: {}",
                 exe.display(),
@@ -184,7 +199,11 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
             "{} {args:?} on {driver}{tag} failed ({}{}):\n{stdout}\n{stderr}",
             exe.display(),
             o.status,
-            if took > TIME_LIMIT { ", killed at the time limit" } else { "" }
+            if took > TIME_LIMIT {
+                ", killed at the time limit"
+            } else {
+                ""
+            }
         ),
     }
     stdout
@@ -194,7 +213,11 @@ fn suite(link: Link) {
     let dir = out_dir();
     for name in ["api", "threads"] {
         let exe = dir.join(format!("{name}-{}", link as u8));
-        compile(&manifest_dir().join(format!("tests/c/{name}.c")), &exe, link);
+        compile(
+            &manifest_dir().join(format!("tests/c/{name}.c")),
+            &exe,
+            link,
+        );
         for d in DRIVERS {
             run(&exe, &[], d, link);
         }
@@ -248,7 +271,10 @@ fn c_examples_build_and_run() {
                 "asynchio" => assert!(out.contains("verdict:"), "{out}"),
                 "bench" => {
                     assert!(out.contains("W2") && out.contains("W3"), "{out}");
-                    assert!(out.contains("reads/s") && out.contains("CPU us/read"), "{out}");
+                    assert!(
+                        out.contains("reads/s") && out.contains("CPU us/read"),
+                        "{out}"
+                    );
                 }
                 _ => assert!(out.contains("read 4096 bytes"), "{out}"),
             }
@@ -272,7 +298,12 @@ fn readme_c_example_is_hello_c() {
         .nth(1)
         .and_then(|b| b.split("```").next())
         .expect("the C section has a C block");
-    assert_eq!(block, hello, "README.md's C example differs from examples/c/hello.c");
-    assert!(section.contains("cc examples/c/hello.c $(pkg-config --cflags --libs overlap) -o hello"));
+    assert_eq!(
+        block, hello,
+        "README.md's C example differs from examples/c/hello.c"
+    );
+    assert!(
+        section.contains("cc examples/c/hello.c $(pkg-config --cflags --libs overlap) -o hello")
+    );
     assert!(hello.lines().count() <= 26, "a short example");
 }
