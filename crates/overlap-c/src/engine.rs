@@ -182,12 +182,14 @@ pub extern "C" fn overlap_engine_create(
             OVERLAP_DRIVER_URING => DriverChoice::Uring,
             OVERLAP_DRIVER_AIO => DriverChoice::Aio,
             OVERLAP_DRIVER_POOL => DriverChoice::Pool,
-            other => return fail(
-                libc::EINVAL,
-                format!(
+            other => {
+                return fail(
+                    libc::EINVAL,
+                    format!(
                     "{F}: driver {other} is not one of OVERLAP_DRIVER_AUTO, _URING, _AIO, _POOL"
                 ),
-            ),
+                )
+            }
         };
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let mut b = Engine::builder()
