@@ -213,6 +213,13 @@ impl<B: Send + 'static> OpCell<B> {
         self.resubmits.fetch_add(1, Ordering::Relaxed) < MAX_RESUBMITS
     }
 
+    /// The port's user asked to cancel the operation: a `-ECANCELED`
+    /// result then stands and is not taken for the work of a submitter's
+    /// exit (no resubmission).
+    pub(crate) fn forbid_resubmit(&self) {
+        self.resubmits.store(MAX_RESUBMITS, Ordering::Relaxed);
+    }
+
     /// Records the completion queue's tail right after submission.
     pub(crate) fn set_inline_before(&self, tail: u32) {
         self.inline_before.store(tail, Ordering::Relaxed);

@@ -18,6 +18,7 @@ mod matrix;
 mod ops;
 mod paths;
 mod port;
+mod port_batch;
 mod runtimes;
 mod stats;
 mod taskrun;

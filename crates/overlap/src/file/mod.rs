@@ -351,6 +351,59 @@ impl File {
         })
     }
 
+    /// A completion port's `fsync`/`fdatasync` of this file, carrying
+    /// `buf` (which the operation does not touch) to its completion.
+    pub(crate) fn prepare_sync<B>(&self, buf: B, datasync: bool) -> Prepared<B> {
+        if let Err(e) = self.check(Need::Open, 0, 0, 0) {
+            return Prepared::Done(Err(e), buf);
+        }
+        let kind = OpKind::Fsync(ops::Fsync {
+            fd: self.inner.fd(),
+            datasync,
+        });
+        self.bufferless(buf, kind)
+    }
+
+    /// A completion port's `fallocate(mode, offset, len)` of this file,
+    /// carrying `buf` (which the operation does not touch) to its
+    /// completion. Checked as [`allocate`](Self::allocate) checks.
+    pub(crate) fn prepare_allocate<B>(
+        &self,
+        buf: B,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Prepared<B> {
+        if len == 0 {
+            let e = Error::InvalidInput("fallocate needs a length of at least 1".into());
+            return Prepared::Done(Err(e), buf);
+        }
+        if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
+            return Prepared::Done(Err(Error::OffsetOverflow { offset, len }), buf);
+        }
+        if let Err(e) = self.check(Need::Write, 0, offset, 0) {
+            return Prepared::Done(Err(e), buf);
+        }
+        let kind = OpKind::Fallocate(ops::Fallocate {
+            fd: self.inner.fd(),
+            mode,
+            offset,
+            len,
+        });
+        self.bufferless(buf, kind)
+    }
+
+    fn bufferless<B>(&self, buf: B, kind: OpKind) -> Prepared<B> {
+        Prepared::Req(Request {
+            shared: self.inner.shared.clone(),
+            file: Some(FileRef::new(self.inner.clone())),
+            buf,
+            kind,
+            bytes: 0,
+            fast_path: false,
+        })
+    }
+
     fn op<B: Send + 'static>(p: Prepared<B>) -> Op<B> {
         match p {
             Prepared::Done(res, buf) => Op::ready(res, buf),

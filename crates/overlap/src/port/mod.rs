@@ -20,7 +20,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::op::{submit, OpCell, Request, Route, Target};
+use crate::op::{submit, to_result, OpCell, Request, Route, Target};
 use crate::ops::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -323,7 +323,12 @@ impl<B: Send + 'static> Port<B> {
 
     fn take(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(deadline, true, self.inner.engine.shared().driver.aio()),
+            Mode::Queue(q) => q.take(
+                deadline,
+                true,
+                false,
+                self.inner.engine.shared().driver.aio(),
+            ),
             Mode::Ring(r) => loop {
                 if let Some(c) = r.try_take() {
                     return Some(c);
@@ -357,8 +362,237 @@ impl<B: Send + 'static> Port<B> {
     /// A completion if one is ready now.
     pub fn try_next(&self) -> Option<Completion<B>> {
         match &self.inner.mode {
-            Mode::Queue(q) => q.take(None, false, None),
+            Mode::Queue(q) => q.take(None, false, false, None),
             Mode::Ring(r) => r.try_take(),
+        }
+    }
+
+    /// Queues an `fsync` of `file` (data and metadata to stable storage);
+    /// its completion carries `key` and `B::default()`. Waits only while
+    /// the in-flight budget is full.
+    pub fn sync_all(&self, file: &File, key: u64) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, true, |f, b| f.prepare_sync(b, false))
+    }
+
+    /// As [`sync_all`](Self::sync_all), but fails with
+    /// [`Error::WouldBlock`] instead of waiting for the budget.
+    pub fn try_sync_all(&self, file: &File, key: u64) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, false, |f, b| f.prepare_sync(b, false))
+    }
+
+    /// Queues an `fdatasync` of `file`; as [`sync_all`](Self::sync_all).
+    pub fn sync_data(&self, file: &File, key: u64) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, true, |f, b| f.prepare_sync(b, true))
+    }
+
+    /// As [`sync_data`](Self::sync_data), but fails with
+    /// [`Error::WouldBlock`] instead of waiting for the budget.
+    pub fn try_sync_data(&self, file: &File, key: u64) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, false, |f, b| f.prepare_sync(b, true))
+    }
+
+    /// Queues `fallocate(mode, offset, len)` on `file` (mode 0 reserves the
+    /// range, growing the file; `FALLOC_FL_KEEP_SIZE`, `FALLOC_FL_PUNCH_HOLE`
+    /// and the rest as the kernel takes them); its completion carries `key`
+    /// and `B::default()`. A zero `len` or a range past the largest file
+    /// offset is refused at once.
+    pub fn allocate(&self, file: &File, mode: i32, offset: u64, len: u64, key: u64) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, true, |f, b| {
+            f.prepare_allocate(b, mode, offset, len)
+        })
+    }
+
+    /// As [`allocate`](Self::allocate), but fails with
+    /// [`Error::WouldBlock`] instead of waiting for the budget.
+    pub fn try_allocate(
+        &self,
+        file: &File,
+        mode: i32,
+        offset: u64,
+        len: u64,
+        key: u64,
+    ) -> Result<()>
+    where
+        B: Default,
+    {
+        self.plain(file, key, false, |f, b| {
+            f.prepare_allocate(b, mode, offset, len)
+        })
+    }
+
+    fn plain(
+        &self,
+        file: &File,
+        key: u64,
+        wait: bool,
+        prepare: impl FnOnce(&File, B) -> Prepared<B>,
+    ) -> Result<()>
+    where
+        B: Default,
+    {
+        self.check_engine(file)?;
+        self.launch(prepare(file, B::default()), key, wait)
+            .map_err(|(e, _)| e)
+    }
+
+    /// Asks that every operation of this port with `key`, submitted and
+    /// not yet taken, be stopped; returns how many were asked. Each of them
+    /// still completes exactly once, with `-ECANCELED`
+    /// ([`std::io::ErrorKind`] `Other`, raw OS error `ECANCELED`) if it was
+    /// stopped in time, else with its own result, and its buffer is the
+    /// kernel's until then.
+    ///
+    /// Only io_uring can stop an operation: one waiting in the kernel (a
+    /// read of a pipe with nothing in it, work queued for a kernel worker)
+    /// stops; a read or write the device already has does not. On the
+    /// thread pool (a blocking system call) and Linux AIO (whose
+    /// `io_cancel` stops no file I/O) nothing can be asked, and this
+    /// returns 0.
+    pub fn cancel(&self, key: u64) -> usize {
+        match &self.inner.mode {
+            Mode::Ring(r) => r.cancel(key),
+            Mode::Queue(_) => 0,
+        }
+    }
+
+    /// Posts a completion of no operation, with `key`, `result` (a byte
+    /// count `>= 0`, or a negated `errno` from -4095 to -1, delivered as
+    /// [`Error::Io`]) and `buf`: the completion port's wake-up
+    /// (`PostQueuedCompletionStatus`). A worker waiting in
+    /// [`next_batch`](Self::next_batch) takes it like any other.
+    ///
+    /// A posted completion holds a share of the in-flight budget (one
+    /// operation, no bytes) until it is taken, so posting is bounded:
+    /// [`Error::WouldBlock`] when the budget is full, never a wait.
+    /// [`Error::Shutdown`] once the engine shut down.
+    pub fn post(&self, key: u64, result: i64, buf: B) -> std::result::Result<(), (Error, B)> {
+        let shared = self.inner.engine.shared();
+        if result < -4095 {
+            return Err((
+                Error::InvalidInput(format!(
+                    "a posted result is a count >= 0 or a negated errno (-4095..-1), got {result}"
+                )),
+                buf,
+            ));
+        }
+        if shared.forked() {
+            return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+        }
+        if shared.is_shut() {
+            return Err((Error::Shutdown, buf));
+        }
+        let Some(permit) = shared.limiter.try_acquire(0) else {
+            return Err((Error::WouldBlock, buf));
+        };
+        match &self.inner.mode {
+            Mode::Ring(ring) => {
+                if !ring.admit(shared) {
+                    drop(permit);
+                    return Err((Error::Shutdown, buf));
+                }
+                let req = Request {
+                    shared: shared.clone(),
+                    file: None,
+                    buf,
+                    kind: OpKind::Nop(Nop { res: result }),
+                    bytes: 0,
+                    fast_path: false,
+                };
+                ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
+            }
+            Mode::Queue(q) => {
+                let completion = Completion {
+                    key,
+                    result: to_result(result),
+                    buf,
+                    inline: true,
+                };
+                q.push(completion, Some(permit), true);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes completions into `out`: waits until at least `min` were taken
+    /// (or `timeout` passes; `None` waits as long as it takes), then takes
+    /// whatever else is ready, up to `max` in all; returns how many it
+    /// appended. `min` = 0 never waits. (`io_getevents`' and
+    /// `GetQueuedCompletionStatusEx`'s contract.)
+    ///
+    /// Unlike [`next`](Self::next), it waits even when nothing is
+    /// outstanding: another thread may submit, or [`post`](Self::post) a
+    /// wake-up. Any number of threads may wait at once; each completion
+    /// goes to exactly one of them.
+    pub fn next_batch(
+        &self,
+        out: &mut Vec<Completion<B>>,
+        min: usize,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> usize {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let forever = timeout.is_some() && deadline.is_none();
+        let deadline = if forever { None } else { deadline };
+        let min = min.min(max);
+        let mut n = 0;
+        while n < max {
+            if let Some(c) = self.try_next() {
+                out.push(c);
+                n += 1;
+                continue;
+            }
+            if n >= min {
+                break;
+            }
+            match self.take_idle(deadline) {
+                Some(c) => {
+                    out.push(c);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
+    /// The next completion, waiting until `deadline` even while nothing is
+    /// outstanding.
+    fn take_idle(&self, deadline: Option<Instant>) -> Option<Completion<B>> {
+        if self.inner.engine.shared().forked() {
+            // The port's completions are the parent's: none will come.
+            return None;
+        }
+        match &self.inner.mode {
+            Mode::Queue(q) => q.take(
+                deadline,
+                true,
+                true,
+                self.inner.engine.shared().driver.aio(),
+            ),
+            Mode::Ring(r) => loop {
+                if let Some(c) = r.try_take() {
+                    return Some(c);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return None;
+                }
+                r.wait(deadline);
+            },
         }
     }
 }

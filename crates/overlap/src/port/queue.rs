@@ -181,7 +181,8 @@ impl<B: Send + 'static> Queue<B> {
     }
 
     /// The next completion: waits until `deadline` (forever if `None`), or
-    /// returns `None` at once when nothing is outstanding.
+    /// returns `None` at once when nothing is outstanding, unless `idle`
+    /// (then it waits for a completion submitted or pushed later).
     ///
     /// `aio`: the engine's AIO context, on which the worker reaps instead
     /// of sleeping when it can (module docs).
@@ -189,6 +190,7 @@ impl<B: Send + 'static> Queue<B> {
         self: &Arc<Self>,
         deadline: Option<Instant>,
         block: bool,
+        idle: bool,
         aio: Option<&Arc<aio::Inner>>,
     ) -> Option<Completion<B>> {
         let mut st = self.lock();
@@ -207,14 +209,14 @@ impl<B: Send + 'static> Queue<B> {
                 drop(st);
                 return Some(d.completion); // the permit is released here
             }
-            if st.outstanding == 0 || !block {
+            if (st.outstanding == 0 && !idle) || !block {
                 return None;
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
-            if let Some(ctx) = aio.filter(|_| !aio_idle) {
+            if let Some(ctx) = aio.filter(|_| !aio_idle && st.outstanding > 0) {
                 drop(st);
                 aio_idle = !aio::wait(ctx, &PortWaiter(self), deadline);
                 st = self.lock();

@@ -15,8 +15,12 @@
 //! `user_data` is the address of the operation's cell (`Arc::into_raw`);
 //! the reaper turns it back into the `Arc`, so a cell lives exactly until
 //! its completion is taken. `WAKE` (0) marks the no-ops that wake waiting
-//! workers when the last outstanding completion has been taken.
+//! workers when the last outstanding completion has been taken, `CANCEL`
+//! (1) the cancellations [`PortRing::cancel`] submits. `inflight` maps the
+//! cell of every operation submitted and not yet taken to its key, for
+//! cancellation by key.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +36,9 @@ use crate::op::{to_result, Completable, OpCell};
 use crate::ops::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
+/// The user data of the `IORING_OP_ASYNC_CANCEL` entries of
+/// [`PortRing::cancel`] (no cell is at address 1).
+const CANCEL: u64 = 1;
 
 /// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
 const IORING_ENTER_GETEVENTS: u32 = 1;
@@ -53,6 +60,10 @@ pub(crate) struct PortRing<B> {
     cq: Mutex<u32>,
     /// Submitted and not yet taken.
     outstanding: AtomicUsize,
+    /// The cells (addresses) of the operations submitted and not yet taken,
+    /// with their keys. A cell in here is alive: it leaves in `complete`,
+    /// under this lock, before its last reference can go.
+    inflight: Mutex<HashMap<usize, u64>>,
     /// Completions taken from the ring by an engine shutting down, for the
     /// port's workers to take (see [`Settle`]); `stashed` counts them.
     stash: Mutex<std::collections::VecDeque<Taken<B>>>,
@@ -111,6 +122,7 @@ impl<B: Send + 'static> PortRing<B> {
             sq: Mutex::new(()),
             cq: Mutex::new(0),
             outstanding: AtomicUsize::new(0),
+            inflight: Mutex::new(HashMap::new()),
             stash: Mutex::new(std::collections::VecDeque::new()),
             stashed: AtomicUsize::new(0),
             generation: crate::wait::fork_generation(),
@@ -160,7 +172,42 @@ impl<B: Send + 'static> PortRing<B> {
             .counters
             .submitted
             .fetch_add(1, Ordering::Relaxed);
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(Arc::as_ptr(&cell) as usize, cell.port_key());
         self.enqueue(cell);
+    }
+
+    /// Asks the kernel to cancel every operation with `key` submitted and
+    /// not yet taken (`IORING_OP_ASYNC_CANCEL` by each one's user data);
+    /// returns how many it asked for. Each still completes once: with
+    /// `-ECANCELED` if the kernel stopped it in time, else with its own
+    /// result (a read or write the device already has is not stopped).
+    pub(crate) fn cancel(&self, key: u64) -> usize {
+        if self.inherited() {
+            return 0;
+        }
+        // Held until the cancellations are submitted: no cell of the map
+        // can be taken and freed (and its address reused by another
+        // operation) before the kernel has looked the address up.
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut asked = 0;
+        for (&addr, _) in inflight.iter().filter(|(_, &k)| k == key) {
+            // SAFETY: a cell in `inflight` is alive (see the field).
+            let cell = unsafe { &*(addr as *const OpCell<B>) };
+            cell.forbid_resubmit();
+            let sqe = opcode::AsyncCancel::new(addr as u64)
+                .build()
+                .user_data(CANCEL);
+            self.push(&sqe);
+            asked += 1;
+        }
+        if asked > 0 {
+            self.enter_submit();
+        }
+        drop(inflight);
+        asked
     }
 
     /// Hands the cell's operation to the kernel (again, after a
@@ -310,7 +357,7 @@ impl<B: Send + 'static> PortRing<B> {
             for cqe in &mut cq {
                 let pos = *taken;
                 *taken = taken.wrapping_add(1);
-                if cqe.user_data() == WAKE {
+                if cqe.user_data() == WAKE || cqe.user_data() == CANCEL {
                     continue;
                 }
                 // SAFETY: every other user data is a cell address from
@@ -327,6 +374,10 @@ impl<B: Send + 'static> PortRing<B> {
 
     fn complete(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Completion<B>> {
         let key = cell.port_key();
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(Arc::as_ptr(&cell) as usize));
         // Counted out before any user code runs (`take` releases the file,
         // whose close may wake a waker that panics).
         let left = self.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;

@@ -1,0 +1,128 @@
+//! Errors across the boundary: `-errno` return values, the calling
+//! thread's message for its last failure, and the panic guard.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use overlap::Error;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `msg` as the calling thread's last failure.
+pub(crate) fn set_error(msg: impl Into<String>) {
+    let mut msg = msg.into();
+    msg.retain(|c| c != '\0');
+    let c = CString::new(msg).unwrap_or_default();
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
+}
+
+/// A failure: records `msg`, returns `-errno`.
+pub(crate) fn fail<T: Ret>(errno: i32, msg: impl Into<String>) -> T {
+    set_error(msg);
+    T::from_errno(errno)
+}
+
+/// The errno an engine error stands for.
+pub(crate) fn errno_of(e: &Error) -> i32 {
+    match e {
+        Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+        Error::Misaligned { .. } | Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
+            libc::EINVAL
+        }
+        Error::NotOpenedFor(_) | Error::Closed => libc::EBADF,
+        Error::WouldBlock => libc::EAGAIN,
+        Error::Shutdown => libc::ESHUTDOWN,
+        Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => libc::EOPNOTSUPP,
+        Error::Forked(_) => libc::ECHILD,
+        _ => libc::EIO,
+    }
+}
+
+/// A failure from the engine: records its message (prefixed with `what`),
+/// returns `-errno`.
+pub(crate) fn fail_with<T: Ret>(what: &str, e: &Error) -> T {
+    fail(errno_of(e), format!("{what}: {e}"))
+}
+
+/// A return type of an exported function that can carry `-errno`.
+pub(crate) trait Ret {
+    fn from_errno(errno: i32) -> Self;
+}
+
+impl Ret for i32 {
+    fn from_errno(errno: i32) -> Self {
+        -errno
+    }
+}
+
+impl Ret for i64 {
+    fn from_errno(errno: i32) -> Self {
+        -i64::from(errno)
+    }
+}
+
+impl Ret for () {
+    fn from_errno(_: i32) -> Self {}
+}
+
+/// Runs an exported function's body: a panic inside is contained (it
+/// becomes `-EIO` and the thread's message says what happened), never
+/// unwinding into C.
+pub(crate) fn guard<T: Ret>(what: &str, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            // Dropping the payload may panic too; never let it unwind.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(p)));
+            fail(
+                libc::EIO,
+                format!("{what}: internal error (a Rust panic, contained): {msg}"),
+            )
+        }
+    }
+}
+
+/// Turns a handle pointer into a reference, or fails with `-EINVAL`.
+macro_rules! handle {
+    ($ptr:expr, $what:expr, $fn:expr) => {{
+        let p = $ptr;
+        if p.is_null() {
+            return $crate::error::fail(
+                libc::EINVAL,
+                format!("{}: the {} handle is NULL", $fn, $what),
+            );
+        }
+        // SAFETY: the caller passes a handle this library made and has not
+        // freed (the header's rule for every handle); NULL was refused above.
+        unsafe { &*p }
+    }};
+}
+pub(crate) use handle;
+
+/// The calling thread's message for its last failure: what failed and why,
+/// in words, e.g. `overlap_port_read: direct I/O needs the buffer address
+/// aligned to 512 bytes, got 94371 (...)`. An empty string if nothing on
+/// this thread failed yet. Like `errno`, a successful call does not clear
+/// it: read it right after a call returned a negative value.
+///
+/// The string belongs to the library and stays valid until the calling
+/// thread's next call into it; never free it.
+///
+/// Thread safety: any thread; each thread has its own message.
+#[no_mangle]
+pub extern "C" fn overlap_last_error() -> *const c_char {
+    let r = catch_unwind(|| {
+        LAST_ERROR
+            .try_with(|e| e.borrow().as_ptr())
+            .unwrap_or(c"".as_ptr())
+    });
+    r.unwrap_or(c"".as_ptr())
+}

@@ -1,0 +1,350 @@
+//! Files: open by path, adopt a descriptor, the direct-I/O alignment,
+//! close and free; and the blocking conveniences (`pread`/`pwrite`-like,
+//! through the calling thread's own ring).
+
+use std::ffi::{c_char, c_void, CStr};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+use overlap::{File, OpenOptions};
+
+use crate::buf::CBuf;
+use crate::engine::overlap_engine;
+use crate::error::{fail, fail_with, guard, handle};
+
+/// Open for reading.
+pub const OVERLAP_OPEN_READ: u32 = 1;
+/// Open for writing.
+pub const OVERLAP_OPEN_WRITE: u32 = 2;
+/// Create the file if it does not exist (`O_CREAT`; needs WRITE).
+pub const OVERLAP_OPEN_CREATE: u32 = 4;
+/// Truncate it to 0 bytes (`O_TRUNC`; needs WRITE).
+pub const OVERLAP_OPEN_TRUNCATE: u32 = 8;
+/// Create it, failing with `-EEXIST` if it exists (`O_CREAT|O_EXCL`).
+pub const OVERLAP_OPEN_EXCLUSIVE: u32 = 16;
+/// Every write goes to the end of the file (`O_APPEND`).
+pub const OVERLAP_OPEN_APPEND: u32 = 32;
+/// Bypass the page cache (`O_DIRECT`): buffer addresses, offsets and
+/// lengths must then be multiples of overlap_file_alignment()'s figures,
+/// or the submission fails with `-EINVAL` (nothing is submitted).
+pub const OVERLAP_OPEN_DIRECT: u32 = 64;
+/// Each write completes only once its data is on stable storage
+/// (`O_DSYNC`).
+pub const OVERLAP_OPEN_WRITE_THROUGH: u32 = 128;
+
+const ALL_OPEN_FLAGS: u32 = 255;
+
+/// An open file of an engine. Opaque.
+pub struct overlap_file {
+    pub(crate) file: File,
+}
+
+/// The direct-I/O alignment a file needs (overlap_file_alignment()).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct overlap_alignment {
+    /// Alignment of buffer addresses, in bytes.
+    pub memory: u32,
+    /// Alignment of file offsets and lengths, in bytes.
+    pub offset: u32,
+    /// 1 if the file is open with O_DIRECT (the figures are enforced),
+    /// else 0.
+    pub direct: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
+    let h = Box::into_raw(Box::new(overlap_file { file }));
+    // SAFETY: out is a writable pointer, checked non-NULL by the caller.
+    unsafe { out.write(h) };
+    0
+}
+
+/// Opens `path` (a NUL-terminated string) with `flags` (`OVERLAP_OPEN_*`,
+/// at least READ or WRITE) and, when creating, permissions `mode` (e.g.
+/// 0644); stores the file's handle in `*out`. The descriptor has
+/// `O_CLOEXEC`. The open runs through the engine.
+///
+/// Returns 0, or `-EINVAL` (NULL argument, unknown flag bits, neither
+/// READ nor WRITE), or the kernel's `-errno` (`-ENOENT`, `-EACCES`,
+/// `-EEXIST`, `-EINVAL` for O_DIRECT on a file system without it, ...),
+/// or `-ESHUTDOWN`.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_engine_free() of this engine.
+#[no_mangle]
+pub extern "C" fn overlap_file_open(
+    engine: *const overlap_engine,
+    path: *const c_char,
+    flags: u32,
+    mode: u32,
+    out: *mut *mut overlap_file,
+) -> i32 {
+    const F: &str = "overlap_file_open";
+    guard(F, || {
+        let e = handle!(engine, "engine", F);
+        if path.is_null() || out.is_null() {
+            return fail(libc::EINVAL, format!("{F}: path or out is NULL"));
+        }
+        if flags & !ALL_OPEN_FLAGS != 0 {
+            return fail(
+                libc::EINVAL,
+                format!("{F}: unknown flag bits {:#x}", flags & !ALL_OPEN_FLAGS),
+            );
+        }
+        let has = |f: u32| flags & f != 0;
+        if !has(OVERLAP_OPEN_READ) && !has(OVERLAP_OPEN_WRITE) && !has(OVERLAP_OPEN_APPEND) {
+            return fail(
+                libc::EINVAL,
+                format!("{F}: flags need OVERLAP_OPEN_READ or OVERLAP_OPEN_WRITE"),
+            );
+        }
+        // SAFETY: path is a NUL-terminated string (the caller's promise),
+        // checked non-NULL above.
+        let cpath = unsafe { CStr::from_ptr(path) };
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(cpath.to_bytes()));
+        let mut o = OpenOptions::new();
+        o.read(has(OVERLAP_OPEN_READ))
+            .write(has(OVERLAP_OPEN_WRITE))
+            .create(has(OVERLAP_OPEN_CREATE))
+            .truncate(has(OVERLAP_OPEN_TRUNCATE))
+            .create_new(has(OVERLAP_OPEN_EXCLUSIVE))
+            .append(has(OVERLAP_OPEN_APPEND))
+            .direct(has(OVERLAP_OPEN_DIRECT))
+            .write_through(has(OVERLAP_OPEN_WRITE_THROUGH))
+            .mode(mode);
+        match o.open(&e.engine, p).wait() {
+            Ok(file) => store_file(out, file),
+            Err(err) => fail_with(&format!("{F} {}", p.display()), &err),
+        }
+    })
+}
+
+/// Adopts a descriptor the caller opened (a file, a pipe, a block
+/// device): the engine owns it from now on and closes it in
+/// overlap_file_close() or overlap_file_free(); `dup()` it first to keep
+/// one of your own. Its access mode, O_APPEND and O_DIRECT are read from
+/// the descriptor (`fcntl(F_GETFL)`); for O_DIRECT the alignment is asked
+/// of the kernel. Stores the handle in `*out`.
+///
+/// Returns 0, or `-EBADF` (not an open descriptor; it is then not
+/// adopted), `-EINVAL` (NULL argument).
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_engine_free() of this engine.
+#[no_mangle]
+pub extern "C" fn overlap_file_adopt(
+    engine: *const overlap_engine,
+    fd: i32,
+    out: *mut *mut overlap_file,
+) -> i32 {
+    const F: &str = "overlap_file_adopt";
+    guard(F, || {
+        let e = handle!(engine, "engine", F);
+        if out.is_null() {
+            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        }
+        // SAFETY: F_GETFD on any number is harmless; it tells whether fd
+        // is an open descriptor.
+        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            return fail(libc::EBADF, format!("{F}: {fd} is not an open descriptor"));
+        }
+        // SAFETY: fd is open (checked above) and the caller hands it over:
+        // nothing else closes it from now on (the function's contract).
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        store_file(out, File::from_fd(&e.engine, owned))
+    })
+}
+
+/// Fills `*out` with the direct-I/O alignment the file needs (from
+/// `statx`'s STATX_DIOALIGN where the kernel reports it, else the device's
+/// logical block size). Returns 0, or `-EINVAL` for NULL arguments.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_file_alignment(
+    file: *const overlap_file,
+    out: *mut overlap_alignment,
+) -> i32 {
+    const F: &str = "overlap_file_alignment";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        if out.is_null() {
+            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        }
+        let a = f.file.alignment();
+        let al = overlap_alignment {
+            memory: a.memory,
+            offset: a.offset,
+            direct: u32::from(f.file.is_direct()),
+            reserved: 0,
+        };
+        // SAFETY: out is a writable overlap_alignment (checked non-NULL).
+        unsafe { out.write(al) };
+        0
+    })
+}
+
+/// The file's descriptor (for `fstat` and the like; do not close it), or
+/// `-EBADF` once the file is closed, `-EINVAL` for a NULL handle.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_file_fd(file: *const overlap_file) -> i32 {
+    const F: &str = "overlap_file_fd";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        match f.file.as_raw_fd() {
+            fd if fd >= 0 => fd,
+            _ => fail(libc::EBADF, format!("{F}: the file is closed")),
+        }
+    })
+}
+
+/// Closes the file: submissions on it fail with `-EBADF` from now on;
+/// operations of threads' blocking calls finish first; the descriptor is
+/// closed through the engine and the kernel's verdict returned (0, or
+/// `-errno`: some file systems report write-back errors here). Closing
+/// again returns `-EBADF`. The handle stays valid until
+/// overlap_file_free().
+///
+/// Operations already submitted on a port are not cancelled and still
+/// complete with their real results (the kernel holds its own reference
+/// to the file): their buffers stay in use until their completions are
+/// reaped, as always.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_file_close(file: *const overlap_file) -> i32 {
+    const F: &str = "overlap_file_close";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        match f.file.close().wait() {
+            Ok(()) => 0,
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
+/// Frees the file handle (NULL is ignored), closing the descriptor if
+/// overlap_file_close() did not (without reporting the kernel's verdict:
+/// close first to see it). Operations in flight on it keep their own
+/// reference and complete as usual.
+///
+/// Thread safety: any thread, but no other call may use this handle at
+/// the same time or after.
+#[no_mangle]
+pub extern "C" fn overlap_file_free(file: *mut overlap_file) {
+    guard("overlap_file_free", || {
+        if !file.is_null() {
+            // SAFETY: the handle came from Box::into_raw and is freed once
+            // (the caller's rule).
+            drop(unsafe { Box::from_raw(file) });
+        }
+    })
+}
+
+/// Reads up to `len` bytes at `offset` into `buf` and waits for the
+/// result, as `pread` does: the byte count (0 at end of file, fewer near
+/// it), or `-errno`. On io_uring the read goes on the calling thread's own
+/// ring and the thread sleeps in the kernel until it completes (one
+/// system call, the depth-1 path); on the thread pool it runs on the
+/// calling thread.
+///
+/// `-EINVAL`: NULL handle, a length above `SSIZE_MAX`, `offset + len`
+/// past the largest file offset, or on an O_DIRECT file a buffer, offset
+/// or length not aligned as overlap_file_alignment() says (the message
+/// says which; nothing is submitted). `-EFAULT`: NULL `buf` with a length.
+/// `-EBADF`: closed, or not open for reading. `-ESHUTDOWN`.
+///
+/// Buffer rule: `buf` must stay valid until the call returns.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_pread(
+    file: *const overlap_file,
+    buf: *mut c_void,
+    len: u64,
+    offset: u64,
+) -> i64 {
+    const F: &str = "overlap_pread";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        let b = match CBuf::new(buf, len, F) {
+            Ok(b) => b,
+            Err((errno, msg)) => return fail(errno, msg),
+        };
+        match f.file.read_at(b, offset).wait().0 {
+            Ok(n) => n as i64,
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
+/// Writes `len` bytes of `buf` at `offset` and waits for the result, as
+/// `pwrite` does: the byte count (the kernel may write fewer), or
+/// `-errno`; as overlap_pread() otherwise (`-EBADF` when not open for
+/// writing).
+///
+/// Buffer rule: `buf` must stay valid until the call returns.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_pwrite(
+    file: *const overlap_file,
+    buf: *const c_void,
+    len: u64,
+    offset: u64,
+) -> i64 {
+    const F: &str = "overlap_pwrite";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        let b = match CBuf::new(buf, len, F) {
+            Ok(b) => b,
+            Err((errno, msg)) => return fail(errno, msg),
+        };
+        match f.file.write_at(b, offset).wait().0 {
+            Ok(n) => n as i64,
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
+/// `fsync` (data and metadata to stable storage) through the engine,
+/// waiting for it: 0 or `-errno` (`-EBADF` once closed).
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_fsync(file: *const overlap_file) -> i32 {
+    const F: &str = "overlap_fsync";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        match f.file.sync_all().wait() {
+            Ok(()) => 0,
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
+/// `fdatasync` through the engine, waiting for it: 0 or `-errno`.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_fdatasync(file: *const overlap_file) -> i32 {
+    const F: &str = "overlap_fdatasync";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        match f.file.sync_data().wait() {
+            Ok(()) => 0,
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}

@@ -1,0 +1,274 @@
+//! What a completion port offers beyond reads and writes (the C ABI's
+//! needs, issue 21): fsync, fdatasync and fallocate through the port; a
+//! batch take with a minimum, a maximum and a timeout that waits even when
+//! nothing is outstanding; posted completions that wake waiters; and
+//! cancellation by key, after which the operation completes exactly once.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use overlap::{File, Port};
+
+per_driver!(
+    sync_and_allocate_complete_through_the_port,
+    next_batch_takes_between_min_and_max,
+    next_batch_waits_for_a_post_when_nothing_is_outstanding,
+    next_batch_gives_up_at_the_timeout,
+    posts_are_bounded_by_the_budget,
+    cancel_stops_a_pipe_read_or_says_it_could_not,
+    bad_sync_and_allocate_requests_are_refused_at_once,
+);
+
+fn sync_and_allocate_complete_through_the_port(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let file = File::create(&engine, dir.path().join("f")).wait().unwrap();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    port.write_at(&file, vec![5u8; 4096], 0, 1)
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    port.sync_all(&file, 2).unwrap();
+    port.sync_data(&file, 3).unwrap();
+    port.allocate(&file, 0, 4096, 8192, 4).unwrap();
+    port.try_allocate(&file, libc::FALLOC_FL_KEEP_SIZE, 0, 1 << 20, 5)
+        .unwrap();
+    port.try_sync_data(&file, 6).unwrap();
+    port.try_sync_all(&file, 7).unwrap();
+    let mut out = Vec::new();
+    let mut got = 0;
+    while got < 7 {
+        got += port.next_batch(&mut out, 1, 16, Some(Duration::from_secs(10)));
+    }
+    assert_eq!(got, 7);
+    let mut keys: Vec<u64> = out.iter().map(|c| c.key).collect();
+    keys.sort();
+    assert_eq!(keys, [1, 2, 3, 4, 5, 6, 7]);
+    for c in &out {
+        let n = c
+            .result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("key {}: {e}", c.key));
+        if c.key == 1 {
+            assert_eq!(*n, 4096);
+        } else {
+            assert_eq!(*n, 0, "key {}", c.key);
+            assert!(
+                c.buf.is_empty(),
+                "a buffer-less operation carries B::default()"
+            );
+        }
+    }
+    // fallocate mode 0 grew the file to 12 KiB; KEEP_SIZE did not grow it.
+    let len = std::fs::metadata(dir.path().join("f")).unwrap().len();
+    assert_eq!(len, 12288);
+}
+
+fn next_batch_takes_between_min_and_max(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("r");
+    std_create_pattern(&path, 3, 64 * 512);
+    let file = File::open(&engine, &path).wait().unwrap();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    for k in 0..64u64 {
+        port.read_at(&file, vec![0; 512], k * 512, k)
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+    }
+    let mut out = Vec::new();
+    // min 10: at least 10 (all are coming), at most 16.
+    let n = port.next_batch(&mut out, 10, 16, Some(Duration::from_secs(10)));
+    assert!((10..=16).contains(&n), "took {n}");
+    assert_eq!(out.len(), n);
+    // min 0 never waits, max bounds it.
+    let before = out.len();
+    let m = port.next_batch(&mut out, 0, 4, Some(Duration::from_secs(10)));
+    assert!(m <= 4);
+    assert_eq!(out.len(), before + m);
+    while out.len() < 64 {
+        port.next_batch(&mut out, 64, 64, Some(Duration::from_secs(10)));
+    }
+    assert_eq!(out.len(), 64);
+    for c in &out {
+        assert_eq!(*c.result.as_ref().unwrap(), 512);
+        assert_pattern(&c.buf, 3, c.key * 512);
+    }
+    assert_eq!(port.outstanding(), 0);
+}
+
+fn next_batch_waits_for_a_post_when_nothing_is_outstanding(d: Driver) {
+    let engine = d.engine();
+    let port: Arc<Port<Vec<u8>>> = Arc::new(Port::new(&engine));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let port = port.clone();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(20)));
+                out
+            })
+        })
+        .collect();
+    // Let them wait with nothing outstanding.
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..3u64 {
+        port.post(100 + i, i as i64, vec![i as u8])
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+    }
+    let mut keys = Vec::new();
+    for w in waiters {
+        let out = w.join().unwrap();
+        assert_eq!(
+            out.len(),
+            1,
+            "each waiter takes exactly one posted completion"
+        );
+        let c = &out[0];
+        assert_eq!(*c.result.as_ref().unwrap(), (c.key - 100) as usize);
+        assert_eq!(c.buf, vec![(c.key - 100) as u8]);
+        keys.push(c.key);
+    }
+    keys.sort();
+    assert_eq!(keys, [100, 101, 102]);
+    // A negated errno arrives as that error.
+    port.post(7, -(libc::EINTR as i64), Vec::new())
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    let mut out = Vec::new();
+    assert_eq!(
+        port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(10))),
+        1
+    );
+    assert_eq!(
+        out[0].result.as_ref().unwrap_err().raw_os_error(),
+        Some(libc::EINTR)
+    );
+    assert!(port.post(8, -5000, Vec::new()).is_err(), "not an errno");
+    assert_eq!(
+        engine.in_flight().0,
+        0,
+        "taken posts give their budget back"
+    );
+}
+
+fn next_batch_gives_up_at_the_timeout(d: Driver) {
+    let engine = d.engine();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    let mut out = Vec::new();
+    let t = Instant::now();
+    assert_eq!(
+        port.next_batch(&mut out, 1, 8, Some(Duration::from_millis(50))),
+        0
+    );
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(50), "waited {waited:?}");
+    assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    // A zero timeout with min 0 is a poll.
+    assert_eq!(port.next_batch(&mut out, 0, 8, Some(Duration::ZERO)), 0);
+    // A minimum it cannot reach by the deadline: what came, then the end.
+    port.post(1, 0, Vec::new())
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    assert_eq!(
+        port.next_batch(&mut out, 2, 8, Some(Duration::from_millis(50))),
+        1
+    );
+}
+
+fn posts_are_bounded_by_the_budget(d: Driver) {
+    let engine = d.builder().max_inflight_ops(4).build().unwrap();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    for k in 0..4 {
+        port.post(k, 0, Vec::new())
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+    }
+    match port.post(9, 0, Vec::new()) {
+        Err((overlap::Error::WouldBlock, _)) => {}
+        other => panic!("expected WouldBlock, got {:?}", other.map_err(|(e, _)| e)),
+    }
+    let mut out = Vec::new();
+    assert_eq!(
+        port.next_batch(&mut out, 4, 4, Some(Duration::from_secs(10))),
+        4
+    );
+    port.post(9, 0, Vec::new())
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    engine.shutdown();
+    assert!(matches!(
+        port.post(10, 0, Vec::new()),
+        Err((overlap::Error::Shutdown, _))
+    ));
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
+    let engine = d.engine();
+    let (r, w) = pipe();
+    let rfile = File::from_fd(&engine, r);
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    port.read_at(&rfile, vec![0; 16], 0, 42)
+        .unwrap_or_else(|(e, _)| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(port.cancel(7), 0, "no operation has key 7");
+    let asked = port.cancel(42);
+    let mut out = Vec::new();
+    if d.is_uring() {
+        assert_eq!(asked, 1);
+        assert_eq!(
+            port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(10))),
+            1
+        );
+        let c = &out[0];
+        assert_eq!(c.key, 42);
+        assert_eq!(
+            c.result.as_ref().unwrap_err().raw_os_error(),
+            Some(libc::ECANCELED),
+            "the cancelled read is not submitted again"
+        );
+        assert_eq!(c.buf.len(), 16, "the buffer comes back");
+    } else {
+        // A pool thread sits in read(2): nothing can stop it; the write
+        // completes it.
+        assert_eq!(asked, 0);
+        let wfile = File::from_fd(&engine, w.try_clone().unwrap());
+        let (res, _) = wfile.write_at(b"hello".to_vec(), 0).wait();
+        res.unwrap();
+        assert_eq!(
+            port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(10))),
+            1
+        );
+        assert_eq!(*out[0].result.as_ref().unwrap(), 5);
+    }
+    assert_eq!(port.outstanding(), 0);
+    assert_eq!(port.next_batch(&mut out, 0, 1, None), 0, "exactly once");
+    drop(w);
+}
+
+fn bad_sync_and_allocate_requests_are_refused_at_once(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    std::fs::write(dir.path().join("ro"), b"x").unwrap();
+    let ro = File::open(&engine, dir.path().join("ro")).wait().unwrap();
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    assert!(matches!(
+        port.allocate(&ro, 0, 0, 4096, 1),
+        Err(overlap::Error::NotOpenedFor("write"))
+    ));
+    let rw = File::create(&engine, dir.path().join("rw")).wait().unwrap();
+    assert!(matches!(
+        port.allocate(&rw, 0, 0, 0, 1),
+        Err(overlap::Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        port.allocate(&rw, 0, u64::MAX - 1, 4096, 1),
+        Err(overlap::Error::OffsetOverflow { .. })
+    ));
+    rw.close().wait().unwrap();
+    assert!(matches!(port.sync_all(&rw, 1), Err(overlap::Error::Closed)));
+    assert_eq!(port.outstanding(), 0);
+}
