@@ -120,6 +120,14 @@
 #define OVERLAP_PORT_NONBLOCK 1
 
 /**
+ * A port flag: operations of the port can be cancelled
+ * (overlap_port_cancel()). Such a port keeps a map from each operation in
+ * flight to its user datum, which costs a lock and two map updates per
+ * operation on io_uring: a port that never cancels is made without it.
+ */
+#define OVERLAP_PORT_CANCEL 2
+
+/**
  * A completion flag: the operation was already complete when the
  * submitting call returned (a page-cache hit, a device that answered at
  * once): nothing overlapped.
@@ -634,7 +642,8 @@ int32_t overlap_fdatasync(const struct overlap_file *file);
 
 /**
  * Makes a completion port on `engine` and stores its handle in `*out`.
- * `flags`: 0, or `OVERLAP_PORT_NONBLOCK`. On io_uring the port has a
+ * `flags`: 0, or `OVERLAP_PORT_NONBLOCK` and/or `OVERLAP_PORT_CANCEL`
+ * (or-ed). On io_uring the port has a
  * ring of its own: submitting threads hand operations to the kernel
  * themselves, and waiting threads sleep in the kernel on that ring.
  *
@@ -771,7 +780,8 @@ int64_t overlap_port_wait(const struct overlap_port *port, struct overlap_comple
 /**
  * Asks that every operation of this port with `user_data`, submitted and
  * not yet reaped, be stopped; returns how many were asked (0 if none
- * could be), or `-EINVAL` for a NULL handle. Each of them still
+ * could be), `-EINVAL` for a NULL handle, or `-EOPNOTSUPP` for a port
+ * made without `OVERLAP_PORT_CANCEL`. Each of them still
  * completes exactly once: with `-ECANCELED` if it was stopped in time,
  * else with its real result. Its buffer stays under the buffer rule
  * until that completion is reaped.

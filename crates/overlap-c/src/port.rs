@@ -31,6 +31,12 @@ use crate::file::overlap_file;
 /// would wait forever.
 pub const OVERLAP_PORT_NONBLOCK: u32 = 1;
 
+/// A port flag: operations of the port can be cancelled
+/// (overlap_port_cancel()). Such a port keeps a map from each operation in
+/// flight to its user datum, which costs a lock and two map updates per
+/// operation on io_uring: a port that never cancels is made without it.
+pub const OVERLAP_PORT_CANCEL: u32 = 2;
+
 /// A completion flag: the operation was already complete when the
 /// submitting call returned (a page-cache hit, a device that answered at
 /// once): nothing overlapped.
@@ -97,7 +103,8 @@ pub struct overlap_completion {
 }
 
 /// Makes a completion port on `engine` and stores its handle in `*out`.
-/// `flags`: 0, or `OVERLAP_PORT_NONBLOCK`. On io_uring the port has a
+/// `flags`: 0, or `OVERLAP_PORT_NONBLOCK` and/or `OVERLAP_PORT_CANCEL`
+/// (or-ed). On io_uring the port has a
 /// ring of its own: submitting threads hand operations to the kernel
 /// themselves, and waiting threads sleep in the kernel on that ring.
 ///
@@ -119,11 +126,16 @@ pub extern "C" fn overlap_port_create(
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
-        if flags & !OVERLAP_PORT_NONBLOCK != 0 {
+        if flags & !(OVERLAP_PORT_NONBLOCK | OVERLAP_PORT_CANCEL) != 0 {
             return fail(libc::EINVAL, format!("{F}: unknown flags {flags:#x}"));
         }
+        let port = if flags & OVERLAP_PORT_CANCEL != 0 {
+            Port::cancellable(&e.engine)
+        } else {
+            Port::new(&e.engine)
+        };
         let h = Box::into_raw(Box::new(overlap_port {
-            port: Port::new(&e.engine),
+            port,
             nonblock: flags & OVERLAP_PORT_NONBLOCK != 0,
         }));
         // SAFETY: out is a writable pointer (checked non-NULL).
@@ -486,7 +498,8 @@ pub extern "C" fn overlap_port_wait(
 
 /// Asks that every operation of this port with `user_data`, submitted and
 /// not yet reaped, be stopped; returns how many were asked (0 if none
-/// could be), or `-EINVAL` for a NULL handle. Each of them still
+/// could be), `-EINVAL` for a NULL handle, or `-EOPNOTSUPP` for a port
+/// made without `OVERLAP_PORT_CANCEL`. Each of them still
 /// completes exactly once: with `-ECANCELED` if it was stopped in time,
 /// else with its real result. Its buffer stays under the buffer rule
 /// until that completion is reaped.
@@ -504,7 +517,16 @@ pub extern "C" fn overlap_port_cancel(port: *const overlap_port, user_data: u64)
     const F: &str = "overlap_port_cancel";
     guard(F, || {
         let p = handle!(port, "port", F);
-        p.port.cancel(user_data) as i64
+        if !p.port.is_cancellable() {
+            return fail(
+                libc::EOPNOTSUPP,
+                format!("{F}: the port was made without OVERLAP_PORT_CANCEL"),
+            );
+        }
+        match p.port.cancel(user_data) {
+            Ok(n) => n as i64,
+            Err(e) => fail_with(F, &e),
+        }
     })
 }
 

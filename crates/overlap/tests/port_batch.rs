@@ -210,12 +210,19 @@ fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
     let engine = d.engine();
     let (r, w) = pipe();
     let rfile = File::from_fd(&engine, r);
-    let port: Port<Vec<u8>> = Port::new(&engine);
+    let plain: Port<Vec<u8>> = Port::new(&engine);
+    assert!(!plain.is_cancellable());
+    assert!(
+        matches!(plain.cancel(42), Err(overlap::Error::InvalidInput(_))),
+        "a port made without cancellation says so"
+    );
+    let port: Port<Vec<u8>> = Port::cancellable(&engine);
+    assert!(port.is_cancellable());
     port.read_at(&rfile, vec![0; 16], 0, 42)
         .unwrap_or_else(|(e, _)| panic!("{e}"));
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(port.cancel(7), 0, "no operation has key 7");
-    let asked = port.cancel(42);
+    assert_eq!(port.cancel(7).unwrap(), 0, "no operation has key 7");
+    let asked = port.cancel(42).unwrap();
     let mut out = Vec::new();
     if d.is_uring() {
         assert_eq!(asked, 1);

@@ -245,6 +245,9 @@ static void test_port_operations(void) {
                                OVERLAP_OPEN_READ | OVERLAP_OPEN_WRITE | OVERLAP_OPEN_CREATE, 0644, &f));
     overlap_port *port = NULL;
     CHECK_ERR(overlap_port_create(engine, 0x80, &port), EINVAL);
+    CHECK_OK(overlap_port_create(engine, OVERLAP_PORT_NONBLOCK | OVERLAP_PORT_CANCEL, &port));
+    overlap_port_free(port);
+    port = NULL;
     CHECK_ERR(overlap_port_create(engine, 0, NULL), EINVAL);
     CHECK_OK(overlap_port_create(engine, 0, &port));
 
@@ -404,8 +407,12 @@ static int make_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 /* The buffer rule under cancellation: after the completion, the kernel
  * never writes into the buffer of a cancelled read. */
 static void test_cancel(void) {
+    overlap_port *plain = NULL;
+    CHECK_OK(overlap_port_create(engine, 0, &plain));
+    CHECK_ERR(overlap_port_cancel(plain, 77), EOPNOTSUPP);
+    overlap_port_free(plain);
     overlap_port *port = NULL;
-    CHECK_OK(overlap_port_create(engine, 0, &port));
+    CHECK_OK(overlap_port_create(engine, OVERLAP_PORT_CANCEL, &port));
     int fds[2];
     CHECK_OK(make_pipe(fds));
     overlap_file *rf = NULL;

@@ -16,11 +16,13 @@
 //! the reaper turns it back into the `Arc`, so a cell lives exactly until
 //! its completion is taken. `WAKE` (0) marks the no-ops that wake waiting
 //! workers when the last outstanding completion has been taken, `CANCEL`
-//! (1) the cancellations [`PortRing::cancel`] submits. `inflight` maps the
-//! cell of every operation submitted and not yet taken to its key, for
-//! cancellation by key.
+//! (1) the cancellations [`PortRing::cancel`] submits. On a port made
+//! cancellable, `inflight` maps the cell of every operation submitted and
+//! not yet taken to its key, for cancellation by key (other ports keep no
+//! map: it costs a lock and two map updates per operation).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +38,26 @@ use crate::op::{to_result, Completable, OpCell};
 use crate::ops::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
+
+/// Hashes a cell's address for `inflight`: addresses are unique and
+/// aligned, so a multiplication spreads them well enough, without SipHash's
+/// cost on every operation.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 /// The user data of the `IORING_OP_ASYNC_CANCEL` entries of
 /// [`PortRing::cancel`] (no cell is at address 1).
 const CANCEL: u64 = 1;
@@ -63,7 +85,8 @@ pub(crate) struct PortRing<B> {
     /// The cells (addresses) of the operations submitted and not yet taken,
     /// with their keys. A cell in here is alive: it leaves in `complete`,
     /// under this lock, before its last reference can go.
-    inflight: Mutex<HashMap<usize, u64>>,
+    /// `None` on a port not made cancellable.
+    inflight: Option<Mutex<HashMap<usize, u64, BuildHasherDefault<AddrHasher>>>>,
     /// Completions taken from the ring by an engine shutting down, for the
     /// port's workers to take (see [`Settle`]); `stashed` counts them.
     stash: Mutex<std::collections::VecDeque<Taken<B>>>,
@@ -107,7 +130,7 @@ impl<B: Send + 'static> Settle for PortRing<B> {
 impl<B: Send + 'static> PortRing<B> {
     /// A ring for a port of `shared`'s engine, or `None` if none can be
     /// made (the port then queues completions from the engine's driver).
-    pub(crate) fn new(shared: &Shared) -> Option<PortRing<B>> {
+    pub(crate) fn new(shared: &Shared, cancellable: bool) -> Option<PortRing<B>> {
         let (ring, _flags) =
             build_ring(shared.ring_entries, shared.cq_entries, Issuers::Many).ok()?;
         let ops = probe_opcodes(&ring).ok()?;
@@ -122,7 +145,7 @@ impl<B: Send + 'static> PortRing<B> {
             sq: Mutex::new(()),
             cq: Mutex::new(0),
             outstanding: AtomicUsize::new(0),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: cancellable.then(|| Mutex::new(HashMap::default())),
             stash: Mutex::new(std::collections::VecDeque::new()),
             stashed: AtomicUsize::new(0),
             generation: crate::wait::fork_generation(),
@@ -172,10 +195,12 @@ impl<B: Send + 'static> PortRing<B> {
             .counters
             .submitted
             .fetch_add(1, Ordering::Relaxed);
-        self.inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(Arc::as_ptr(&cell) as usize, cell.port_key());
+        if let Some(inflight) = &self.inflight {
+            inflight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(Arc::as_ptr(&cell) as usize, cell.port_key());
+        }
         self.enqueue(cell);
     }
 
@@ -191,7 +216,11 @@ impl<B: Send + 'static> PortRing<B> {
         // Held until the cancellations are submitted: no cell of the map
         // can be taken and freed (and its address reused by another
         // operation) before the kernel has looked the address up.
-        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(inflight) = &self.inflight else {
+            debug_assert!(false, "cancel on a port made without cancellation");
+            return 0;
+        };
+        let inflight = inflight.lock().unwrap_or_else(|p| p.into_inner());
         let mut asked = 0;
         for (&addr, _) in inflight.iter().filter(|(_, &k)| k == key) {
             // SAFETY: a cell in `inflight` is alive (see the field).
@@ -374,10 +403,12 @@ impl<B: Send + 'static> PortRing<B> {
 
     fn complete(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Completion<B>> {
         let key = cell.port_key();
-        self.inflight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(Arc::as_ptr(&cell) as usize));
+        if let Some(inflight) = &self.inflight {
+            inflight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&(Arc::as_ptr(&cell) as usize));
+        }
         // Counted out before any user code runs (`take` releases the file,
         // whose close may wake a waker that panics).
         let left = self.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
