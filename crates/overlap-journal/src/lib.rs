@@ -271,10 +271,10 @@ use std::sync::Arc;
 
 pub use error::{Damage, Error, Result};
 pub use journal::{
-    Journal, Level, Lsn, Options, Record, RecordIter, Wait, DEFAULT_BUFFER_BYTES,
+    Journal, Level, Lsn, Options, Record, RecordIter, Tail, Wait, DEFAULT_BUFFER_BYTES,
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
-pub use recovery::{RecoveryMode, RecoveryReport};
+pub use recovery::{DroppedStretch, RecoveryMode, RecoveryReport, MAX_LISTED};
 pub use stats::{JournalStats, Summary};
 pub use storage::{FsStorage, Storage, SyncMethod, WriteFuture};
 
@@ -285,7 +285,8 @@ pub fn verify(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryReport
     inspect(dir, options).map(|(r, _)| r)
 }
 
-/// As [`verify`], and an iterator over the valid records.
+/// As [`verify`], and an iterator over the valid records (up to the first
+/// damage recovery would drop).
 pub fn inspect(dir: impl AsRef<Path>, options: &Options) -> Result<(RecoveryReport, RecordIter)> {
     let engine = match &options.engine {
         Some(e) => e.clone(),
@@ -306,13 +307,74 @@ pub fn inspect_storage(
         options.segment_size,
         options.max_record_bytes,
         false,
+        None,
     )?;
     let it = RecordIter::new(
         storage,
         rec.geo,
         rec.read_limit,
         rec.checkpoint.start_lsn,
-        rec.end,
+        rec.read_end,
     );
     Ok((rec.report, it))
+}
+
+/// Salvages the journal in `dir` ([`RecoveryMode::Salvage`], whatever
+/// `options.recovery` says): every damaged stretch is dropped and every
+/// valid record after it kept, and `on_dropped` sees each dropped stretch
+/// in log order (all of them; the report lists the first
+/// [`MAX_LISTED`]). Unless `dry_run`, the dropped stretches' bytes are
+/// first saved to `DIR/dropped-<generation>.bin`
+/// ([`RecoveryReport::dropped_file`]; format in the crate documentation),
+/// then a filler is written over the start of each so that readers skip
+/// it, and new records continue after the highest LSN the log holds (a
+/// dropped LSN is never handed out again). With `dry_run`, nothing is
+/// changed: the report says what a repair would do.
+///
+/// Never creates a journal; refuses ([`Error::Locked`],
+/// [`Error::AlreadyOpen`]) while the journal is open.
+pub fn repair(
+    dir: impl AsRef<Path>,
+    options: &Options,
+    dry_run: bool,
+    on_dropped: &mut dyn FnMut(&DroppedStretch),
+) -> Result<RecoveryReport> {
+    let dir = dir.as_ref();
+    if !dir.join("checkpoint").is_file() {
+        return Err(Error::InvalidInput(format!(
+            "{} holds no journal (no checkpoint file)",
+            dir.display()
+        )));
+    }
+    let engine = match &options.engine {
+        Some(e) => e.clone(),
+        None => overlap::Engine::new()?,
+    };
+    let storage: Arc<dyn Storage> = if dry_run {
+        let s = FsStorage::open_read_only(&engine, dir)?;
+        if s.shared_with_writer() {
+            return Err(Error::Locked(dir.display().to_string()));
+        }
+        Arc::new(s)
+    } else {
+        Arc::new(FsStorage::open(
+            &engine,
+            dir,
+            options.direct_io,
+            options.sync,
+        )?)
+    };
+    let mut each = |d: &DroppedStretch| -> Result<()> {
+        on_dropped(d);
+        Ok(())
+    };
+    let rec = recovery::recover(
+        &storage,
+        RecoveryMode::Salvage,
+        options.segment_size,
+        options.max_record_bytes,
+        !dry_run,
+        Some(&mut each),
+    )?;
+    Ok(rec.report)
 }
