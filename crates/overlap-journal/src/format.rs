@@ -634,6 +634,52 @@ mod tests {
     }
 
     #[test]
+    fn fillers_are_skipped_and_batch_flags_read() {
+        let g = geo();
+        let mut img = image(&[b"first"]);
+        let filler_at = img.len() as u64;
+        // A filler over 96 bytes of garbage, then a record of a batch.
+        img.extend_from_slice(&encode_filler(&g, filler_at, 128));
+        img.extend((0..96).map(|i| i as u8 | 0x80));
+        let at = img.len() as u64;
+        let mut rec = vec![0u8; RECORD_HEADER + 3];
+        rec[8..16].copy_from_slice(&(FLAG_BATCH_CONT | FLAG_BATCH_MORE).to_le_bytes());
+        rec[RECORD_HEADER..].copy_from_slice(b"mid");
+        seal_record(&g, at, &mut rec);
+        img.extend_from_slice(&rec);
+        img.resize(align_up(img.len() as u64, RECORD_ALIGN) as usize, 0);
+        let mut r = RecordReader::new(
+            SliceSource {
+                base: 0,
+                bytes: &img,
+            },
+            g,
+            1 << 20,
+            0,
+        );
+        assert_eq!(r.next_record().unwrap(), Next::Record(0, b"first".to_vec()));
+        assert_eq!(r.last_batch(), (false, false));
+        assert_eq!(r.next_record().unwrap(), Next::Record(at, b"mid".to_vec()));
+        assert_eq!(r.last_batch(), (true, true));
+        assert_eq!(r.next_record().unwrap(), Next::End);
+        // A filler is not where a search for valid records stops.
+        assert_eq!(
+            r.find_valid_after(filler_at, img.len() as u64).unwrap(),
+            Some(at)
+        );
+        // A filler whose length is not a multiple of 8, or too short, is damage.
+        for bad in [100u64, 8] {
+            let mut img = encode_filler(&g, 0, 128).to_vec();
+            img[RECORD_HEADER..].copy_from_slice(&bad.to_le_bytes());
+            seal_record(&g, 0, &mut img);
+            assert!(matches!(
+                read_all(&img).1,
+                Next::Damaged(Damage::BadLength(_))
+            ));
+        }
+    }
+
+    #[test]
     fn headers_round_trip() {
         let g = geo();
         let h = g.encode_segment_header(9);
