@@ -364,6 +364,20 @@ fn journal_bench_cleans_up_on_sigterm_and_sigint() {
     }
 }
 
+/// Every file in `d` and its bytes.
+fn snapshot(d: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn repair_salvages_and_lists_what_it_dropped() {
     use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
@@ -407,19 +421,78 @@ fn repair_salvages_and_lists_what_it_dropped() {
         String::from_utf8_lossy(&a.stdout)
     );
     assert!(!journal(&["dump", dir], None).status.success());
-    // repair cuts and says what it dropped.
-    let r = ok(&journal(&["repair", dir], None));
+    // A dry run says what a repair would do, and changes no byte.
+    let before = snapshot(&d);
+    let r = ok(&journal(&["repair", dir, "--dry-run"], None));
+    assert_eq!(snapshot(&d), before, "the dry run changed files");
+    let listed = format!("dropped\t{}\t{}\t", lsns[20], lsns[21]);
+    assert!(r.contains(&listed), "{r}");
+    assert!(r.contains("would drop 1 damaged stretch"), "{r}");
     assert!(
-        r.contains(&format!("cut the log at LSN {}", lsns[20])),
+        r.contains("would keep 49 record(s), 29 of them after"),
         "{r}"
     );
-    assert!(r.contains("dropped 29 valid record(s)"), "{r}");
-    assert!(r.contains(&format!("dropped\t{}", lsns[21])), "{r}");
-    assert_eq!(r.matches("dropped\t").count(), 29, "{r}");
+    assert!(r.contains("nothing was changed"), "{r}");
+    // repair drops the damaged record only (it dropped the 29 after it),
+    // saves its bytes, and says all of it.
+    let r = ok(&journal(&["repair", dir], None));
+    assert!(r.contains(&listed), "{r}");
+    assert_eq!(r.matches("dropped\t").count(), 1, "{r}");
+    assert!(r.contains("keep 49 record(s), 29 of them after"), "{r}");
+    let saved = d.join(
+        r.lines()
+            .find_map(|l| l.strip_prefix("saved the dropped bytes to "))
+            .unwrap_or_else(|| panic!("{r}")),
+    );
+    let bytes = std::fs::read(&saved).unwrap();
+    assert!(bytes.starts_with(b"OVLJDROP"));
+    assert!(
+        contains(&bytes, b"re\xde\xadrd 20"),
+        "the dropped record's bytes"
+    );
     let dumped = ok(&journal(&["dump", dir], None));
-    assert_eq!(dumped.lines().count(), 20);
+    assert_eq!(dumped.lines().count(), 49);
+    assert!(!dumped.contains("record 20\n"));
+    assert!(dumped.ends_with("record 49\n"));
+    // New records never get a dropped LSN (nor any other used one).
+    let a = ok(&journal(&["append", dir], Some(b"after repair\n")));
+    let next: u64 = a.trim().parse().unwrap();
+    assert!(next > lsns[49], "{next}");
     let r = ok(&journal(&["repair", dir], None));
     assert!(r.starts_with("nothing to repair"), "{r}");
+    // JSON: one line per dropped stretch, then the report.
+    let j = ok(&journal(&["repair", dir, "--json", "--dry-run"], None));
+    let rep: Value = serde_json::from_str(j.lines().last().unwrap()).unwrap();
+    assert_eq!(rep["records"], 50);
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn the_engine_driver_is_said_only_with_v() {
+    let d = scratch("verbose").join("j");
+    let dir = d.to_str().unwrap();
+    let quiet = journal(&["append", dir, "--segment-mib", "1"], Some(b"a\n"));
+    ok(&quiet);
+    assert!(
+        !stderr(&quiet).contains("engine driver"),
+        "{}",
+        stderr(&quiet)
+    );
+    for args in [
+        ["-v", "append", dir, "--segment-mib", "1"],
+        ["append", dir, "--segment-mib", "1", "-v"],
+    ] {
+        let loud = journal(&args, Some(b"b\n"));
+        ok(&loud);
+        assert!(
+            stderr(&loud).contains("overlap journal: engine driver"),
+            "{}",
+            stderr(&loud)
+        );
+    }
 }
 
 #[test]
@@ -447,6 +520,7 @@ fn dump_and_verify_read_while_an_appender_runs() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let dumped = journal(&["dump", dir], None);
     let v = journal(&["verify", dir], None);
+    let second = journal(&["append", dir], Some(b"x\n"));
     drop(input);
     let _ = child.wait();
     let text = ok(&dumped);
@@ -458,6 +532,12 @@ fn dump_and_verify_read_while_an_appender_runs() {
         stderr(&dumped)
     );
     assert!(ok(&v).contains("ok: 2 records"));
+    assert!(!second.status.success());
+    assert!(
+        stderr(&second).contains("locked by another process"),
+        "{}",
+        stderr(&second)
+    );
 }
 
 #[test]
@@ -552,14 +632,19 @@ fn a_cut_torn_tail_is_reported_on_stderr() {
     drop((f, seg));
     let o = journal(&["append", dir], Some(b"d\n"));
     let out = ok(&o);
-    assert_eq!(
-        out.trim(),
-        lsns[2].to_string(),
-        "the cut LSN is handed out again"
+    let next: u64 = out.trim().parse().unwrap();
+    assert!(
+        next > lsns[2],
+        "the cut LSN {} is handed out again ({next})",
+        lsns[2]
     );
     let err = stderr(&o);
     assert!(
         err.contains(&format!("recovery cut {dir} at LSN {}", lsns[2])),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("new records continue at LSN {next}")),
         "{err}"
     );
 }

@@ -35,6 +35,10 @@ pub enum Damage {
     /// Zeros where a record should start, with valid records after them
     /// (a hole in the log).
     Zeros,
+    /// The records of an atomic batch starting here are not all there (or
+    /// a batch's later record appears without its first): a batch is kept
+    /// whole or not at all.
+    IncompleteBatch,
     /// The stretch at the damage is not a valid record, and valid records
     /// of this journal follow it (the first at `next`): not the torn tail of
     /// a log written in order. The damaged record may have been
@@ -60,12 +64,16 @@ impl std::fmt::Display for Damage {
             Damage::MissingSegment(s) => write!(f, "segment {s} is missing"),
             Damage::BadCheckpoint => f.write_str("the checkpoint file is damaged"),
             Damage::Zeros => f.write_str("zeros where a record should start"),
+            Damage::IncompleteBatch => {
+                f.write_str("an atomic batch whose records are not all there")
+            }
             Damage::RecordsFollow { first, next } => write!(
                 f,
                 "{first}, yet valid records follow (the first at LSN {next}): \
                  acknowledged records may be damaged (media corruption) or a power \
                  loss may have torn a write out of order; recovery cannot tell which \
-                 and cuts nothing (`overlap journal repair` cuts here and lists what it drops)"
+                 and cuts nothing (`overlap journal repair` drops the damaged stretch, keeps \
+                 the valid records after it, and saves and lists what it drops)"
             ),
         }
     }
@@ -99,9 +107,14 @@ pub enum Error {
     /// The journal was closed.
     #[error("the journal is closed")]
     Closed,
-    /// Another process (or journal) holds the directory's lock.
+    /// Another process holds the directory's lock.
     #[error("the journal directory {0} is locked by another process")]
     Locked(String),
+    /// This process already has the journal open for writing (one
+    /// [`crate::Journal`] per directory: share it, e.g. with an `Arc`).
+    /// Also while a [`crate::Tail`] of a closed journal is still alive.
+    #[error("the journal directory {0} is already open in this process")]
+    AlreadyOpen(String),
     /// The log is corrupt where it must not be: before the durable point, or
     /// anywhere in `Strict` mode, or in its structure.
     #[error("journal corrupt at LSN {lsn}: {damage}")]

@@ -17,6 +17,24 @@ pub const SEGMENT_HEADER: usize = 48;
 /// Bytes of one checkpoint slot (two slots are kept).
 pub const CHECKPOINT_SLOT: usize = 512;
 
+/// The bits of a record header's LSN field that hold the LSN; the three
+/// above them are flags ([`FLAG_FILLER`], [`FLAG_BATCH_MORE`],
+/// [`FLAG_BATCH_CONT`]). Log positions stay below this.
+pub const LSN_MASK: u64 = (1 << 61) - 1;
+/// LSN-field flag: the record is a *filler* that `repair` (or recovery
+/// cutting a damaged tail) wrote over the start of a damaged stretch. Its
+/// 8-byte payload is the stretch's length: the reader skips
+/// `[lsn, lsn + length)` and goes on after it.
+pub const FLAG_FILLER: u64 = 1 << 63;
+/// LSN-field flag: the record belongs to an atomic batch and more records
+/// of the batch follow it.
+pub const FLAG_BATCH_MORE: u64 = 1 << 62;
+/// LSN-field flag: the record belongs to an atomic batch and is not its
+/// first record.
+pub const FLAG_BATCH_CONT: u64 = 1 << 61;
+/// Bytes of a filler record (header and its 8-byte length).
+pub const FILLER_BYTES: usize = RECORD_HEADER + 8;
+
 const SEG_MAGIC: &[u8; 8] = b"OVLJSEG1";
 const CKP_MAGIC: &[u8; 8] = b"OVLJCKP1";
 const VERSION: u32 = 1;
@@ -235,10 +253,14 @@ pub fn record_span(payload: usize) -> u64 {
 
 /// Fills in the header of the record at log position `lsn` whose payload
 /// already follows it in `rec` (`rec.len()` = header + payload).
+///
+/// The flag bits of the LSN field (above [`LSN_MASK`]) already in `rec`
+/// are kept: an appender of a batch puts them there.
 pub fn seal_record(geo: &Geometry, lsn: u64, rec: &mut [u8]) {
     let total = rec.len() as u32;
     rec[0..4].copy_from_slice(&total.to_le_bytes());
-    rec[8..16].copy_from_slice(&lsn.to_le_bytes());
+    let flags = u64_at(rec, 8) & !LSN_MASK;
+    rec[8..16].copy_from_slice(&(lsn | flags).to_le_bytes());
     let ident = geo.segment_ident(geo.segment_of(lsn));
     rec[16..24].copy_from_slice(&ident.to_le_bytes());
     let crc = record_crc(rec);
@@ -255,6 +277,17 @@ fn record_crc(rec: &[u8]) -> u32 {
 pub fn encode_record(geo: &Geometry, lsn: u64, payload: &[u8]) -> Vec<u8> {
     let mut rec = vec![0u8; RECORD_HEADER + payload.len()];
     rec[RECORD_HEADER..].copy_from_slice(payload);
+    seal_record(geo, lsn, &mut rec);
+    rec
+}
+
+/// Encodes a filler record at log position `lsn` covering
+/// `[lsn, lsn + span)` (`span` a multiple of [`RECORD_ALIGN`], at least
+/// [`FILLER_BYTES`]): readers skip the stretch.
+pub fn encode_filler(geo: &Geometry, lsn: u64, span: u64) -> [u8; FILLER_BYTES] {
+    let mut rec = [0u8; FILLER_BYTES];
+    rec[8..16].copy_from_slice(&FLAG_FILLER.to_le_bytes());
+    rec[RECORD_HEADER..].copy_from_slice(&span.to_le_bytes());
     seal_record(geo, lsn, &mut rec);
     rec
 }
@@ -327,6 +360,8 @@ pub struct RecordReader<S> {
     win: Vec<u8>,
     win_pos: u64,
     win_len: usize,
+    /// The batch flags of the last record returned.
+    last_flags: u64,
 }
 
 impl<S: StreamSource> RecordReader<S> {
@@ -340,12 +375,30 @@ impl<S: StreamSource> RecordReader<S> {
             win: Vec::new(),
             win_pos: 0,
             win_len: 0,
+            last_flags: 0,
         }
+    }
+
+    /// Where the last record returned stands in an atomic batch: whether
+    /// it continues a batch (is not its first record) and whether more
+    /// records of its batch follow it. `(false, false)` for a record
+    /// appended on its own.
+    pub fn last_batch(&self) -> (bool, bool) {
+        (
+            self.last_flags & FLAG_BATCH_CONT != 0,
+            self.last_flags & FLAG_BATCH_MORE != 0,
+        )
     }
 
     /// The source it reads.
     pub fn source(&self) -> &S {
         &self.src
+    }
+
+    /// The source it reads, to change (e.g. to let it read further; bytes
+    /// it already holds in its window are not read again).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.src
     }
 
     /// The position of the next record.
@@ -381,7 +434,7 @@ impl<S: StreamSource> RecordReader<S> {
     /// The first position at or after `from` and below `to` (rounded up
     /// to a multiple of [`RECORD_ALIGN`]) where a valid record of this journal starts, if
     /// any: one whose LSN is its position, whose identity is its segment's
-    /// and whose CRC matches. Stops early where the data ends. The position
+    /// and whose CRC matches (a filler does not count). Stops early where the data ends. The position
     /// is left where it was. Costs one comparison per 8 bytes, plus a full
     /// check where the LSN field matches.
     pub fn find_valid_after(&mut self, from: u64, to: u64) -> io::Result<Option<u64>> {
@@ -396,7 +449,8 @@ impl<S: StreamSource> RecordReader<S> {
             let mut off = (p - self.win_pos) as usize;
             let mut candidate = None;
             while off + RECORD_HEADER <= self.win_len && p < to {
-                if u64_at(&self.win, off + 8) == p {
+                let field = u64_at(&self.win, off + 8);
+                if field & LSN_MASK == p && field & FLAG_FILLER == 0 {
                     candidate = Some(p);
                     break;
                 }
@@ -419,49 +473,83 @@ impl<S: StreamSource> RecordReader<S> {
 
     /// Decodes the record at the current position and moves past it when
     /// it is valid. After `End` or `Damaged`, the position stays put.
+    /// Fillers (see [`FLAG_FILLER`]) are skipped: the record after them is
+    /// returned, and the position moves past them even when what follows
+    /// is the end or damage.
     pub fn next_record(&mut self) -> io::Result<Next> {
+        loop {
+            match self.decode()? {
+                Decoded::Filler(to) => self.pos = to,
+                Decoded::Next(n) => return Ok(n),
+            }
+        }
+    }
+
+    fn decode(&mut self) -> io::Result<Decoded> {
         let pos = self.pos;
         let geo = self.geo;
         let max = self.max_record;
+        let damaged = |d| Ok(Decoded::Next(Next::Damaged(d)));
         let hdr = self.get(pos, RECORD_HEADER)?;
         if hdr.is_empty() {
-            return Ok(Next::End);
+            return Ok(Decoded::Next(Next::End));
         }
         if hdr.len() >= 8 && hdr[0..8].iter().all(|&b| b == 0) {
             // Zeros: the end of the log, unless bytes follow nearby.
             let check_end = clean_end(pos);
             let tail = self.get(pos, (check_end - pos) as usize)?;
             if tail.iter().any(|&b| b != 0) {
-                return Ok(Next::Damaged(Damage::GarbageAfterEnd));
+                return damaged(Damage::GarbageAfterEnd);
             }
-            return Ok(Next::End);
+            return Ok(Decoded::Next(Next::End));
         }
         if hdr.len() < RECORD_HEADER {
-            return Ok(Next::Damaged(Damage::Truncated));
+            return damaged(Damage::Truncated);
         }
         let total = u32_at(hdr, 0) as u64;
         if total < RECORD_HEADER as u64 || total > (RECORD_HEADER + max) as u64 {
-            return Ok(Next::Damaged(Damage::BadLength(total)));
+            return damaged(Damage::BadLength(total));
         }
-        let lsn = u64_at(hdr, 8);
+        let field = u64_at(hdr, 8);
+        let (lsn, flags) = (field & LSN_MASK, field & !LSN_MASK);
         let ident = u64_at(hdr, 16);
         let rec = self.get(pos, total as usize)?;
         if (rec.len() as u64) < total {
-            return Ok(Next::Damaged(Damage::Truncated));
+            return damaged(Damage::Truncated);
         }
         if record_crc(rec) != u32_at(rec, 4) {
-            return Ok(Next::Damaged(Damage::BadCrc));
+            return damaged(Damage::BadCrc);
         }
         if lsn != pos {
-            return Ok(Next::Damaged(Damage::WrongLsn(lsn)));
+            return damaged(Damage::WrongLsn(lsn));
         }
         if ident != geo.segment_ident(geo.segment_of(pos)) {
-            return Ok(Next::Damaged(Damage::WrongSegment(ident)));
+            return damaged(Damage::WrongSegment(ident));
+        }
+        if flags & FLAG_FILLER != 0 {
+            let span = if total == FILLER_BYTES as u64 && flags == FLAG_FILLER {
+                u64_at(rec, RECORD_HEADER)
+            } else {
+                0
+            };
+            let fits = pos.checked_add(span).is_some_and(|e| e <= LSN_MASK);
+            if span < FILLER_BYTES as u64 || span % RECORD_ALIGN != 0 || !fits {
+                return damaged(Damage::BadLength(span));
+            }
+            return Ok(Decoded::Filler(pos + span));
         }
         let payload = rec[RECORD_HEADER..].to_vec();
+        self.last_flags = flags;
         self.pos = pos + align_up(total, RECORD_ALIGN);
-        Ok(Next::Record(pos, payload))
+        Ok(Decoded::Next(Next::Record(pos, payload)))
     }
+}
+
+/// What [`RecordReader::decode`] found: a filler (skip to its end) or what
+/// `next_record` returns.
+enum Decoded {
+    Filler(u64),
+    Next(Next),
 }
 
 #[cfg(test)]
@@ -543,6 +631,52 @@ mod tests {
         g.extend_from_slice(&[0u8; 100]);
         g.push(1);
         assert_eq!(read_all(&g).1, Next::Damaged(Damage::GarbageAfterEnd));
+    }
+
+    #[test]
+    fn fillers_are_skipped_and_batch_flags_read() {
+        let g = geo();
+        let mut img = image(&[b"first"]);
+        let filler_at = img.len() as u64;
+        // A filler over 96 bytes of garbage, then a record of a batch.
+        img.extend_from_slice(&encode_filler(&g, filler_at, 128));
+        img.extend((0..96).map(|i| i as u8 | 0x80));
+        let at = img.len() as u64;
+        let mut rec = vec![0u8; RECORD_HEADER + 3];
+        rec[8..16].copy_from_slice(&(FLAG_BATCH_CONT | FLAG_BATCH_MORE).to_le_bytes());
+        rec[RECORD_HEADER..].copy_from_slice(b"mid");
+        seal_record(&g, at, &mut rec);
+        img.extend_from_slice(&rec);
+        img.resize(align_up(img.len() as u64, RECORD_ALIGN) as usize, 0);
+        let mut r = RecordReader::new(
+            SliceSource {
+                base: 0,
+                bytes: &img,
+            },
+            g,
+            1 << 20,
+            0,
+        );
+        assert_eq!(r.next_record().unwrap(), Next::Record(0, b"first".to_vec()));
+        assert_eq!(r.last_batch(), (false, false));
+        assert_eq!(r.next_record().unwrap(), Next::Record(at, b"mid".to_vec()));
+        assert_eq!(r.last_batch(), (true, true));
+        assert_eq!(r.next_record().unwrap(), Next::End);
+        // A filler is not where a search for valid records stops.
+        assert_eq!(
+            r.find_valid_after(filler_at, img.len() as u64).unwrap(),
+            Some(at)
+        );
+        // A filler whose length is not a multiple of 8, or too short, is damage.
+        for bad in [100u64, 8] {
+            let mut img = encode_filler(&g, 0, 128).to_vec();
+            img[RECORD_HEADER..].copy_from_slice(&bad.to_le_bytes());
+            seal_record(&g, 0, &mut img);
+            assert!(matches!(
+                read_all(&img).1,
+                Next::Damaged(Damage::BadLength(_))
+            ));
+        }
     }
 
     #[test]

@@ -29,12 +29,34 @@
 //! waits asynchronously, and [`Journal::try_append`] returns
 //! [`Error::Full`]; all three are counted ([`JournalStats`]).
 //!
+//! [`Journal::append_batch`] appends several records atomically: one
+//! reservation for all of them, the records published last to first, so
+//! that the flusher (which takes records in order) sees the batch only when
+//! all of it is there, and takes it whole. No write and no watermark ends
+//! inside a batch, and after a crash recovery keeps a batch only if its
+//! last record is there (each record's header says whether it continues a
+//! batch and whether more of it follow). A batch takes at most the log
+//! space of one largest record.
+//!
+//! ## Reading
+//!
+//! [`Journal::read_from`] iterates from a record's LSN up to the `Written`
+//! watermark; [`Record::next_lsn`] is where the record after one starts, to
+//! resume after the last record processed. [`Journal::tail`] follows the
+//! log as records reach `Written` or `Durable`, blocking
+//! ([`Iterator`]) or asynchronously ([`Tail::next_async`]), and ends when
+//! the journal closes. An LSN where no record starts is refused
+//! ([`Error::InvalidInput`]), not reported as corruption.
+//!
 //! ## Durability levels and group commit
 //!
 //! [`Level::Accepted`] (in memory), [`Level::Written`] (handed to the OS)
 //! and [`Level::Durable`] (synced). [`Journal::wait`] (a future) and
 //! [`Journal::wait_blocking`] resolve when every record up to the LSN has
-//! reached the level: acknowledgement is by contiguous watermark.
+//! reached the level: acknowledgement is by contiguous watermark. A wait
+//! for `Accepted` needs no turn of the flusher: it follows the published
+//! records in the ring from the accepted watermark itself (a record is
+//! accepted when the `append` that returned its LSN has returned).
 //!
 //! The flusher takes every record published so far (no fixed sleep: what
 //! accumulated while the previous write or sync ran is the next batch),
@@ -129,9 +151,14 @@
 //! |---|---|
 //! | 0..4 | `total_len u32`: header + payload bytes (24 ..= 24 + max record) |
 //! | 4..8 | `crc u32`: CRC32C of bytes 0..4, then 8..24, then the payload |
-//! | 8..16 | `lsn u64`: must equal the record's position |
+//! | 8..16 | `lsn u64`: bits 0..61 must equal the record's position; bit 63 marks a filler, bit 62 "more records of this batch follow", bit 61 "continues a batch" |
 //! | 16..24 | `segment identity u64`: a hash of the journal's uuid and the number of the segment the record starts in |
 //! | 24.. | payload |
+//!
+//! A *filler* ([`format::FLAG_FILLER`]) is a record of 8 payload bytes, a
+//! length `L`, that recovery writes over the start of a stretch of the log
+//! it drops (see *Recovery*); readers skip `[lsn, lsn + L)` and go on after
+//! it, so the LSNs in it are never used again.
 //!
 //! A record is valid only if its length is in range, its CRC matches, its
 //! LSN equals its position and its identity is the one its segment expects:
@@ -187,8 +214,10 @@
 //! > cuts only a *torn tail*: damage after the checkpoint's durable point
 //! > with no valid record of this journal anywhere after it. Everything
 //! > else is an error that names the damage, and only an explicit salvage
-//! > (`overlap journal repair`, [`RecoveryMode::Salvage`]) cuts it, listing
-//! > what it drops.
+//! > (`overlap journal repair`, [`repair`], [`RecoveryMode::Salvage`])
+//! > drops it, saving and listing what it drops. **No LSN is handed out
+//! > twice**: what is dropped is covered by a filler, and new records
+//! > continue after it.
 //!
 //! Why: a write that a power loss tore can only damage the last writes in
 //! flight, so its damage is followed by nothing valid (zeros of
@@ -209,8 +238,10 @@
 //! `kTolerateCorruptedTailRecords` (our default) and `kPointInTimeRecovery`
 //! (stop at the first damage, and report corruption when later data
 //! exists: the check that makes our default refuse) to
-//! `kSkipAnyCorruptedRecords` (our [`RecoveryMode::Salvage`], which cuts
-//! rather than skips because an LSN is a position); TigerBeetle tells a
+//! `kSkipAnyCorruptedRecords` (our [`RecoveryMode::Salvage`]: it skips
+//! each damaged stretch and resynchronises on the next valid record, as
+//! PostgreSQL's `pg_waldump` finds the first valid record after a position
+//! that is not a record's start); TigerBeetle tells a
 //! torn write from corruption by a second, redundant record of what was
 //! written, and treats a damaged entry that is confirmed as corruption
 //! (our checkpoint is that second record, for the prefix it covers).
@@ -218,9 +249,10 @@
 //! | found at the end | `Strict` | `TolerateTornTail` (default) | `Salvage` (`repair`) |
 //! |---|---|---|---|
 //! | zeros, nothing valid after | clean end | clean end | clean end |
-//! | damage before the durable point | error | error | cut, reported (`cut_acknowledged`) |
+//! | damage before the durable point | error | error | dropped, reported (`cut_acknowledged`) |
 //! | damage after it, nothing valid after | error | cut, reported | cut, reported |
-//! | damage or zeros with valid records after | error | error ([`Damage::RecordsFollow`]) | cut, dropped records listed |
+//! | damage or zeros with valid records after | error | error ([`Damage::RecordsFollow`]) | the stretch up to the next valid record dropped, every valid record kept |
+//! | a batch whose last record is missing | error | cut with the tail | dropped with its valid records (`dropped_records`) |
 //!
 //! The search for valid records after the end covers every segment file
 //! that exists, skipping space that was never written ([`Storage::data_after`]:
@@ -231,16 +263,48 @@
 //! although only unacknowledged records are then cut.
 //!
 //! Every cut is reported: [`RecoveryReport::truncated_at`] and `damage`,
-//! [`JournalStats::recovery_cuts`], and the CLI prints it on stderr. A cut
-//! tail's LSNs are handed out again to new records.
+//! [`JournalStats::recovery_cuts`], and the CLI prints it on stderr.
 //!
-//! When the journal is opened for writing, the tail is then repaired: the
-//! block holding the end is rewritten with zeros after the end, the rest of
-//! the segment is zeroed, later segments are removed, and everything is
-//! synced, so no stale byte can ever be read as a record after a later
-//! crash. [`verify`] reports what recovery would do without changing
-//! anything; while another process appends, it reads only the durable
-//! prefix the checkpoint records ([`RecoveryReport::live`]).
+//! A cut tail's LSNs are not handed out again: the dropped stretch reaches
+//! past the last non-zero byte after the damage (space never written is
+//! skipped), and new records continue there ([`RecoveryReport::end_lsn`]),
+//! so a record that was on disk (even torn, and perhaps read at `Written`
+//! before the crash) never shares its LSN with a new one. In a reused
+//! segment file, whose old bytes cannot be told from bytes this journal
+//! wrote, that is the end of the segment's data: up to a segment's LSNs
+//! (and the rest of its space, until it is retired) are skipped. What this
+//! cannot cover: a record that never reached the disk at all (accepted and
+//! lost with the process, or written to the page cache and lost entirely
+//! in a power loss before any of it was persisted) leaves no trace, and
+//! its LSN may be handed out again; a reader that must never see a record
+//! that is later lost reads at `Durable`.
+//!
+//! When the journal is opened for writing, what is dropped is then covered
+//! by fillers and the tail is repaired: the block holding the end is
+//! rewritten with zeros after the end, the rest of the segment is zeroed,
+//! later segments are removed, and everything is synced, so no stale byte
+//! can ever be read as a record after a later crash. [`verify`] reports
+//! what recovery would do without changing anything; while another process
+//! appends, it reads only the durable prefix the checkpoint records
+//! ([`RecoveryReport::live`]).
+//!
+//! ## Repair
+//!
+//! [`repair`] (`overlap journal repair`) salvages: it drops each damaged
+//! stretch and keeps every valid record after it. It scans the log twice:
+//! first it passes every dropped stretch to its caller and, unless it is a
+//! dry run, appends the stretch's bytes to `DIR/dropped-<generation>.bin`
+//! and syncs that file; then, the same scan again, it writes a filler over
+//! each stretch's start. Nothing is overwritten before it is saved. A
+//! segment header damaged in the log's range is written anew (the records
+//! in the segment are checked one by one anyway: LSN, identity, CRC).
+//!
+//! The file of dropped bytes (little endian): `"OVLJDROP"`, version `u32`
+//! (1), `u32` 0, the journal's `uuid u64`; then per stretch `"STRETCH1"`,
+//! `from u64`, `to u64`, `saved u64` (bytes that follow: `to − from`, less
+//! where a segment is missing), `damage_len u32`, `records u32` (valid
+//! records of an incomplete batch in it), the damage's description
+//! (UTF-8), and the bytes.
 //!
 //! ## Running out of space
 //!
@@ -271,10 +335,10 @@ use std::sync::Arc;
 
 pub use error::{Damage, Error, Result};
 pub use journal::{
-    Journal, Level, Lsn, Options, Record, RecordIter, Wait, DEFAULT_BUFFER_BYTES,
+    Journal, Level, Lsn, Options, Record, RecordIter, Tail, Wait, DEFAULT_BUFFER_BYTES,
     DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS, DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
-pub use recovery::{RecoveryMode, RecoveryReport};
+pub use recovery::{DroppedStretch, RecoveryMode, RecoveryReport, MAX_LISTED};
 pub use stats::{JournalStats, Summary};
 pub use storage::{FsStorage, Storage, SyncMethod, WriteFuture};
 
@@ -285,7 +349,8 @@ pub fn verify(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryReport
     inspect(dir, options).map(|(r, _)| r)
 }
 
-/// As [`verify`], and an iterator over the valid records.
+/// As [`verify`], and an iterator over the valid records (up to the first
+/// damage recovery would drop).
 pub fn inspect(dir: impl AsRef<Path>, options: &Options) -> Result<(RecoveryReport, RecordIter)> {
     let engine = match &options.engine {
         Some(e) => e.clone(),
@@ -306,13 +371,74 @@ pub fn inspect_storage(
         options.segment_size,
         options.max_record_bytes,
         false,
+        None,
     )?;
     let it = RecordIter::new(
         storage,
         rec.geo,
         rec.read_limit,
         rec.checkpoint.start_lsn,
-        rec.end,
+        rec.read_end,
     );
     Ok((rec.report, it))
+}
+
+/// Salvages the journal in `dir` ([`RecoveryMode::Salvage`], whatever
+/// `options.recovery` says): every damaged stretch is dropped and every
+/// valid record after it kept, and `on_dropped` sees each dropped stretch
+/// in log order (all of them; the report lists the first
+/// [`MAX_LISTED`]). Unless `dry_run`, the dropped stretches' bytes are
+/// first saved to `DIR/dropped-<generation>.bin`
+/// ([`RecoveryReport::dropped_file`]; format in the crate documentation),
+/// then a filler is written over the start of each so that readers skip
+/// it, and new records continue after the highest LSN the log holds (a
+/// dropped LSN is never handed out again). With `dry_run`, nothing is
+/// changed: the report says what a repair would do.
+///
+/// Never creates a journal; refuses ([`Error::Locked`],
+/// [`Error::AlreadyOpen`]) while the journal is open.
+pub fn repair(
+    dir: impl AsRef<Path>,
+    options: &Options,
+    dry_run: bool,
+    on_dropped: &mut dyn FnMut(&DroppedStretch),
+) -> Result<RecoveryReport> {
+    let dir = dir.as_ref();
+    if !dir.join("checkpoint").is_file() {
+        return Err(Error::InvalidInput(format!(
+            "{} holds no journal (no checkpoint file)",
+            dir.display()
+        )));
+    }
+    let engine = match &options.engine {
+        Some(e) => e.clone(),
+        None => overlap::Engine::new()?,
+    };
+    let storage: Arc<dyn Storage> = if dry_run {
+        let s = FsStorage::open_read_only(&engine, dir)?;
+        if s.shared_with_writer() {
+            return Err(Error::Locked(dir.display().to_string()));
+        }
+        Arc::new(s)
+    } else {
+        Arc::new(FsStorage::open(
+            &engine,
+            dir,
+            options.direct_io,
+            options.sync,
+        )?)
+    };
+    let mut each = |d: &DroppedStretch| -> Result<()> {
+        on_dropped(d);
+        Ok(())
+    };
+    let rec = recovery::recover(
+        &storage,
+        RecoveryMode::Salvage,
+        options.segment_size,
+        options.max_record_bytes,
+        !dry_run,
+        Some(&mut each),
+    )?;
+    Ok(rec.report)
 }

@@ -1,14 +1,15 @@
 //! Finding, validating and repairing the log when a journal is opened.
 
-use std::io;
+use std::collections::BTreeSet;
+use std::io::{self, Write};
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::error::{Damage, Error, Result};
 use crate::format::{
-    align_down, decode_segment_header, Checkpoint, Geometry, Next, RecordReader, StreamSource,
-    CHECKPOINT_SLOT, RECORD_ALIGN, SEGMENT_HEADER,
+    align_down, align_up, decode_segment_header, encode_filler, Checkpoint, Geometry, Next,
+    RecordReader, StreamSource, CHECKPOINT_SLOT, FILLER_BYTES, RECORD_ALIGN, SEGMENT_HEADER,
 };
 use crate::storage::Storage;
 
@@ -29,12 +30,38 @@ pub enum RecoveryMode {
     TolerateTornTail,
     /// Any damage is an error.
     Strict,
-    /// Salvage (what `overlap journal repair` does): cut the log at the
-    /// first damage wherever it is, even before the durable point or with
-    /// valid records after it, and report what was dropped
-    /// ([`RecoveryReport::dropped_records`]). Their LSNs are handed out
-    /// again afterwards.
+    /// Salvage (what `overlap journal repair` and [`crate::repair`] do):
+    /// drop every damaged stretch wherever it is, even before the durable
+    /// point, and keep every valid record after it (resynchronising on the
+    /// next valid record, as RocksDB's `kSkipAnyCorruptedRecords` does).
+    /// What is dropped is listed ([`RecoveryReport::dropped`]) and, when
+    /// opening for writing on files, saved to a file in the journal
+    /// directory ([`RecoveryReport::dropped_file`]).
     Salvage,
+}
+
+/// Most dropped stretches a [`RecoveryReport`] lists (all are counted,
+/// saved, and passed to [`crate::repair`]'s callback).
+pub const MAX_LISTED: usize = 1000;
+
+/// A stretch of the log that recovery drops: damaged bytes, and the valid
+/// records an incomplete atomic batch makes unusable. Its LSNs are never
+/// handed out again: when the journal is opened for writing, a *filler*
+/// record is written over its start, and readers skip it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct DroppedStretch {
+    /// Its first LSN: where the damage starts (or the first record of an
+    /// incomplete batch).
+    pub from: u64,
+    /// The LSN after it: the next valid record, or, at the end of the log,
+    /// where new records continue (after every byte this journal may have
+    /// written there).
+    pub to: u64,
+    /// What is wrong at `from`.
+    pub damage: String,
+    /// Valid records inside it (of an incomplete batch), dropped with it.
+    pub records: u64,
 }
 
 /// What recovery found (and, when opening for writing, did).
@@ -49,30 +76,37 @@ pub struct RecoveryReport {
     pub segments: u64,
     /// First LSN of the log.
     pub start_lsn: u64,
-    /// The end of the valid log: the LSN the next record gets.
+    /// Where new records continue: the LSN the next record gets. After a
+    /// dropped stretch at the end of the log, this is past every byte the
+    /// journal may have written there, so no LSN is handed out twice.
     pub end_lsn: u64,
-    /// Valid records found.
+    /// Valid records kept.
     pub records: u64,
     /// The durable point recorded in the checkpoint: damage before it is
-    /// always an error.
+    /// always an error (except in [`RecoveryMode::Salvage`]).
     pub checkpoint_durable_lsn: u64,
-    /// Where a damaged tail was cut off, if one was.
+    /// Where the first dropped stretch starts, if any: where a damaged
+    /// tail was cut off, or (salvage) the first damage skipped.
     pub truncated_at: Option<u64>,
-    /// What the damage was.
+    /// What the damage there was.
     pub damage: Option<String>,
-    /// Whether the cut is before the checkpoint's durable point, i.e. it
-    /// dropped records that were acknowledged durable (only in
-    /// [`RecoveryMode::Salvage`]).
+    /// Whether a dropped stretch starts before the checkpoint's durable
+    /// point, i.e. it dropped records that were acknowledged durable (only
+    /// in [`RecoveryMode::Salvage`]).
     pub cut_acknowledged: bool,
-    /// Valid records found after the cut, which it drops (only in
-    /// [`RecoveryMode::Salvage`]; in the other modes such records make
-    /// recovery refuse instead).
+    /// How many stretches were dropped (all of them, however many).
+    pub dropped_stretches: u64,
+    /// Valid records dropped with them (members of incomplete batches).
     pub dropped_records: u64,
-    /// Payload bytes of those records.
+    /// Log bytes of the dropped stretches.
     pub dropped_bytes: u64,
-    /// The LSNs of the first of those records (at most 1000), for the
-    /// report `repair` prints.
-    pub dropped_lsns: Vec<u64>,
+    /// The first [`MAX_LISTED`] dropped stretches, in log order.
+    pub dropped: Vec<DroppedStretch>,
+    /// Valid records kept after the first dropped stretch (salvaged).
+    pub salvaged_records: u64,
+    /// Where the dropped stretches' bytes were saved, if they were (a
+    /// salvage opening for writing on files; see [`crate::repair`]).
+    pub dropped_file: Option<String>,
     /// How the storage writes.
     pub storage: String,
     /// Read while another process appends: only the durable prefix the
@@ -113,8 +147,12 @@ impl StreamSource for StorageSource {
 pub(crate) struct Recovered {
     pub geo: Geometry,
     pub checkpoint: Checkpoint,
+    /// Where new records continue.
     pub end: u64,
-    /// The bytes of the block holding `end`, before `end`.
+    /// Where the valid records readers can see end: `end`, except when
+    /// nothing was repaired and a stretch is dropped (its start).
+    pub read_end: u64,
+    /// The bytes of the block holding `end`, before `end` (when repairing).
     pub tail: Vec<u8>,
     /// Lowest and highest segment that exist.
     pub first_seq: u64,
@@ -128,15 +166,21 @@ fn corrupt(lsn: u64, damage: Damage) -> Error {
     Error::Corrupt { lsn, damage }
 }
 
+/// Receives every dropped stretch, as recovery finds it.
+pub(crate) type OnDropped<'a> = &'a mut dyn FnMut(&DroppedStretch) -> Result<()>;
+
 /// Recovers the journal in `storage`. With `repair`, the storage is made
-/// ready for appending (new journal created, damaged tail zeroed, state
-/// synced); without, nothing is changed (`verify`, `dump`).
+/// ready for appending (new journal created, dropped stretches covered by
+/// fillers, damaged tail zeroed, state synced); without, nothing is
+/// changed (`verify`, `dump`, `repair --dry-run`). `on_dropped` sees every
+/// dropped stretch.
 pub(crate) fn recover(
     storage: &Arc<dyn Storage>,
     mode: RecoveryMode,
     segment_size: u64,
     max_record: usize,
     repair: bool,
+    on_dropped: Option<OnDropped<'_>>,
 ) -> Result<Recovered> {
     let bs = storage.block_size() as u64;
     let ckpt = storage
@@ -155,9 +199,12 @@ pub(crate) fn recover(
         truncated_at: None,
         damage: None,
         cut_acknowledged: false,
+        dropped_stretches: 0,
         dropped_records: 0,
         dropped_bytes: 0,
-        dropped_lsns: Vec::new(),
+        dropped: Vec::new(),
+        salvaged_records: 0,
+        dropped_file: None,
         storage: storage.describe(),
         live: !repair && storage.shared_with_writer(),
     };
@@ -204,6 +251,7 @@ pub(crate) fn recover(
             geo,
             checkpoint: c,
             end: 0,
+            read_end: 0,
             tail: Vec::new(),
             first_seq: 0,
             last_seq: 0,
@@ -215,130 +263,140 @@ pub(crate) fn recover(
     report.start_lsn = ckpt.start_lsn;
     report.checkpoint_durable_lsn = ckpt.durable_lsn;
     let start_seq = geo.segment_of(ckpt.start_lsn);
-    // Validate the segment headers. Salvage cuts the log at the first bad
-    // one instead of refusing.
+    let salvage = mode == RecoveryMode::Salvage;
+    // Validate the segment headers. Salvage reads through a bad one (the
+    // records in it are checked one by one: LSN, identity, CRC) and, when
+    // repairing, writes it anew.
     let mut hdr = [0u8; SEGMENT_HEADER];
-    let mut limit = u64::MAX;
     let mut bad_headers = Vec::new();
     for &seq in &segs {
         let n = storage.read(seq, 0, &mut hdr)?;
         let ok =
             decode_segment_header(&hdr[..n]).is_some_and(|h| h.geometry == geo && h.seq == seq);
         if !ok {
-            if mode != RecoveryMode::Salvage {
+            if !salvage {
                 return Err(corrupt(
                     geo.segment_start(seq),
                     Damage::BadSegmentHeader(seq),
                 ));
             }
             bad_headers.push(seq);
-            if seq >= start_seq {
-                limit = limit.min(geo.segment_start(seq));
-            }
         }
     }
-    if report.live {
-        // A writer is appending after the durable point: read up to it.
-        limit = limit.min(ckpt.durable_lsn);
-    }
-    // Scan the records.
-    let src = StorageSource {
-        storage: storage.clone(),
-        geo,
-        end: limit,
+    // A writer is appending after the durable point: read up to it.
+    let limit = if report.live {
+        ckpt.durable_lsn
+    } else {
+        u64::MAX
     };
     // Records as large as any open of this journal allowed may be there.
     let read_limit = max_record.max(ckpt.max_record_bytes as usize);
-    let mut reader = RecordReader::new(src, geo, read_limit, ckpt.start_lsn);
-    let mut records = 0u64;
-    let mut damage = loop {
-        match reader.next_record()? {
-            Next::Record(..) => records += 1,
-            Next::End => break None,
-            Next::Damaged(d) => break Some(d),
-        }
+    let scan = Scan {
+        storage,
+        segs: &segs,
+        geo,
+        read_limit,
+        start: ckpt.start_lsn,
+        durable: ckpt.durable_lsn,
+        limit,
+        // Valid records after the end are looked for up to the end of the
+        // last segment file.
+        scan_to: segs
+            .last()
+            .map_or(0, |&s| geo.segment_start(s + 1))
+            .min(limit),
+        mode,
     };
-    let end = reader.position();
-    if end == limit && damage.is_none() && limit != u64::MAX && !report.live {
-        damage = Some(Damage::BadSegmentHeader(geo.segment_of(limit)));
+    // First pass: find (and, when salvaging for writing, save) what is
+    // dropped. Nothing is changed yet.
+    let mut aside: Option<Aside> = None;
+    let mut on_dropped = on_dropped;
+    let scanned = {
+        let report = &mut report;
+        let aside = &mut aside;
+        let mut first = |d: &DroppedStretch| -> Result<()> {
+            report.dropped_stretches += 1;
+            report.dropped_records += d.records;
+            report.dropped_bytes += d.to - d.from;
+            report.cut_acknowledged |= d.from < ckpt.durable_lsn;
+            if report.truncated_at.is_none() {
+                report.truncated_at = Some(d.from);
+                report.damage = Some(d.damage.clone());
+            }
+            if report.dropped.len() < MAX_LISTED {
+                report.dropped.push(d.clone());
+            }
+            if repair && salvage {
+                if aside.is_none() {
+                    *aside = Aside::create(storage, &ckpt)?;
+                }
+                if let Some(a) = aside.as_mut() {
+                    a.save(storage, geo, d)?;
+                }
+            }
+            if let Some(f) = on_dropped.as_mut() {
+                f(d)?;
+            }
+            Ok(())
+        };
+        scan.run(&mut first)?
+    };
+    report.records = scanned.records;
+    report.salvaged_records = scanned.salvaged;
+    report.end_lsn = scanned.end;
+    if let Some(a) = aside.take() {
+        report.dropped_file = Some(a.finish()?);
     }
-    report.records = records;
-    report.end_lsn = end;
-    let salvage = mode == RecoveryMode::Salvage;
-    if end < ckpt.durable_lsn && !salvage {
-        // A segment that must hold acknowledged records is gone.
-        let missing =
-            (start_seq..=geo.segment_of(ckpt.durable_lsn)).find(|s| segs.binary_search(s).is_err());
-        if let Some(seq) = missing {
-            return Err(corrupt(
-                geo.segment_start(seq).max(end),
-                Damage::MissingSegment(seq),
-            ));
-        }
-        // Records acknowledged durable are gone: never silently skipped.
-        return Err(corrupt(end, damage.unwrap_or(Damage::Truncated)));
-    }
-    // Valid records after the end mean the end is not the torn tail of a
-    // log written in order (see the crate documentation).
-    let scan_to = segs
-        .last()
-        .map_or(0, |&s| geo.segment_start(s + 1))
-        .min(limit);
-    let mut dropped = Dropped::default();
-    scan_after(&mut reader, &segs, geo, end, scan_to, salvage, &mut dropped)?;
-    if let Some(next) = dropped.first {
-        let first = Box::new(damage.take().unwrap_or(Damage::Zeros));
-        let d = Damage::RecordsFollow { first, next };
-        if !salvage {
-            return Err(corrupt(end, d));
-        }
-        damage = Some(d);
-    }
-    if let Some(d) = damage {
-        if mode == RecoveryMode::Strict {
-            return Err(corrupt(end, d));
-        }
-        report.truncated_at = Some(end);
-        report.damage = Some(d.to_string());
-        report.cut_acknowledged = end < ckpt.durable_lsn;
-        report.dropped_records = dropped.records;
-        report.dropped_bytes = dropped.bytes;
-        report.dropped_lsns = dropped.lsns;
-    }
+    let end = scanned.end;
     let end_seq = geo.segment_of(end);
     let mut first_seq = segs.first().copied().unwrap_or(start_seq).min(start_seq);
     let mut last_seq = segs.last().copied().unwrap_or(end_seq);
-    let tail_start = align_down(end, bs);
-    let mut tail = vec![0u8; (end - tail_start) as usize];
-    let mut src = StorageSource {
-        storage: storage.clone(),
-        geo,
-        end,
-    };
-    if src.read_stream(tail_start, &mut tail)? != tail.len() {
-        return Err(corrupt(tail_start, Damage::Truncated));
-    }
     let mut checkpoint = ckpt;
+    let mut tail = Vec::new();
     if repair {
         // Segments below the start: a retirement was interrupted.
         for &seq in segs.iter().filter(|&&s| s < start_seq) {
             storage.remove_segment(seq)?;
         }
-        // A bad header where the log now ends (salvage): made anew below.
-        if bad_headers.contains(&end_seq) {
-            storage.remove_segment(end_seq)?;
-        }
         first_seq = start_seq;
+        let mut touched = BTreeSet::new();
+        for &seq in bad_headers
+            .iter()
+            .filter(|&&s| s >= start_seq && s <= end_seq)
+        {
+            let mut b = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
+            let h = geo.encode_segment_header(seq);
+            b[..h.len()].copy_from_slice(&h);
+            let (res, _) = storage.write(seq, 0, b);
+            res?;
+            touched.insert(seq);
+        }
+        if scanned.stretches > 0 {
+            // Second pass, the same scan: a filler over the start of each
+            // dropped stretch (what it overwrites was saved above), so that
+            // readers skip it and its LSNs are never handed out again.
+            let mut fill = |d: &DroppedStretch| -> Result<()> {
+                let f = encode_filler(&geo, d.from, d.to - d.from);
+                write_log(storage, &segs, geo, d.from, &f, &mut touched)
+            };
+            let again = scan.run(&mut fill)?;
+            if again.end != end || again.stretches != scanned.stretches {
+                return Err(Error::Io(Arc::new(io::Error::other(
+                    "the log changed while it was being repaired",
+                ))));
+            }
+        }
         // Segments after the end's hold nothing acknowledged: remove them.
         for &seq in segs.iter().filter(|&&s| s > end_seq) {
             storage.remove_segment(seq)?;
         }
-        let missing = segs.binary_search(&end_seq).is_err() || bad_headers.contains(&end_seq);
+        let missing = segs.binary_search(&end_seq).is_err() && !touched.contains(&end_seq);
         // The log ends exactly where a segment that does not exist would
         // start (it stopped when that segment could not be made, e.g. for
         // lack of space): leave it to the preallocator, so that the journal
         // opens (and reads) on a full file system.
         let defer = missing && end == geo.segment_start(end_seq) && end_seq > first_seq;
+        let tail_start = align_down(end, bs);
         if defer {
             last_seq = end_seq - 1;
         } else {
@@ -350,6 +408,15 @@ pub(crate) fn recover(
                 )?;
             }
             last_seq = end_seq;
+            tail = vec![0u8; (end - tail_start) as usize];
+            let mut src = StorageSource {
+                storage: storage.clone(),
+                geo,
+                end,
+            };
+            if src.read_stream(tail_start, &mut tail)? != tail.len() {
+                return Err(corrupt(tail_start, Damage::Truncated));
+            }
             // Zero everything after the end in its segment, so that no stale
             // byte there is ever read as part of the log again.
             let block_off = geo.file_offset(tail_start);
@@ -365,6 +432,10 @@ pub(crate) fn recover(
         }
         // Everything up to the end is now made durable.
         for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
+            touched.remove(&seq);
+            storage.sync(seq)?;
+        }
+        for &seq in touched.iter().filter(|&&s| s >= first_seq && s <= last_seq) {
             storage.sync(seq)?;
         }
         checkpoint = Checkpoint {
@@ -383,6 +454,7 @@ pub(crate) fn recover(
         geo,
         checkpoint,
         end,
+        read_end: if repair { end } else { scanned.read_end },
         tail,
         first_seq,
         last_seq,
@@ -398,30 +470,356 @@ fn segment_is_empty(storage: &Arc<dyn Storage>, bs: u64) -> Result<bool> {
     Ok(b[..n].iter().skip(bs.max(4096) as usize).all(|&x| x == 0))
 }
 
-/// Valid records found after the end of the log.
-#[derive(Default)]
-struct Dropped {
-    first: Option<u64>,
-    records: u64,
-    bytes: u64,
-    lsns: Vec<u64>,
+/// Writes `bytes` at log position `pos` (reading and rewriting the blocks
+/// around them), creating a segment that does not exist; notes the
+/// segments written in `touched` (not synced here).
+fn write_log(
+    storage: &Arc<dyn Storage>,
+    segs: &[u64],
+    geo: Geometry,
+    pos: u64,
+    bytes: &[u8],
+    touched: &mut BTreeSet<u64>,
+) -> Result<()> {
+    let bs = storage.block_size() as u64;
+    let (mut p, mut done) = (pos, 0usize);
+    while done < bytes.len() {
+        let seq = geo.segment_of(p);
+        let n = ((bytes.len() - done) as u64).min(geo.segment_start(seq + 1) - p) as usize;
+        if segs.binary_search(&seq).is_err() && !touched.contains(&seq) {
+            storage.create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq))?;
+        }
+        let off = geo.file_offset(p);
+        let b0 = align_down(off, bs);
+        let b1 = align_up(off + n as u64, bs);
+        let mut buf = overlap::AlignedBuf::new((b1 - b0) as usize, storage.buffer_align())?;
+        storage.read(seq, b0, &mut buf)?;
+        let at = (off - b0) as usize;
+        buf[at..at + n].copy_from_slice(&bytes[done..done + n]);
+        let (res, _) = storage.write(seq, b0, buf);
+        res?;
+        touched.insert(seq);
+        p += n as u64;
+        done += n;
+    }
+    Ok(())
 }
 
-/// Looks for valid records of this journal after `end`, below `to`,
-/// segment by segment (skipping missing ones). Stops at the first one
-/// unless `all`; with `all`, counts every record that follows a valid one
-/// and every later island of them.
-fn scan_after(
+/// The file a salvage saves what it drops to (format in the crate
+/// documentation, "Repair").
+struct Aside {
+    path: std::path::PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+/// The first bytes of a file of dropped stretches.
+pub(crate) const ASIDE_MAGIC: &[u8; 8] = b"OVLJDROP";
+/// The first bytes of each stretch in it.
+pub(crate) const STRETCH_MAGIC: &[u8; 8] = b"STRETCH1";
+
+impl Aside {
+    fn create(storage: &Arc<dyn Storage>, ckpt: &Checkpoint) -> Result<Option<Aside>> {
+        // Named after the generation the repair's checkpoint will have: a
+        // repair interrupted before its checkpoint is written runs again
+        // with the same name and rewrites the file.
+        let name = format!("dropped-{}.bin", ckpt.generation + 1);
+        let Some((path, file)) = storage.create_aside(&name)? else {
+            return Ok(None);
+        };
+        let mut file = std::io::BufWriter::new(file);
+        file.write_all(ASIDE_MAGIC)?;
+        file.write_all(&1u32.to_le_bytes())?;
+        file.write_all(&0u32.to_le_bytes())?;
+        file.write_all(&ckpt.geometry.uuid.to_le_bytes())?;
+        Ok(Some(Aside { path, file }))
+    }
+
+    /// Appends the stretch: its header, then its bytes as the storage has
+    /// them (read in pieces of at most 1 MiB).
+    fn save(
+        &mut self,
+        storage: &Arc<dyn Storage>,
+        geo: Geometry,
+        d: &DroppedStretch,
+    ) -> Result<()> {
+        let mut src = StorageSource {
+            storage: storage.clone(),
+            geo,
+            end: d.to,
+        };
+        // How many bytes exist (a missing segment reads as none).
+        let mut chunk = vec![0u8; (d.to - d.from).min(1 << 20) as usize];
+        let mut saved = Vec::new();
+        let mut at = d.from;
+        while at < d.to {
+            let want = ((d.to - at) as usize).min(chunk.len());
+            let n = src.read_stream(at, &mut chunk[..want])?;
+            saved.push((at, n as u64));
+            at += want as u64;
+        }
+        let total: u64 = saved.iter().map(|&(_, n)| n).sum();
+        let f = &mut self.file;
+        f.write_all(STRETCH_MAGIC)?;
+        f.write_all(&d.from.to_le_bytes())?;
+        f.write_all(&d.to.to_le_bytes())?;
+        f.write_all(&total.to_le_bytes())?;
+        f.write_all(&(d.damage.len() as u32).to_le_bytes())?;
+        f.write_all(&(d.records.min(u32::MAX as u64) as u32).to_le_bytes())?;
+        f.write_all(d.damage.as_bytes())?;
+        for (at, n) in saved {
+            let n = n as usize;
+            if src.read_stream(at, &mut chunk[..n])? != n {
+                return Err(Error::Io(Arc::new(io::Error::other(
+                    "the log changed while it was being saved",
+                ))));
+            }
+            f.write_all(&chunk[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Makes the file durable; returns its path.
+    fn finish(self) -> Result<String> {
+        let file = self
+            .file
+            .into_inner()
+            .map_err(|e| Error::from(io::Error::new(e.error().kind(), e.error().to_string())))?;
+        file.sync_all()?;
+        Ok(self.path.display().to_string())
+    }
+}
+
+/// The result of [`Scan::run`].
+struct Scanned {
+    /// Where new records continue.
+    end: u64,
+    /// Where the valid records end before the first dropped stretch.
+    read_end: u64,
+    records: u64,
+    salvaged: u64,
+    stretches: u64,
+}
+
+/// The scan of the log from its start: every record is checked, damage
+/// is judged by the recovery mode (see the crate documentation), and
+/// every dropped stretch is passed on, adjacent ones merged. The same
+/// scan runs twice when repairing (to save, then to cover what it drops):
+/// it depends only on bytes at or after where it stands.
+struct Scan<'a> {
+    storage: &'a Arc<dyn Storage>,
+    segs: &'a [u64],
+    geo: Geometry,
+    read_limit: usize,
+    start: u64,
+    durable: u64,
+    limit: u64,
+    scan_to: u64,
+    mode: RecoveryMode,
+}
+
+/// A dropped stretch not passed on yet: the next may continue it.
+struct Pending<'f> {
+    open: Option<DroppedStretch>,
+    out: &'f mut dyn FnMut(&DroppedStretch) -> Result<()>,
+    count: u64,
+}
+
+impl Pending<'_> {
+    fn push(&mut self, d: DroppedStretch) -> Result<()> {
+        if let Some(o) = self.open.as_mut() {
+            if o.to == d.from {
+                o.to = d.to;
+                o.records += d.records;
+                return Ok(());
+            }
+        }
+        self.flush()?;
+        self.open = Some(d);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if let Some(d) = self.open.take() {
+            self.count += 1;
+            (self.out)(&d)?;
+        }
+        Ok(())
+    }
+}
+
+impl Scan<'_> {
+    fn run(&self, out: &mut dyn FnMut(&DroppedStretch) -> Result<()>) -> Result<Scanned> {
+        let geo = self.geo;
+        let salvage = self.mode == RecoveryMode::Salvage;
+        let src = StorageSource {
+            storage: self.storage.clone(),
+            geo,
+            end: self.limit,
+        };
+        let mut reader = RecordReader::new(src, geo, self.read_limit, self.start);
+        let mut pending = Pending {
+            open: None,
+            out,
+            count: 0,
+        };
+        let (mut records, mut salvaged) = (0u64, 0u64);
+        let mut read_end = None;
+        // The open batch: its first LSN and how many of its records were
+        // read. A batch is kept only when its last record is there.
+        let mut batch: Option<(u64, u64)> = None;
+        let mut first = true;
+        let mut keep = |n: u64, read_end: &Option<u64>| {
+            records += n;
+            if read_end.is_some() {
+                salvaged += n;
+            }
+        };
+        let end = loop {
+            let found = reader.next_record()?;
+            let at_start = std::mem::take(&mut first);
+            let pos = reader.position();
+            let damage = match found {
+                Next::Record(lsn, _) => {
+                    let (cont, more) = reader.last_batch();
+                    match batch {
+                        // The log may start inside a batch (retired up to
+                        // one of its records).
+                        None if cont && !at_start => {
+                            // A batch's later record without its first.
+                            if !salvage {
+                                return Err(corrupt(lsn, Damage::IncompleteBatch));
+                            }
+                            read_end.get_or_insert(lsn);
+                            pending.push(DroppedStretch {
+                                from: lsn,
+                                to: pos,
+                                damage: Damage::IncompleteBatch.to_string(),
+                                records: 1,
+                            })?;
+                            continue;
+                        }
+                        Some((from, n)) if !cont => {
+                            // A new record while a batch is open: the
+                            // batch's last records are missing.
+                            let d = Damage::RecordsFollow {
+                                first: Box::new(Damage::IncompleteBatch),
+                                next: lsn,
+                            };
+                            if !salvage {
+                                return Err(corrupt(from, d));
+                            }
+                            read_end.get_or_insert(from);
+                            pending.push(DroppedStretch {
+                                from,
+                                to: lsn,
+                                damage: Damage::IncompleteBatch.to_string(),
+                                records: n,
+                            })?;
+                            batch = None;
+                        }
+                        _ => {}
+                    }
+                    match (batch.as_mut(), more) {
+                        (Some(b), true) => b.1 += 1,
+                        (Some(b), false) => {
+                            let n = b.1 + 1;
+                            batch = None;
+                            keep(n, &read_end);
+                        }
+                        (None, true) => batch = Some((lsn, 1)),
+                        (None, false) => keep(1, &read_end),
+                    }
+                    continue;
+                }
+                Next::End => None,
+                Next::Damaged(d) => Some(d),
+            };
+            // The log ends at `pos`, or is damaged there. A batch still
+            // open goes with it.
+            let (from, in_batch) = match batch.take() {
+                Some((from, n)) => (from, n),
+                None => (pos, 0),
+            };
+            let damage = match (damage, in_batch) {
+                (Some(d), _) => Some(d),
+                (None, 0) => None,
+                (None, _) => Some(Damage::IncompleteBatch),
+            };
+            if from < self.durable && !salvage {
+                // A segment that must hold acknowledged records is gone.
+                let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
+                    .find(|s| self.segs.binary_search(s).is_err());
+                if let Some(seq) = first_missing {
+                    return Err(corrupt(
+                        geo.segment_start(seq).max(from),
+                        Damage::MissingSegment(seq),
+                    ));
+                }
+                // Records acknowledged durable are gone: never silently skipped.
+                return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+            }
+            // Valid records after it mean it is not the torn tail of a log
+            // written in order (see the crate documentation).
+            if let Some(next) = find_next(&mut reader, self.segs, geo, pos, self.scan_to)? {
+                let first = damage.unwrap_or(Damage::Zeros);
+                if !salvage {
+                    let d = Damage::RecordsFollow {
+                        first: Box::new(first),
+                        next,
+                    };
+                    return Err(corrupt(from, d));
+                }
+                read_end.get_or_insert(from);
+                pending.push(DroppedStretch {
+                    from,
+                    to: next,
+                    damage: first.to_string(),
+                    records: in_batch,
+                })?;
+                reader.seek(next);
+                continue;
+            }
+            let Some(d) = damage else {
+                break from; // a clean end
+            };
+            if self.mode == RecoveryMode::Strict {
+                return Err(corrupt(from, d));
+            }
+            // A damaged tail: dropped up to past every byte written there,
+            // where new records then continue (never reusing an LSN that
+            // names bytes on disk).
+            let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
+                .max(from + FILLER_BYTES as u64);
+            read_end.get_or_insert(from);
+            pending.push(DroppedStretch {
+                from,
+                to,
+                damage: d.to_string(),
+                records: in_batch,
+            })?;
+            break to;
+        };
+        pending.flush()?;
+        Ok(Scanned {
+            end,
+            read_end: read_end.unwrap_or(end),
+            records,
+            salvaged,
+            stretches: pending.count,
+        })
+    }
+}
+
+/// The first valid record of this journal after `pos`, below `to`,
+/// segment by segment (skipping missing ones and space never written).
+fn find_next(
     reader: &mut RecordReader<StorageSource>,
     segs: &[u64],
     geo: Geometry,
-    end: u64,
+    pos: u64,
     to: u64,
-    all: bool,
-    out: &mut Dropped,
-) -> Result<()> {
-    let saved = reader.position();
-    let mut from = end + RECORD_ALIGN;
+) -> Result<Option<u64>> {
+    let mut from = pos + RECORD_ALIGN;
     for &seq in segs {
         let seg_start = geo.segment_start(seq);
         let seg_end = geo.segment_start(seq + 1).min(to);
@@ -433,42 +831,85 @@ fn scan_after(
             // Skip what was never written (preallocated space): a valid
             // record was written, so it starts in a stretch that may hold
             // data.
-            let off = geo.file_offset(from);
-            let Some((d0, d1)) = reader.source().storage.data_after(seq, off)? else {
+            let Some((region_start, region_end)) =
+                data_region(reader.source(), geo, seq, from, seg_end)?
+            else {
                 break;
             };
-            let region_start = seg_start + d0.saturating_sub(geo.header_size);
-            let region_end = seg_start
-                .saturating_add(d1.saturating_sub(geo.header_size))
-                .min(seg_end);
             from = from.max(align_down(region_start, RECORD_ALIGN));
-            if from >= region_end {
-                if d1 == u64::MAX || region_end >= seg_end {
-                    break;
-                }
-                from = region_end;
-                continue;
+            if let Some(q) = reader.find_valid_after(from, region_end)? {
+                return Ok(Some(q));
             }
-            let Some(q) = reader.find_valid_after(from, region_end)? else {
-                from = region_end;
-                continue;
-            };
-            out.first.get_or_insert(q);
-            if !all {
-                reader.seek(saved);
-                return Ok(());
-            }
-            reader.seek(q);
-            while let Next::Record(lsn, data) = reader.next_record()? {
-                out.records += 1;
-                out.bytes += data.len() as u64;
-                if out.lsns.len() < 1000 {
-                    out.lsns.push(lsn);
-                }
-            }
-            from = reader.position() + RECORD_ALIGN;
+            from = region_end;
         }
     }
-    reader.seek(saved);
-    Ok(())
+    Ok(None)
+}
+
+/// The next stretch of log positions `[start, end)` in segment `seq`, at
+/// or after `from` and below `seg_end`, that may hold data; `None` when
+/// nothing there does.
+fn data_region(
+    src: &StorageSource,
+    geo: Geometry,
+    seq: u64,
+    from: u64,
+    seg_end: u64,
+) -> Result<Option<(u64, u64)>> {
+    let seg_start = geo.segment_start(seq);
+    let Some((d0, d1)) = src.storage.data_after(seq, geo.file_offset(from))? else {
+        return Ok(None);
+    };
+    let start = (seg_start + d0.saturating_sub(geo.header_size)).max(from);
+    let end = seg_start
+        .saturating_add(d1.saturating_sub(geo.header_size))
+        .min(seg_end);
+    Ok((start < end).then_some((start, end)))
+}
+
+/// Where the bytes this journal may have written after `pos` end: past
+/// the last non-zero 8-byte word at or after `pos` and below `to` (space
+/// never written is skipped), or `pos` if there is none. Reads in pieces
+/// of 1 MiB.
+fn data_end(
+    storage: &Arc<dyn Storage>,
+    segs: &[u64],
+    geo: Geometry,
+    pos: u64,
+    to: u64,
+) -> Result<u64> {
+    let mut src = StorageSource {
+        storage: storage.clone(),
+        geo,
+        end: to,
+    };
+    let mut last = pos;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut from = align_down(pos, RECORD_ALIGN);
+    for &seq in segs {
+        let seg_end = geo.segment_start(seq + 1).min(to);
+        if seg_end <= from {
+            continue;
+        }
+        from = from.max(geo.segment_start(seq));
+        while from < seg_end {
+            let Some((r0, r1)) = data_region(&src, geo, seq, from, seg_end)? else {
+                break;
+            };
+            let mut at = align_down(r0, RECORD_ALIGN);
+            while at < r1 {
+                let want = ((r1 - at) as usize).min(buf.len());
+                let n = src.read_stream(at, &mut buf[..want])?;
+                if let Some(i) = buf[..n].chunks(8).rposition(|w| w.iter().any(|&b| b != 0)) {
+                    last = last.max(at + (i as u64 + 1) * RECORD_ALIGN);
+                }
+                if n < want {
+                    break;
+                }
+                at += n as u64;
+            }
+            from = r1;
+        }
+    }
+    Ok(align_up(last, RECORD_ALIGN))
 }

@@ -91,13 +91,14 @@ pub struct JournalStats {
     /// Segments made by reusing a retired segment's file (not counted in
     /// `segments_created`).
     pub segments_recycled: u64,
-    /// Cuts recovery made when the journal was opened (0 or 1): a torn
-    /// tail cut off, or (in salvage mode) a damaged log cut short. Never
-    /// silent: also in [`crate::RecoveryReport::truncated_at`].
+    /// Whether recovery dropped anything when the journal was opened (0
+    /// or 1): a torn tail cut off, or (in salvage mode) damaged stretches
+    /// dropped. Never silent: also in
+    /// [`crate::RecoveryReport::truncated_at`] and `dropped_stretches`.
     pub recovery_cuts: u64,
-    /// Where recovery cut the log, if it did.
+    /// Where the first thing recovery dropped starts, if it dropped any.
     pub recovery_cut_lsn: Option<u64>,
-    /// Valid records the cut dropped (salvage mode only).
+    /// Valid records recovery dropped with incomplete atomic batches.
     pub recovery_dropped_records: u64,
     /// Next LSN to be handed out (the end of all reserved records).
     pub reserved_lsn: u64,

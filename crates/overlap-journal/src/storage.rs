@@ -111,6 +111,14 @@ pub trait Storage: Send + Sync + 'static {
         let _ = seq;
         Ok(Some((offset, u64::MAX)))
     }
+    /// Creates (or empties) a file named `name` beside the segments, for
+    /// what `repair` drops (see [`crate::repair`]): its path and the file,
+    /// whose directory entry is durable when this returns. `None` where
+    /// the storage keeps no such files (the default).
+    fn create_aside(&self, name: &str) -> io::Result<Option<(PathBuf, std::fs::File)>> {
+        let _ = name;
+        Ok(None)
+    }
     /// The checkpoint file's contents, `None` if it does not exist.
     fn read_checkpoint(&self) -> io::Result<Option<Vec<u8>>>;
     /// Writes `data` at `offset` of the checkpoint file (creating it, and
@@ -168,6 +176,40 @@ pub struct FsStorage {
     free: Mutex<Vec<PathBuf>>,
     ckpt: Mutex<Option<File>>,
     _lock: std::fs::File,
+    /// This process's claim on the directory (dropped after the lock).
+    _claim: Option<Claim>,
+}
+
+/// The journal directories this process has open for writing, by device
+/// and inode: a second open in the same process is told so, instead of
+/// being refused by its own `flock` as if another process held it (a
+/// `flock` belongs to an open file description, and a second `open` of
+/// `LOCK` makes a new one).
+static OPEN_HERE: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
+/// A directory's entry in [`OPEN_HERE`], removed when dropped.
+struct Claim((u64, u64));
+
+impl Claim {
+    /// Claims `dir` for this process; `None` if it is already claimed.
+    fn take(dir: &Path) -> io::Result<Option<Claim>> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(dir)?;
+        let key = (m.dev(), m.ino());
+        let mut open = OPEN_HERE.lock().unwrap_or_else(|p| p.into_inner());
+        if open.contains(&key) {
+            return Ok(None);
+        }
+        open.push(key);
+        Ok(Some(Claim(key)))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut open = OPEN_HERE.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|k| *k != self.0);
+    }
 }
 
 impl std::fmt::Debug for FsStorage {
@@ -290,6 +332,14 @@ impl FsStorage {
                 dir.display()
             )));
         }
+        let claim = if write {
+            match Claim::take(dir)? {
+                Some(c) => Some(c),
+                None => return Err(crate::Error::AlreadyOpen(dir.display().to_string())),
+            }
+        } else {
+            None
+        };
         let lock_path = dir.join("LOCK");
         let lock_file = if write {
             std::fs::OpenOptions::new()
@@ -396,6 +446,7 @@ impl FsStorage {
             free: Mutex::new(if write { list_free(dir)? } else { Vec::new() }),
             ckpt: Mutex::new(None),
             _lock: lock_file,
+            _claim: claim,
         })
     }
 
@@ -735,6 +786,24 @@ impl Storage for FsStorage {
                 Err(e)
             }
         }
+    }
+
+    fn create_aside(&self, name: &str) -> io::Result<Option<(PathBuf, std::fs::File)>> {
+        if !self.writable {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the journal is open read only",
+            ));
+        }
+        let path = self.dir.join(name);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| context(e, format!("creating {}", path.display())))?;
+        sync_dir(&self.dir)?;
+        Ok(Some((path, f)))
     }
 
     fn read_checkpoint(&self) -> io::Result<Option<Vec<u8>>> {

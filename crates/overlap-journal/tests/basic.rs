@@ -159,10 +159,22 @@ fn full_buffer_try_append_and_async() {
 }
 
 #[test]
-fn second_open_is_locked_out() {
+fn a_second_open_in_the_same_process_says_so() {
+    // It said "locked by another process" (its own flock refused it).
     let d = dir("lock");
     let j = Journal::open(&d, opts()).unwrap();
-    assert!(matches!(Journal::open(&d, opts()), Err(Error::Locked(_))));
+    let e = Journal::open(&d, opts()).unwrap_err();
+    assert!(matches!(e, Error::AlreadyOpen(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("already open in this process"),
+        "{e}"
+    );
+    // Also under another name for the same directory.
+    let alias = d.join("..").join(d.file_name().unwrap());
+    assert!(matches!(
+        Journal::open(&alias, opts()),
+        Err(Error::AlreadyOpen(_))
+    ));
     drop(j);
     Journal::open(&d, opts()).unwrap();
 }

@@ -1,8 +1,8 @@
 //! The recovery rule (issue 12, item 2): a record that may have been
 //! acknowledged is never cut silently. The durable point in the checkpoint
 //! lags the acknowledgements, so damage past it with valid records after it
-//! is refused in the default mode, and only `Salvage` cuts it, reporting
-//! what it dropped.
+//! is refused in the default mode, and only `Salvage` drops it, keeping
+//! every valid record after it (issue 26) and reporting what it dropped.
 
 use std::fs::OpenOptions as FsOpen;
 use std::os::unix::fs::FileExt;
@@ -117,27 +117,34 @@ fn damage_with_records_after_it_is_refused_not_cut() {
     let d = refused(verify(&l.dir, &opts()), victim, "verify again");
     assert!(matches!(d, Damage::RecordsFollow { .. }));
 
-    // Salvage cuts there and says what it dropped.
+    // Salvage drops the damaged record only, keeps the 149 intact records
+    // after it (it cut them all before issue 26), and says what it dropped.
     let rep = verify(&l.dir, &opts().recovery(RecoveryMode::Salvage)).unwrap();
     assert_eq!(rep.truncated_at, Some(victim));
+    assert_eq!(rep.records, 199);
     let j = Journal::open(&l.dir, opts().recovery(RecoveryMode::Salvage)).unwrap();
     let r = j.recovery_report().clone();
     assert_eq!(r.truncated_at, Some(victim));
-    assert_eq!(r.records, 50);
-    assert_eq!(r.dropped_records, 149);
-    assert_eq!(r.dropped_bytes, 149 * 1000);
-    assert_eq!(r.dropped_lsns.first(), Some(&l.lsns[51]));
-    assert_eq!(r.dropped_lsns.last(), Some(&l.lsns[199]));
+    assert_eq!(r.records, 199);
+    assert_eq!(r.salvaged_records, 149);
+    assert_eq!(r.dropped_records, 0);
+    assert_eq!(r.dropped_stretches, 1);
+    assert_eq!((r.dropped[0].from, r.dropped[0].to), (victim, l.lsns[51]));
+    assert_eq!(r.dropped_bytes, l.lsns[51] - victim);
+    assert!(r.dropped_file.is_some(), "{r:?}");
     assert!(!r.cut_acknowledged);
     let s = j.stats();
     assert_eq!((s.recovery_cuts, s.recovery_cut_lsn), (1, Some(victim)));
-    assert_eq!(s.recovery_dropped_records, 149);
-    // The salvaged journal goes on from the cut, and is clean.
-    assert_eq!(j.append(b"after repair").unwrap().0, victim);
+    // The salvaged journal goes on after its last record (no LSN is handed
+    // out twice), and is clean.
+    assert_eq!(r.end_lsn, l.end);
+    assert_eq!(j.append(b"after repair").unwrap().0, l.end);
     j.close().unwrap();
     let got = l.records();
-    assert_eq!(got.len(), 51);
-    assert_eq!(got[50], b"after repair");
+    assert_eq!(got.len(), 200);
+    assert_eq!(got[49], [49u8; 1000]);
+    assert_eq!(got[50], [51u8; 1000]);
+    assert_eq!(got[199], b"after repair");
 }
 
 #[test]
@@ -203,7 +210,31 @@ fn a_torn_tail_is_cut_and_reported() {
 }
 
 #[test]
-fn salvage_cuts_before_the_durable_point_and_says_so() {
+fn a_torn_tail_s_lsns_are_not_handed_out_again() {
+    // The torn record's bytes are on disk (and may have been read at
+    // `Written`): new records go after them.
+    let l = build("torn-no-reuse", 190);
+    let victim = l.lsns[199];
+    l.write(victim + 60, &[0x01, 0x02]);
+    let j = Journal::open(&l.dir, opts()).unwrap();
+    let r = j.recovery_report().clone();
+    assert_eq!(r.truncated_at, Some(victim));
+    assert!(r.end_lsn >= l.end, "{} < {}", r.end_lsn, l.end);
+    let lsn = j.append(b"next").unwrap();
+    assert!(
+        lsn.0 >= l.end,
+        "LSN {} reused (the torn record ended at {})",
+        lsn.0,
+        l.end
+    );
+    j.close().unwrap();
+    let got = l.records();
+    assert_eq!(got.len(), 200);
+    assert_eq!(got[199], b"next");
+}
+
+#[test]
+fn salvage_drops_before_the_durable_point_and_says_so() {
     let l = build("before-durable", 199);
     let victim = l.lsns[30];
     l.write(victim + 40, &[0xde, 0xad]);
@@ -212,13 +243,13 @@ fn salvage_cuts_before_the_durable_point_and_says_so() {
     let r = j.recovery_report();
     assert_eq!(r.truncated_at, Some(victim));
     assert!(r.cut_acknowledged);
-    assert_eq!(r.dropped_records, 169);
+    assert_eq!(r.records, 199);
     drop(j);
-    assert_eq!(l.records().len(), 30);
+    assert_eq!(l.records().len(), 199);
 }
 
 #[test]
-fn salvage_cuts_at_a_bad_segment_header() {
+fn salvage_reads_through_a_bad_segment_header_and_rewrites_it() {
     let l = build("bad-header", 10);
     // Segment 1's header is damaged.
     let f = FsOpen::new()
@@ -235,10 +266,11 @@ fn salvage_cuts_at_a_bad_segment_header() {
         })
     ));
     let j = Journal::open(&l.dir, opts().recovery(RecoveryMode::Salvage)).unwrap();
-    let cut = j.recovery_report().truncated_at.unwrap();
-    assert!(cut <= l.geo.segment_start(1), "{cut}");
+    assert_eq!(j.recovery_report().records, 200);
     j.append(b"on").unwrap();
     j.close().unwrap();
+    // Strict opens it: the header was written anew.
     let got = l.records();
+    assert_eq!(got.len(), 201);
     assert_eq!(got.last().unwrap(), b"on");
 }

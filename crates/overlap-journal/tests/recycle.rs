@@ -110,7 +110,10 @@ fn reused_segment_keeps_old_records_and_recovery_stops_at_the_tail() {
     // file's earlier use, valid in every other respect, sits exactly at
     // the tail. It carries the LSN of its old position, so the default
     // recovery cuts there (a torn tail: nothing valid follows) and keeps
-    // every record; strict recovery names the damage.
+    // every record; strict recovery names the damage. New records continue
+    // after the old bytes (recovery cannot tell them from bytes this life
+    // wrote, whose LSNs must not be handed out again), and the log is
+    // clean afterwards.
     let d = dir("stale-crash");
     let (geo, lsns, tail) = build(&d);
     let seq = geo.segment_of(tail);
@@ -130,7 +133,15 @@ fn reused_segment_keeps_old_records_and_recovery_stops_at_the_tail() {
     let j = Journal::open(&d, opts()).unwrap();
     assert_eq!(j.recovery_report().truncated_at, Some(tail));
     assert_eq!(j.recovery_report().dropped_records, 0);
-    check(&j, &lsns, tail);
+    assert!(j.recovery_report().end_lsn > tail);
+    check(&j, &lsns, j.recovery_report().end_lsn);
+    let next = j.append(b"next").unwrap();
+    assert_eq!(next.0, j.recovery_report().end_lsn);
+    j.close().unwrap();
+    let j = Journal::open(&d, opts().recovery(RecoveryMode::Strict)).unwrap();
+    let got: Vec<_> = j.read_from(lsns[0]).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(got.len(), lsns.len() + 1);
+    assert_eq!(got.last().unwrap().lsn, next);
 }
 
 /// Recovery ended at `tail` and kept exactly round 1's records.

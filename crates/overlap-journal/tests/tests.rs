@@ -7,3 +7,4 @@ mod kill9;
 mod power_loss;
 mod recovery_rule;
 mod recycle;
+mod wal;

@@ -77,6 +77,9 @@ pub(super) struct BenchArgs {
     spin_committers: Option<u64>,
     #[command(flatten)]
     open: OpenArgs,
+    /// `overlap journal -v`: say the engine driver.
+    #[arg(skip)]
+    verbose: bool,
 }
 
 #[derive(Serialize, Debug)]
@@ -123,7 +126,8 @@ struct BenchResult {
     storage: String,
 }
 
-pub(super) fn bench(args: BenchArgs) -> Result<()> {
+pub(super) fn bench(mut args: BenchArgs, verbose: bool) -> Result<()> {
+    args.verbose = verbose;
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
         bail!("--duration must be more than 0 and at most 3600 seconds");
     }
@@ -236,7 +240,7 @@ fn run_scenario(
 ) -> Result<BenchResult> {
     let opts = args
         .open
-        .options()?
+        .options(args.verbose)?
         .max_record_bytes(bytes.max(1).next_power_of_two())
         .recycle_segments(args.recycle_segments)
         .spin_committers(args.spin_committers);

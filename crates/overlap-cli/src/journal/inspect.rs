@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
-use overlap_journal::{Journal, Options, RecoveryMode};
+use overlap_journal::Options;
 use serde::Serialize;
 
 use super::mode;
@@ -131,7 +131,7 @@ pub(super) fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
                 );
             }
             bail!(
-                "{}: {e}\n(`overlap journal repair {}` cuts the log there and lists what it drops)",
+                "{}: {e}\n(`overlap journal repair {}` drops the damaged stretches, keeps every valid record after them, and saves and lists what it drops; `--dry-run` first)",
                 dir.display(),
                 dir.display()
             )
@@ -140,54 +140,103 @@ pub(super) fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
     }
 }
 
-pub(super) fn repair(dir: &Path, json: bool) -> Result<()> {
-    let opts = Options::default().recovery(RecoveryMode::Salvage);
-    // Never create a journal here: look first.
-    overlap_journal::verify(dir, &opts).with_context(|| format!("reading {}", dir.display()))?;
-    let j = Journal::open(dir, opts).with_context(|| format!("repairing {}", dir.display()))?;
-    let r = j.recovery_report().clone();
-    j.close().context("closing the journal")?;
+pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut o = std::io::BufWriter::new(stdout.lock());
+    let mut failed: Option<std::io::Error> = None;
+    // Every dropped stretch is listed as it is found (all of them; the
+    // report keeps only the first ones).
+    let mut each = |d: &overlap_journal::DroppedStretch| {
+        if failed.is_some() {
+            return;
+        }
+        let res = if json {
+            serde_json::to_writer(&mut o, &serde_json::json!({ "dropped": d }))
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(o))
+        } else {
+            let records = match d.records {
+                0 => String::new(),
+                n => format!(" ({n} valid record(s) of an incomplete batch)"),
+            };
+            writeln!(
+                o,
+                "dropped\t{}\t{}\t{}\t{}{records}",
+                d.from,
+                d.to,
+                d.to - d.from,
+                d.damage
+            )
+        };
+        if let Err(e) = res {
+            failed = Some(e);
+        }
+    };
+    let opts = Options::default();
+    let r = overlap_journal::repair(dir, &opts, dry_run, &mut each).with_context(|| {
+        format!(
+            "{} {}",
+            if dry_run { "checking" } else { "repairing" },
+            dir.display()
+        )
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     if json {
-        println!("{}", serde_json::to_string(&r)?);
+        serde_json::to_writer(&mut o, &r)?;
+        writeln!(o)?;
+        o.flush()?;
         return Ok(());
     }
-    match (r.truncated_at, &r.damage) {
-        (Some(at), Some(d)) => {
-            println!("cut the log at LSN {at}: {d}");
-            if r.cut_acknowledged {
-                println!(
-                    "the cut is before the durable point {}: records acknowledged durable were dropped",
-                    r.checkpoint_durable_lsn
-                );
-            }
-            println!(
-                "dropped {} valid record(s) after the damage ({} payload bytes){}",
-                r.dropped_records,
-                r.dropped_bytes,
-                if r.dropped_records > 0 {
-                    "; their LSNs will be handed out again"
-                } else {
-                    ""
-                }
-            );
-            for lsn in &r.dropped_lsns {
-                println!("dropped\t{lsn}");
-            }
-            if r.dropped_records > r.dropped_lsns.len() as u64 {
-                println!(
-                    "dropped\t... {} more",
-                    r.dropped_records - r.dropped_lsns.len() as u64
-                );
-            }
-            println!(
-                "kept {} record(s), LSN {}..{}",
-                r.records, r.start_lsn, r.end_lsn
-            );
-        }
-        _ => println!(
+    let would = if dry_run { "would " } else { "" };
+    if r.dropped_stretches == 0 {
+        writeln!(
+            o,
             "nothing to repair: {} records, LSN {}..{}",
             r.records, r.start_lsn, r.end_lsn
-        ),
+        )?;
+        o.flush()?;
+        return Ok(());
     }
+    writeln!(
+        o,
+        "{would}drop {} damaged stretch(es), {} log bytes{} (listed above: dropped, from LSN, to \
+         LSN, bytes, damage)",
+        r.dropped_stretches,
+        r.dropped_bytes,
+        match r.dropped_records {
+            0 => String::new(),
+            n => format!(", with {n} valid record(s) of incomplete batches"),
+        }
+    )?;
+    if r.cut_acknowledged {
+        writeln!(
+            o,
+            "damage starts before the durable point {}: records acknowledged durable are lost",
+            r.checkpoint_durable_lsn
+        )?;
+    }
+    writeln!(
+        o,
+        "{would}keep {} record(s), {} of them after the first damage",
+        r.records, r.salvaged_records
+    )?;
+    match &r.dropped_file {
+        Some(f) => writeln!(o, "saved the dropped bytes to {f}")?,
+        None if dry_run => writeln!(
+            o,
+            "dry run: nothing was changed (a repair saves the dropped bytes to {}/dropped-<N>.bin)",
+            dir.display()
+        )?,
+        None => {}
+    }
+    writeln!(
+        o,
+        "new records {}continue at LSN {} (a dropped LSN is never handed out again)",
+        if dry_run { "would " } else { "" },
+        r.end_lsn
+    )?;
+    o.flush()?;
     Ok(())
 }

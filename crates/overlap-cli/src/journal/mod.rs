@@ -7,8 +7,11 @@
 //! - `dump DIR [--json]`: the records; with `--json`, one object per line
 //!   with `lsn` and `data` (UTF-8 text) or `data_b64` (anything else).
 //! - `verify DIR`: what recovery would do; exits non-zero when corrupt.
-//! - `repair DIR`: salvage a damaged journal: cut it at the first damage
-//!   and list what that dropped.
+//! - `repair DIR [--dry-run]`: salvage a damaged journal: drop each damaged
+//!   stretch, keep every valid record after it, save what it drops to a
+//!   file in the journal directory, and list all of it.
+//!
+//! `-v` says which engine driver the journal runs on.
 //! - `bench`: append latency and throughput, and group commit against a
 //!   baseline that calls `fdatasync` after every record (see [`bench::bench`]).
 
@@ -31,6 +34,9 @@ use inspect::{dump, repair, verify};
 /// Options of `overlap journal`.
 #[derive(Args, Debug)]
 pub struct JournalArgs {
+    /// Say more on stderr (the engine driver the journal runs on).
+    #[arg(short, long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     cmd: JournalCmd,
 }
@@ -84,14 +90,21 @@ enum JournalCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Salvage a damaged journal: cut the log at the first damage, even
-    /// where recovery refuses to (damage before the durable point, or with
-    /// valid records after it), and print what was dropped. The dropped
-    /// records' LSNs are handed out again to new records.
+    /// Salvage a damaged journal: drop each damaged stretch, wherever it is
+    /// (even before the durable point), and keep every valid record after
+    /// it (resynchronising on the next valid record). Before anything is
+    /// changed, the dropped bytes are saved to `DIR/dropped-<N>.bin`; every
+    /// dropped stretch is listed (`dropped<TAB>FROM<TAB>TO<TAB>BYTES<TAB>
+    /// damage`). No LSN is handed out twice: new records continue after
+    /// everything the log holds.
     Repair {
         /// The journal directory.
         dir: PathBuf,
-        /// Print the report as JSON.
+        /// Say what a repair would do and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// JSON lines: one `{"dropped": ...}` per dropped stretch, then the
+        /// report.
         #[arg(long)]
         json: bool,
     },
@@ -131,7 +144,8 @@ fn parse_mib(s: &str) -> std::result::Result<u64, crate::size::SizeError> {
 }
 
 impl OpenArgs {
-    fn options(&self) -> Result<Options> {
+    /// The journal's options; with `verbose`, says the engine's driver.
+    fn options(&self, verbose: bool) -> Result<Options> {
         if !(1 << 20..=1 << 40).contains(&self.segment_bytes) {
             bail!(
                 "--segment-mib must be between 1 MiB and 1 TiB (1 to 1048576 MiB), not {}",
@@ -148,11 +162,13 @@ impl OpenArgs {
         let buffer_bytes = usize::try_from(self.buffer_bytes).context("--buffer-mib")?;
         let opts = Options::default();
         // The journal's engine, made here so that its driver (and why not
-        // io_uring, in a container) is said on stderr; if it cannot start,
-        // Journal::open reports the error.
+        // io_uring, in a container) can be said on stderr (`-v`); if it
+        // cannot start, Journal::open reports the error.
         let opts = match overlap::Engine::new() {
             Ok(engine) => {
-                eprintln!("overlap journal: engine driver {}", engine.driver());
+                if verbose {
+                    eprintln!("overlap journal: engine driver {}", engine.driver());
+                }
                 opts.engine(engine)
             }
             Err(_) => opts,
@@ -189,12 +205,13 @@ impl From<LevelArg> for Level {
 
 /// Runs `overlap journal`.
 pub fn run(args: JournalArgs) -> Result<()> {
+    let verbose = args.verbose;
     match args.cmd {
-        JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open),
+        JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open, verbose),
         JournalCmd::Dump { dir, json, strict } => dump(&dir, json, strict),
         JournalCmd::Verify { dir, strict, json } => verify(&dir, strict, json),
-        JournalCmd::Repair { dir, json } => repair(&dir, json),
-        JournalCmd::Bench(b) => bench(b),
+        JournalCmd::Repair { dir, dry_run, json } => repair(&dir, dry_run, json),
+        JournalCmd::Bench(b) => bench(b, verbose),
     }
 }
 
@@ -212,16 +229,18 @@ fn report_cut(dir: &Path, r: &overlap_journal::RecoveryReport) {
         let _ = writeln!(
             std::io::stderr(),
             "overlap journal: recovery cut {} at LSN {at} ({}); nothing valid followed it and it \
-             is past the durable point {} recorded in the checkpoint (a torn write)",
+             is past the durable point {} recorded in the checkpoint (a torn write); new records \
+             continue at LSN {}, after what the torn write left",
             dir.display(),
             r.damage.as_deref().unwrap_or("damage"),
-            r.checkpoint_durable_lsn
+            r.checkpoint_durable_lsn,
+            r.end_lsn
         );
     }
 }
 
-fn append(dir: &Path, level: Level, open: &OpenArgs) -> Result<()> {
-    let opts = open.options()?;
+fn append(dir: &Path, level: Level, open: &OpenArgs, verbose: bool) -> Result<()> {
+    let opts = open.options(verbose)?;
     let max = opts.max_record_bytes;
     let j = Arc::new(
         Journal::open(dir, opts)
@@ -366,11 +385,11 @@ mod tests {
     #[test]
     fn out_of_range_sizes_are_refused_before_anything_is_made() {
         let e = open_of(&["append", "d", "--segment-mib", "0"])
-            .options()
+            .options(false)
             .unwrap_err();
         assert!(e.to_string().contains("--segment-mib"), "{e}");
         let e = open_of(&["append", "d", "--buffer-mib", "3"])
-            .options()
+            .options(false)
             .unwrap_err();
         assert!(e.to_string().contains("power of two"), "{e}");
     }

@@ -249,12 +249,25 @@ impl Flusher {
         // write into a recycled segment appends.
         let room = stage.capacity() as u64 - 2 * self.bs - CLEAN_END_MAX;
         let mut p = self.filled;
-        while let Some(total) = sh.ring.committed(p) {
-            let span = align_up(total as u64, RECORD_ALIGN);
-            if p + span - self.stage_pos > room {
+        'take: while let Some(mut total) = sh.ring.committed(p) {
+            // An atomic batch is taken whole (its later records were
+            // published before its first), so that no write, and no
+            // watermark, ends inside one.
+            let mut q = p;
+            loop {
+                q += align_up((total & !RING_BATCH_MORE) as u64, RECORD_ALIGN);
+                if total & RING_BATCH_MORE == 0 {
+                    break;
+                }
+                match sh.ring.committed(q) {
+                    Some(t) => total = t,
+                    None => break 'take,
+                }
+            }
+            if q - self.stage_pos > room {
                 break;
             }
-            p += span;
+            p = q;
         }
         if p == self.filled {
             return false;
@@ -281,7 +294,7 @@ impl Flusher {
             let o = (q - self.stage_pos) as usize;
             let mut w = [0u8; 8];
             w.copy_from_slice(&stage[o..o + 8]);
-            let total = u64::from_ne_bytes(w) as u32 as usize;
+            let total = (u64::from_ne_bytes(w) as u32 & !RING_BATCH_MORE) as usize;
             let span = align_up(total as u64, RECORD_ALIGN) as usize;
             seal_record(&sh.geo, q, &mut stage[o..o + total]);
             stage[o + total..o + span].fill(0);

@@ -8,12 +8,14 @@ mod options;
 mod prealloc;
 mod reader;
 mod shared;
+mod tail;
 
 pub use options::{
     Level, Lsn, Options, DEFAULT_BUFFER_BYTES, DEFAULT_MAX_RECORD_BYTES, DEFAULT_RECYCLE_SEGMENTS,
     DEFAULT_SEGMENT_SIZE, MAX_RECORD_LIMIT,
 };
 pub use reader::{Record, RecordIter};
+pub use tail::Tail;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -32,7 +34,9 @@ use self::flusher::*;
 use self::prealloc::*;
 use self::shared::*;
 use crate::error::{Error, Result};
-use crate::format::{align_down, align_up, record_span, Geometry, CLEAN_END_MAX};
+use crate::format::{
+    align_down, align_up, record_span, Geometry, CLEAN_END_MAX, LSN_MASK, RECORD_ALIGN,
+};
 use crate::recovery::{recover, RecoveryReport};
 use crate::ring::{Padded, Ring};
 use crate::stats::{Counters, JournalStats};
@@ -87,6 +91,7 @@ impl Journal {
             options.segment_size,
             options.max_record_bytes,
             true,
+            None,
         )?;
         let bs = storage.block_size() as u64;
         let end = rec.end;
@@ -117,6 +122,7 @@ impl Journal {
                 checkpoint: rec.checkpoint,
             }),
             first_seq: Mutex::new(rec.first_seq),
+            finished: AtomicBool::new(false),
         });
         let stage_cap = align_up(
             (STAGE_BYTES as u64)
@@ -216,15 +222,68 @@ impl Journal {
         }
     }
 
+    /// Appends the records of `records` as one atomic batch: after a
+    /// crash, all of them are in the log or none is (recovery drops a
+    /// batch whose last record is missing), and readers and watermarks
+    /// never see part of one. Returns their LSNs, consecutive in the log.
+    /// Blocks when the buffer is full, as [`append`](Self::append).
+    ///
+    /// A batch takes at most as much log space as one record of
+    /// [`Options::max_record_bytes`] (each record's 24-byte header and
+    /// padding to 8 bytes counted), else [`Error::TooLarge`]; an empty one
+    /// is [`Error::InvalidInput`].
+    pub fn append_batch<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<Vec<Lsn>> {
+        let refs: Vec<&[u8]> = records.iter().map(|r| r.as_ref()).collect();
+        let first = match self.sh.try_append_batch(&refs) {
+            Ok(pos) => pos,
+            Err(Error::Full) => block_on(self.reserve_async(|sh| sh.try_append_batch(&refs)))?,
+            Err(e) => return Err(e),
+        };
+        Ok(batch_lsns(first, &refs))
+    }
+
+    /// As [`append_batch`](Self::append_batch), but fails with
+    /// [`Error::Full`] instead of waiting when the buffer is full.
+    pub fn try_append_batch<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<Vec<Lsn>> {
+        let refs: Vec<&[u8]> = records.iter().map(|r| r.as_ref()).collect();
+        match self.sh.try_append_batch(&refs) {
+            Ok(first) => Ok(batch_lsns(first, &refs)),
+            Err(Error::Full) => {
+                Counters::add(&self.sh.stats.full_refusals, 1);
+                Err(Error::Full)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// As [`append_batch`](Self::append_batch), but waits asynchronously
+    /// when the buffer is full.
+    pub async fn append_batch_async<R: AsRef<[u8]>>(&self, records: &[R]) -> Result<Vec<Lsn>> {
+        let refs: Vec<&[u8]> = records.iter().map(|r| r.as_ref()).collect();
+        let first = self.reserve_async(|sh| sh.try_append_batch(&refs)).await?;
+        Ok(batch_lsns(first, &refs))
+    }
+
     /// As [`append`](Self::append), but waits asynchronously when the
     /// buffer is full.
     pub fn append_async<'a>(&'a self, data: &'a [u8]) -> impl Future<Output = Result<Lsn>> + 'a {
+        let fut = self.reserve_async(move |sh| sh.try_append(data));
+        async move { fut.await.map(Lsn) }
+    }
+
+    /// Runs `attempt` until it does not find the buffer full, waiting
+    /// asynchronously for the flusher to free space in between (counted in
+    /// [`JournalStats::full_waits`]).
+    fn reserve_async<'a>(
+        &'a self,
+        attempt: impl Fn(&Shared) -> Result<u64> + 'a,
+    ) -> impl Future<Output = Result<u64>> + 'a {
         let mut waited: Option<Instant> = None;
         std::future::poll_fn(move |cx| {
             let sh = &self.sh;
             let mut registered = false;
             loop {
-                match sh.try_append(data) {
+                match attempt(sh) {
                     Ok(pos) => {
                         if let Some(t) = waited {
                             let us = t.elapsed().as_micros() as u64;
@@ -232,7 +291,7 @@ impl Journal {
                                 let _ = h.full_wait_us.record(us);
                             });
                         }
-                        return Poll::Ready(Ok(Lsn(pos)));
+                        return Poll::Ready(Ok(pos));
                     }
                     Err(Error::Full) if registered => return Poll::Pending,
                     Err(Error::Full) => {
@@ -270,7 +329,15 @@ impl Journal {
 
     /// Blocks until every record up to and including `lsn` has reached
     /// `level`.
+    ///
+    /// Returns at once when the level is already reached: for `Accepted`,
+    /// as soon as every record up to `lsn` is in the log buffer (which it is
+    /// when the appends that returned them have returned), without waiting
+    /// for the flusher.
     pub fn wait_blocking(&self, lsn: Lsn, level: Level) -> Result<()> {
+        if let Some(r) = self.sh.wait_done(lsn.0, level) {
+            return r;
+        }
         match level {
             Level::Accepted => block_on(self.wait(lsn, level)),
             // A write (and for Durable a device flush) lies ahead: sleep
@@ -311,17 +378,14 @@ impl Journal {
             .start_lsn)
     }
 
-    /// Iterates the records from `lsn` (a record's LSN, or the start) up to
-    /// the `Written` watermark at the time of the call.
+    /// Iterates the records from `lsn` (a record's LSN, the start, or the
+    /// [`Record::next_lsn`] of one) up to the `Written` watermark at the
+    /// time of the call. An LSN that is not where a record starts is
+    /// refused ([`Error::InvalidInput`]), as by
+    /// [`truncate_before`](Self::truncate_before).
     pub fn read_from(&self, lsn: Lsn) -> Result<RecordIter> {
-        let start = self.start_lsn().0;
-        if lsn.0 < start {
-            return Err(Error::InvalidInput(format!(
-                "LSN {} was retired; the log starts at {start}",
-                lsn.0
-            )));
-        }
         let end = self.sh.written.load(SeqCst);
+        self.check_start(lsn.0, end)?;
         Ok(RecordIter::new(
             self.sh.storage.clone(),
             self.sh.geo,
@@ -329,6 +393,76 @@ impl Journal {
             lsn.0,
             end,
         ))
+    }
+
+    /// A reader that follows the log from `lsn` (as for
+    /// [`read_from`](Self::read_from); it may also be the end of the log,
+    /// where the next record will go) as records reach `level` (`Written`
+    /// or `Durable`): the shape of a Kafka consumer or RocksDB's
+    /// `GetUpdatesSince`. Iterating it blocks until the next record reaches
+    /// the level; [`Tail::next_async`] waits asynchronously. It ends (with
+    /// `None`) once the journal is closed and every record that reached the
+    /// level was read, and with the journal's error if it fails.
+    ///
+    /// A `Durable` tail sees records as group commits make them durable:
+    /// it requests no sync itself. The tail keeps the journal's files open
+    /// (and its directory locked) until it is dropped.
+    pub fn tail(&self, lsn: Lsn, level: Level) -> Result<Tail> {
+        if level == Level::Accepted {
+            return Err(Error::InvalidInput(
+                "a tail follows `written` or `durable` records (accepted ones are only in memory)"
+                    .into(),
+            ));
+        }
+        let appended = self.sh.reserve.load(SeqCst) & !FLAGS;
+        if lsn.0 > appended {
+            return Err(Error::InvalidInput(format!(
+                "LSN {} is beyond the end of the log ({appended})",
+                lsn.0
+            )));
+        }
+        let written = self.sh.written.load(SeqCst);
+        self.check_start(lsn.0, written)?;
+        let iter = RecordIter::new(
+            self.sh.storage.clone(),
+            self.sh.geo,
+            self.sh.read_limit,
+            lsn.0,
+            self.sh.watermark(level).max(lsn.0),
+        );
+        Ok(Tail::new(self.sh.clone(), iter, level))
+    }
+
+    /// Checks that reading may start at `lsn`: not retired, and where a
+    /// record starts (its header names it) when a record is there (below
+    /// `written`).
+    fn check_start(&self, lsn: u64, written: u64) -> Result<()> {
+        let start = self.start_lsn().0;
+        if lsn < start {
+            return Err(Error::InvalidInput(format!(
+                "LSN {lsn} was retired; the log starts at {start}"
+            )));
+        }
+        let not_a_record =
+            || Error::InvalidInput(format!("LSN {lsn} is not the start of a record"));
+        if lsn % RECORD_ALIGN != 0 {
+            return Err(not_a_record());
+        }
+        if lsn < written {
+            let mut src = crate::recovery::StorageSource {
+                storage: self.sh.storage.clone(),
+                geo: self.sh.geo,
+                end: written,
+            };
+            let mut hdr = [0u8; 16];
+            use crate::format::StreamSource;
+            let n = src.read_stream(lsn, &mut hdr)?;
+            let field = u64::from_le_bytes(hdr[8..16].try_into().unwrap_or([0; 8]));
+            if n < hdr.len() || field & LSN_MASK != lsn {
+                return Err(not_a_record());
+            }
+        }
+        Ok(())
     }
 
     /// Retires the segments that hold only records before `lsn` (which must
@@ -423,6 +557,8 @@ impl Journal {
             p.stop();
             let _ = h.join();
         }
+        // The watermarks are final: tails end once they have read up to them.
+        self.sh.finished.store(true, SeqCst);
         self.sh.wake_waiters(true);
         self.sh.ring_bells_all();
         self.sh.wake_space();
@@ -453,6 +589,19 @@ impl Future for Wait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         self.sh.poll_wait(self.lsn, self.level, cx)
     }
+}
+
+/// The LSNs of a batch of `records` whose first is at `first`.
+fn batch_lsns(first: u64, records: &[&[u8]]) -> Vec<Lsn> {
+    let mut at = first;
+    records
+        .iter()
+        .map(|r| {
+            let lsn = Lsn(at);
+            at += record_span(r.len());
+            lsn
+        })
+        .collect()
 }
 
 /// Removes a journal directory that a failed [`Journal::open`] created:

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::options::*;
 use crate::error::{Damage, Error, Result};
-use crate::format::{Geometry, Next, RecordReader};
+use crate::format::{record_span, Geometry, Next, RecordReader};
 use crate::recovery::StorageSource;
 use crate::storage::Storage;
 
@@ -15,6 +15,16 @@ pub struct Record {
     pub lsn: Lsn,
     /// Its payload.
     pub data: Vec<u8>,
+}
+
+impl Record {
+    /// The LSN right after this record: where the next record starts (or
+    /// will). To resume after the last record processed, read from here:
+    /// [`crate::Journal::read_from`] and [`crate::Journal::tail`] accept it
+    /// even when no record is there yet.
+    pub fn next_lsn(&self) -> Lsn {
+        Lsn(self.lsn.0 + record_span(self.data.len()))
+    }
 }
 
 /// Iterator over records (from [`crate::Journal::read_from`] or [`crate::inspect`]).
@@ -49,6 +59,22 @@ impl RecordIter {
     }
 }
 
+impl RecordIter {
+    /// Where the iteration stops.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Lets the iteration go on up to `end` (a record boundary at or after
+    /// the current end: the log below it is written and stays as it is).
+    pub(crate) fn extend_to(&mut self, end: u64) {
+        if end > self.end {
+            self.end = end;
+            self.reader.source_mut().end = end;
+        }
+    }
+}
+
 impl Iterator for RecordIter {
     type Item = Result<Record>;
     fn next(&mut self) -> Option<Result<Record>> {
@@ -63,6 +89,8 @@ impl Iterator for RecordIter {
                     data,
                 }))
             }
+            // Past a filler that reaches the end.
+            Ok(Next::End) if self.reader.position() >= self.end => return None,
             Ok(Next::End) => Err(Error::Corrupt {
                 lsn: pos,
                 damage: Damage::Truncated,

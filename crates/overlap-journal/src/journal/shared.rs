@@ -9,7 +9,10 @@ use std::task::{Context, Poll, Waker};
 use super::bell::Bell;
 use super::options::*;
 use crate::error::{Error, Result};
-use crate::format::{record_span, Checkpoint, Geometry, CHECKPOINT_SLOT, RECORD_HEADER};
+use crate::format::{
+    align_up, record_span, Checkpoint, Geometry, CHECKPOINT_SLOT, FLAG_BATCH_CONT, FLAG_BATCH_MORE,
+    LSN_MASK, RECORD_ALIGN, RECORD_HEADER,
+};
 use crate::ring::{Padded, Ring};
 use crate::stats::Counters;
 use crate::storage::Storage;
@@ -19,6 +22,13 @@ pub(super) const DEAD: u64 = 1 << 62;
 pub(super) const FLAGS: u64 = CLOSED | DEAD;
 /// Most bytes the flusher stages (and writes) at once.
 pub(super) const STAGE_BYTES: usize = 4 << 20;
+/// In a ring commit word's length half: more records of the same atomic
+/// batch follow this one (the flusher takes a batch whole). Lengths stay
+/// below it (at most `24 + 2^30`).
+pub(super) const RING_BATCH_MORE: u32 = 1 << 31;
+/// Most records `wait(.., Accepted)` looks at in the ring itself before it
+/// leaves the rest to the flusher.
+const ACCEPTED_SCAN: usize = 4096;
 
 pub(super) struct Waiter {
     pub(super) lsn: u64,
@@ -63,6 +73,9 @@ pub(super) struct Shared {
     /// truncations (held while files are renamed or removed, which the
     /// flusher never waits for).
     pub(super) first_seq: Mutex<u64>,
+    /// Set once the journal is closed and its flusher has stopped: the
+    /// watermarks no longer move (tails end).
+    pub(super) finished: AtomicBool,
 }
 
 impl Shared {
@@ -81,12 +94,21 @@ impl Shared {
                 max: self.max_record,
             });
         }
-        let span = record_span(len);
+        self.try_reserve_span(record_span(len))
+    }
+
+    /// Reserves `span` log bytes (at most one largest record's).
+    fn try_reserve_span(&self, span: u64) -> Result<u64> {
         let cap = self.ring.cap();
         let mut cur = self.reserve.load(SeqCst);
         loop {
             if cur & FLAGS != 0 {
                 return Err(self.fail_error(cur));
+            }
+            if cur + span > LSN_MASK {
+                return Err(Error::InvalidInput(
+                    "the log has used up its LSNs (2^61 bytes)".into(),
+                ));
             }
             let released = self.released.load(SeqCst);
             if !fits(cur, span, released, cap) {
@@ -108,6 +130,91 @@ impl Shared {
         let pos = self.try_reserve(data.len())?;
         self.fill(pos, data);
         Ok(pos)
+    }
+
+    /// Reserves room for the records of an atomic batch at once, copies
+    /// them in and publishes them, the first last: the flusher, which takes
+    /// records in order, sees the batch only once all of it is there, and
+    /// takes it whole. Returns the first record's LSN.
+    pub(super) fn try_append_batch(&self, records: &[&[u8]]) -> Result<u64> {
+        match records {
+            [] => return Err(Error::InvalidInput("an empty batch".into())),
+            [one] => return self.try_append(one),
+            _ => {}
+        }
+        let mut span = 0u64;
+        for r in records {
+            if r.len() > self.max_record {
+                return Err(Error::TooLarge {
+                    len: r.len(),
+                    max: self.max_record,
+                });
+            }
+            span += record_span(r.len());
+        }
+        if span > record_span(self.max_record) {
+            return Err(Error::TooLarge {
+                len: (span - RECORD_HEADER as u64) as usize,
+                max: self.max_record,
+            });
+        }
+        let first = self.try_reserve_span(span)?;
+        let last = records.len() - 1;
+        let mut words = Vec::with_capacity(records.len());
+        let mut pos = first;
+        for (i, data) in records.iter().enumerate() {
+            let mut flags = 0u64;
+            if i > 0 {
+                flags |= FLAG_BATCH_CONT;
+            }
+            let mut total = (RECORD_HEADER + data.len()) as u32;
+            if i < last {
+                flags |= FLAG_BATCH_MORE;
+                total |= RING_BATCH_MORE;
+            }
+            // SAFETY: `try_reserve_span` gave us [first, first + span)
+            // exclusively, released by the flusher; each record's header
+            // and payload lie inside it.
+            unsafe {
+                self.ring.write(pos + 8, &flags.to_le_bytes());
+                self.ring.write(pos + RECORD_HEADER as u64, data);
+            }
+            words.push((pos, self.ring.commit_word(pos, total)));
+            pos += align_up((RECORD_HEADER + data.len()) as u64, RECORD_ALIGN);
+        }
+        for &(at, word) in words.iter().rev() {
+            // SAFETY: as above; every record's bytes were written first.
+            unsafe { self.ring.publish(at, word) };
+        }
+        self.wake_flusher();
+        Ok(first)
+    }
+
+    /// Whether every record up to and including `lsn` is published in the
+    /// ring (accepted), looking at the records the flusher has not taken
+    /// yet (at most [`ACCEPTED_SCAN`] of them), so that a wait for
+    /// `Accepted` needs no turn of the flusher.
+    fn accepted_through(&self, lsn: u64) -> bool {
+        let mut p = self.accepted.load(SeqCst);
+        for _ in 0..ACCEPTED_SCAN {
+            if p > lsn {
+                return true;
+            }
+            match self.ring.committed(p) {
+                Some(total) => {
+                    p += align_up((total & !RING_BATCH_MORE) as u64, RECORD_ALIGN);
+                }
+                None => {
+                    // Taken by the flusher meanwhile, or not published yet.
+                    let taken = self.accepted.load(SeqCst);
+                    if taken <= p {
+                        return false;
+                    }
+                    p = taken;
+                }
+            }
+        }
+        p > lsn
     }
 
     pub(super) fn fill(&self, pos: u64, data: &[u8]) {
@@ -149,7 +256,7 @@ impl Shared {
         if state & DEAD != 0 {
             return Some(Err(self.fail_error(state)));
         }
-        if self.watermark(level) > lsn {
+        if self.watermark(level) > lsn || (level == Level::Accepted && self.accepted_through(lsn)) {
             return Some(Ok(()));
         }
         if lsn >= state & !FLAGS {
