@@ -37,7 +37,13 @@ pub const FILLER_BYTES: usize = RECORD_HEADER + 8;
 
 const SEG_MAGIC: &[u8; 8] = b"OVLJSEG1";
 const CKP_MAGIC: &[u8; 8] = b"OVLJCKP1";
-const VERSION: u32 = 1;
+/// The format version written. Version 2 added the LSN field's flag bits
+/// (fillers written by `repair`, atomic batches); a version-1 journal has
+/// none and is read as it is, so both are accepted. A build that knows only
+/// version 1 refuses a version-2 header instead of misreading its records.
+const VERSION: u32 = 2;
+/// The oldest format version still read.
+const OLDEST_VERSION: u32 = 1;
 
 /// Rounds `x` up to a multiple of `a` (a power of two).
 pub(crate) fn align_up(x: u64, a: u64) -> u64 {
@@ -61,12 +67,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Whether `b` is at least `len` bytes, starts with `magic` and this
-/// version, and has the CRC-32C of `b[..crc_at]` at `crc_at`.
+/// Whether `b` is at least `len` bytes, starts with `magic` and a version
+/// this build reads, and has the CRC-32C of `b[..crc_at]` at `crc_at`.
 fn frame_ok(b: &[u8], magic: &[u8; 8], len: usize, crc_at: usize) -> bool {
     b.len() >= len
         && &b[0..8] == magic
-        && u32_at(b, 8) == VERSION
+        && (OLDEST_VERSION..=VERSION).contains(&u32_at(b, 8))
         && crc32c::crc32c(&b[0..crc_at]) == u32_at(b, crc_at)
 }
 
@@ -583,6 +589,27 @@ mod tests {
                 Next::Record(l, p) => out.push((l, p)),
                 other => return (out, other),
             }
+        }
+    }
+
+    /// A segment header of another format version, its CRC made right.
+    fn header_of_version(version: u32) -> [u8; SEGMENT_HEADER] {
+        let mut h = geo().encode_segment_header(7);
+        h[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32c::crc32c(&h[0..40]);
+        h[40..44].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn reads_format_versions_1_and_2_only() {
+        assert_eq!(u32_at(&geo().encode_segment_header(7), 8), 2, "writes 2");
+        for v in [1, 2] {
+            let h = decode_segment_header(&header_of_version(v)).expect("read");
+            assert_eq!((h.seq, h.geometry), (7, geo()), "version {v}");
+        }
+        for v in [0, 3] {
+            assert!(decode_segment_header(&header_of_version(v)).is_none());
         }
     }
 

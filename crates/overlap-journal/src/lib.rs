@@ -140,7 +140,10 @@
 //! `[s·D, (s+1)·D)` with `D = segment_size − header_size`. Records may span
 //! block and segment boundaries.
 //!
-//! Segment header (little endian): `"OVLJSEG1"`, version `u32` (1),
+//! Segment header (little endian): `"OVLJSEG1"`, version `u32` (2; the
+//! checkpoint slots carry it too; version 1, without the LSN field's flag
+//! bits below, is still read, and builds that know only version 1 refuse
+//! version 2 rather than misread fillers and batches),
 //! `header_size u32`, `segment_size u64`, `seq u64`, journal `uuid u64`,
 //! CRC32C of the preceding 40 bytes `u32`.
 //!
