@@ -1,4 +1,4 @@
-/* bench FILE [OPS] [THREADS]: 4 KiB random O_DIRECT reads of FILE (an
+/* bench FILE [OPS] [THREADS] [w2|w3|all]: 4 KiB random O_DIRECT reads of FILE (an
  * existing file, read and never written), two shapes (BENCHMARKS.md):
  *
  *   W2: 32 reads in flight through one completion port, one thread
@@ -8,7 +8,9 @@
  *
  * Prints reads/s and CPU microseconds per read (getrusage: user + system,
  * the whole process, kernel work charged to it included). OPS reads per
- * shape (default 200000), THREADS default 4. */
+ * shape (default 200000), THREADS default 4, both shapes unless one is
+ * named (scripts/bench-c runs them one at a time, interleaved with the
+ * Rust engine's and fio's). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -126,12 +128,19 @@ static void w3(long ops, int threads) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "usage: bench FILE [OPS] [THREADS]\n");
+    if (argc < 2 || argc > 5) {
+        fprintf(stderr, "usage: bench FILE [OPS] [THREADS] [w2|w3|all]\n");
         return 2;
     }
     long ops = argc > 2 ? strtol(argv[2], NULL, 10) : 200000;
     int threads = argc > 3 ? atoi(argv[3]) : 4;
+    const char *shape = argc > 4 ? argv[4] : "all";
+    int run_w2 = strcmp(shape, "w2") == 0 || strcmp(shape, "all") == 0;
+    int run_w3 = strcmp(shape, "w3") == 0 || strcmp(shape, "all") == 0;
+    if (!run_w2 && !run_w3) {
+        fprintf(stderr, "bench: the shape is w2, w3 or all\n");
+        return 2;
+    }
     if (ops < 1 || threads < 1 || threads > 4096) {
         fprintf(stderr, "bench: OPS >= 1, THREADS from 1 to 4096\n");
         return 2;
@@ -152,8 +161,8 @@ int main(int argc, char **argv) {
     char driver[256];
     overlap_engine_driver_text(engine, driver, sizeof driver);
     printf("driver: %s; file: %s, %" PRIu64 " blocks of 4 KiB, O_DIRECT\n", driver, argv[1], blocks);
-    w2(engine, ops);
-    w3(ops, threads);
+    if (run_w2) w2(engine, ops);
+    if (run_w3) w3(ops, threads);
     overlap_file_free(file);
     overlap_engine_free(engine);
     return 0;
