@@ -231,6 +231,8 @@ pub(crate) fn proc_iou_workers(pid: &str) -> HashMap<u32, u64> {
 pub(crate) struct Sampler {
     done: Arc<AtomicBool>,
     handle: Option<JoinHandle<Sampled>>,
+    /// Threads and RSS sampled as the sampler started.
+    first: (u64, u64),
 }
 
 pub(crate) enum Progress {
@@ -250,6 +252,7 @@ impl Sampler {
         let d = done.clone();
         let pid_s = pid.map_or_else(|| "self".to_string(), |p| p.to_string());
         let track_workers = pid.is_some();
+        let first_pid = pid_s.clone();
         let handle = std::thread::Builder::new()
             .name("bench-sampler".into())
             .spawn(move || {
@@ -293,19 +296,29 @@ impl Sampler {
                 out
             })
             .expect("spawning the sampler thread");
+        // One sample now, on the caller's thread, with the sampler started:
+        // the requesters are alive, and a short run may be over before the
+        // sampler thread is first scheduled (CI: 16 threads of 25 cached
+        // reads each, on 2 CPUs).
+        let first = proc_threads_rss(&first_pid).unwrap_or_default();
         Sampler {
             done,
             handle: Some(handle),
+            first,
         }
     }
 
     /// Stops sampling and says what it saw.
     pub(crate) fn finish(mut self) -> Sampled {
         self.done.store(true, Ordering::Release);
-        self.handle
+        let mut out: Sampled = self
+            .handle
             .take()
             .and_then(|h| h.join().ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        out.threads_peak = out.threads_peak.max(self.first.0);
+        out.rss_peak_bytes = out.rss_peak_bytes.max(self.first.1);
+        out
     }
 }
 
