@@ -281,6 +281,13 @@ impl<B: Send + 'static> PortRing<B> {
         drop(taken);
     }
 
+    // Every `SubmissionQueue` view below is dropped inside a statement that
+    // ends while `sq` is held: dropping the view stores the tail it read back
+    // into the ring. A view in a block's tail expression would outlive the
+    // guard (edition 2021) and could store a stale tail after another
+    // thread's push: the kernel would then take a lap of old entries (cells
+    // already freed) as new ones.
+
     fn push(&self, sqe: &squeue::Entry) {
         let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -288,7 +295,14 @@ impl<B: Send + 'static> PortRing<B> {
             // The entry's pointers refer to memory owned by its cell, which
             // the ring keeps alive (`user_data`) until its completion is
             // taken.
-            let pushed = unsafe { self.ring.submission_shared().push(sqe) };
+            let pushed = unsafe {
+                let mut sq = self.ring.submission_shared();
+                debug_assert!(
+                    sq.len() <= sq.capacity(),
+                    "the kernel's submission head ran past the tail"
+                );
+                sq.push(sqe)
+            };
             if pushed.is_ok() {
                 return;
             }
@@ -299,7 +313,8 @@ impl<B: Send + 'static> PortRing<B> {
     fn submission_empty(&self) -> bool {
         let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `sq` serialises every user of the submission queue.
-        unsafe { self.ring.submission_shared() }.is_empty()
+        let empty = unsafe { self.ring.submission_shared() }.is_empty();
+        empty
     }
 
     fn enter_submit(&self) {
