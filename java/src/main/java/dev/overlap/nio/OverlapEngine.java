@@ -86,7 +86,7 @@ public final class OverlapEngine implements AutoCloseable {
     final ConcurrentHashMap<Long, Op> ops = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong(1);
     private final List<Thread> reapers = new ArrayList<>();
-    private final long number = ENGINES.incrementAndGet();
+    final long number = ENGINES.incrementAndGet();
 
     // progress: bumped by reapers after each batch; waiters sleep on `progress`
     private final Object progress = new Object();
