@@ -351,13 +351,16 @@ public final class OverlapEngine implements AutoCloseable {
         }
     }
 
-    /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException. */
-    void failInflight(OverlapAsynchronousFileChannel ch) {
+    /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if there was one. */
+    boolean failInflight(OverlapAsynchronousFileChannel ch) {
+        boolean any = false;
         for (Op op : ops.values()) {
             if (op.channel == ch) {
                 op.failClosed();
+                any = true;
             }
         }
+        return any;
     }
 
     /**
