@@ -22,7 +22,7 @@
 //! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
 //! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
 //! | [`write()`] | engine | `openat`, `write`s |
-//! | [`copy`] | engine + blocking pool | `openat`, `statx`, `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
+//! | [`copy`], [`copy_reporting`] | engine + blocking pool | `openat`, `statx` through the engine; `copy_file_range` on the blocking pool (as std's, which tokio's runs there: io_uring has no opcode for it), or where the kernel refuses it `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
 //! | [`create_dir`], [`create_dir_all`], [`DirBuilder::create`] | engine | `mkdirat` (and `statx` to tell an existing directory) |
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
 //! | [`rename`] | engine | `renameat` |
@@ -341,6 +341,16 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// the destination is created or truncated. Returns the number of bytes
 /// copied.
 ///
+/// As std's `fs::copy` (which tokio's runs on its blocking pool), the bytes
+/// move inside the kernel with `copy_file_range` where it allows it (same
+/// file system type; a reflink where the file system can share extents),
+/// on tokio's blocking pool: io_uring has no opcode for `copy_file_range`,
+/// and one call moves up to 1 GiB. Where the kernel refuses it (`EXDEV`,
+/// `EINVAL`, `ENOSYS`, `EOPNOTSUPP`, `EPERM`, `EBADF` before any byte was
+/// copied, or a first call that copies nothing, as a `/proc` file's) the
+/// copy goes on by reads and writes of 1 MiB through the engine.
+/// [`copy_reporting`] says which way the bytes went.
+///
 /// # Errors
 ///
 /// As `std::fs::copy`; [`io::ErrorKind::InvalidInput`] when `from` is not a
@@ -357,6 +367,40 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// # }
 /// ```
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, std::io::Error> {
+    copy_reporting(from, to).await.map(|r| r.bytes)
+}
+
+/// What [`copy_reporting`] did: how many bytes it copied, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CopyReport {
+    /// Bytes copied in all ([`copy`]'s result).
+    pub bytes: u64,
+    /// Of those, bytes the kernel copied by `copy_file_range`.
+    pub by_copy_file_range: u64,
+    /// Of those, bytes read and written through the engine (the fallback).
+    pub by_read_write: u64,
+}
+
+/// Beyond tokio: [`copy`], reporting how the bytes were copied (by
+/// `copy_file_range` in the kernel, or by reads and writes through the
+/// engine where the kernel refused).
+///
+/// ```
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// use overlap_tokio::fs;
+/// let dir = tempfile::tempdir()?;
+/// fs::write(dir.path().join("a"), b"hello").await?;
+/// let r = fs::copy_reporting(dir.path().join("a"), dir.path().join("b")).await?;
+/// assert_eq!(r.bytes, 5);
+/// assert_eq!(r.by_copy_file_range + r.by_read_write, 5);
+/// # Ok::<(), std::io::Error>(()) })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub async fn copy_reporting(
+    from: impl AsRef<Path>,
+    to: impl AsRef<Path>,
+) -> io::Result<CopyReport> {
     let src = File::open(from.as_ref().to_path_buf()).await?;
     let st = src.statx().await?;
     if !st.is_file() {
@@ -372,26 +416,107 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, s
         .mode(st.permissions)
         .open(to.as_ref().to_path_buf())
         .await?;
+    let (src_std, dst_std) = (src.dup_std()?, dst.dup_std()?);
+    let (done, how) = asyncify(move || kernel_copy(&src_std, &dst_std)).await?;
+    let mut report = CopyReport {
+        bytes: done,
+        by_copy_file_range: done,
+        by_read_write: 0,
+    };
+    if how == KernelCopy::Refused {
+        let n = read_write_copy(&src, &dst, done, st.len).await?;
+        report.by_read_write = n;
+        report.bytes += n;
+    }
+    dst.set_permissions(std::fs::Permissions::from_mode(st.permissions))
+        .await?;
+    Ok(report)
+}
+
+/// How far `copy_file_range` got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KernelCopy {
+    /// To the end of the source.
+    Done,
+    /// The kernel refused (or a first call copied nothing): the rest goes
+    /// by reads and writes.
+    Refused,
+}
+
+/// Most bytes one `copy_file_range` call is asked for.
+const KERNEL_COPY_CHUNK: usize = 1 << 30;
+
+/// `copy_file_range` from offset 0 of `src` to offset 0 of `dst` until the
+/// end of `src` (blocking: run on the blocking pool). Returns the bytes
+/// copied and whether the copy is done or refused (then from that offset
+/// on by reads and writes).
+fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, KernelCopy)> {
+    use std::os::fd::AsRawFd;
+    let (mut off_in, mut off_out): (libc::loff_t, libc::loff_t) = (0, 0);
     let mut copied = 0u64;
-    let chunk = COPY_CHUNK.min(st.len.max(4096) as usize);
+    loop {
+        // SAFETY: both descriptors are open for the whole call (borrowed
+        // from live files); the two offsets are locals the kernel updates;
+        // flags 0 as the system call requires.
+        let r = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                &mut off_in,
+                dst.as_raw_fd(),
+                &mut off_out,
+                KERNEL_COPY_CHUNK,
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(
+                    libc::EXDEV
+                    | libc::EINVAL
+                    | libc::ENOSYS
+                    | libc::EOPNOTSUPP
+                    | libc::EPERM
+                    | libc::EBADF,
+                ) if copied == 0 => Ok((0, KernelCopy::Refused)),
+                _ => Err(e),
+            };
+        }
+        if r == 0 {
+            // A first call that copies nothing may be a file whose size the
+            // kernel does not know (procfs, sysfs): read it to be sure.
+            let how = if copied == 0 {
+                KernelCopy::Refused
+            } else {
+                KernelCopy::Done
+            };
+            return Ok((copied, how));
+        }
+        copied += r as u64;
+    }
+}
+
+/// Copies from `at` to the end of `src` by reads and writes through the
+/// engine; returns how many bytes.
+async fn read_write_copy(src: &File, dst: &File, at: u64, len_hint: u64) -> io::Result<u64> {
+    let mut copied = 0u64;
+    let chunk = COPY_CHUNK.min(len_hint.saturating_sub(at).max(4096) as usize);
     let mut buf = Vec::new();
     loop {
         buf.resize(chunk, 0);
-        let (res, back) = src.read_at(buf, copied).await;
+        let (res, back) = src.read_at(buf, at + copied).await;
         buf = back;
         let n = res?;
         if n == 0 {
-            break;
+            return Ok(copied);
         }
         buf.truncate(n);
-        let (res, back) = dst.write_all_at(buf, copied).await;
+        let (res, back) = dst.write_all_at(buf, at + copied).await;
         buf = back;
         res?;
         copied += n as u64;
     }
-    dst.set_permissions(std::fs::Permissions::from_mode(st.permissions))
-        .await?;
-    Ok(copied)
 }
 
 /// Creates a new, empty directory at the provided path (`mkdirat` through

@@ -462,7 +462,7 @@ impl File {
 
     /// A `std::fs::File` on a duplicate of the descriptor, for the calls
     /// that only std makes.
-    fn dup_std(&self) -> io::Result<std::fs::File> {
+    pub(crate) fn dup_std(&self) -> io::Result<std::fs::File> {
         Ok(std::fs::File::from(self.as_fd().try_clone_to_owned()?))
     }
 
