@@ -22,7 +22,7 @@
 //! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
 //! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
 //! | [`write()`] | engine | `openat`, `write`s |
-//! | [`copy`], [`copy_reporting`] | engine + blocking pool | `openat`, `statx` through the engine; `copy_file_range` on the blocking pool (as std's, which tokio's runs there: io_uring has no opcode for it), or where the kernel refuses it `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
+//! | [`copy`], [`copy_reporting`] | blocking pool (+ engine) | one task as std's copy, which tokio's runs there: `openat`, `fstat`, `openat`, `copy_file_range` (io_uring has no opcode for it), `fchmod`; where the kernel refuses `copy_file_range`, `read`s and `write`s through the engine, then `fchmod` |
 //! | [`create_dir`], [`create_dir_all`], [`DirBuilder::create`] | engine | `mkdirat` (and `statx` to tell an existing directory) |
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
 //! | [`rename`] | engine | `renameat` |
@@ -74,7 +74,7 @@
 //!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
 
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::reactor::on_ring;
@@ -343,13 +343,14 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 ///
 /// As std's `fs::copy` (which tokio's runs on its blocking pool), the bytes
 /// move inside the kernel with `copy_file_range` where it allows it (same
-/// file system type; a reflink where the file system can share extents),
-/// on tokio's blocking pool: io_uring has no opcode for `copy_file_range`,
-/// and one call moves up to 1 GiB. Where the kernel refuses it (`EXDEV`,
-/// `EINVAL`, `ENOSYS`, `EOPNOTSUPP`, `EPERM`, `EBADF` before any byte was
-/// copied, or a first call that copies nothing, as a `/proc` file's) the
-/// copy goes on by reads and writes of 1 MiB through the engine.
-/// [`copy_reporting`] says which way the bytes went.
+/// file system type; a reflink where the file system can share extents).
+/// io_uring has no opcode for `copy_file_range`, so the copy runs as one
+/// task on tokio's blocking pool, as tokio's does: open, `fstat`, open,
+/// `copy_file_range` (up to 1 GiB a call), `fchmod`. Where the kernel
+/// refuses it (`EXDEV`, `EINVAL`, `ENOSYS`, `EOPNOTSUPP`, `EPERM`, `EBADF`
+/// before any byte was copied, or a first call that copies nothing, as a
+/// `/proc` file's) the copy goes on by reads and writes of 1 MiB through
+/// the engine. [`copy_reporting`] says which way the bytes went.
 ///
 /// # Errors
 ///
@@ -401,35 +402,46 @@ pub async fn copy_reporting(
     from: impl AsRef<Path>,
     to: impl AsRef<Path>,
 ) -> io::Result<CopyReport> {
-    let src = File::open(from.as_ref().to_path_buf()).await?;
-    let st = src.statx().await?;
-    if !st.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the source path is neither a regular file nor a symlink to a regular file",
-        ));
-    }
-    let dst = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(st.permissions)
-        .open(to.as_ref().to_path_buf())
-        .await?;
-    let (src_std, dst_std) = (src.dup_std()?, dst.dup_std()?);
-    let (done, how) = asyncify(move || kernel_copy(&src_std, &dst_std)).await?;
+    // One task on the blocking pool does what std's copy does (open,
+    // `fstat`, open, `copy_file_range`, `fchmod`): for a small file the
+    // hand-offs, not the bytes, are the cost, and tokio's copy has one.
+    let (from, to) = (from.as_ref().to_owned(), to.as_ref().to_owned());
+    let (src, dst, perm, done, how) = asyncify(move || {
+        let src = std::fs::File::open(&from)?;
+        let st = src.metadata()?;
+        if !st.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the source path is neither a regular file nor a symlink to a regular file",
+            ));
+        }
+        let perm = st.permissions();
+        let dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(perm.mode())
+            .open(&to)?;
+        let (done, how) = kernel_copy(&src, &dst)?;
+        if how == KernelCopy::Done {
+            dst.set_permissions(perm.clone())?;
+        }
+        Ok((src, dst, perm, done, how))
+    })
+    .await?;
     let mut report = CopyReport {
         bytes: done,
         by_copy_file_range: done,
         by_read_write: 0,
     };
     if how == KernelCopy::Refused {
-        let n = read_write_copy(&src, &dst, done, st.len).await?;
+        let len_hint = src.metadata().map(|m| m.len()).unwrap_or(0);
+        let (src, dst) = (File::from_std(src), File::from_std(dst));
+        let n = read_write_copy(&src, &dst, done, len_hint).await?;
         report.by_read_write = n;
         report.bytes += n;
+        dst.set_permissions(perm).await?;
     }
-    dst.set_permissions(std::fs::Permissions::from_mode(st.permissions))
-        .await?;
     Ok(report)
 }
 
