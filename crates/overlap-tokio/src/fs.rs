@@ -12,7 +12,7 @@
 //! | --- | --- | --- |
 //! | [`File::open`], [`File::create`], [`File::create_new`], [`OpenOptions::open`] | engine | `openat` (then `statx` for the direct-I/O alignment) |
 //! | `File` as `AsyncRead` | engine | `read` at the file's own cursor (positional, no `lseek`) |
-//! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end) |
+//! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end); writes made while one is in flight are taken at once and written after it as one `write` (write-behind, below) |
 //! | `File` as `AsyncSeek` | engine / none | `SeekFrom::End` asks `statx`; `Start` and `Current` need no system call |
 //! | [`File::sync_all`], [`File::sync_data`] | engine | `fsync`, `fdatasync` |
 //! | [`File::set_len`] | engine | `ftruncate` (Linux 6.9; the system call before) |
@@ -32,6 +32,43 @@
 //! | [`read_dir`], [`ReadDir`], [`DirEntry::metadata`], [`DirEntry::file_type`] | blocking pool | `getdents64`: no opcode |
 //! | [`remove_dir_all`] | blocking pool | std's (it guards against symbolic-link races with `openat` and `unlinkat` relative to directory descriptors) |
 //! | [`canonicalize`], [`read_link`], [`set_permissions`] | blocking pool | `realpath`, `readlink`, `chmod`: no opcode |
+//!
+//! # Where writes and copies run, and why
+//!
+//! - A **buffered write** is an engine `write`. io_uring first tries it
+//!   without blocking on file systems that allow that (XFS, btrfs: the
+//!   write is a memory copy into the page cache, done inline); ext4 offers
+//!   io_uring no non-blocking buffered writes, so there each write goes to
+//!   a kernel worker (`iou-wrk`), a thread hand-off as tokio's
+//!   `spawn_blocking` is. A `pwritev2(RWF_NOWAIT)` on the calling thread,
+//!   as reads do, would not help: ext4 refuses `RWF_NOWAIT` for buffered
+//!   writes (`EOPNOTSUPP`) and the others already complete inline. What
+//!   costs is the number of hand-offs: `tokio::io::copy` and a `BufWriter`
+//!   write 8 KiB at a time. So `File` writes **behind**: the first write
+//!   starts at once (as tokio's), and while it is in flight later
+//!   `poll_write`s are copied into a second buffer (up to
+//!   [`File::max_buf_size`], 2 MiB) and return at once; that buffer is
+//!   written, as one `write`, as soon as the one in flight completes.
+//!   Many 8 KiB writes become a few of up to 2 MiB, one hand-off each.
+//!   Positions, `flush` (it waits for every byte taken), `O_APPEND` (each
+//!   write at the end, in order) and errors (the first error ends the
+//!   chain: the bytes behind it are not written, and the error comes from
+//!   the next write or `flush`, as any write's) are as without it. Not for
+//!   clones sharing a position (each write takes its range when it
+//!   starts), nor O_DIRECT files (the caller aligns each transfer).
+//!   Memory: at most two buffers of `max_buf_size` per file.
+//! - [`write()`] writes the whole contents in pieces of up to 8 MiB, each
+//!   one engine `write`.
+//! - [`copy`] runs as one task on the blocking pool, as tokio's (std's
+//!   `fs::copy`): `copy_file_range` moves the bytes inside the kernel (no
+//!   copy through user space; a reflink where the file system shares
+//!   extents). io_uring has no `copy_file_range` opcode (its `splice`
+//!   needs a pipe between two files), and for a small file the hand-offs,
+//!   not the bytes, are the cost, so one task does the opens, the copy and
+//!   the `fchmod`. Where the kernel refuses `copy_file_range` (another
+//!   file system type, `/proc`), reads and writes through the engine.
+//!   `crates/overlap-tokio/examples/write_copy.rs` measures each of these
+//!   against `tokio::fs`.
 //!
 //! Errors are `std::io::Error`s with the kinds tokio's have, and with the
 //! kernel's errno (`raw_os_error`) when it came from the kernel.
@@ -64,6 +101,10 @@
 //!   meanwhile).
 //! - A write's error reported later (at the next write or `flush`) keeps
 //!   its errno; tokio's keeps only its kind.
+//! - A write made while another is in flight returns at once (taken behind
+//!   it, see above) where tokio's waits for the one in flight; should the
+//!   one in flight fail, the bytes taken behind it are not written (its
+//!   error comes from the next write or `flush`, as in tokio).
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
