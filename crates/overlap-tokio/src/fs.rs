@@ -107,6 +107,11 @@
 //!   error comes from the next write or `flush`, as in tokio).
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
+//! - `tokio_stream::wrappers::ReadDirStream::new` takes tokio's `ReadDir`
+//!   and so not this one: with the feature `stream`,
+//!   `overlap_tokio::wrappers::ReadDirStream` is the same wrapper (`new`,
+//!   `into_inner`, `Stream<Item = io::Result<DirEntry>>`) for [`ReadDir`];
+//!   switch its `use` line as this module's.
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
 //!   an `AsyncRead`/`AsyncWrite` transfer whose buffer, offset or length is
 //!   not aligned (the internal buffer is a `Vec`, aligned only by chance)

@@ -16,6 +16,7 @@ rt_tests!(
     create_dir_all_creates_every_level,
     dir_builder_modes_and_recursion,
     read_dir_lists_every_entry_in_chunks,
+    read_dir_stream_as_tokio_streams,
     links_and_metadata,
     try_exists_tells_not_found_apart,
     rename_replaces,
@@ -267,6 +268,43 @@ async fn read_dir_lists_every_entry_in_chunks() {
         err_of(fs::read_dir(dir.path().join("missing")).await),
         (ErrorKind::NotFound, Some(libc::ENOENT))
     );
+}
+
+/// Issue 26: `tokio_stream::wrappers::ReadDirStream::new(rd)` takes
+/// tokio's `ReadDir`; `overlap_tokio::wrappers::ReadDirStream` is the same
+/// for overlap's, used the same way.
+async fn read_dir_stream_as_tokio_streams() {
+    use futures::{StreamExt, TryStreamExt};
+    use overlap_tokio::wrappers::ReadDirStream;
+    let dir = tempdir();
+    let mut want: Vec<String> = (0..70).map(|i| format!("e{i:02}")).collect();
+    for n in &want {
+        std::fs::write(dir.path().join(n), b"").unwrap();
+    }
+    let stream = ReadDirStream::new(fs::read_dir(dir.path()).await.unwrap());
+    let mut got: Vec<String> = stream
+        .map_ok(|e| e.file_name().into_string().unwrap())
+        .try_collect()
+        .await
+        .unwrap();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    // next() one at a time, then the end, stays ended; into_inner gives
+    // the ReadDir back.
+    let mut s = ReadDirStream::new(fs::read_dir(dir.path()).await.unwrap());
+    let first = s.next().await.unwrap().unwrap();
+    assert!(want.contains(&first.file_name().into_string().unwrap()));
+    let _: &fs::ReadDir = s.as_ref();
+    let mut rd = s.into_inner();
+    let mut rest = 0;
+    while rd.next_entry().await.unwrap().is_some() {
+        rest += 1;
+    }
+    assert_eq!(rest, want.len() - 1);
+    let mut s = ReadDirStream::new(rd);
+    assert!(s.next().await.is_none());
+    assert!(s.next().await.is_none());
 }
 
 async fn links_and_metadata() {
