@@ -560,7 +560,7 @@ fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, Ker
 async fn read_write_copy(src: &File, dst: &File, at: u64, len_hint: u64) -> io::Result<u64> {
     let mut copied = 0u64;
     let chunk = COPY_CHUNK.min(len_hint.saturating_sub(at).max(4096) as usize);
-    let mut buf = Vec::new();
+    let mut buf = vec![0u8; chunk];
     loop {
         buf.resize(chunk, 0);
         let (res, back) = src.read_at(buf, at + copied).await;
