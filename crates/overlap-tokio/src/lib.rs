@@ -37,6 +37,8 @@
 pub mod fs;
 mod global;
 mod reactor;
+#[cfg(feature = "stream")]
+pub mod wrappers;
 
 pub use global::{engine, set_engine};
 pub use reactor::{on_ring, OnRing};
