@@ -245,6 +245,11 @@ final class OpFuture<V> implements Future<V> {
         HELP.setVolatile(this, NO_HELPER);
     }
 
+    /** Whether a getter waits in the port for this future now (for tests). */
+    boolean getterInPort() {
+        return (int) HELP.getVolatile(this) == IN_PORT;
+    }
+
     /**
      * Helps reap the port until this future is done, the deadline passes ({@code timed}), or
      * helping is not possible here (then the caller waits on the latch).

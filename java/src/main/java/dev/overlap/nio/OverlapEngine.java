@@ -27,9 +27,11 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  *
  * <p><b>get() helps.</b> A thread in {@code Future.get()} of a read or write not yet done waits
  * on the port itself and dispatches whatever it takes exactly as a reaper does (a
- * {@code CompletionHandler} still goes to its channel's executor, never runs on the getter),
- * until its own future is done: on the critical path of {@code read(...).get()} the kernel wakes
- * the caller directly, instead of waking a reaper that then wakes the caller. At most
+ * {@code CompletionHandler} still goes to its channel's executor: it runs on the getter only if
+ * that executor runs tasks on the thread that hands them over), until its own future is done: on
+ * the critical path of {@code read(...).get()} the kernel wakes the caller directly, instead of
+ * waking a reaper that then wakes the caller. Reapers stand aside while getters wait in the port
+ * (and for {@link #STAND_ASIDE_NANOS} after). At most
  * {@code helpers} getters help at once (default: the processors; {@code overlap.helpers}, 0
  * turns helping off); virtual threads never help (they wait without pinning their carrier), and
  * others beyond that number wait for a reaper as before. A getter that another thread's
@@ -104,8 +106,8 @@ public final class OverlapEngine implements AutoCloseable {
     static final long STAND_ASIDE_NANOS = 1_000_000L;
     /** Completions a helping getter takes at most per wait. */
     private static final int HELP_MAX = 16;
-    private static final ThreadLocal<MemorySegment> HELPER_COMPLETIONS = ThreadLocal.withInitial(
-            () -> Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8));
+    /** A helping getter's room for completions (a thread's own: see {@link HelperRoom}). */
+    private static final ThreadLocal<HelperRoom> HELPER_ROOM = ThreadLocal.withInitial(HelperRoom::new);
     private static final VarHandle GENERATION;
 
     static {
@@ -150,6 +152,9 @@ public final class OverlapEngine implements AutoCloseable {
     // getters that help (OpFuture.get)
     private final int maxHelpers;
     private final AtomicInteger helpers = new AtomicInteger();
+    /** Getters waiting in the port now (reapers stand aside while there are any). */
+    private final AtomicInteger gettersInPort = new AtomicInteger();
+    /** When a getter last left the port. */
     private volatile long lastHelpNanos = System.nanoTime() - STAND_ASIDE_NANOS;
     private final AtomicLong takenByGetters = new AtomicLong();
     private final AtomicLong nudges = new AtomicLong();
@@ -391,7 +396,12 @@ public final class OverlapEngine implements AutoCloseable {
      * {@link Op#deliver}'s flag make each operation's delivery happen once). Returns true if a
      * reaper took a STOP.
      *
-     * @param helper taken by a getter that helps (a STOP is posted again for a reaper)
+     * <p>{@link #close} posts one STOP per reaper, and each reaper must take exactly one: a STOP
+     * that a getter takes, or a reaper's second STOP of one batch (the reapers stand aside, so
+     * both STOPs of a close are often ready when the first reaper comes back to the port), is
+     * posted again for another reaper.
+     *
+     * @param helper taken by a getter that helps (every STOP is posted again for a reaper)
      */
     private boolean dispatch(MemorySegment comps, long n, boolean helper) {
         boolean stop = false;
@@ -400,8 +410,8 @@ public final class OverlapEngine implements AutoCloseable {
             long ud = comps.get(JAVA_LONG, base);
             long res = comps.get(JAVA_LONG, base + 8);
             if (ud == STOP) {
-                if (helper) {
-                    post(STOP, true); // for a reaper
+                if (helper || stop) {
+                    post(STOP, true); // for another reaper
                 } else {
                     stop = true;
                 }
@@ -442,29 +452,41 @@ public final class OverlapEngine implements AutoCloseable {
         }
     }
 
-    /** Posts a completion to the port; {@code retry} waits out a full budget, else it is dropped then. */
+    /**
+     * Posts a completion to the port; {@code retry} waits out a full budget (an interrupt does not
+     * stop it: a STOP must reach a reaper; the interrupt status is kept), else it is dropped then.
+     */
     private void post(long ud, boolean retry) {
+        boolean interrupted = false;
         try {
             while ((int) Native.port_post.invokeExact(port, ud, 0L) == -Native.EAGAIN && retry) {
-                Thread.sleep(1);
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         } catch (Throwable t) {
             throw Native.fatal(t);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 
     // ---- getters that help (OpFuture.get)
 
     /**
-     * A reaper keeps out of the port while getters help, and for {@link #STAND_ASIDE_NANOS}
-     * after the last one left: every completion the port gives a reaper instead of the getter
+     * A reaper keeps out of the port while getters wait in it, and for {@link #STAND_ASIDE_NANOS}
+     * after the last one left it: every completion the port gives a reaper instead of the getter
      * waiting for it costs that getter a nudge (or a slice). Completions no getter waits for
      * are meanwhile taken by the getters in the port, else by the reapers once they are back.
+     * It counts getters in the port, not getters in get(): a getter held outside the port (in
+     * the {@code execute} of a handler's executor it dispatches to, say) keeps no reaper away.
      */
     private void standAside() {
-        while (!closed && (helpers.get() > 0 || System.nanoTime() - lastHelpNanos < STAND_ASIDE_NANOS)) {
+        while (!closed && (gettersInPort.get() > 0 || System.nanoTime() - lastHelpNanos < STAND_ASIDE_NANOS)) {
             LockSupport.parkNanos(STAND_ASIDE_NANOS);
         }
     }
@@ -482,8 +504,8 @@ public final class OverlapEngine implements AutoCloseable {
         }
     }
 
+    /** Gives back the place {@link #enterHelping} claimed. */
     void leaveHelping() {
-        lastHelpNanos = System.nanoTime();
         helpers.decrementAndGet();
     }
 
@@ -505,21 +527,55 @@ public final class OverlapEngine implements AutoCloseable {
             default:
                 break;
         }
-        MemorySegment comps = HELPER_COMPLETIONS.get();
-        long n;
+        HelperRoom room = HELPER_ROOM.get();
+        MemorySegment comps = room.take();
         try {
-            n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) HELP_MAX, sliceNanos);
-        } catch (Throwable t) {
-            f.leavePort();
-            throw Native.fatal(t);
+            long n;
+            gettersInPort.incrementAndGet();
+            try {
+                n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) HELP_MAX, sliceNanos);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            } finally {
+                // out of the port before anything is completed: a future this thread completes
+                // needs no nudge
+                lastHelpNanos = System.nanoTime();
+                gettersInPort.decrementAndGet();
+                f.leavePort();
+            }
+            if (n < 0) {
+                return false;
+            }
+            dispatch(comps, n, true);
+            return true;
+        } finally {
+            room.give(comps);
         }
-        // out of the port before anything is completed: a future this thread completes needs no nudge
-        f.leavePort();
-        if (n < 0) {
-            return false;
+    }
+
+    /**
+     * A thread's room for the completions it takes as a helping getter. Dispatching them may run
+     * a completion handler on this thread (a channel whose executor runs tasks on the caller), and
+     * that handler may wait for a future of its own, helping again before the first batch was
+     * all handed out: that nested help takes a room of its own, never the one being read.
+     */
+    private static final class HelperRoom {
+        private final MemorySegment own = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
+        private boolean inUse;
+
+        MemorySegment take() {
+            if (inUse) {
+                return Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
+            }
+            inUse = true;
+            return own;
         }
-        dispatch(comps, n, true);
-        return true;
+
+        void give(MemorySegment room) {
+            if (room == own) {
+                inUse = false;
+            }
+        }
     }
 
     /**
@@ -561,13 +617,7 @@ public final class OverlapEngine implements AutoCloseable {
             closed = true;
         }
         for (int i = 0; i < reapers.size(); i++) {
-            try {
-                while ((int) Native.port_post.invokeExact(port, STOP, 0L) == -Native.EAGAIN) {
-                    Thread.sleep(1);
-                }
-            } catch (Throwable t) {
-                throw Native.fatal(t);
-            }
+            post(STOP, true);
         }
         for (Thread t : reapers) {
             try {
