@@ -563,6 +563,7 @@ public final class OverlapEngine implements AutoCloseable {
         private final MemorySegment own = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
         private boolean inUse;
 
+        /** This thread's room, or a fresh one if a help further out on this thread is using it. */
         MemorySegment take() {
             if (inUse) {
                 return Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
@@ -571,6 +572,7 @@ public final class OverlapEngine implements AutoCloseable {
             return own;
         }
 
+        /** Done with a room {@link #take} gave. */
         void give(MemorySegment room) {
             if (room == own) {
                 inUse = false;

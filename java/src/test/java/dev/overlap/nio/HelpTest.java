@@ -87,6 +87,7 @@ class HelpTest {
     static final class Holding extends AbstractExecutorService {
         final CountDownLatch entered = new CountDownLatch(1);
         final CountDownLatch release = new CountDownLatch(1);
+        final CountDownLatch passed = new CountDownLatch(1);
         volatile Thread held;
         final ExecutorService then = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "holding-executor");
@@ -104,8 +105,18 @@ class HelpTest {
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
+                then.execute(command);
+                passed.countDown();
+                return;
             }
             then.execute(command);
+        }
+
+        /** Lets the held thread go on, and shuts down once it handed its task over. */
+        void finish() throws InterruptedException {
+            release.countDown();
+            assertTrue(passed.await(10, TimeUnit.SECONDS), "the held thread went on");
+            shutdown();
         }
 
         @Override public void shutdown() { then.shutdown(); }
@@ -150,8 +161,7 @@ class HelpTest {
                 assertTrue(e.stats().completionsTakenByGetters() - before >= 51,
                         "the getters reaped their own completions: the reaper could not");
             } finally {
-                h.release.countDown();
-                h.shutdown();
+                h.finish();
             }
         }
     }
@@ -213,8 +223,7 @@ class HelpTest {
                     assertArrayEquals(Arrays.copyOfRange(data, i * 512, i * 512 + 512), bufs.get(i).array());
                 }
             } finally {
-                held.release.countDown();
-                held.shutdown();
+                held.finish();
             }
         }
     }
@@ -486,8 +495,7 @@ class HelpTest {
                     throw new AssertionError("a handler failed", failure.get());
                 }
             } finally {
-                held.release.countDown();
-                held.shutdown();
+                held.finish();
             }
         }
     }
