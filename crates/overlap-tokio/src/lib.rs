@@ -37,6 +37,9 @@
 pub mod fs;
 mod global;
 mod reactor;
+#[cfg(feature = "tower-http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
+pub mod tower_http;
 
 pub use global::{engine, set_engine};
 pub use reactor::{on_ring, OnRing};
