@@ -16,3 +16,13 @@ mod lifecycle;
 mod matrix;
 mod outside;
 mod reactor_ring;
+#[cfg(feature = "tower-http")]
+mod tower_http_fs;
+
+/// Said when the feature is off, so that a run without it shows that
+/// tower-http's tests did not run (`scripts/test` turns it on).
+#[cfg(not(feature = "tower-http"))]
+#[test]
+fn tower_http_tests_need_the_feature() {
+    println!("SKIPPED: tower-http's ServeDir/ServeFile tests need `--features tower-http`");
+}

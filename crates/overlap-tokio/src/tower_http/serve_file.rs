@@ -123,10 +123,7 @@ impl ServeFile {
 
     /// As `ServeFile::try_call`: the response, or the `io::Error` that
     /// stopped it (a missing file is an error here, 404 by `call`).
-    pub fn try_call<ReqBody>(
-        &mut self,
-        mut req: Request<ReqBody>,
-    ) -> ResponseFuture<io::Error>
+    pub fn try_call<ReqBody>(&mut self, mut req: Request<ReqBody>) -> ResponseFuture<io::Error>
     where
         ReqBody: Send + 'static,
     {
