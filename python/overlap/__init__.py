@@ -50,16 +50,60 @@ StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 def driver() -> dict:
     """Which driver the engine runs and why.
 
-    Keys: ``kind`` ("uring" or "pool"), ``fallback`` (why io_uring is not in
-    use, or None), ``hint`` (what to change to get it), ``detail`` (the ring's
-    setup flags and kernel worker limits, or the pool's size),
-    ``max_inflight_ops`` and ``max_inflight_bytes`` (the in-flight budget).
-    The environment variable ``OVERLAP_DRIVER=uring|pool`` chooses, and
+    Keys: ``kind`` (``"uring"``: io_uring; ``"aio+pool"``: Linux AIO for
+    O_DIRECT reads, writes and syncs, with the thread pool for the rest,
+    where io_uring is blocked; ``"pool"``: the bounded thread pool),
+    ``fallback`` (why io_uring is not in use, or None), ``hint`` (what to
+    change to get it), ``detail`` (the ring's setup flags and kernel worker
+    limits, or the pool's size), ``max_in_flight_ops`` and
+    ``max_in_flight_bytes`` (the in-flight budget; the earlier
+    ``max_inflight_*`` spellings still work, deprecated). The environment variable
+    ``OVERLAP_DRIVER=uring|aio|pool`` chooses, and
     ``OVERLAP_MAX_INFLIGHT_OPS`` / ``OVERLAP_MAX_INFLIGHT_BYTES`` set the
     budget (operations beyond it wait for a share), read when the engine
     starts (on first use; a forked child starts its own).
     """
-    return _native.driver()
+    return _Renamed(_native.driver())
+
+
+#: Earlier names of keys of :func:`stats` and :func:`driver`, still
+#: answered (with a ``DeprecationWarning``) but not listed: every key about
+#: what is in flight is now spelled ``in_flight``.
+_DEPRECATED_KEYS = {
+    "inflight_ops_high_water": "in_flight_ops_high_water",
+    "inflight_bytes_high_water": "in_flight_bytes_high_water",
+    "max_inflight_ops": "max_in_flight_ops",
+    "max_inflight_bytes": "max_in_flight_bytes",
+}
+
+
+class _Renamed(dict):
+    """The dict :func:`stats` and :func:`driver` return: their keys, plus
+    the deprecated spellings of :data:`_DEPRECATED_KEYS` as aliases."""
+
+    def _alias(self, key: Any) -> Any:
+        new = _DEPRECATED_KEYS.get(key) if isinstance(key, str) else None
+        if new is None or dict.__contains__(self, key):
+            return key
+        import warnings
+
+        warnings.warn(
+            f"overlap key {key!r} is deprecated: use {new!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return new
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._alias(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._alias(key), default)
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or (
+            key in _DEPRECATED_KEYS and dict.__contains__(self, _DEPRECATED_KEYS[key])
+        )
 
 
 def stats() -> dict:
@@ -71,9 +115,14 @@ def stats() -> dict:
     loop's thread on its own ring), ``submit_syscalls`` (system calls that
     handed operations to the kernel: once a few operations are in flight,
     the tasks of one loop iteration share one; ``OVERLAP_SUBMIT_BATCH=1``
-    turns that off), bytes, errors, high-water marks and the operations and
-    bytes in flight now."""
-    return _native.stats()
+    turns that off), bytes, errors, the operations and bytes in flight now
+    (``in_flight_ops``, ``in_flight_bytes``) and their high-water marks
+    (``in_flight_ops_high_water``, ``in_flight_bytes_high_water``).
+
+    Every key about what is in flight is spelled ``in_flight_*``; the
+    earlier ``inflight_ops_high_water`` and ``inflight_bytes_high_water``
+    still work as deprecated aliases (``DeprecationWarning``)."""
+    return _Renamed(_native.stats())
 
 
 def page_size() -> int:

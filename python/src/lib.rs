@@ -78,8 +78,8 @@ fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("hint", info.fallback.as_ref().map(|r| r.hint()))?;
     d.set_item("detail", &info.detail)?;
     let (ops, bytes) = engine.limits();
-    d.set_item("max_inflight_ops", ops)?;
-    d.set_item("max_inflight_bytes", bytes)?;
+    d.set_item("max_in_flight_ops", ops)?;
+    d.set_item("max_in_flight_bytes", bytes)?;
     Ok(d)
 }
 
@@ -96,8 +96,8 @@ fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("errors", s.errors)?;
     d.set_item("bytes_read", s.bytes_read)?;
     d.set_item("bytes_written", s.bytes_written)?;
-    d.set_item("inflight_ops_high_water", s.inflight_ops_high_water)?;
-    d.set_item("inflight_bytes_high_water", s.inflight_bytes_high_water)?;
+    d.set_item("in_flight_ops_high_water", s.inflight_ops_high_water)?;
+    d.set_item("in_flight_bytes_high_water", s.inflight_bytes_high_water)?;
     d.set_item("submit_syscalls", s.submit_syscalls)?;
     d.set_item("fast_path_hits", s.fast_path_hits)?;
     d.set_item("fast_path_misses", s.fast_path_misses)?;

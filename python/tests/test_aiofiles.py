@@ -345,3 +345,80 @@ async def test_many_tasks_through_aiofiles(tmp_path):
 
     got = await asyncio.gather(*(one(i) for i in range(256)))
     assert got == [bytes(range(256))] * 256
+
+
+async def _cancel_soon(coro):  # noqa: D401
+    """Starts ``coro`` as a task, cancels it after one loop step; returns
+    (cancelled, result)."""
+    task = asyncio.ensure_future(coro)
+    await asyncio.sleep(0)
+    task.cancel()
+    try:
+        return False, await task
+    except asyncio.CancelledError:
+        return True, None
+
+
+class _StallAfter:
+    """The engine file of an ``overlap.aiofiles`` object, whose read number
+    ``n`` (counting from 0) never completes: a read cancelled in flight,
+    at a known point, whatever the device's speed."""
+
+    def __init__(self, nf, n):
+        self._nf, self._n = nf, n
+
+    def __getattr__(self, name):
+        return getattr(self._nf, name)
+
+    async def read_at(self, size, offset):
+        self._n -= 1
+        if self._n < 0:
+            await asyncio.Event().wait()
+        return await self._nf.read_at(size, offset)
+
+
+async def test_a_cancelled_read_consumes_nothing(tmp_path):
+    # Issue 26: after a cancelled 32 MiB read aiofiles' tell() says
+    # 33554432 (its thread finished the read; the bytes are lost), ours
+    # stays: the next read returns the same bytes, however far a read of
+    # many engine reads (readall, readline) had got.
+    p = tmp_path / "big"
+    content = os.urandom(1 << 20).replace(b"\n", b"x") * 3  # one line
+    p.write_bytes(content)
+    async with ours.open(p, "rb") as f:
+        nf = f._nf
+        for what, stall_at in (("read", 0), ("readall", 2), ("readline", 5)):
+            await f.seek(0)
+            f._nf = _StallAfter(nf, stall_at)
+            call = {
+                "read": lambda: f.read(32 << 20),
+                "readall": lambda: f.read(),
+                "readline": lambda: f.readline(),
+            }[what]
+            task = asyncio.ensure_future(call())
+            for _ in range(50):
+                await asyncio.sleep(0)
+            assert not task.done(), what
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            f._nf = nf
+            assert await f.tell() == 0, what
+            assert await f.read(4096) == content[:4096], what
+
+
+async def test_a_cancelled_write_still_moves_the_position(tmp_path):
+    # The write is the kernel's once started: it lands, and the position
+    # moves past it, as in aiofiles.
+    p = tmp_path / "w"
+    data = os.urandom(8 << 20)
+    async with ours.open(p, "wb") as f:
+        cancelled, _ = await _cancel_soon(f.write(data))
+        assert await f.tell() == len(data), cancelled
+        await f.write(b"after")
+    deadline = asyncio.get_running_loop().time() + 10
+    while p.stat().st_size < len(data) + 5 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    got = p.read_bytes()
+    assert got[len(data):] == b"after"
+    assert got[: len(data)] == data

@@ -36,8 +36,38 @@ def test_driver_reports_kind_and_reason():
         assert d["hint"]
     else:
         assert d["fallback"] is None
-    assert d["max_inflight_ops"] >= 1 and d["max_inflight_bytes"] >= 1
+    assert d["max_in_flight_ops"] >= 1 and d["max_in_flight_bytes"] >= 1
     assert isinstance(d["detail"], str) and d["detail"]
+
+
+def test_stats_and_driver_keys_follow_one_scheme():
+    # Every key about what is in flight is spelled in_flight (issue 26:
+    # in_flight_ops beside inflight_ops_high_water).
+    s, d = overlap.stats(), overlap.driver()
+    keys = set(s) | set(d)
+    assert not [k for k in keys if "inflight" in k], keys
+    for k in ("in_flight_ops", "in_flight_bytes", "in_flight_ops_high_water",
+              "in_flight_bytes_high_water"):
+        assert k in s, k
+    assert "max_in_flight_ops" in d and "max_in_flight_bytes" in d
+    # The earlier spellings still answer, with a DeprecationWarning.
+    with pytest.warns(DeprecationWarning, match="in_flight_ops_high_water"):
+        assert s["inflight_ops_high_water"] == s["in_flight_ops_high_water"]
+    with pytest.warns(DeprecationWarning):
+        assert s.get("inflight_bytes_high_water") == s["in_flight_bytes_high_water"]
+    with pytest.warns(DeprecationWarning):
+        assert d["max_inflight_ops"] == d["max_in_flight_ops"]
+    assert "inflight_ops_high_water" in s
+    with pytest.raises(KeyError):
+        s["no_such_key"]
+
+
+def test_driver_docstring_names_every_kind():
+    doc = overlap.driver.__doc__
+    for kind in ('"uring"', '"aio+pool"', '"pool"'):
+        assert kind in doc, kind
+    kind = overlap.driver()["kind"]
+    assert f'"{kind}"' in doc
 
 
 async def test_stats_count_operations(data, uring):
@@ -422,14 +452,14 @@ def test_aligned_buffer():
 
 async def test_gather_many_operations_from_one_task(data, uring):
     path, content = data
-    before = overlap.stats()["inflight_ops_high_water"]
+    before = overlap.stats()["in_flight_ops_high_water"]
     async with overlap.open(path, direct=True) as f:
         offsets = [(i * 7919 % 256) * 4096 for i in range(256)]
         got = await asyncio.gather(*(f.read_at(4096, o) for o in offsets))
     assert got == [content[o : o + 4096] for o in offsets]
     if uring:
         # All 256 were submitted before the loop reaped any completion.
-        assert overlap.stats()["inflight_ops_high_water"] >= min(256, max(before, 64))
+        assert overlap.stats()["in_flight_ops_high_water"] >= min(256, max(before, 64))
 
 
 def _batching_or_skip(uring):
@@ -797,17 +827,17 @@ async def test_backpressure_more_than_the_budget_in_flight(data):
     d = overlap.driver()
     before = overlap.stats()["backpressure_waits"]
     async with overlap.open(path, direct=True) as f:
-        n = d["max_inflight_ops"] + 500
+        n = d["max_in_flight_ops"] + 500
         offs = [(i * 7 % 256) * 4096 for i in range(n)]
         got = await asyncio.gather(*(f.read_at(4096, o) for o in offs))
         assert all(g == content[o : o + 4096] for o, g in zip(offs, got))
         waits_ops = overlap.stats()["backpressure_waits"] - before
-        big = d["max_inflight_bytes"] // len(content) + 8
+        big = d["max_in_flight_bytes"] // len(content) + 8
         got = await asyncio.gather(*(f.read_at(len(content), 0) for _ in range(big)))
         assert all(g == content for g in got)
     s = overlap.stats()
-    assert s["inflight_ops_high_water"] <= d["max_inflight_ops"]
-    assert s["inflight_bytes_high_water"] <= d["max_inflight_bytes"]
+    assert s["in_flight_ops_high_water"] <= d["max_in_flight_ops"]
+    assert s["in_flight_bytes_high_water"] <= d["max_in_flight_bytes"]
     assert s["in_flight_ops"] == 0
     # Whether the budget filled up depends on how fast the device completes
     # (the ring reaps completions at each submission): report it.
@@ -833,8 +863,8 @@ def test_backpressure_wakes_waiting_operations(data):
                 content = g.read()
             assert all(x == content[(i % 256) * 4096:(i % 256 + 1) * 4096] for i, x in enumerate(got))
             s = overlap.stats()
-            assert overlap.driver()["max_inflight_ops"] == 4
-            assert s["inflight_ops_high_water"] <= 4, s
+            assert overlap.driver()["max_in_flight_ops"] == 4
+            assert s["in_flight_ops_high_water"] <= 4, s
             assert s["backpressure_waits"] > 0, s
             assert s["in_flight_ops"] == 0, s
         asyncio.run(main())

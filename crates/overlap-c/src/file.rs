@@ -212,9 +212,12 @@ pub extern "C" fn overlap_file_fd(file: *const overlap_file) -> i32 {
 /// overlap_file_free().
 ///
 /// Operations already submitted on a port are not cancelled and still
-/// complete with their real results (the kernel holds its own reference
-/// to the file): their buffers stay in use until their completions are
-/// reaped, as always.
+/// complete with their real results: their buffers stay in use until
+/// their completions are reaped, as always. On io_uring the kernel holds
+/// its own reference to the file, so this does not wait for them. On the
+/// thread pool and Linux AIO a pool thread or the kernel uses the
+/// descriptor itself: this waits until each of them has been performed
+/// (not reaped), so a port read of a pipe nobody writes keeps it waiting.
 ///
 /// Thread safety: any thread, concurrently with any call but
 /// overlap_file_free() of this file.

@@ -603,6 +603,32 @@ fn preset_cached() {
 }
 
 #[test]
+fn the_table_explains_its_terse_columns() {
+    let dir = scratch("legend");
+    let o = run(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--size",
+        "64k",
+        "--ops",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.starts_with("system"), "{out}");
+    let legend = lines.next().unwrap_or_default();
+    for col in ["req:", "thr:", "kw:", "dio:", "rss_MiB:"] {
+        assert!(
+            legend.starts_with('#') && legend.contains(col),
+            "{col} not explained: {out}"
+        );
+    }
+    assert_no_leftovers(&dir);
+}
+
+#[test]
 fn table_and_plots() {
     let dir = scratch("plot");
     if !uring_available(&dir) {

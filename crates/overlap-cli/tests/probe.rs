@@ -351,6 +351,38 @@ fn json_run_with_the_pool_driver() {
 }
 
 #[test]
+fn probe_accepts_driver_aio_as_bench_does() {
+    let dir = test_dir("json-aio");
+    let o = overlap()
+        .args(["probe", "--dir", dir.to_str().unwrap()])
+        .args([
+            "--size",
+            "4M",
+            "--requests",
+            "8",
+            "--json",
+            "--driver",
+            "aio",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(
+        !err.contains("invalid value 'aio'"),
+        "--driver aio refused: {err}"
+    );
+    if !o.status.success() && err.contains("io_setup") {
+        eprintln!("SKIPPED: Linux AIO unavailable here: {err}");
+        return;
+    }
+    assert!(o.status.success(), "probe --driver aio failed: {err}");
+    let out = String::from_utf8(o.stdout).unwrap();
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["driver"], "aio+pool", "{first}");
+    assert!(probe_files(&dir).is_empty());
+}
+
+#[test]
 fn human_output_names_every_mode_and_ends_with_a_summary() {
     let dir = test_dir("human");
     let o = run(&[
@@ -366,6 +398,15 @@ fn human_output_names_every_mode_and_ends_with_a_summary() {
     assert!(out.contains("driver:"), "{out}");
     assert!(out.contains("directory:"), "{out}");
     assert!(out.contains("alignment:"), "{out}");
+    // The verdict rule is stated once, before the modes, with its threshold.
+    let rule = out
+        .lines()
+        .find(|l| l.starts_with("verdicts:"))
+        .unwrap_or_else(|| panic!("no verdict rule:\n{out}"));
+    assert!(
+        rule.contains("90% or more") && rule.contains("kernel-workers if"),
+        "{rule}"
+    );
     for m in MODES {
         let line = out
             .lines()

@@ -12,7 +12,7 @@
 //! | --- | --- | --- |
 //! | [`File::open`], [`File::create`], [`File::create_new`], [`OpenOptions::open`] | engine | `openat` (then `statx` for the direct-I/O alignment) |
 //! | `File` as `AsyncRead` | engine | `read` at the file's own cursor (positional, no `lseek`) |
-//! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end) |
+//! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end); writes made while one is in flight are taken at once and written after it as one `write` (write-behind, below) |
 //! | `File` as `AsyncSeek` | engine / none | `SeekFrom::End` asks `statx`; `Start` and `Current` need no system call |
 //! | [`File::sync_all`], [`File::sync_data`] | engine | `fsync`, `fdatasync` |
 //! | [`File::set_len`] | engine | `ftruncate` (Linux 6.9; the system call before) |
@@ -22,7 +22,7 @@
 //! | [`File::set_permissions`], [`File::set_times`] | blocking pool | `fchmod`, `utimensat`: no opcode |
 //! | [`read`], [`read_to_string`] | engine | `openat`, `read`s |
 //! | [`write()`] | engine | `openat`, `write`s |
-//! | [`copy`] | engine + blocking pool | `openat`, `statx`, `read`s and `write`s through the engine; the final `fchmod` on the blocking pool |
+//! | [`copy`], [`copy_reporting`] | blocking pool (+ engine) | one task as std's copy, which tokio's runs there: `openat`, `fstat`, `openat`, `copy_file_range` (io_uring has no opcode for it), `fchmod`; where the kernel refuses `copy_file_range`, `read`s and `write`s through the engine, then `fchmod` |
 //! | [`create_dir`], [`create_dir_all`], [`DirBuilder::create`] | engine | `mkdirat` (and `statx` to tell an existing directory) |
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
 //! | [`rename`] | engine | `renameat` |
@@ -32,6 +32,43 @@
 //! | [`read_dir`], [`ReadDir`], [`DirEntry::metadata`], [`DirEntry::file_type`] | blocking pool | `getdents64`: no opcode |
 //! | [`remove_dir_all`] | blocking pool | std's (it guards against symbolic-link races with `openat` and `unlinkat` relative to directory descriptors) |
 //! | [`canonicalize`], [`read_link`], [`set_permissions`] | blocking pool | `realpath`, `readlink`, `chmod`: no opcode |
+//!
+//! # Where writes and copies run, and why
+//!
+//! - A **buffered write** is an engine `write`. io_uring first tries it
+//!   without blocking on file systems that allow that (XFS, btrfs: the
+//!   write is a memory copy into the page cache, done inline); ext4 offers
+//!   io_uring no non-blocking buffered writes, so there each write goes to
+//!   a kernel worker (`iou-wrk`), a thread hand-off as tokio's
+//!   `spawn_blocking` is. A `pwritev2(RWF_NOWAIT)` on the calling thread,
+//!   as reads do, would not help: ext4 refuses `RWF_NOWAIT` for buffered
+//!   writes (`EOPNOTSUPP`) and the others already complete inline. What
+//!   costs is the number of hand-offs: `tokio::io::copy` and a `BufWriter`
+//!   write 8 KiB at a time. So `File` writes **behind**: the first write
+//!   starts at once (as tokio's), and while it is in flight later
+//!   `poll_write`s are copied into a second buffer (up to
+//!   [`File::max_buf_size`], 2 MiB) and return at once; that buffer is
+//!   written, as one `write`, as soon as the one in flight completes.
+//!   Many 8 KiB writes become a few of up to 2 MiB, one hand-off each.
+//!   Positions, `flush` (it waits for every byte taken), `O_APPEND` (each
+//!   write at the end, in order) and errors (the first error ends the
+//!   chain: the bytes behind it are not written, and the error comes from
+//!   the next write or `flush`, as any write's) are as without it. Not for
+//!   clones sharing a position (each write takes its range when it
+//!   starts), nor O_DIRECT files (the caller aligns each transfer).
+//!   Memory: at most two buffers of `max_buf_size` per file.
+//! - [`write()`] writes the whole contents in pieces of up to 8 MiB, each
+//!   one engine `write`.
+//! - [`copy`] runs as one task on the blocking pool, as tokio's (std's
+//!   `fs::copy`): `copy_file_range` moves the bytes inside the kernel (no
+//!   copy through user space; a reflink where the file system shares
+//!   extents). io_uring has no `copy_file_range` opcode (its `splice`
+//!   needs a pipe between two files), and for a small file the hand-offs,
+//!   not the bytes, are the cost, so one task does the opens, the copy and
+//!   the `fchmod`. Where the kernel refuses `copy_file_range` (another
+//!   file system type, `/proc`), reads and writes through the engine.
+//!   `crates/overlap-tokio/examples/write_copy.rs` measures each of these
+//!   against `tokio::fs`.
 //!
 //! Errors are `std::io::Error`s with the kinds tokio's have, and with the
 //! kernel's errno (`raw_os_error`) when it came from the kernel.
@@ -64,8 +101,17 @@
 //!   meanwhile).
 //! - A write's error reported later (at the next write or `flush`) keeps
 //!   its errno; tokio's keeps only its kind.
+//! - A write made while another is in flight returns at once (taken behind
+//!   it, see above) where tokio's waits for the one in flight; should the
+//!   one in flight fail, the bytes taken behind it are not written (its
+//!   error comes from the next write or `flush`, as in tokio).
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
+//! - `tokio_stream::wrappers::ReadDirStream::new` takes tokio's `ReadDir`
+//!   and so not this one: with the feature `stream`,
+//!   `overlap_tokio::wrappers::ReadDirStream` is the same wrapper (`new`,
+//!   `into_inner`, `Stream<Item = io::Result<DirEntry>>`) for [`ReadDir`];
+//!   switch its `use` line as this module's.
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
 //!   an `AsyncRead`/`AsyncWrite` transfer whose buffer, offset or length is
 //!   not aligned (the internal buffer is a `Vec`, aligned only by chance)
@@ -74,7 +120,7 @@
 //!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
 
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::reactor::on_ring;
@@ -341,6 +387,17 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// the destination is created or truncated. Returns the number of bytes
 /// copied.
 ///
+/// As std's `fs::copy` (which tokio's runs on its blocking pool), the bytes
+/// move inside the kernel with `copy_file_range` where it allows it (same
+/// file system type; a reflink where the file system can share extents).
+/// io_uring has no opcode for `copy_file_range`, so the copy runs as one
+/// task on tokio's blocking pool, as tokio's does: open, `fstat`, open,
+/// `copy_file_range` (up to 1 GiB a call), `fchmod`. Where the kernel
+/// refuses it (`EXDEV`, `EINVAL`, `ENOSYS`, `EOPNOTSUPP`, `EPERM`, `EBADF`
+/// before any byte was copied, or a first call that copies nothing, as a
+/// `/proc` file's) the copy goes on by reads and writes of 1 MiB through
+/// the engine. [`copy_reporting`] says which way the bytes went.
+///
 /// # Errors
 ///
 /// As `std::fs::copy`; [`io::ErrorKind::InvalidInput`] when `from` is not a
@@ -357,41 +414,167 @@ pub async fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> io::Re
 /// # }
 /// ```
 pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, std::io::Error> {
-    let src = File::open(from.as_ref().to_path_buf()).await?;
-    let st = src.statx().await?;
-    if !st.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the source path is neither a regular file nor a symlink to a regular file",
-        ));
+    copy_reporting(from, to).await.map(|r| r.bytes)
+}
+
+/// What [`copy_reporting`] did: how many bytes it copied, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CopyReport {
+    /// Bytes copied in all ([`copy`]'s result).
+    pub bytes: u64,
+    /// Of those, bytes the kernel copied by `copy_file_range`.
+    pub by_copy_file_range: u64,
+    /// Of those, bytes read and written through the engine (the fallback).
+    pub by_read_write: u64,
+}
+
+/// Beyond tokio: [`copy`], reporting how the bytes were copied (by
+/// `copy_file_range` in the kernel, or by reads and writes through the
+/// engine where the kernel refused).
+///
+/// ```
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// use overlap_tokio::fs;
+/// let dir = tempfile::tempdir()?;
+/// fs::write(dir.path().join("a"), b"hello").await?;
+/// let r = fs::copy_reporting(dir.path().join("a"), dir.path().join("b")).await?;
+/// assert_eq!(r.bytes, 5);
+/// assert_eq!(r.by_copy_file_range + r.by_read_write, 5);
+/// # Ok::<(), std::io::Error>(()) })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub async fn copy_reporting(
+    from: impl AsRef<Path>,
+    to: impl AsRef<Path>,
+) -> io::Result<CopyReport> {
+    // One task on the blocking pool does what std's copy does (open,
+    // `fstat`, open, `copy_file_range`, `fchmod`): for a small file the
+    // hand-offs, not the bytes, are the cost, and tokio's copy has one.
+    let (from, to) = (from.as_ref().to_owned(), to.as_ref().to_owned());
+    let (src, dst, perm, done, how) = asyncify(move || {
+        let src = std::fs::File::open(&from)?;
+        let st = src.metadata()?;
+        if !st.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the source path is neither a regular file nor a symlink to a regular file",
+            ));
+        }
+        let perm = st.permissions();
+        let dst = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(perm.mode())
+            .open(&to)?;
+        let (done, how) = kernel_copy(&src, &dst)?;
+        if how == KernelCopy::Done {
+            dst.set_permissions(perm.clone())?;
+        }
+        Ok((src, dst, perm, done, how))
+    })
+    .await?;
+    let mut report = CopyReport {
+        bytes: done,
+        by_copy_file_range: done,
+        by_read_write: 0,
+    };
+    if how == KernelCopy::Refused {
+        let len_hint = src.metadata().map(|m| m.len()).unwrap_or(0);
+        let (src, dst) = (File::from_std(src), File::from_std(dst));
+        let n = read_write_copy(&src, &dst, done, len_hint).await?;
+        report.by_read_write = n;
+        report.bytes += n;
+        dst.set_permissions(perm).await?;
     }
-    let dst = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(st.permissions)
-        .open(to.as_ref().to_path_buf())
-        .await?;
+    Ok(report)
+}
+
+/// How far `copy_file_range` got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KernelCopy {
+    /// To the end of the source.
+    Done,
+    /// The kernel refused (or a first call copied nothing): the rest goes
+    /// by reads and writes.
+    Refused,
+}
+
+/// Most bytes one `copy_file_range` call is asked for.
+const KERNEL_COPY_CHUNK: usize = 1 << 30;
+
+/// `copy_file_range` from offset 0 of `src` to offset 0 of `dst` until the
+/// end of `src` (blocking: run on the blocking pool). Returns the bytes
+/// copied and whether the copy is done or refused (then from that offset
+/// on by reads and writes).
+fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, KernelCopy)> {
+    use std::os::fd::AsRawFd;
+    let (mut off_in, mut off_out): (libc::loff_t, libc::loff_t) = (0, 0);
     let mut copied = 0u64;
-    let chunk = COPY_CHUNK.min(st.len.max(4096) as usize);
-    let mut buf = Vec::new();
+    loop {
+        // SAFETY: both descriptors are open for the whole call (borrowed
+        // from live files); the two offsets are locals the kernel updates;
+        // flags 0 as the system call requires.
+        let r = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                &mut off_in,
+                dst.as_raw_fd(),
+                &mut off_out,
+                KERNEL_COPY_CHUNK,
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(
+                    libc::EXDEV
+                    | libc::EINVAL
+                    | libc::ENOSYS
+                    | libc::EOPNOTSUPP
+                    | libc::EPERM
+                    | libc::EBADF,
+                ) if copied == 0 => Ok((0, KernelCopy::Refused)),
+                _ => Err(e),
+            };
+        }
+        if r == 0 {
+            // A first call that copies nothing may be a file whose size the
+            // kernel does not know (procfs, sysfs): read it to be sure.
+            let how = if copied == 0 {
+                KernelCopy::Refused
+            } else {
+                KernelCopy::Done
+            };
+            return Ok((copied, how));
+        }
+        copied += r as u64;
+    }
+}
+
+/// Copies from `at` to the end of `src` by reads and writes through the
+/// engine; returns how many bytes.
+async fn read_write_copy(src: &File, dst: &File, at: u64, len_hint: u64) -> io::Result<u64> {
+    let mut copied = 0u64;
+    let chunk = COPY_CHUNK.min(len_hint.saturating_sub(at).max(4096) as usize);
+    let mut buf = vec![0u8; chunk];
     loop {
         buf.resize(chunk, 0);
-        let (res, back) = src.read_at(buf, copied).await;
+        let (res, back) = src.read_at(buf, at + copied).await;
         buf = back;
         let n = res?;
         if n == 0 {
-            break;
+            return Ok(copied);
         }
         buf.truncate(n);
-        let (res, back) = dst.write_all_at(buf, copied).await;
+        let (res, back) = dst.write_all_at(buf, at + copied).await;
         buf = back;
         res?;
         copied += n as u64;
     }
-    dst.set_permissions(std::fs::Permissions::from_mode(st.permissions))
-        .await?;
-    Ok(copied)
 }
 
 /// Creates a new, empty directory at the provided path (`mkdirat` through

@@ -38,8 +38,9 @@ pub mod fs;
 mod global;
 mod reactor;
 #[cfg(feature = "tower-http")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub mod tower_http;
+#[cfg(feature = "stream")]
+pub mod wrappers;
 
 pub use global::{engine, set_engine};
 pub use reactor::{on_ring, OnRing};

@@ -35,7 +35,156 @@ rt_tests!(
     appending_tasks_lose_no_line,
     appending_after_a_seek_still_appends,
     set_max_buf_size_zero_panics_as_tokio,
+    small_writes_behind_a_write_in_flight_return_at_once,
+    an_error_of_a_write_in_flight_drops_the_bytes_behind_it,
+    write_behind_keeps_positions_and_appends,
 );
+
+/// A FIFO at `dir/name`, its read end (not read yet, so that a write
+/// blocks once the pipe is full) and a write end as an overlap-tokio File.
+async fn fifo(dir: &std::path::Path, name: &str) -> (std::fs::File, File) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = dir.join(name);
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: c is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&p)
+        .unwrap();
+    let writer = OpenOptions::new().write(true).open(&p).await.unwrap();
+    (reader, writer)
+}
+
+/// Reads `n` bytes from `reader` (made blocking) on a thread of its own.
+fn drain(reader: std::fs::File, n: usize) -> std::thread::JoinHandle<Vec<u8>> {
+    use std::io::Read;
+    // SAFETY: fcntl on a descriptor this function owns.
+    unsafe {
+        let fl = libc::fcntl(reader.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(reader.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    std::thread::spawn(move || {
+        let mut got = vec![0u8; n];
+        (&reader).read_exact(&mut got).unwrap();
+        got
+    })
+}
+
+/// Issue 26: `io::copy` and a `BufWriter` write 8 KiB at a time; each
+/// write waiting for the one before made every 8 KiB a write of its own
+/// (an io_uring worker each, on ext4). While a write is in flight, later
+/// small writes are taken at once and written after it, as one write.
+async fn small_writes_behind_a_write_in_flight_return_at_once() {
+    let dir = tempdir();
+    let (reader, mut f) = fifo(dir.path(), "fifo").await;
+    // More than the pipe holds: this write stays in flight until read.
+    let big = data(1 << 20, 3);
+    assert_eq!(f.write(&big).await.unwrap(), big.len());
+    let mut want = big.clone();
+    for i in 0..100u8 {
+        let small = data(100 + i as usize, i);
+        tokio::time::timeout(Duration::from_secs(2), f.write_all(&small))
+            .await
+            .unwrap_or_else(|_| panic!("small write {i} waited for the write in flight"))
+            .unwrap();
+        want.extend_from_slice(&small);
+    }
+    let reading = drain(reader, want.len());
+    tokio::time::timeout(LIMIT, f.flush())
+        .await
+        .expect("flush hung")
+        .unwrap();
+    let got = reading.join().unwrap();
+    assert!(got == want, "the bytes behind came after, in order");
+}
+
+/// The write in flight fails: the bytes taken behind it are not written,
+/// and the error comes from the next flush (as any write's error).
+async fn an_error_of_a_write_in_flight_drops_the_bytes_behind_it() {
+    let dir = tempdir();
+    let (reader, mut f) = fifo(dir.path(), "fifo").await;
+    let big = data(1 << 20, 4);
+    assert_eq!(f.write(&big).await.unwrap(), big.len());
+    tokio::time::timeout(Duration::from_secs(2), f.write_all(b"behind"))
+        .await
+        .expect("taken behind the write in flight")
+        .unwrap();
+    // No reader any more: the write in flight fails with EPIPE.
+    drop(reader);
+    let e = tokio::time::timeout(LIMIT, f.flush())
+        .await
+        .expect("flush hung")
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPIPE), "{e:?}");
+    // Reported once; the file is usable (and idle) afterwards.
+    tokio::time::timeout(LIMIT, f.flush())
+        .await
+        .expect("flush hung")
+        .unwrap();
+}
+
+/// Many small writes (most of them taken behind one in flight) land at
+/// the right offsets; the position, a seek, a read and `O_APPEND` see them
+/// all.
+async fn write_behind_keeps_positions_and_appends() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .open(&p)
+        .await
+        .unwrap();
+    let mut want = Vec::new();
+    for i in 0..3000usize {
+        let chunk = data(7 + i % 13, i as u8);
+        f.write_all(&chunk).await.unwrap();
+        want.extend_from_slice(&chunk);
+    }
+    // A seek waits for every byte taken.
+    assert_eq!(f.stream_position().await.unwrap(), want.len() as u64);
+    f.seek(SeekFrom::Start(0)).await.unwrap();
+    let mut got = Vec::new();
+    f.read_to_end(&mut got).await.unwrap();
+    assert!(got == want, "read back after small writes");
+    // Overwrite in the middle, then go on writing at the position.
+    f.seek(SeekFrom::Start(10)).await.unwrap();
+    for _ in 0..100 {
+        f.write_all(b"xy").await.unwrap();
+    }
+    want[10..210].copy_from_slice(&b"xy".repeat(100));
+    f.flush().await.unwrap();
+    assert!(std::fs::read(&p).unwrap() == want);
+    drop(f);
+
+    // Appending: every small write goes to the end, in order.
+    let mut a = OpenOptions::new().append(true).open(&p).await.unwrap();
+    for i in 0..2000usize {
+        let chunk = data(5 + i % 11, i as u8);
+        a.write_all(&chunk).await.unwrap();
+        want.extend_from_slice(&chunk);
+    }
+    a.flush().await.unwrap();
+    assert!(std::fs::read(&p).unwrap() == want, "appended in order");
+    assert_eq!(a.stream_position().await.unwrap(), want.len() as u64);
+    // Dropped with bytes behind a write in flight: all of them still land.
+    for i in 0..2000usize {
+        let chunk = data(3 + i % 5, i as u8);
+        a.write_all(&chunk).await.unwrap();
+        want.extend_from_slice(&chunk);
+    }
+    drop(a);
+    let len = want.len() as u64;
+    let done = eventually(Duration::from_secs(20), || {
+        std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0) == len
+    })
+    .await;
+    assert!(done, "the writes behind at drop completed");
+    assert!(std::fs::read(&p).unwrap() == want);
+}
 
 /// The time any of these scenarios may take before it is called a hang.
 const LIMIT: Duration = Duration::from_secs(60);

@@ -12,9 +12,11 @@ rt_tests!(
     read_and_write_whole_files,
     read_sees_a_file_longer_than_its_size_hint,
     copy_copies_contents_and_permissions,
+    copy_uses_copy_file_range_and_falls_back,
     create_dir_all_creates_every_level,
     dir_builder_modes_and_recursion,
     read_dir_lists_every_entry_in_chunks,
+    read_dir_stream_as_tokio_streams,
     links_and_metadata,
     try_exists_tells_not_found_apart,
     rename_replaces,
@@ -84,6 +86,83 @@ async fn copy_copies_contents_and_permissions() {
         err_of(fs::copy(dir.path(), &b).await).0,
         ErrorKind::InvalidInput
     );
+}
+
+/// Issue 26: `copy` moves the bytes with `copy_file_range` (as std's, so
+/// tokio's), and falls back to reads and writes where the kernel refuses.
+async fn copy_uses_copy_file_range_and_falls_back() {
+    let dir = tempdir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    // Sizes 0, 1 and 1 MiB + odd; the copy's mode is the source's.
+    for (len, mode) in [(0usize, 0o600), (1, 0o644), ((1 << 20) + 13, 0o751)] {
+        let want = data(len, len as u8);
+        std::fs::write(&a, &want).unwrap();
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(mode)).unwrap();
+        let r = fs::copy_reporting(&a, &b).await.unwrap();
+        assert_eq!(r.bytes, len as u64, "{r:?}");
+        assert!(std::fs::read(&b).unwrap() == want, "content of {len}");
+        assert_eq!(std::fs::metadata(&b).unwrap().mode() & 0o7777, mode);
+        if len > 0 {
+            assert_eq!(r.by_copy_file_range, len as u64, "{len}: {r:?}");
+            assert_eq!(r.by_read_write, 0, "{r:?}");
+        } else {
+            // An empty source: copy_file_range copies nothing, which may
+            // be a /proc file, so one read confirms the end.
+            assert_eq!(r.by_copy_file_range + r.by_read_write, 0, "{r:?}");
+        }
+    }
+    // A sparse file: holes read back as zeros.
+    let sparse = std::fs::File::create(&a).unwrap();
+    sparse.set_len(6 << 20).unwrap();
+    use std::os::unix::fs::FileExt;
+    sparse.write_all_at(b"island one", 1 << 20).unwrap();
+    sparse.write_all_at(b"island two", (5 << 20) + 3).unwrap();
+    drop(sparse);
+    let r = fs::copy_reporting(&a, &b).await.unwrap();
+    assert_eq!(r.bytes, 6 << 20);
+    assert_eq!(r.by_copy_file_range, 6 << 20, "{r:?}");
+    assert!(std::fs::read(&b).unwrap() == std::fs::read(&a).unwrap());
+
+    // The fallback, forced by a source the kernel will not copy from: a
+    // /proc file (another file system, and a size of 0 although it has
+    // content).
+    let proc_file = std::path::Path::new("/proc/version");
+    if proc_file.exists() {
+        let r = fs::copy_reporting(proc_file, &b).await.unwrap();
+        let want = std::fs::read(proc_file).unwrap();
+        assert!(!want.is_empty());
+        assert_eq!(r.by_copy_file_range, 0, "{r:?}");
+        assert_eq!(r.by_read_write, want.len() as u64, "{r:?}");
+        assert!(std::fs::read(&b).unwrap() == want);
+    } else {
+        eprintln!("SKIPPED: no /proc here: the /proc fallback of copy is not checked");
+    }
+    // The fallback across file systems (EXDEV before Linux 5.19 for any
+    // pair, and since then for file systems of different types), with a
+    // size that takes several reads and writes.
+    let shm = std::path::Path::new("/dev/shm");
+    let same_fs = |p: &std::path::Path| {
+        std::fs::metadata(p).map(|m| m.dev()).ok()
+            == std::fs::metadata(dir.path()).map(|m| m.dev()).ok()
+    };
+    let want = data((3 << 20) + 5, 9);
+    match tempfile::tempdir_in(shm) {
+        Ok(other) if !same_fs(other.path()) => {
+            let src = other.path().join("src");
+            std::fs::write(&src, &want).unwrap();
+            std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o640)).unwrap();
+            let r = fs::copy_reporting(&src, &b).await.unwrap();
+            assert_eq!(r.bytes, want.len() as u64);
+            assert!(std::fs::read(&b).unwrap() == want, "{r:?}");
+            assert_eq!(std::fs::metadata(&b).unwrap().mode() & 0o7777, 0o640);
+            // Which way depends on the kernel and the two file systems:
+            // both are right, and the report adds up.
+            assert_eq!(r.by_copy_file_range + r.by_read_write, r.bytes, "{r:?}");
+        }
+        _ => eprintln!(
+            "SKIPPED: no /dev/shm on another file system: copy across file systems is not checked"
+        ),
+    }
 }
 
 async fn create_dir_all_creates_every_level() {
@@ -189,6 +268,43 @@ async fn read_dir_lists_every_entry_in_chunks() {
         err_of(fs::read_dir(dir.path().join("missing")).await),
         (ErrorKind::NotFound, Some(libc::ENOENT))
     );
+}
+
+/// Issue 26: `tokio_stream::wrappers::ReadDirStream::new(rd)` takes
+/// tokio's `ReadDir`; `overlap_tokio::wrappers::ReadDirStream` is the same
+/// for overlap's, used the same way.
+async fn read_dir_stream_as_tokio_streams() {
+    use futures::{StreamExt, TryStreamExt};
+    use overlap_tokio::wrappers::ReadDirStream;
+    let dir = tempdir();
+    let mut want: Vec<String> = (0..70).map(|i| format!("e{i:02}")).collect();
+    for n in &want {
+        std::fs::write(dir.path().join(n), b"").unwrap();
+    }
+    let stream = ReadDirStream::new(fs::read_dir(dir.path()).await.unwrap());
+    let mut got: Vec<String> = stream
+        .map_ok(|e| e.file_name().into_string().unwrap())
+        .try_collect()
+        .await
+        .unwrap();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    // next() one at a time, then the end, stays ended; into_inner gives
+    // the ReadDir back.
+    let mut s = ReadDirStream::new(fs::read_dir(dir.path()).await.unwrap());
+    let first = s.next().await.unwrap().unwrap();
+    assert!(want.contains(&first.file_name().into_string().unwrap()));
+    let _: &fs::ReadDir = s.as_ref();
+    let mut rd = s.into_inner();
+    let mut rest = 0;
+    while rd.next_entry().await.unwrap().is_some() {
+        rest += 1;
+    }
+    assert_eq!(rest, want.len() - 1);
+    let mut s = ReadDirStream::new(rd);
+    assert!(s.next().await.is_none());
+    assert!(s.next().await.is_none());
 }
 
 async fn links_and_metadata() {

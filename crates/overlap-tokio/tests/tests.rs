@@ -16,13 +16,6 @@ mod lifecycle;
 mod matrix;
 mod outside;
 mod reactor_ring;
-#[cfg(feature = "tower-http")]
+// tower-http's own ServeDir/ServeFile tests on the engine (the feature
+// `tower-http` is on for the tests: see the dev-dependencies).
 mod tower_http_fs;
-
-/// Said when the feature is off, so that a run without it shows that
-/// tower-http's tests did not run (`scripts/test` turns it on).
-#[cfg(not(feature = "tower-http"))]
-#[test]
-fn tower_http_tests_need_the_feature() {
-    println!("SKIPPED: tower-http's ServeDir/ServeFile tests need `--features tower-http`");
-}

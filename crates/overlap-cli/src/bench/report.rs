@@ -147,7 +147,16 @@ pub(crate) fn print_json(r: &BenchResult) -> Result<()> {
     Ok(())
 }
 
-/// The table's header line (printed before the first result).
+/// What the table's terser columns mean, printed under the header (the
+/// full list is BENCHMARKS.md's "Columns").
+pub(crate) const LEGEND: &str = "# req: how requests were made (futures, port, tokio tasks, \
+    threads, fio); dio: O_DIRECT; file: a write's file growing or preallocated; ctx_sw: context \
+    switches; thr: most threads the process had at once; kw: io_uring kernel workers (iou-wrk) \
+    that did work, i.e. operations the kernel could not do asynchronously; rss_MiB: peak resident \
+    memory";
+
+/// The table's header line and its legend (printed before the first
+/// result).
 pub(crate) fn print_header() {
     println!(
         "{:<8} {:<8} {:<9} {:>7} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>3} {:>7}",
@@ -172,6 +181,7 @@ pub(crate) fn print_header() {
         "kw",
         "rss_MiB"
     );
+    println!("{LEGEND}");
 }
 
 /// One result as a line of the table, printed as soon as it is known (an

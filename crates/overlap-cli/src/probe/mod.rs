@@ -70,7 +70,9 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub json: bool,
     /// Driver: auto (io_uring when the kernel allows it; obeys
-    /// OVERLAP_DRIVER), uring (fail if unavailable) or pool (threads).
+    /// OVERLAP_DRIVER), uring (fail if unavailable), aio (Linux AIO for
+    /// O_DIRECT, the thread pool for the rest: aio+pool) or pool (threads),
+    /// as `overlap bench --driver`.
     #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
     pub driver: DriverArg,
     /// Reads of 64 KiB per read mode, all in flight at once (1 to 4096, and
@@ -94,6 +96,9 @@ pub enum DriverArg {
     Uring,
     /// The bounded thread pool.
     Pool,
+    /// Linux AIO for O_DIRECT transfers, the thread pool for the rest
+    /// (`aio+pool`), even where io_uring is available.
+    Aio,
 }
 
 /// Parses `--size` with the CLI's size parser ([`crate::size::parse`]) and

@@ -90,6 +90,7 @@ fn start_engine(driver: DriverArg, plan: &Plan) -> Result<(EngineBuilder, Engine
         DriverArg::Auto => DriverChoice::Auto,
         DriverArg::Uring => DriverChoice::Uring,
         DriverArg::Pool => DriverChoice::Pool,
+        DriverArg::Aio => DriverChoice::Aio,
     };
     let builder = Engine::builder()
         .driver(choice)
@@ -117,7 +118,8 @@ impl Probe {
             self.plan.dir.display(),
             self.plan.fs.kind,
             fmt_bytes(self.plan.fs.available)
-        ))
+        ))?;
+        out.human(&format!("verdicts:  {}", super::verdict::RULE))
     }
 
     /// Opens a new file at `path` for reading and writing.

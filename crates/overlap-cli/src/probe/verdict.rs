@@ -15,6 +15,14 @@ use super::plan::{Alloc, Api, Mode, ReadKind, WriteKind};
 /// time spent queueing, at or above which the verdict is "sync".
 const SYNC_SHARE: (u128, u128) = (9, 10);
 
+/// The verdict rule in words, as the probe prints it before the first mode
+/// and as the README states it (a test checks that both say exactly this,
+/// and that it names [`SYNC_SHARE`]).
+pub(crate) const RULE: &str = "kernel-workers if any io_uring worker thread (iou-wrk) did work \
+    during the mode; else sync if 90% or more of the requests were already done when submission \
+    returned, or if queueing took 90% or more of the time to the last completion; else async \
+    (truly asynchronous: the submitter went on while the kernel did the I/O)";
+
 /// `part` is at least [`SYNC_SHARE`] of `whole` (exact integer arithmetic).
 fn most_of(part: u128, whole: u128) -> bool {
     part * SYNC_SHARE.1 >= whole * SYNC_SHARE.0
@@ -133,6 +141,10 @@ enum When {
     MostMisses,
     /// Most requests completed inline.
     MostInline,
+    /// No read was answered by the page-cache fast path.
+    NoHits,
+    /// Every inline completion was a fast-path hit.
+    AllInlineWereHits,
     /// Some completions came back out of submission order.
     OutOfOrder,
     /// The grow mode of the same kind needed kernel workers.
@@ -155,7 +167,8 @@ const TEXTS: &[(&str, &[When], &str)] = &[
          not from the kernel"),
     ("explanation", &[AsyncRead, Async],
         "truly asynchronous: all {requests} were queued in {queue_share} of the time they took \
-         to complete and {order}; {read_what}"),
+         to complete (under the 90% that would make it synchronous), {inline} of them were done \
+         by the time they were submitted, and {order}; {read_what}"),
     ("explanation", &[AsyncRead, Sync], "completed synchronously ({read_sync_why})"),
     ("explanation", &[AsyncRead, KernelWorkers],
         "{workers}: the file system could not start these reads without blocking, so kernel \
@@ -196,6 +209,13 @@ const TEXTS: &[(&str, &[When], &str)] = &[
          calling thread, and may wait for the device, so queueing took {queue_share} of the \
          time to the last completion and {inline} of {requests} reads were already done when \
          the ring got them{fast_path_off}"),
+    ("read_sync_why", &[Cached, NoHits],
+        "page cache: {inline} of {requests} completed as soon as the ring saw them (none was \
+         answered by the fast path on the calling thread); {cached} of the requested pages were \
+         cached"),
+    ("read_sync_why", &[Cached, AllInlineWereHits],
+        "page cache: {hits} of {requests} were answered from memory by preadv2(RWF_NOWAIT) on \
+         the calling thread; {cached} of the requested pages were cached"),
     ("read_sync_why", &[Cached],
         "page cache: {hits} of {requests} were answered from memory by preadv2(RWF_NOWAIT) on \
          the calling thread and {inline_beyond_hits} more completed as soon as the ring saw \
@@ -249,7 +269,8 @@ const TEXTS: &[(&str, &[When], &str)] = &[
         "the file system could not perform these buffered writes without blocking, so \
          io_uring handed them to worker threads"),
     ("prealloc_note", &[Prealloc, GrowNeededWorkers],
-        "; preallocating did not help (the growing file needed workers too)"),
+        "; the growing file of the mode before needed kernel workers as well: preallocating the \
+         space changes nothing for these writes"),
     ("prealloc_note", &[], ""),
     ("async_write_why", &[Prealloc, Direct],
         ": the space was preallocated, so no write had to grow the file"),
@@ -293,6 +314,8 @@ impl Ctx<'_> {
             MostHits => most_of(m.fast_path_hits.into(), m.requests.into()),
             MostMisses => most_of(m.fast_path_misses.into(), m.requests.into()),
             MostInline => most_of(m.inline.into(), m.requests.max(1).into()),
+            NoHits => m.fast_path_hits == 0,
+            AllInlineWereHits => m.inline <= m.fast_path_hits,
             OutOfOrder => m.out_of_order > 0,
             GrowNeededWorkers => self.facts.grow_workers.is_some_and(|g| g > 0),
         }
@@ -400,6 +423,88 @@ mod tests {
             inline,
             kernel_workers: workers,
             ..Measurement::default()
+        }
+    }
+
+    /// Whitespace runs as one space (the README wraps its lines).
+    fn words(s: &str) -> String {
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn one_rule_in_the_code_the_output_and_the_readme() {
+        let threshold = format!("{}%", SYNC_SHARE.0 * 100 / SYNC_SHARE.1);
+        assert_eq!(RULE.matches(&threshold).count(), 2, "{RULE}");
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .expect("the README");
+        assert!(
+            words(&readme).contains(&words(RULE)),
+            "the README states the verdict rule differently from the probe: {RULE}"
+        );
+        assert!(
+            !readme.contains("small fraction"),
+            "the README's old, vaguer rule"
+        );
+        // The async explanation says how far from the threshold it was.
+        let facts = Facts {
+            driver: DriverKind::Uring,
+            fs: "ext4".into(),
+            grow_workers: None,
+        };
+        let mode = READ_MODES
+            .into_iter()
+            .find(|m| matches!(m, Mode::Read(Api::Async, ReadKind::Cold)))
+            .unwrap();
+        let e = explain(mode, Verdict::Async, &m(500, 77, 100, 3, 0), &facts);
+        assert!(e.contains("77%") && e.contains(&threshold), "{e}");
+    }
+
+    #[test]
+    fn cached_reads_without_fast_path_hits_are_worded_plainly() {
+        let facts = Facts {
+            driver: DriverKind::Uring,
+            fs: "ext4".into(),
+            grow_workers: None,
+        };
+        let mode = READ_MODES
+            .into_iter()
+            .find(|m| matches!(m, Mode::Read(Api::Async, ReadKind::Cached)))
+            .unwrap();
+        let mut x = m(500, 95, 100, 500, 0);
+        x.cached_before = Some(1.0);
+        let e = explain(mode, Verdict::Sync, &x, &facts);
+        assert!(!e.contains("0 of 500 were answered"), "{e}");
+        assert!(!e.contains("more completed"), "{e}");
+        assert!(
+            e.contains("500 of 500 completed as soon as the ring saw them"),
+            "{e}"
+        );
+        // All inline by the fast path: no "and 0 more".
+        x.fast_path_hits = 500;
+        let e = explain(mode, Verdict::Sync, &x, &facts);
+        assert!(!e.contains("and 0 more"), "{e}");
+        assert!(e.contains("500 of 500 were answered from memory"), "{e}");
+        // Some of each: both counts.
+        x.fast_path_hits = 400;
+        let e = explain(mode, Verdict::Sync, &x, &facts);
+        assert!(e.contains("400 of 500") && e.contains("100 more"), "{e}");
+    }
+
+    #[test]
+    fn the_preallocated_mode_does_not_say_preallocating_did_not_help() {
+        let facts = Facts {
+            driver: DriverKind::Uring,
+            fs: "ext4".into(),
+            grow_workers: Some(2),
+        };
+        for mode in WRITE_MODES {
+            let Mode::Write(Alloc::Prealloc, WriteKind::Buffered) = mode else {
+                continue;
+            };
+            let e = explain(mode, Verdict::KernelWorkers, &m(64, 1, 10, 0, 2), &facts);
+            assert!(!e.contains("did not help"), "{e}");
+            assert!(e.contains("preallocating the space changes nothing"), "{e}");
         }
     }
 

@@ -75,15 +75,20 @@ pub struct File {
     cursor: Arc<Cursor>,
     inner: Mutex<Inner>,
     max_buf_size: usize,
+    /// Whether `poll_write` may add to a write in flight (write-behind):
+    /// not on O_DIRECT files, whose transfers the caller aligns.
+    write_behind: bool,
 }
 
 impl File {
     fn new(file: overlap::File, pos: u64, max_buf_size: usize) -> File {
         File {
+            write_behind: !file.is_direct(),
             file,
             cursor: Arc::new(Cursor::new(pos)),
             inner: Mutex::new(Inner {
                 state: State::Idle(Buf::default()),
+                behind: Default::default(),
                 last_write_err: None,
                 pos,
             }),
@@ -356,10 +361,12 @@ impl File {
         // From now on the two take turns on the cursor.
         self.cursor.share();
         Ok(File {
+            write_behind: self.write_behind,
             file,
             cursor: self.cursor.clone(),
             inner: Mutex::new(Inner {
                 state: State::Idle(Buf::default()),
+                behind: Default::default(),
                 last_write_err: None,
                 pos,
             }),
@@ -432,6 +439,7 @@ impl File {
             cursor,
             inner,
             max_buf_size,
+            write_behind,
         } = self;
         match file.into_fd() {
             Ok(fd) => {
@@ -444,6 +452,7 @@ impl File {
                 cursor,
                 inner,
                 max_buf_size,
+                write_behind,
             }),
         }
     }
@@ -462,7 +471,7 @@ impl File {
 
     /// A `std::fs::File` on a duplicate of the descriptor, for the calls
     /// that only std makes.
-    fn dup_std(&self) -> io::Result<std::fs::File> {
+    pub(crate) fn dup_std(&self) -> io::Result<std::fs::File> {
         Ok(std::fs::File::from(self.as_fd().try_clone_to_owned()?))
     }
 

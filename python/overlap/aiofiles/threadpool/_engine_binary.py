@@ -3,6 +3,7 @@ aiofiles' thread-pool objects)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 
@@ -139,6 +140,15 @@ class _EngineBinary:
     async def readall(self):
         """Reads to the end of the file (engine reads, sized by ``statx``)."""
         await self._before_read()
+        start = self._pos
+        try:
+            return await self._readall()
+        except asyncio.CancelledError:
+            # A cancelled read consumes nothing (see the module's notes).
+            self._pos = start
+            raise
+
+    async def _readall(self):
         parts = []
         have = self._buffered()
         if have:
@@ -211,6 +221,16 @@ class _EngineBinary:
         await self._before_read()
         if size is None:
             size = -1
+        start = self._pos
+        try:
+            return await self._readline(size)
+        except asyncio.CancelledError:
+            # A cancelled read consumes nothing; what it read ahead stays
+            # buffered for the next call.
+            self._pos = start
+            raise
+
+    async def _readline(self, size):
         parts = []
         total = 0
         while size < 0 or total < size:
@@ -251,7 +271,15 @@ class _EngineBinary:
         self._drop_readahead()
         if self._bufsize == 0 or n >= self._bufsize:
             await self._flush_wbuf()
-            written = await self._nf.write_at(mv, self._pos)
+            try:
+                written = await self._nf.write_at(mv, self._pos)
+            except asyncio.CancelledError:
+                # The engine completes a write it has started: the bytes
+                # land, and the position moves past them (as aiofiles',
+                # whose thread finishes the write).
+                if not self._append:
+                    self._pos += n
+                raise
             if self._append:
                 await self._after_append()
             else:

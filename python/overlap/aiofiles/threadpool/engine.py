@@ -27,6 +27,16 @@ Differences from the thread-pool objects, all documented per method:
   ``io.FileIO`` on a duplicate of the descriptor.
 - Text ``tell()`` returns the byte position (exact for stateless encodings
   such as UTF-8 and Latin-1), and ``seek`` accepts it.
+- A cancelled read consumes nothing: ``tell()`` stays where it was and the
+  next read returns the same bytes (``read``, ``read1``, ``readinto``,
+  ``readline`` and ``readall``/``read()`` alike, however far a ``readall``
+  had got). aiofiles' thread finishes a read its task no longer waits for,
+  so there the position moves past bytes nobody received (after a
+  cancelled 32 MiB read, ``tell()`` is 33554432, or 0 if the thread had not
+  started): data lost, at a position that depends on timing. A cancelled
+  write is the other way round, as in aiofiles: the kernel has it and
+  completes it, so the position moves past it (in append mode the next
+  write goes to the end anyway).
 """
 
 from __future__ import annotations

@@ -142,8 +142,30 @@ impl Cursor {
     }
 }
 
+/// Bytes accepted by `poll_write` while a write was in flight: the write
+/// in flight writes them after its own, as one write (write-behind), so
+/// that many small writes (`io::copy`'s 8 KiB, a `BufWriter`'s) become few
+/// large ones. Shared by the file and its write in flight; only one of them
+/// runs at a time (the future runs when the file polls it, or alone once
+/// the file is dropped), so the lock is never contended.
+#[derive(Default)]
+pub(super) struct Behind {
+    data: Vec<u8>,
+    /// The write in flight will still write what is added: set when a write
+    /// starts, cleared (under the lock) when it finishes with nothing left.
+    open: bool,
+}
+
+pub(super) type WriteBehind = Arc<std::sync::Mutex<Behind>>;
+
+fn lock(b: &WriteBehind) -> std::sync::MutexGuard<'_, Behind> {
+    b.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub(super) struct Inner {
     pub(super) state: State,
+    /// Bytes waiting for the write in flight (see [`Behind`]).
+    pub(super) behind: WriteBehind,
     /// A write's error seen while doing something else: returned by the
     /// next write or flush.
     pub(super) last_write_err: Option<io::Error>,
@@ -279,15 +301,45 @@ async fn read_op(
 }
 
 /// Writes all of `data` at the cursor (at the end of the file when
-/// appending), after giving back `unread` bytes read ahead. The range is
-/// taken from the cursor in the first poll (unless a clone's operation has
-/// the turn): a later write starts after it.
+/// appending), after giving back `unread` bytes read ahead, then whatever
+/// `behind` collected meanwhile, until nothing is left. Each write's range
+/// is taken from the cursor when it starts (the first in the first poll,
+/// unless a clone's operation has the turn): a later write starts after
+/// it. The first error ends the chain: the bytes still behind are dropped
+/// and the error is reported (by the next write or flush).
 async fn write_op(
     file: overlap::File,
     cursor: Arc<Cursor>,
+    mut data: Vec<u8>,
+    unread: usize,
+    behind: WriteBehind,
+) -> (Operation, Buf) {
+    let mut unread = unread;
+    loop {
+        let (res, back) = write_one(&file, &cursor, data, unread).await;
+        unread = 0;
+        let mut b = lock(&behind);
+        if res.is_err() || b.data.is_empty() {
+            b.open = false;
+            b.data.clear();
+            drop(b);
+            return (Operation::Write(res), Buf::new(back, 0));
+        }
+        // The bytes behind go next; the buffer just written takes their
+        // place, for what comes meanwhile.
+        let mut spare = back;
+        spare.clear();
+        data = std::mem::replace(&mut b.data, spare);
+    }
+}
+
+/// One write of `data` at the cursor (see [`write_op`]).
+async fn write_one(
+    file: &overlap::File,
+    cursor: &Cursor,
     data: Vec<u8>,
     unread: usize,
-) -> (Operation, Buf) {
+) -> (io::Result<()>, Vec<u8>) {
     let turn = turn!(cursor);
     cursor.unread(unread);
     let len = data.len() as u64;
@@ -296,30 +348,28 @@ async fn write_op(
         // the position is then the end of the file. The turn is held until
         // then, as the kernel's position lock.
         let (res, data) = on_ring(file.write_all_at(data, 0)).await;
-        let buf = Buf::new(data, 0);
         return match res {
             Ok(()) => {
                 cursor.set(AT_END);
                 drop(turn);
-                (Operation::Write(Ok(())), buf)
+                (Ok(()), data)
             }
-            Err(e) => (Operation::Write(Err(engine_err(e, libc::EBADF))), buf),
+            Err(e) => (Err(engine_err(e, libc::EBADF)), data),
         };
     }
-    let offset = match cursor.take(&file, len).await {
+    let offset = match cursor.take(file, len).await {
         Ok(o) => o,
-        Err(e) => return (Operation::Write(Err(e)), Buf::default()),
+        Err(e) => return (Err(e), data),
     };
     drop(turn);
     let (res, data) = on_ring(file.write_all_at(data, offset)).await;
-    let buf = Buf::new(data, 0);
     match res {
-        Ok(()) => (Operation::Write(Ok(())), buf),
+        Ok(()) => (Ok(()), data),
         Err(e) => {
             // The position covers only what was written (nothing, as far
             // as is known: the error does not say how much).
             cursor.give_back(offset + len, offset);
-            (Operation::Write(Err(engine_err(e, libc::EBADF))), buf)
+            (Err(engine_err(e, libc::EBADF)), data)
         }
     }
 }
@@ -485,8 +535,12 @@ impl AsyncSeek for File {
 }
 
 impl File {
-    /// Starts writing what `fill` copies into the buffer (at most
-    /// `max_buf_size` bytes), after the operation in flight.
+    /// Starts writing what `fill` appends to the buffer (at most the room
+    /// it is given, `max_buf_size` bytes in all), after the operation in
+    /// flight; or, while a write of this file is in flight, adds it to the
+    /// bytes that write will write next (write-behind; not for a cursor
+    /// shared with clones, whose writes take their ranges as they start,
+    /// nor for O_DIRECT, whose lengths the caller aligns).
     fn poll_write_with(
         &mut self,
         cx: &mut Context<'_>,
@@ -496,14 +550,29 @@ impl File {
         if let Some(e) = inner.last_write_err.take() {
             return Poll::Ready(Err(e));
         }
+        let mut fill = Some(fill);
         loop {
             match &mut inner.state {
                 State::Idle(buf) => {
                     // Bytes read ahead are given back first, as a seek.
                     let unread = buf.discard();
                     let mut data = std::mem::take(&mut buf.data);
+                    data.clear();
+                    let Some(fill) = fill.take() else {
+                        return Poll::Ready(Ok(0));
+                    };
                     let n = fill(&mut data, self.max_buf_size);
-                    let fut = write_op(self.file.clone(), self.cursor.clone(), data, unread);
+                    let write_behind = self.write_behind;
+                    if write_behind {
+                        lock(&inner.behind).open = true;
+                    }
+                    let fut = write_op(
+                        self.file.clone(),
+                        self.cursor.clone(),
+                        data,
+                        unread,
+                        inner.behind.clone(),
+                    );
                     let mut fut: OpFuture = Box::pin(fut);
                     // Start the write now: its range is taken from the
                     // cursor and it proceeds whether or not this file is
@@ -519,15 +588,29 @@ impl File {
                     }
                     return Poll::Ready(Ok(n));
                 }
-                State::Busy(fut) => {
-                    let (op, buf) = ready!(fut.as_mut().poll(cx));
-                    inner.state = State::Idle(buf);
-                    match op {
-                        Operation::Write(res) => res?,
-                        Operation::Seek(Ok(pos)) => inner.pos = pos,
-                        Operation::Read(_) | Operation::Seek(Err(_)) => {}
+                State::Busy(fut) => match fut.as_mut().poll(cx) {
+                    Poll::Ready((op, buf)) => {
+                        inner.state = State::Idle(buf);
+                        match op {
+                            Operation::Write(res) => res?,
+                            Operation::Seek(Ok(pos)) => inner.pos = pos,
+                            Operation::Read(_) | Operation::Seek(Err(_)) => {}
+                        }
                     }
-                }
+                    Poll::Pending => {
+                        if self.write_behind && !self.cursor.is_shared() {
+                            let mut b = lock(&inner.behind);
+                            let room = self.max_buf_size.saturating_sub(b.data.len());
+                            if b.open && room > 0 {
+                                let Some(fill) = fill.take() else {
+                                    return Poll::Ready(Ok(0));
+                                };
+                                return Poll::Ready(Ok(fill(&mut b.data, room)));
+                            }
+                        }
+                        return Poll::Pending;
+                    }
+                },
             }
         }
     }
@@ -539,9 +622,8 @@ impl AsyncWrite for File {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_with(cx, |data, max| {
-            let n = src.len().min(max);
-            data.clear();
+        self.get_mut().poll_write_with(cx, |data, room| {
+            let n = src.len().min(room);
             data.extend_from_slice(&src[..n]);
             n
         })
@@ -552,16 +634,17 @@ impl AsyncWrite for File {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_with(cx, |data, max| {
-            data.clear();
+        self.get_mut().poll_write_with(cx, |data, room| {
+            let mut n = 0;
             for b in bufs {
-                let room = max - data.len();
-                if room == 0 {
+                let take = b.len().min(room - n);
+                if take == 0 && room == n {
                     break;
                 }
-                data.extend_from_slice(&b[..b.len().min(room)]);
+                data.extend_from_slice(&b[..take]);
+                n += take;
             }
-            data.len()
+            n
         })
     }
 

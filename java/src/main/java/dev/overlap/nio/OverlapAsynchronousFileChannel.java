@@ -1,0 +1,848 @@
+package dev.overlap.nio;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.AsynchronousCloseException;
+import java.nio.channels.AsynchronousFileChannel;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.CompletionHandler;
+import java.nio.channels.FileLock;
+import java.nio.channels.NonReadableChannelException;
+import java.nio.channels.NonWritableChannelException;
+import java.nio.charset.Charset;
+import java.nio.file.LinkOption;
+import java.nio.file.OpenOption;
+import java.nio.file.Path;
+import java.nio.file.ProviderMismatchException;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.PosixFilePermission;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
+
+/**
+ * An {@link AsynchronousFileChannel} whose reads, writes and syncs are performed by overlap's engine
+ * (io_uring; Linux AIO and a bounded thread pool as fallbacks), not by a pool of Java threads
+ * calling {@code pread}.
+ *
+ * <p>It follows the JDK's conventions ({@code sun.nio.ch.SimpleAsynchronousFileChannelImpl}):
+ * the same exceptions at the call, futures and handlers completed with the same exceptions,
+ * handlers run on the executor given to {@link #open(Path, Set, ExecutorService, FileAttribute[])}
+ * or on the default group ({@link DefaultGroup}: the {@code ThreadFactory} named by
+ * {@code java.nio.channels.DefaultThreadPool.threadFactory}); never on an engine thread. Closing
+ * the channel fails each operation still in flight with {@link AsynchronousCloseException} at once
+ * (the kernel may still finish it: its memory stays allocated until then), and never shuts an
+ * executor down. Interrupting a thread does not close the channel.
+ *
+ * <p>Buffers: heap buffers are copied through library-owned native memory (within the engine's
+ * copy budget: when it is full the calling thread waits, see {@link OverlapEngine}); direct buffers
+ * ({@code allocateDirect}, mapped, {@code Arena.global()} and {@code Arena.ofAuto()} segments) are
+ * given to the kernel as they are and kept reachable until the completion is reaped; buffers of
+ * an arena the caller can close ({@code Arena.ofShared()}) are copied, so that closing that arena
+ * while a read is in flight cannot let the kernel write into freed memory (such a read then fails
+ * with IllegalStateException, wrapped as the JDK wraps failures of futures). Buffers of a confined
+ * arena are refused with IllegalStateException (the JDK's channel hangs on them).
+ *
+ * <p>{@code com.sun.nio.file.ExtendedOpenOption.DIRECT} opens with
+ * O_DIRECT: positions, lengths and direct buffer addresses must be multiples of the alignment the
+ * kernel reports ({@link #directAlignment()}), or the operation fails with an IOException saying
+ * which; heap buffers are copied into aligned memory. {@code SYNC} and {@code DSYNC} open with
+ * O_SYNC and O_DSYNC. {@code APPEND} is refused (UnsupportedOperationException), as by the JDK.
+ *
+ * <p>Locks are POSIX byte-range locks (fcntl), so they exclude {@code FileChannel.lock} of another
+ * process. {@code lock} tries at once; while another process holds a conflicting lock it tries
+ * again with a backoff (1 ms doubling to 50 ms) on one daemon thread shared by all channels,
+ * holding no thread meanwhile; {@code close} fails a pending lock with
+ * AsynchronousCloseException at once. As POSIX locks are granted to the process, a waiter may be
+ * overtaken by a later one.
+ */
+public final class OverlapAsynchronousFileChannel extends AsynchronousFileChannel {
+
+    final OverlapEngine engine;
+    private final long file;
+    private final int fd;
+    private final boolean reading;
+    private final boolean writing;
+    private final ExecutorService executor;
+    private final String path;
+    private final boolean direct;
+    private final int memAlign;
+    private final int offAlign;
+    final OverlapFileLock.Table.FileKey key;
+
+    private final ReentrantReadWriteLock closeLock = new ReentrantReadWriteLock();
+    private final Object stateLock = new Object();
+    private volatile boolean closed;
+    private final Set<PendingLock> pendingLocks = ConcurrentHashMap.newKeySet();
+
+    private OverlapAsynchronousFileChannel(OverlapEngine engine, long file, int fd, boolean reading, boolean writing,
+                                           ExecutorService executor, String path, long dev, long ino) throws IOException {
+        this.engine = engine;
+        this.file = file;
+        this.fd = fd;
+        this.reading = reading;
+        this.writing = writing;
+        this.executor = executor;
+        this.path = path;
+        this.key = new OverlapFileLock.Table.FileKey(dev, ino);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment a = arena.allocate(Native.ALIGN_SIZE, 8);
+            int r = (int) Native.file_alignment.invokeExact(file, a.address());
+            if (r < 0) {
+                throw new IOException("overlap_file_alignment: " + Native.lastError());
+            }
+            memAlign = Math.max(1, a.get(JAVA_INT, 0));
+            offAlign = Math.max(1, a.get(JAVA_INT, 4));
+            direct = a.get(JAVA_INT, 8) != 0;
+        } catch (IOException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    // ------------------------------------------------------------------ opening
+
+    /** As {@link AsynchronousFileChannel#open(Path, OpenOption...)}, on the shared engine. */
+    public static OverlapAsynchronousFileChannel open(Path file, OpenOption... options) throws IOException {
+        Set<OpenOption> set = new HashSet<>(options.length);
+        Collections.addAll(set, options);
+        return open(OverlapEngine.shared(), file, set, null);
+    }
+
+    /**
+     * As {@link AsynchronousFileChannel#open(Path, Set, ExecutorService, FileAttribute[])}, on the
+     * shared engine: handlers run on {@code executor}, or on the default group if it is null.
+     */
+    public static OverlapAsynchronousFileChannel open(Path file, Set<? extends OpenOption> options,
+                                                      ExecutorService executor, FileAttribute<?>... attrs)
+            throws IOException {
+        return open(OverlapEngine.shared(), file, options, executor, attrs);
+    }
+
+    /** As above, on the given engine. */
+    public static OverlapAsynchronousFileChannel open(OverlapEngine engine, Path file,
+                                                      Set<? extends OpenOption> options, ExecutorService executor,
+                                                      FileAttribute<?>... attrs) throws IOException {
+        if (file instanceof OverlapPath op) {
+            file = op.delegate;
+        } else if (!file.getFileSystem().provider().getScheme().equals("file")) {
+            throw new ProviderMismatchException("not a path of the default file system: " + file);
+        }
+        boolean read = false, write = false, append = false, truncate = false, noFollow = false, create = false,
+                createNew = false, deleteOnClose = false, sync = false, dsync = false, odirect = false;
+        for (OpenOption option : options) {
+            if (option instanceof StandardOpenOption s) {
+                switch (s) {
+                    case READ -> read = true;
+                    case WRITE -> write = true;
+                    case APPEND -> append = true;
+                    case TRUNCATE_EXISTING -> truncate = true;
+                    case CREATE -> create = true;
+                    case CREATE_NEW -> createNew = true;
+                    case DELETE_ON_CLOSE -> deleteOnClose = true;
+                    case SPARSE -> { }
+                    case SYNC -> sync = true;
+                    case DSYNC -> dsync = true;
+                    default -> throw new UnsupportedOperationException();
+                }
+                continue;
+            }
+            if (option == LinkOption.NOFOLLOW_LINKS) {
+                noFollow = true;
+                continue;
+            }
+            if (option == com.sun.nio.file.ExtendedOpenOption.DIRECT) {
+                odirect = true;
+                continue;
+            }
+            if (option == null) {
+                throw new NullPointerException();
+            }
+            throw new UnsupportedOperationException(option + " not supported");
+        }
+        if (!read && !write) {
+            read = true;
+        }
+        if (append) {
+            throw new UnsupportedOperationException("APPEND not allowed");
+        }
+        int mode = modeOf(attrs);
+        if (executor != null && executor.isShutdown()) {
+            throw new RejectedExecutionException("the executor is shut down");
+        }
+
+        String name = file.toString();
+        int oflags = (read && write) ? Native.O_RDWR : write ? Native.O_WRONLY : Native.O_RDONLY;
+        if (write) {
+            if (truncate) {
+                oflags |= Native.O_TRUNC;
+            }
+            if (createNew) {
+                if (name.equals(".") || name.endsWith("/.")) {
+                    throw Errors.forPath(Native.EEXIST, name, "");
+                }
+                oflags |= Native.O_CREAT | Native.O_EXCL;
+            } else if (create) {
+                oflags |= Native.O_CREAT;
+            }
+        }
+        boolean followLinks = true;
+        if (!createNew && (noFollow || deleteOnClose)) {
+            followLinks = false;
+            oflags |= Native.O_NOFOLLOW;
+        }
+        if (dsync) {
+            oflags |= Native.O_DSYNC;
+        }
+        if (sync) {
+            oflags |= Native.O_SYNC;
+        }
+        if (odirect) {
+            oflags |= Native.O_DIRECT;
+        }
+        oflags |= Native.O_CLOEXEC;
+
+        Charset cs = Charset.forName(System.getProperty("sun.jnu.encoding", "UTF-8"));
+        int fd;
+        long dev, ino;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment cpath = arena.allocateFrom(name, cs);
+            MemorySegment cap = arena.allocate(Native.CAPTURE_LAYOUT);
+            fd = (int) Native.open.invokeExact(cap, cpath, oflags, mode);
+            if (fd < 0) {
+                int e = Native.errno(cap);
+                if (createNew && e == Native.EISDIR) {
+                    e = Native.EEXIST;
+                }
+                throw Errors.forPath(e, name, (!followLinks && e == Native.ELOOP) ? " (NOFOLLOW_LINKS specified)" : "");
+            }
+            if (deleteOnClose) {
+                int ignored = (int) Native.unlink.invokeExact(cap, cpath);
+            }
+            MemorySegment st = arena.allocate(Native.STAT_SIZE, 8);
+            if ((int) Native.fstat.invokeExact(cap, fd, st.address()) < 0) {
+                int e = Native.errno(cap);
+                int ignored = (int) Native.close.invokeExact(fd);
+                throw Errors.forPath(e, name, "");
+            }
+            dev = st.get(JAVA_LONG, Native.STAT_DEV);
+            ino = st.get(JAVA_LONG, Native.STAT_INO);
+            MemorySegment out = arena.allocate(8, 8);
+            int r = (int) Native.file_adopt.invokeExact(engine.handle, fd, out.address());
+            if (r < 0) {
+                String msg = Native.lastError();
+                int ignored = (int) Native.close.invokeExact(fd);
+                throw new IOException("overlap_file_adopt: " + msg);
+            }
+            long handle = out.get(JAVA_LONG, 0);
+            ExecutorService ex = executor != null ? executor : DefaultGroup.executor();
+            try {
+                return new OverlapAsynchronousFileChannel(engine, handle, fd, read, write, ex, name, dev, ino);
+            } catch (IOException | RuntimeException | Error e) {
+                Native.file_free.invokeExact(handle);
+                throw e;
+            }
+        } catch (IOException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static int modeOf(FileAttribute<?>... attrs) {
+        int mode = 0666;
+        for (FileAttribute<?> attr : attrs) {
+            String n = attr.name();
+            if (!n.equals("posix:permissions") && !n.equals("unix:permissions")) {
+                throw new UnsupportedOperationException("'" + attr.name() + "' not supported as initial attribute");
+            }
+            mode = 0;
+            for (PosixFilePermission p : (Set<PosixFilePermission>) attr.value()) {
+                mode |= switch (p) {
+                    case OWNER_READ -> 0400;
+                    case OWNER_WRITE -> 0200;
+                    case OWNER_EXECUTE -> 0100;
+                    case GROUP_READ -> 040;
+                    case GROUP_WRITE -> 020;
+                    case GROUP_EXECUTE -> 010;
+                    case OTHERS_READ -> 04;
+                    case OTHERS_WRITE -> 02;
+                    case OTHERS_EXECUTE -> 01;
+                };
+            }
+        }
+        return mode;
+    }
+
+    // ------------------------------------------------------------------ state
+
+    @Override
+    public boolean isOpen() {
+        return !closed;
+    }
+
+    /** The engine this channel's operations run on. */
+    public OverlapEngine engine() {
+        return engine;
+    }
+
+    /** The O_DIRECT alignment (bytes) of offsets and lengths the kernel reports, or 1 without O_DIRECT. */
+    public int directAlignment() {
+        return direct ? offAlign : 1;
+    }
+
+    /** The file descriptor (tests, diagnostics). */
+    int fd() {
+        return fd;
+    }
+
+    private void begin() throws ClosedChannelException {
+        closeLock.readLock().lock();
+        if (closed) {
+            closeLock.readLock().unlock();
+            throw new ClosedChannelException();
+        }
+    }
+
+    private void end() {
+        closeLock.readLock().unlock();
+    }
+
+    /**
+     * Closes the channel: each operation in flight fails with AsynchronousCloseException now (its
+     * native memory is kept until the engine reaps it), pending locks fail with
+     * AsynchronousCloseException, held locks are released; the descriptor is closed. The executor
+     * is not shut down.
+     */
+    @Override
+    public void close() throws IOException {
+        synchronized (stateLock) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        // pending locks give up at once
+        for (PendingLock p : pendingLocks) {
+            p.abandon(new AsynchronousCloseException());
+        }
+        pendingLocks.clear();
+        // held locks: released (closing the descriptor would release them too) and invalidated
+        for (OverlapFileLock l : OverlapFileLock.Table.removeAll(key, this)) {
+            synchronized (l) {
+                if (l.isValidIgnoringChannel()) {
+                    fcntlLock(Native.F_UNLCK, l.position(), l.size());
+                }
+                l.invalidate();
+            }
+        }
+        // wait for submissions in progress on other threads (none waits while holding it)
+        closeLock.writeLock().lock();
+        try {
+            boolean inFlight = engine.failInflight(this);
+            int r = 0;
+            try {
+                // overlap_file_close waits for operations in flight on the thread pool driver (a
+                // read of an empty FIFO: for ever); with operations in flight only the handle is
+                // freed, and the descriptor closes when the last of them completes (the engine
+                // holds the file for them). Without, the close's verdict is reported.
+                if (!inFlight) {
+                    r = (int) Native.file_close.invokeExact(file);
+                }
+                Native.file_free.invokeExact(file);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (r < 0 && r != -Native.EBADF) {
+                throw Errors.io(-r, "close");
+            }
+        } finally {
+            closeLock.writeLock().unlock();
+        }
+    }
+
+    // ------------------------------------------------------------------ size, truncate, force
+
+    @Override
+    public long size() throws IOException {
+        begin();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment cap = arena.allocate(Native.CAPTURE_LAYOUT);
+            MemorySegment st = arena.allocate(Native.STAT_SIZE, 8);
+            if ((int) Native.fstat.invokeExact(cap, fd, st.address()) < 0) {
+                throw Errors.io(Native.errno(cap), "fstat");
+            }
+            return st.get(JAVA_LONG, Native.STAT_SIZE_OFF);
+        } catch (IOException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        } finally {
+            end();
+        }
+    }
+
+    /** Truncates to {@code size} if the file is longer; never grows it (as the JDK's). */
+    @Override
+    public AsynchronousFileChannel truncate(long size) throws IOException {
+        if (size < 0) {
+            throw new IllegalArgumentException("Negative size");
+        }
+        if (!writing) {
+            throw new NonWritableChannelException();
+        }
+        long current = size();
+        if (size >= current) {
+            return this;
+        }
+        begin();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment cap = arena.allocate(Native.CAPTURE_LAYOUT);
+            if ((int) Native.ftruncate.invokeExact(cap, fd, size) < 0) {
+                throw Errors.io(Native.errno(cap), "ftruncate");
+            }
+            return this;
+        } catch (IOException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        } finally {
+            end();
+        }
+    }
+
+    /** fsync ({@code metaData}) or fdatasync, performed by the engine; waits for it. */
+    @Override
+    public void force(boolean metaData) throws IOException {
+        begin();
+        int r;
+        try {
+            r = metaData ? (int) Native.fsync.invokeExact(file) : (int) Native.fdatasync.invokeExact(file);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        } finally {
+            end();
+        }
+        if (r < 0) {
+            if (!isOpen()) {
+                throw new AsynchronousCloseException();
+            }
+            throw Errors.io(-r, metaData ? "fsync" : "fdatasync");
+        }
+    }
+
+    // ------------------------------------------------------------------ read, write
+
+    @Override
+    public Future<Integer> read(ByteBuffer dst, long position) {
+        return implRead(dst, position, null, null);
+    }
+
+    @Override
+    public <A> void read(ByteBuffer dst, long position, A attachment, CompletionHandler<Integer, ? super A> handler) {
+        if (handler == null) {
+            throw new NullPointerException("'handler' is null");
+        }
+        implRead(dst, position, attachment, handler);
+    }
+
+    @Override
+    public Future<Integer> write(ByteBuffer src, long position) {
+        return implWrite(src, position, null, null);
+    }
+
+    @Override
+    public <A> void write(ByteBuffer src, long position, A attachment, CompletionHandler<Integer, ? super A> handler) {
+        if (handler == null) {
+            throw new NullPointerException("'handler' is null");
+        }
+        implWrite(src, position, attachment, handler);
+    }
+
+    private <A> Future<Integer> implRead(ByteBuffer dst, long position, A attachment,
+                                         CompletionHandler<Integer, ? super A> handler) {
+        if (position < 0) {
+            throw new IllegalArgumentException("Negative position");
+        }
+        if (!reading) {
+            throw new NonReadableChannelException();
+        }
+        if (dst.isReadOnly()) {
+            throw new IllegalArgumentException("Read-only buffer");
+        }
+        return transfer(false, dst, position, attachment, handler);
+    }
+
+    private <A> Future<Integer> implWrite(ByteBuffer src, long position, A attachment,
+                                          CompletionHandler<Integer, ? super A> handler) {
+        if (position < 0) {
+            throw new IllegalArgumentException("Negative position");
+        }
+        if (!writing) {
+            throw new NonWritableChannelException();
+        }
+        return transfer(true, src, position, attachment, handler);
+    }
+
+    private <A> Future<Integer> immediate(Integer value, Throwable exc, A attachment,
+                                          CompletionHandler<Integer, ? super A> handler) {
+        if (handler == null) {
+            return exc == null ? OpFuture.completed(value) : OpFuture.failed(exc);
+        }
+        Op.dispatch(executor, handler, attachment, value, exc);
+        return null;
+    }
+
+    /** Whether the kernel may be given this direct buffer's memory as it is. */
+    private static boolean memoryStaysValid(MemorySegment seg) {
+        String scope = seg.scope().getClass().getName();
+        // allocateDirect / mapped buffers (a heap session holding the buffer), Arena.global(),
+        // Arena.ofAuto(): freed only once unreachable, and the Op keeps the buffer reachable.
+        return scope.startsWith("jdk.internal.foreign.GlobalSession")
+                || scope.equals("jdk.internal.foreign.ImplicitSession");
+    }
+
+    private <A> Future<Integer> transfer(boolean write, ByteBuffer buf, long position, A attachment,
+                                         CompletionHandler<Integer, ? super A> handler) {
+        if (!isOpen() || buf.remaining() == 0) {
+            return immediate(0, isOpen() ? null : new ClosedChannelException(), attachment, handler);
+        }
+        if (executor.isShutdown()) {
+            throw new RejectedExecutionException("the channel's executor is shut down");
+        }
+        OpFuture<Integer> future = handler == null ? new OpFuture<>(this) : null;
+        Op op = new Op(this, write, buf, future, handler, attachment, executor);
+        int remaining = buf.remaining();
+        long addr;
+        long len;
+        MemorySegment seg = MemorySegment.ofBuffer(buf);
+        if (buf.isDirect() && memoryStaysValid(seg)) {
+            addr = seg.address();
+            len = remaining;
+        } else {
+            if (buf.isDirect() && seg.scope().getClass().getName().endsWith("ConfinedSession")) {
+                throw new IllegalStateException("a buffer of a confined arena cannot be used by an asynchronous"
+                        + " channel (only its owner thread may touch it): use Arena.ofShared() or ofAuto()");
+            }
+            // a copy in library-owned memory, within the copy budget
+            len = Math.min(remaining, engine.maxInflightBytes);
+            if (!engine.acquireCopy(len, () -> closed)) {
+                op.deliver(null, new AsynchronousCloseException());
+                return future;
+            }
+            op.copyBytes = len;
+            op.bounce = Native.allocate(len, Math.max(64, direct ? memAlign : 64));
+            op.userSegment = seg;
+            if (write) {
+                MemorySegment.copy(seg, 0, Native.segment(op.bounce, len), 0, len);
+            }
+            addr = op.bounce;
+        }
+        op.length = len;
+        submit(op, write, addr, len, position);
+        return future;
+    }
+
+    private void submit(Op op, boolean write, long addr, long len, long position) {
+        long id = engine.nextId();
+        op.id = id;
+        for (;;) {
+            long seen = engine.generation();
+            closeLock.readLock().lock();
+            try {
+                if (closed) {
+                    op.release();
+                    op.deliver(null, new AsynchronousCloseException());
+                    return;
+                }
+                engine.ops.put(id, op);
+                int r;
+                try {
+                    r = write ? (int) Native.port_write.invokeExact(engine.port, file, addr, len, position, id)
+                              : (int) Native.port_read.invokeExact(engine.port, file, addr, len, position, id);
+                } catch (Throwable t) {
+                    throw Native.fatal(t);
+                }
+                if (r == 0) {
+                    return;
+                }
+                engine.ops.remove(id);
+                if (r != -Native.EAGAIN) {
+                    String msg = Native.lastError();
+                    op.release();
+                    op.deliver(null, new IOException(msg.isEmpty() ? Native.strerror(-r) : msg));
+                    return;
+                }
+            } finally {
+                closeLock.readLock().unlock();
+            }
+            // the in-flight budget is full: wait for completions to be reaped (no lock held)
+            engine.awaitProgress(seen);
+        }
+    }
+
+    // ------------------------------------------------------------------ locks
+
+    /** fcntl(F_SETLK): true if granted, false if another process holds a conflicting lock. */
+    boolean fcntlLock(int type, long position, long size) throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment fl = arena.allocate(Native.FLOCK_SIZE, 8);
+            fl.set(JAVA_SHORT, 0, (short) type);
+            fl.set(JAVA_SHORT, 2, (short) 0); // SEEK_SET
+            fl.set(JAVA_LONG, 8, position);
+            fl.set(JAVA_LONG, 16, size == Long.MAX_VALUE ? 0 : size);
+            MemorySegment cap = arena.allocate(Native.CAPTURE_LAYOUT);
+            for (;;) {
+                int r = (int) Native.fcntl_lock.invokeExact(cap, fd, Native.F_SETLK, fl.address());
+                if (r == 0) {
+                    return true;
+                }
+                int e = Native.errno(cap);
+                if (e == Native.EINTR) {
+                    continue;
+                }
+                if (e == Native.EAGAIN || e == Native.EACCES) {
+                    return false;
+                }
+                throw Errors.io(e, "fcntl(F_SETLK)");
+            }
+        } catch (IOException | RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    void unlock(OverlapFileLock l) throws IOException {
+        begin();
+        try {
+            fcntlLock(Native.F_UNLCK, l.position(), l.size());
+        } finally {
+            end();
+        }
+    }
+
+    private OverlapFileLock addToTable(long position, long size, boolean shared) {
+        OverlapFileLock l = new OverlapFileLock(this, position, size, shared); // checks the arguments
+        closeLock.readLock().lock();
+        try {
+            if (closed) {
+                return null;
+            }
+            OverlapFileLock.Table.add(key, l); // may throw OverlappingFileLockException
+            return l;
+        } finally {
+            closeLock.readLock().unlock();
+        }
+    }
+
+    @Override
+    public Future<FileLock> lock(long position, long size, boolean shared) {
+        return implLock(position, size, shared, null, null);
+    }
+
+    @Override
+    public <A> void lock(long position, long size, boolean shared, A attachment,
+                         CompletionHandler<FileLock, ? super A> handler) {
+        if (handler == null) {
+            throw new NullPointerException("'handler' is null");
+        }
+        implLock(position, size, shared, attachment, handler);
+    }
+
+    private <A> Future<FileLock> implLock(long position, long size, boolean shared, A attachment,
+                                          CompletionHandler<FileLock, ? super A> handler) {
+        if (shared && !reading) {
+            throw new NonReadableChannelException();
+        }
+        if (!shared && !writing) {
+            throw new NonWritableChannelException();
+        }
+        long len = size != 0 ? size : Long.MAX_VALUE - Math.max(0, position);
+        OverlapFileLock l = addToTable(position, len, shared);
+        if (l == null) {
+            ClosedChannelException exc = new ClosedChannelException();
+            if (handler == null) {
+                return OpFuture.failed(exc);
+            }
+            Op.dispatch(executor, handler, attachment, null, exc);
+            return null;
+        }
+        OpFuture<FileLock> future = handler == null ? new OpFuture<>(this) : null;
+        @SuppressWarnings("unchecked")
+        PendingLock p = new PendingLock(l, future, (CompletionHandler<FileLock, Object>) handler, attachment);
+        if (future != null) {
+            future.onCancel = () -> p.abandon(null);
+        }
+        pendingLocks.add(p);
+        if (closed) {
+            p.abandon(new AsynchronousCloseException());
+            return future;
+        }
+        p.run();
+        return future;
+    }
+
+    @Override
+    public FileLock tryLock(long position, long size, boolean shared) throws IOException {
+        if (shared && !reading) {
+            throw new NonReadableChannelException();
+        }
+        if (!shared && !writing) {
+            throw new NonWritableChannelException();
+        }
+        if (size == 0) {
+            size = Long.MAX_VALUE - Math.max(0, position);
+        }
+        OverlapFileLock l = addToTable(position, size, shared);
+        if (l == null) {
+            throw new ClosedChannelException();
+        }
+        boolean got = false;
+        try {
+            begin();
+            try {
+                got = fcntlLock(shared ? Native.F_RDLCK : Native.F_WRLCK, position, size);
+            } finally {
+                end();
+            }
+            return got ? l : null;
+        } finally {
+            if (!got) {
+                OverlapFileLock.Table.remove(key, l);
+            }
+        }
+    }
+
+    /** The one daemon thread that retries pending locks. */
+    private static final class Retrier {
+        static final ScheduledThreadPoolExecutor EXEC;
+
+        static {
+            EXEC = new ScheduledThreadPoolExecutor(1, r -> {
+                Thread t = new Thread(r, "overlap-lock-retry");
+                t.setDaemon(true);
+                return t;
+            });
+            EXEC.setRemoveOnCancelPolicy(true);
+            EXEC.setKeepAliveTime(10, TimeUnit.SECONDS);
+            EXEC.allowCoreThreadTimeOut(true);
+        }
+    }
+
+    /** A lock() not yet granted: tried now, then again with a backoff until granted or given up. */
+    private final class PendingLock implements Runnable {
+        final OverlapFileLock lock;
+        final OpFuture<FileLock> future;
+        final CompletionHandler<FileLock, Object> handler;
+        final Object attachment;
+        private long delayMicros = 1000;
+        private boolean done; // guarded by this
+        private ScheduledFuture<?> next; // guarded by this
+
+        PendingLock(OverlapFileLock lock, OpFuture<FileLock> future, CompletionHandler<FileLock, Object> handler,
+                    Object attachment) {
+            this.lock = lock;
+            this.future = future;
+            this.handler = handler;
+            this.attachment = attachment;
+        }
+
+        @Override
+        public synchronized void run() {
+            if (done) {
+                return;
+            }
+            boolean granted;
+            try {
+                begin();
+                try {
+                    granted = fcntlLock(lock.isShared() ? Native.F_RDLCK : Native.F_WRLCK, lock.position(),
+                            lock.size());
+                } finally {
+                    end();
+                }
+            } catch (ClosedChannelException e) {
+                finish(null, new AsynchronousCloseException());
+                return;
+            } catch (IOException | RuntimeException e) {
+                finish(null, e);
+                return;
+            }
+            if (granted) {
+                finish(lock, null);
+                return;
+            }
+            next = Retrier.EXEC.schedule(this, delayMicros, TimeUnit.MICROSECONDS);
+            delayMicros = Math.min(delayMicros * 2, 50_000);
+        }
+
+        /** Given up: closed (exc set) or the future cancelled (exc null). */
+        void abandon(Throwable exc) {
+            synchronized (this) {
+                if (done) {
+                    return;
+                }
+                done = true;
+                if (next != null) {
+                    next.cancel(false);
+                }
+            }
+            pendingLocks.remove(this);
+            OverlapFileLock.Table.remove(key, lock);
+            lock.invalidate();
+            if (exc != null) {
+                deliver(null, exc);
+            }
+        }
+
+        private void finish(OverlapFileLock granted, Throwable exc) {
+            done = true;
+            pendingLocks.remove(this);
+            if (granted == null) {
+                OverlapFileLock.Table.remove(key, lock);
+                lock.invalidate();
+            }
+            if (!deliver(granted, exc) && granted != null) {
+                // cancelled meanwhile: give the lock back
+                try {
+                    fcntlLock(Native.F_UNLCK, lock.position(), lock.size());
+                } catch (IOException ignore) {
+                    // the channel's close releases it anyway
+                }
+                OverlapFileLock.Table.remove(key, lock);
+                lock.invalidate();
+            }
+        }
+
+        private boolean deliver(FileLock value, Throwable exc) {
+            if (future != null) {
+                return exc == null ? future.setResult(value) : future.setFailure(exc);
+            }
+            Op.dispatch(executor, handler, attachment, value, exc);
+            return true;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return getClass().getSimpleName() + "[" + path + (closed ? ", closed" : "") + "]";
+    }
+}

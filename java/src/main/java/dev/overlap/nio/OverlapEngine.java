@@ -1,0 +1,404 @@
+package dev.overlap.nio;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * An overlap engine (liboverlap's {@code overlap_engine}) with one completion port and the threads
+ * that reap it. Channels opened without an engine use {@link #shared()}, made on first use.
+ *
+ * <p><b>Threads.</b> An engine starts {@code reapers} daemon threads (default 2, named
+ * {@code overlap-reaper-E-N}) that wait on the port and hand each completion to its operation:
+ * a {@code Future} is completed there (no user code runs in that), a {@code CompletionHandler} is
+ * given to the channel's executor. Reapers never run user code and never block on anything but
+ * the port, so completions are always reaped and the budget always drains.
+ *
+ * <p><b>Budget and backpressure.</b> The engine's in-flight budget ({@code maxInflightOps},
+ * default 4096 operations; {@code maxInflightBytes}, default 64 MiB) bounds what is in flight,
+ * counting completions not yet reaped. A read or write submitted while the budget is full waits
+ * on the calling thread until completions free some (the engine's own blocking submit does the
+ * same); the channel holds no lock meanwhile, so {@code close()} is never delayed by it. Heap
+ * buffers (and buffers of an arena the caller may close) are copied into library-owned native
+ * memory, and those copies are taken out of a second budget of {@code maxInflightBytes} before
+ * they are allocated: the native memory the library holds for copies never exceeds it, and a
+ * writer that submits faster than the device writes waits instead of growing a queue. A single
+ * transfer through a copy is capped at {@code maxInflightBytes} (a shorter read or write, as the
+ * channel's contract allows).
+ *
+ * <p>Configuration of the shared engine, by system properties read once:
+ * {@code overlap.driver} ({@code auto}, {@code uring}, {@code aio}, {@code pool}; the
+ * {@code OVERLAP_DRIVER} environment variable is honoured by {@code auto}),
+ * {@code overlap.maxInflightOps}, {@code overlap.maxInflightBytes}, {@code overlap.poolThreads},
+ * {@code overlap.reapers}.
+ */
+public final class OverlapEngine implements AutoCloseable {
+
+    /** Options of an engine; {@code 0} means the library's default. */
+    public record Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers) {
+        public static Options fromSystemProperties() {
+            return new Options(System.getProperty("overlap.driver", "auto"),
+                    Long.getLong("overlap.maxInflightOps", 0), Long.getLong("overlap.maxInflightBytes", 0),
+                    Integer.getInteger("overlap.poolThreads", 0), Integer.getInteger("overlap.reapers", 2));
+        }
+    }
+
+    /** A snapshot of the engine's counters (overlap_stats), plus the Java side's own. */
+    public record Stats(long submitted, long completed, long completedInline, long completedAsync, long errors,
+                        long bytesRead, long bytesWritten, long inflightOpsHighWater, long inflightBytesHighWater,
+                        long submitSyscalls, long backpressureWaits, long submittedAio, long submittedPool,
+                        long ranOnCaller, long kernelWorkersSeen, long resubmittedAfterExit,
+                        /** times a Java caller waited for the budget (engine or copy budget) */
+                        long javaBackpressureWaits,
+                        /** native bytes held now for copies of heap buffers */
+                        long copyBytesInUse,
+                        /** most native bytes ever held at once for copies */
+                        long copyBytesHighWater) {
+    }
+
+    private static final AtomicLong ENGINES = new AtomicLong();
+    private static final long STOP = -1L;
+
+    private static final class SharedHolder {
+        static final OverlapEngine SHARED = new OverlapEngine(Options.fromSystemProperties());
+    }
+
+    /** The process-wide engine channels use by default (made on first use). */
+    public static OverlapEngine shared() {
+        return SharedHolder.SHARED;
+    }
+
+    /** An engine of one's own (tests, isolation); {@link #close()} stops it. */
+    public static OverlapEngine create(Options options) {
+        return new OverlapEngine(options);
+    }
+
+    final long handle;
+    final long port;
+    final long maxInflightBytes;
+    final ConcurrentHashMap<Long, Op> ops = new ConcurrentHashMap<>();
+    private final AtomicLong nextId = new AtomicLong(1);
+    private final List<Thread> reapers = new ArrayList<>();
+    final long number = ENGINES.incrementAndGet();
+
+    // progress: bumped by reapers after each batch; waiters sleep on `progress`
+    private final Object progress = new Object();
+    private volatile long generation;
+    private volatile int waiters;
+    private final AtomicLong javaWaits = new AtomicLong();
+    private long copyInUse;      // guarded by progress
+    private long copyHighWater;  // guarded by progress
+    private volatile boolean closed;
+
+    private OverlapEngine(Options o) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment opts = arena.allocate(Native.OPT_SIZE, 8);
+            check((int) Native.engine_options_init.invokeExact(opts.address()), "overlap_engine_options_init");
+            opts.set(JAVA_INT, Native.OPT_DRIVER, switch (o.driver() == null ? "auto" : o.driver()) {
+                case "auto", "" -> Native.DRIVER_AUTO;
+                case "uring" -> Native.DRIVER_URING;
+                case "aio" -> Native.DRIVER_AIO;
+                case "pool" -> Native.DRIVER_POOL;
+                default -> throw new IllegalArgumentException("overlap.driver: " + o.driver() + " (auto, uring, aio, pool)");
+            });
+            if (o.maxInflightOps() > 0) {
+                opts.set(JAVA_LONG, Native.OPT_MAX_OPS, o.maxInflightOps());
+            }
+            if (o.maxInflightBytes() > 0) {
+                opts.set(JAVA_LONG, Native.OPT_MAX_BYTES, o.maxInflightBytes());
+            }
+            if (o.poolThreads() > 0) {
+                opts.set(JAVA_INT, Native.OPT_POOL, o.poolThreads());
+            }
+            maxInflightBytes = opts.get(JAVA_LONG, Native.OPT_MAX_BYTES);
+            MemorySegment out = arena.allocate(8, 8);
+            int r = (int) Native.engine_create.invokeExact(opts.address(), out.address());
+            if (r < 0) {
+                throw new IllegalStateException("overlap_engine_create: " + Native.lastError());
+            }
+            handle = out.get(JAVA_LONG, 0);
+            r = (int) Native.port_create.invokeExact(handle, Native.PORT_NONBLOCK, out.address());
+            if (r < 0) {
+                throw new IllegalStateException("overlap_port_create: " + Native.lastError());
+            }
+            port = out.get(JAVA_LONG, 0);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        int n = Math.max(1, o.reapers());
+        for (int i = 0; i < n; i++) {
+            Thread t = new Thread(this::reap, "overlap-reaper-" + number + "-" + i);
+            t.setDaemon(true);
+            reapers.add(t);
+            t.start();
+        }
+    }
+
+    private static void check(int r, String what) {
+        if (r < 0) {
+            throw new IllegalStateException(what + ": " + Native.lastError());
+        }
+    }
+
+    long nextId() {
+        return nextId.getAndIncrement();
+    }
+
+    /** The driver running: {@code uring}, {@code aio+pool} or {@code pool}. */
+    public String driver() {
+        try {
+            return switch ((int) Native.engine_driver.invokeExact(handle)) {
+                case Native.DRIVER_URING -> "uring";
+                case Native.DRIVER_AIO -> "aio+pool";
+                case Native.DRIVER_POOL -> "pool";
+                default -> "unknown";
+            };
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    /** The driver and, when it is not io_uring, why (overlap_engine_driver_text). */
+    public String driverText() {
+        return text(Native.engine_driver_text);
+    }
+
+    /** Why the engine does not run on io_uring; empty when it does. */
+    public String fallbackReason() {
+        return text(Native.engine_fallback_reason);
+    }
+
+    private String text(java.lang.invoke.MethodHandle mh) {
+        try (Arena arena = Arena.ofConfined()) {
+            long len = (long) mh.invokeExact(handle, 0L, 0L);
+            MemorySegment buf = arena.allocate(len + 1);
+            long r = (long) mh.invokeExact(handle, buf.address(), len + 1);
+            return r < 0 ? "" : buf.getString(0, StandardCharsets.UTF_8);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+    }
+
+    /** liboverlap's version string. */
+    public static String version() {
+        return Native.versionString();
+    }
+
+    /** Where liboverlap was loaded from. */
+    public static String libraryLoadedFrom() {
+        return Native.LOADED_FROM;
+    }
+
+    /** The engine's counters now. */
+    public Stats stats() {
+        long[] v = new long[16];
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment s = arena.allocate(Native.STATS_SIZE, 8);
+            check((int) Native.engine_stats.invokeExact(handle, s.address()), "overlap_engine_stats");
+            for (int i = 0; i < 16; i++) {
+                v[i] = s.get(JAVA_LONG, i * 8L);
+            }
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        long inUse, high;
+        synchronized (progress) {
+            inUse = copyInUse;
+            high = copyHighWater;
+        }
+        return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
+                v[14], v[15], javaWaits.get(), inUse, high);
+    }
+
+    /** The in-flight byte budget (and the budget of native copies). */
+    public long maxInflightBytes() {
+        return maxInflightBytes;
+    }
+
+    // ---- budget waits
+
+    long generation() {
+        return generation;
+    }
+
+    /** Waits until a batch of completions was reaped after {@code seen} was read (or 20 ms passed). */
+    void awaitProgress(long seen) {
+        javaWaits.incrementAndGet();
+        boolean interrupted = false;
+        synchronized (progress) {
+            waiters++;
+            try {
+                if (generation == seen) {
+                    try {
+                        progress.wait(20);
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    }
+                }
+            } finally {
+                waiters--;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * Takes {@code n} bytes of the copy budget, waiting while it is full (a single copy larger than
+     * the budget waits until no other copy is held). Returns false if {@code giveUp} became true.
+     */
+    boolean acquireCopy(long n, java.util.function.BooleanSupplier giveUp) {
+        boolean interrupted = false;
+        boolean counted = false;
+        try {
+            synchronized (progress) {
+                while (copyInUse > 0 && copyInUse + n > maxInflightBytes) {
+                    if (giveUp.getAsBoolean()) {
+                        return false;
+                    }
+                    if (!counted) {
+                        javaWaits.incrementAndGet();
+                        counted = true;
+                    }
+                    waiters++;
+                    try {
+                        progress.wait(20);
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    } finally {
+                        waiters--;
+                    }
+                }
+                copyInUse += n;
+                copyHighWater = Math.max(copyHighWater, copyInUse);
+                return true;
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    void releaseCopy(long n) {
+        synchronized (progress) {
+            copyInUse -= n;
+            if (waiters > 0) {
+                progress.notifyAll();
+            }
+        }
+    }
+
+    // ---- reaping
+
+    private void reap() {
+        final int max = 64;
+        MemorySegment comps = Arena.global().allocate(Native.COMPLETION_SIZE * max, 8);
+        long addr = comps.address();
+        for (;;) {
+            long n;
+            try {
+                n = (long) Native.port_wait.invokeExact(port, addr, 1L, (long) max, -1L);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (n < 0) {
+                System.err.println("overlap-java: overlap_port_wait failed: " + Native.lastError());
+                return;
+            }
+            boolean stop = false;
+            for (int i = 0; i < n; i++) {
+                long base = i * Native.COMPLETION_SIZE;
+                long ud = comps.get(JAVA_LONG, base);
+                long res = comps.get(JAVA_LONG, base + 8);
+                if (ud == STOP) {
+                    stop = true;
+                    continue;
+                }
+                Op op = ops.remove(ud);
+                if (op == null) {
+                    continue;
+                }
+                try {
+                    op.complete(res);
+                } catch (Throwable t) {
+                    // never lose the reaper: report and go on
+                    System.err.println("overlap-java: error delivering a completion: " + t);
+                    t.printStackTrace();
+                }
+            }
+            generation++;
+            if (waiters > 0) {
+                synchronized (progress) {
+                    progress.notifyAll();
+                }
+            }
+            if (stop) {
+                return;
+            }
+        }
+    }
+
+    /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if there was one. */
+    boolean failInflight(OverlapAsynchronousFileChannel ch) {
+        boolean any = false;
+        for (Op op : ops.values()) {
+            if (op.channel == ch) {
+                op.failClosed();
+                any = true;
+            }
+        }
+        return any;
+    }
+
+    /**
+     * Stops an engine made by {@link #create}: its reapers finish after the operations in flight
+     * complete. The shared engine cannot be closed (it lives as long as the process).
+     */
+    @Override
+    public void close() {
+        if (this == SharedHolder.SHARED) {
+            throw new UnsupportedOperationException("the shared engine lives as long as the process");
+        }
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        for (int i = 0; i < reapers.size(); i++) {
+            try {
+                while ((int) Native.port_post.invokeExact(port, STOP, 0L) == -Native.EAGAIN) {
+                    Thread.sleep(1);
+                }
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+        }
+        for (Thread t : reapers) {
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "OverlapEngine[" + driverText() + "]";
+    }
+}
