@@ -1,4 +1,5 @@
-//! `overlap`: probe and benchmark really asynchronous file I/O.
+//! `overlap`: probe and benchmark really asynchronous file I/O, and serve
+//! files with it.
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -7,6 +8,7 @@ mod bench;
 mod cleanup;
 mod journal;
 mod probe;
+mod serve;
 mod size;
 mod util;
 
@@ -29,6 +31,10 @@ enum Command {
     /// The write-ahead log: append stdin lines, dump, verify and benchmark
     /// a journal directory.
     Journal(journal::JournalArgs),
+    /// Serve a directory over HTTP (axum + tower-http's ServeDir), its
+    /// files read through the engine, or with `--io tokio-fs|blocking` to
+    /// compare; `/health` touches no file.
+    Serve(serve::ServeArgs),
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -36,6 +42,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Probe(args) => probe::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Journal(args) => journal::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

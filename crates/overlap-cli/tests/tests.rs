@@ -6,3 +6,4 @@ mod util;
 mod bench;
 mod journal;
 mod probe;
+mod serve;

@@ -72,6 +72,13 @@ pub struct JournalStats {
     /// sleep, polling because many committers were waiting
     /// ([`Options::spin_committers`](crate::Options::spin_committers)).
     pub polled_writes: u64,
+    /// Turns of the flusher, with a write in flight, in which its policy
+    /// was to poll for it rather than sleep: more committers waited on the
+    /// last group commit than
+    /// [`Options::spin_committers`](crate::Options::spin_committers), and
+    /// the write was younger than twice the recent write latency. (A turn
+    /// that found new records looks at the ring without sleeping anyway.)
+    pub poll_turns: u64,
     /// Write latency in microseconds.
     pub write_latency_us: Summary,
     /// Syncs (group commits).
@@ -137,6 +144,7 @@ pub(crate) struct Counters {
     pub segments_recycled: AtomicU64,
     pub spurious_wakeups: AtomicU64,
     pub polled_writes: AtomicU64,
+    pub poll_turns: AtomicU64,
     pub hists: Mutex<Option<Hists>>,
 }
 
@@ -191,6 +199,7 @@ impl Counters {
             segments_recycled: self.segments_recycled.load(Relaxed),
             spurious_wakeups: self.spurious_wakeups.load(Relaxed),
             polled_writes: self.polled_writes.load(Relaxed),
+            poll_turns: self.poll_turns.load(Relaxed),
             ..JournalStats::default()
         };
         self.with(|h| {

@@ -423,16 +423,19 @@ fn the_flusher_polls_only_for_many_committers() {
         }
         let s = j.stats();
         assert!(s.polled_writes <= s.writes, "{name}: {s:?}");
+        assert!(s.polled_writes <= s.poll_turns, "{name}: {s:?}");
         if !polls || !uring {
+            assert_eq!(s.poll_turns, 0, "{name}, uring {uring}: {s:?}");
             assert_eq!(s.polled_writes, 0, "{name}, uring {uring}: {s:?}");
-        } else if s.write_latency_us.p50 < 40 {
-            eprintln!(
-                "SKIPPED {name} in the_flusher_polls_only_for_many_committers: \
-                 writes take {} us at p50, too fast to poll for",
-                s.write_latency_us.p50
-            );
         } else {
-            assert!(s.polled_writes > 0, "{name}: {s:?}");
+            // The policy, whatever the machine's load: whether a poll then
+            // finds the write complete depends on the device and on the
+            // scheduler (CI, 5 jobs on 2 CPUs: 0 of 562 writes).
+            assert!(s.poll_turns > 0, "{name}: {s:?}");
+            eprintln!(
+                "{name}: {} of {} writes found complete by polling, in {} poll turns",
+                s.polled_writes, s.writes, s.poll_turns
+            );
         }
     }
 }

@@ -37,6 +37,8 @@
 pub mod fs;
 mod global;
 mod reactor;
+#[cfg(feature = "tower-http")]
+pub mod tower_http;
 #[cfg(feature = "stream")]
 pub mod wrappers;
 

@@ -16,3 +16,6 @@ mod lifecycle;
 mod matrix;
 mod outside;
 mod reactor_ring;
+// tower-http's own ServeDir/ServeFile tests on the engine (the feature
+// `tower-http` is on for the tests: see the dev-dependencies).
+mod tower_http_fs;

@@ -200,7 +200,11 @@ impl Flusher {
                 continue;
             }
             if let Some(inf) = &self.inflight {
-                let spin = !progress && self.spin_on(inf);
+                let wants_spin = self.spin_on(inf);
+                if wants_spin {
+                    Counters::add(&sh.stats.poll_turns, 1);
+                }
+                let spin = !progress && wants_spin;
                 self.polling = spin;
                 if spin {
                     // Stay runnable while the write is in flight.

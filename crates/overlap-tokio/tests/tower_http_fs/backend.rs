@@ -1,0 +1,357 @@
+//! What tower-http's own tests cannot see about `OverlapBackend`: that the
+//! work goes through the engine and not tokio's blocking pool, symbolic
+//! links, nanosecond modification times in `ETag`/`Last-Modified` (the
+//! same as tower-http's default backend gives), large files, ranges, read
+//! sizes, and `serve_file` on awkward names.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use overlap_tokio::tower_http::{serve_dir, serve_file, serve_file_with_mime, OverlapBackend};
+use tower::ServiceExt;
+use tower_http::services::ServeDir;
+
+use super::helpers::Body;
+use crate::util::{data, tempdir};
+
+rt_tests!(
+    a_file_is_served_through_the_engine_not_the_blocking_pool,
+    symbolic_links_are_followed,
+    etag_and_last_modified_carry_nanoseconds_as_tokio_backend,
+    a_large_file_and_ranges_of_it,
+    chunks_are_at_most_the_read_size,
+    serve_file_serves_awkward_names,
+    serve_file_of_a_directory_or_missing_file_is_404,
+);
+
+async fn get<S>(svc: S, uri: &str, headers: &[(header::HeaderName, &str)]) -> Response<Bytes>
+where
+    S: tower::Service<
+        Request<Body>,
+        Response = Response<tower_http::services::fs::ServeFileSystemResponseBody>,
+        Error = std::convert::Infallible,
+    >,
+{
+    let mut req = Request::builder().uri(uri);
+    for (k, v) in headers {
+        req = req.header(k, *v);
+    }
+    let res = svc.oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Response::from_parts(parts, body)
+}
+
+/// The body's frames' lengths.
+async fn frame_lens(
+    res: Response<tower_http::services::fs::ServeFileSystemResponseBody>,
+) -> Vec<usize> {
+    let mut body = res.into_body();
+    let mut lens = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(d) = frame.expect("frame").into_data() {
+            lens.push(d.len());
+        }
+    }
+    lens
+}
+
+/// Threads of this process whose name is `name` (`/proc/self/task/*/comm`).
+fn threads_named(name: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim_end() == name)
+        .count()
+}
+
+/// Serves a file on a current-thread runtime of its own whose threads are
+/// named `name`: the only threads with that name are its blocking pool's.
+/// Returns the body and how many such threads exist afterwards.
+fn serve_on_named_runtime<B>(name: &str, dir: &std::path::Path, backend: B) -> (Bytes, usize)
+where
+    B: tower_http::services::fs::Backend,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .unwrap();
+    let svc = ServeDir::with_backend(dir, backend);
+    let body = rt.block_on(async {
+        let res = get(svc, "/f.bin", &[]).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        res.into_body()
+    });
+    // The pool's threads stay alive 10 s after their work by default.
+    let n = threads_named(name);
+    drop(rt);
+    (body, n)
+}
+
+async fn a_file_is_served_through_the_engine_not_the_blocking_pool() {
+    let dir = tempdir();
+    let content = data(300_000, 1);
+    std::fs::write(dir.path().join("f.bin"), &content).unwrap();
+    let path = dir.path().to_owned();
+    // Runtimes of their own on a thread of its own (this test may itself
+    // run inside a runtime).
+    let (overlap, tokio) = std::thread::spawn(move || {
+        let overlap = serve_on_named_runtime("ovl-probe-a", &path, OverlapBackend::new());
+        let tokio =
+            serve_on_named_runtime("ovl-probe-b", &path, tower_http::services::fs::TokioBackend);
+        (overlap, tokio)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(&overlap.0[..], &content[..]);
+    assert_eq!(&tokio.0[..], &content[..]);
+    // The probe works: tokio's backend used its runtime's blocking pool.
+    assert!(
+        tokio.1 > 0,
+        "tower-http's TokioBackend left no blocking-pool thread: the probe sees nothing"
+    );
+    assert_eq!(
+        overlap.1, 0,
+        "OverlapBackend used tokio's blocking pool ({} threads)",
+        overlap.1
+    );
+}
+
+async fn symbolic_links_are_followed() {
+    let dir = tempdir();
+    let root = dir.path();
+    std::fs::write(root.join("target.txt"), b"the target").unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/index.html"), b"<p>sub</p>").unwrap();
+    std::os::unix::fs::symlink("target.txt", root.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink("sub", root.join("linkdir")).unwrap();
+    std::os::unix::fs::symlink("nowhere", root.join("dangling.txt")).unwrap();
+
+    let res = get(serve_dir(root), "/link.txt", &[]).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.body().as_ref(), b"the target");
+    assert_eq!(
+        res.headers()[header::CONTENT_LENGTH],
+        "10",
+        "the target's length"
+    );
+    assert_eq!(res.headers()[header::CONTENT_TYPE], "text/plain");
+
+    // A link to a directory is a directory: redirected, then its index.
+    let res = get(serve_dir(root), "/linkdir", &[]).await;
+    assert_eq!(res.status(), StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(res.headers()[header::LOCATION], "/linkdir/");
+    let res = get(serve_dir(root), "/linkdir/", &[]).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.body().as_ref(), b"<p>sub</p>");
+
+    let res = get(serve_dir(root), "/dangling.txt", &[]).await;
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+}
+
+async fn etag_and_last_modified_carry_nanoseconds_as_tokio_backend() {
+    let dir = tempdir();
+    let path = dir.path().join("f.txt");
+    std::fs::write(&path, b"some text").unwrap();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+    let set = |t: SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    set(t0);
+    if std::fs::metadata(&path).unwrap().modified().unwrap() != t0 {
+        println!("SKIPPED: this file system does not keep nanosecond modification times");
+        return;
+    }
+    let tokio_svc = || ServeDir::new(dir.path());
+    let ours = get(serve_dir(dir.path()), "/f.txt", &[]).await;
+    let theirs = get(tokio_svc(), "/f.txt", &[]).await;
+    assert_eq!(ours.status(), StatusCode::OK);
+    let etag = ours.headers()[header::ETAG].clone();
+    assert_eq!(
+        etag,
+        theirs.headers()[header::ETAG],
+        "the same ETag as tokio::fs"
+    );
+    assert_eq!(
+        ours.headers()[header::LAST_MODIFIED],
+        theirs.headers()[header::LAST_MODIFIED]
+    );
+    assert_eq!(
+        ours.headers()[header::LAST_MODIFIED],
+        "Tue, 14 Nov 2023 22:13:20 GMT"
+    );
+
+    // One nanosecond later: a new ETag, the same Last-Modified (seconds).
+    set(t0 + Duration::from_nanos(1));
+    let later = get(serve_dir(dir.path()), "/f.txt", &[]).await;
+    assert_ne!(
+        later.headers()[header::ETAG],
+        etag,
+        "the ETag sees nanoseconds"
+    );
+    assert_eq!(
+        later.headers()[header::ETAG],
+        get(tokio_svc(), "/f.txt", &[]).await.headers()[header::ETAG]
+    );
+    assert_eq!(
+        later.headers()[header::LAST_MODIFIED],
+        ours.headers()[header::LAST_MODIFIED]
+    );
+    // A conditional request with the old ETag is answered in full.
+    let again = get(
+        serve_dir(dir.path()),
+        "/f.txt",
+        &[(header::IF_NONE_MATCH, etag.to_str().unwrap())],
+    )
+    .await;
+    assert_eq!(again.status(), StatusCode::OK);
+    let cur = later.headers()[header::ETAG].to_str().unwrap().to_owned();
+    let not_modified = get(
+        serve_dir(dir.path()),
+        "/f.txt",
+        &[(header::IF_NONE_MATCH, cur.as_str())],
+    )
+    .await;
+    assert_eq!(not_modified.status(), StatusCode::NOT_MODIFIED);
+}
+
+async fn a_large_file_and_ranges_of_it() {
+    let dir = tempdir();
+    let content = data((3 << 20) + 7, 3);
+    std::fs::write(dir.path().join("big.bin"), &content).unwrap();
+
+    let res = get(serve_dir(dir.path()), "/big.bin", &[]).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.body().len(), content.len());
+    assert!(res.body()[..] == content[..], "the body is the file");
+
+    for (range, start, end) in [
+        ("bytes=1000000-2100000", 1_000_000usize, 2_100_000usize),
+        ("bytes=0-0", 0, 0),
+        ("bytes=-5", content.len() - 5, content.len() - 1),
+        ("bytes=3145000-", 3_145_000, content.len() - 1),
+    ] {
+        let res = get(serve_dir(dir.path()), "/big.bin", &[(header::RANGE, range)]).await;
+        assert_eq!(res.status(), StatusCode::PARTIAL_CONTENT, "{range}");
+        assert_eq!(
+            res.headers()[header::CONTENT_RANGE],
+            format!("bytes {start}-{end}/{}", content.len()).as_str(),
+            "{range}"
+        );
+        assert!(res.body()[..] == content[start..=end], "{range}: the slice");
+    }
+    let res = get(
+        serve_dir(dir.path()),
+        "/big.bin",
+        &[(header::RANGE, "bytes=4000000-")],
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+}
+
+async fn chunks_are_at_most_the_read_size() {
+    let dir = tempdir();
+    let content = data(1 << 20, 5);
+    std::fs::write(dir.path().join("m.bin"), &content).unwrap();
+    let req = || {
+        Request::builder()
+            .uri("/m.bin")
+            .body(Body::empty())
+            .unwrap()
+    };
+
+    let svc = serve_dir(dir.path()).with_buf_chunk_size(1 << 20);
+    let lens = frame_lens(svc.oneshot(req()).await.unwrap()).await;
+    assert_eq!(lens.iter().sum::<usize>(), content.len());
+    assert!(
+        lens.iter().all(|&n| n <= 64 << 10),
+        "reads of 64 KiB: {lens:?}"
+    );
+    assert!(lens.len() >= 16, "{} chunks for 1 MiB", lens.len());
+
+    let backend = OverlapBackend::new().with_read_size(16 << 10);
+    assert_eq!(backend.read_size(), 16 << 10);
+    let svc = ServeDir::with_backend(dir.path(), backend);
+    let lens = frame_lens(svc.oneshot(req()).await.unwrap()).await;
+    assert_eq!(lens.iter().sum::<usize>(), content.len());
+    assert!(
+        lens.iter().all(|&n| n <= 16 << 10),
+        "reads of 16 KiB: {lens:?}"
+    );
+}
+
+async fn serve_file_serves_awkward_names() {
+    let dir = tempdir();
+    for (i, name) in ["a b.txt", "50%?#&.txt", "你好.html", "plain"]
+        .iter()
+        .enumerate()
+    {
+        let content = format!("file {i}");
+        std::fs::write(dir.path().join(name), &content).unwrap();
+        // Whatever the request's path.
+        for uri in ["/", "/other/path?q=1", "/a%20b.txt"] {
+            let res = get(serve_file(dir.path().join(name)), uri, &[]).await;
+            assert_eq!(res.status(), StatusCode::OK, "{name} at {uri}");
+            assert_eq!(res.body().as_ref(), content.as_bytes(), "{name}");
+        }
+        let res = get(serve_file(dir.path().join(name)), "/", &[]).await;
+        let expected = mime_guess_of(name);
+        assert_eq!(res.headers()[header::CONTENT_TYPE], expected, "{name}");
+        let res = get(
+            serve_file_with_mime(dir.path().join(name), &mime::IMAGE_PNG),
+            "/",
+            &[(header::RANGE, "bytes=0-3")],
+        )
+        .await;
+        assert_eq!(res.status(), StatusCode::PARTIAL_CONTENT);
+        assert_eq!(res.headers()[header::CONTENT_TYPE], "image/png");
+        assert_eq!(res.body().as_ref(), b"file");
+    }
+    // A relative path with no directory part: the current directory's file.
+    let cwd_file = "Cargo.toml"; // the test's working directory is the crate's
+    let res = get(serve_file(cwd_file), "/", &[]).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        res.body().as_ref(),
+        std::fs::read(cwd_file).unwrap().as_slice()
+    );
+}
+
+fn mime_guess_of(name: &str) -> &'static str {
+    match name.rsplit_once('.').map(|(_, e)| e) {
+        Some("txt") => "text/plain",
+        Some("html") => "text/html",
+        _ => "application/octet-stream",
+    }
+}
+
+async fn serve_file_of_a_directory_or_missing_file_is_404() {
+    let dir = tempdir();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/index.html"), b"index").unwrap();
+    for path in [
+        dir.path().join("d"),
+        dir.path().join("missing.txt"),
+        "/".into(),
+    ] {
+        let res = get(serve_file(&path), "/", &[]).await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{}", path.display());
+        assert!(res.body().is_empty());
+        let res = get(serve_file_with_mime(&path, &mime::IMAGE_PNG), "/", &[]).await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND);
+        assert!(
+            res.headers().get(header::CONTENT_TYPE).is_none(),
+            "no content type on a 404"
+        );
+    }
+}
