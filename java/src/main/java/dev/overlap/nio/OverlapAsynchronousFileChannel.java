@@ -527,7 +527,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         if (executor.isShutdown()) {
             throw new RejectedExecutionException("the channel's executor is shut down");
         }
-        OpFuture<Integer> future = handler == null ? new OpFuture<>(this) : null;
+        OpFuture<Integer> future = handler == null ? new OpFuture<>(this, engine) : null;
         Op op = new Op(this, write, buf, future, handler, attachment, executor);
         int remaining = buf.remaining();
         long addr;

@@ -2,11 +2,15 @@ package dev.overlap.nio;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
@@ -20,6 +24,20 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * a {@code Future} is completed there (no user code runs in that), a {@code CompletionHandler} is
  * given to the channel's executor. Reapers never run user code and never block on anything but
  * the port, so completions are always reaped and the budget always drains.
+ *
+ * <p><b>get() helps.</b> A thread in {@code Future.get()} of a read or write not yet done waits
+ * on the port itself and dispatches whatever it takes exactly as a reaper does (a
+ * {@code CompletionHandler} still goes to its channel's executor: it runs on the getter only if
+ * that executor runs tasks on the thread that hands them over), until its own future is done: on
+ * the critical path of {@code read(...).get()} the kernel wakes the caller directly, instead of
+ * waking a reaper that then wakes the caller. Reapers stand aside while getters wait in the port
+ * (and for {@link #STAND_ASIDE_NANOS} after). At most
+ * {@code helpers} getters help at once (default: the processors; {@code overlap.helpers}, 0
+ * turns helping off); virtual threads never help (they wait without pinning their carrier), and
+ * others beyond that number wait for a reaper as before. A getter that another thread's
+ * completion left asleep in the port is woken by a posted completion (a nudge), and waits in
+ * slices of {@link #HELP_SLICE_NANOS} in any case, so an interrupt or a timeout is seen within
+ * one slice.
  *
  * <p><b>Budget and backpressure.</b> The engine's in-flight budget ({@code maxInflightOps},
  * default 4096 operations; {@code maxInflightBytes}, default 64 MiB) bounds what is in flight,
@@ -37,16 +55,24 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * {@code overlap.driver} ({@code auto}, {@code uring}, {@code aio}, {@code pool}; the
  * {@code OVERLAP_DRIVER} environment variable is honoured by {@code auto}),
  * {@code overlap.maxInflightOps}, {@code overlap.maxInflightBytes}, {@code overlap.poolThreads},
- * {@code overlap.reapers}.
+ * {@code overlap.reapers}, {@code overlap.helpers}.
  */
 public final class OverlapEngine implements AutoCloseable {
 
     /** Options of an engine; {@code 0} means the library's default. */
-    public record Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers) {
+    public record Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers,
+                          /** getters that may help reap at once; 0 disables helping, -1: the processors */
+                          int helpers) {
+        /** With the default number of helping getters (the processors). */
+        public Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers) {
+            this(driver, maxInflightOps, maxInflightBytes, poolThreads, reapers, -1);
+        }
+
         public static Options fromSystemProperties() {
             return new Options(System.getProperty("overlap.driver", "auto"),
                     Long.getLong("overlap.maxInflightOps", 0), Long.getLong("overlap.maxInflightBytes", 0),
-                    Integer.getInteger("overlap.poolThreads", 0), Integer.getInteger("overlap.reapers", 2));
+                    Integer.getInteger("overlap.poolThreads", 0), Integer.getInteger("overlap.reapers", 2),
+                    Integer.getInteger("overlap.helpers", -1));
         }
     }
 
@@ -60,11 +86,37 @@ public final class OverlapEngine implements AutoCloseable {
                         /** native bytes held now for copies of heap buffers */
                         long copyBytesInUse,
                         /** most native bytes ever held at once for copies */
-                        long copyBytesHighWater) {
+                        long copyBytesHighWater,
+                        /** completions taken and dispatched by getters that helped (not reapers) */
+                        long completionsTakenByGetters,
+                        /** nudges posted: futures completed by another thread while their getter slept in the port */
+                        long getterNudges) {
     }
 
     private static final AtomicLong ENGINES = new AtomicLong();
+    /** Posted to stop a reaper (an operation's id is never negative). */
     private static final long STOP = -1L;
+    /** Posted to wake a getter whose future another thread completed ({@link #strand}). */
+    private static final long NUDGE = -2L;
+    /** The longest a helping getter sleeps in the port before it looks at its future again. */
+    static final long HELP_SLICE_NANOS = 2_000_000L;
+    /** The first slice of a getter's wait (a stranded getter's likely cost); doubles up to HELP_SLICE_NANOS. */
+    static final long HELP_FIRST_SLICE_NANOS = 100_000L;
+    /** How long reapers keep out of the port after a getter helped ({@link #standAside}). */
+    static final long STAND_ASIDE_NANOS = 1_000_000L;
+    /** Completions a helping getter takes at most per wait. */
+    private static final int HELP_MAX = 16;
+    /** A helping getter's room for completions (a thread's own: see {@link HelperRoom}). */
+    private static final ThreadLocal<HelperRoom> HELPER_ROOM = ThreadLocal.withInitial(HelperRoom::new);
+    private static final VarHandle GENERATION;
+
+    static {
+        try {
+            GENERATION = MethodHandles.lookup().findVarHandle(OverlapEngine.class, "generation", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
 
     private static final class SharedHolder {
         static final OverlapEngine SHARED = new OverlapEngine(Options.fromSystemProperties());
@@ -97,7 +149,18 @@ public final class OverlapEngine implements AutoCloseable {
     private long copyHighWater;  // guarded by progress
     private volatile boolean closed;
 
+    // getters that help (OpFuture.get)
+    private final int maxHelpers;
+    private final AtomicInteger helpers = new AtomicInteger();
+    /** Getters waiting in the port now (reapers stand aside while there are any). */
+    private final AtomicInteger gettersInPort = new AtomicInteger();
+    /** When a getter last left the port. */
+    private volatile long lastHelpNanos = System.nanoTime() - STAND_ASIDE_NANOS;
+    private final AtomicLong takenByGetters = new AtomicLong();
+    private final AtomicLong nudges = new AtomicLong();
+
     private OverlapEngine(Options o) {
+        maxHelpers = o.helpers() >= 0 ? o.helpers() : Runtime.getRuntime().availableProcessors();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment opts = arena.allocate(Native.OPT_SIZE, 8);
             check((int) Native.engine_options_init.invokeExact(opts.address()), "overlap_engine_options_init");
@@ -218,7 +281,7 @@ public final class OverlapEngine implements AutoCloseable {
             high = copyHighWater;
         }
         return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
-                v[14], v[15], javaWaits.get(), inUse, high);
+                v[14], v[15], javaWaits.get(), inUse, high, takenByGetters.get(), nudges.get());
     }
 
     /** The in-flight byte budget (and the budget of native copies). */
@@ -308,6 +371,7 @@ public final class OverlapEngine implements AutoCloseable {
         MemorySegment comps = Arena.global().allocate(Native.COMPLETION_SIZE * max, 8);
         long addr = comps.address();
         for (;;) {
+            standAside();
             long n;
             try {
                 n = (long) Native.port_wait.invokeExact(port, addr, 1L, (long) max, -1L);
@@ -318,38 +382,214 @@ public final class OverlapEngine implements AutoCloseable {
                 System.err.println("overlap-java: overlap_port_wait failed: " + Native.lastError());
                 return;
             }
-            boolean stop = false;
-            for (int i = 0; i < n; i++) {
-                long base = i * Native.COMPLETION_SIZE;
-                long ud = comps.get(JAVA_LONG, base);
-                long res = comps.get(JAVA_LONG, base + 8);
-                if (ud == STOP) {
-                    stop = true;
-                    continue;
-                }
-                Op op = ops.remove(ud);
-                if (op == null) {
-                    continue;
-                }
-                try {
-                    op.complete(res);
-                } catch (Throwable t) {
-                    // never lose the reaper: report and go on
-                    System.err.println("overlap-java: error delivering a completion: " + t);
-                    t.printStackTrace();
-                }
-            }
-            generation++;
-            if (waiters > 0) {
-                synchronized (progress) {
-                    progress.notifyAll();
-                }
-            }
-            if (stop) {
+            if (dispatch(comps, n, false)) {
                 return;
             }
         }
     }
+
+    /**
+     * Hands each of the {@code n} completions at {@code comps} to its operation (a Future is
+     * completed here, a CompletionHandler is given to its channel's executor), on a reaper or on
+     * a getter that helps; any number of threads run it at once, each with completions of its
+     * own (the port gives each to exactly one waiter; {@code ops.remove} and
+     * {@link Op#deliver}'s flag make each operation's delivery happen once). Returns true if a
+     * reaper took a STOP.
+     *
+     * <p>{@link #close} posts one STOP per reaper, and each reaper must take exactly one: a STOP
+     * that a getter takes, or a reaper's second STOP of one batch (the reapers stand aside, so
+     * both STOPs of a close are often ready when the first reaper comes back to the port), is
+     * posted again for another reaper.
+     *
+     * @param helper taken by a getter that helps (every STOP is posted again for a reaper)
+     */
+    private boolean dispatch(MemorySegment comps, long n, boolean helper) {
+        boolean stop = false;
+        for (int i = 0; i < n; i++) {
+            long base = i * Native.COMPLETION_SIZE;
+            long ud = comps.get(JAVA_LONG, base);
+            long res = comps.get(JAVA_LONG, base + 8);
+            if (ud == STOP) {
+                if (helper || stop) {
+                    post(STOP, true); // for another reaper
+                } else {
+                    stop = true;
+                }
+                continue;
+            }
+            if (ud == NUDGE) {
+                // Its work is done: whoever takes it returned from the port. A getter that took
+                // another's nudge does not pass it on (it would take its own post again at once);
+                // that getter's slice bounds its wait.
+                continue;
+            }
+            Op op = ops.remove(ud);
+            if (op == null) {
+                continue;
+            }
+            if (helper) {
+                takenByGetters.incrementAndGet();
+            }
+            try {
+                op.complete(res);
+            } catch (Throwable t) {
+                // never lose the reaper (or a getter's get()): report and go on
+                System.err.println("overlap-java: error delivering a completion: " + t);
+                t.printStackTrace();
+            }
+        }
+        progressed();
+        return stop;
+    }
+
+    /** A batch was reaped: wake threads waiting for budget. */
+    private void progressed() {
+        GENERATION.getAndAdd(this, 1L);
+        if (waiters > 0) {
+            synchronized (progress) {
+                progress.notifyAll();
+            }
+        }
+    }
+
+    /**
+     * Posts a completion to the port; {@code retry} waits out a full budget (an interrupt does not
+     * stop it: a STOP must reach a reaper; the interrupt status is kept), else it is dropped then.
+     */
+    private void post(long ud, boolean retry) {
+        boolean interrupted = false;
+        try {
+            while ((int) Native.port_post.invokeExact(port, ud, 0L) == -Native.EAGAIN && retry) {
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    // ---- getters that help (OpFuture.get)
+
+    /**
+     * A reaper keeps out of the port while getters wait in it, and for {@link #STAND_ASIDE_NANOS}
+     * after the last one left it: every completion the port gives a reaper instead of the getter
+     * waiting for it costs that getter a nudge (or a slice). Completions no getter waits for
+     * are meanwhile taken by the getters in the port, else by the reapers once they are back.
+     * It counts getters in the port, not getters in get(): a getter held outside the port (in
+     * the {@code execute} of a handler's executor it dispatches to, say) keeps no reaper away.
+     */
+    private void standAside() {
+        while (!closed && (gettersInPort.get() > 0 || System.nanoTime() - lastHelpNanos < STAND_ASIDE_NANOS)) {
+            LockSupport.parkNanos(STAND_ASIDE_NANOS);
+        }
+    }
+
+    /** Claims one of the helper places; false if all are taken (or none are configured). */
+    boolean enterHelping() {
+        for (;;) {
+            int h = helpers.get();
+            if (h >= maxHelpers || closed) {
+                return false;
+            }
+            if (helpers.compareAndSet(h, h + 1)) {
+                return true;
+            }
+        }
+    }
+
+    /** Gives back the place {@link #enterHelping} claimed. */
+    void leaveHelping() {
+        helpers.decrementAndGet();
+    }
+
+    /**
+     * One slice of a getter's help: waits on the port for up to {@code sliceNanos} (at least one
+     * completion; a few at most) and dispatches what it took, as a reaper does. Returns false if
+     * the getter should stop helping and wait for a reaper (engine closed, another getter helps
+     * with this future, the port failed).
+     */
+    boolean help(OpFuture<?> f, long sliceNanos) {
+        if (closed) {
+            return false;
+        }
+        switch (f.enterPort()) {
+            case 1:
+                return true; // done
+            case 2:
+                return false; // another thread's get() helps for it: wait on the latch
+            default:
+                break;
+        }
+        HelperRoom room = HELPER_ROOM.get();
+        MemorySegment comps = room.take();
+        try {
+            long n;
+            gettersInPort.incrementAndGet();
+            try {
+                n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) HELP_MAX, sliceNanos);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            } finally {
+                // out of the port before anything is completed: a future this thread completes
+                // needs no nudge
+                lastHelpNanos = System.nanoTime();
+                gettersInPort.decrementAndGet();
+                f.leavePort();
+            }
+            if (n < 0) {
+                return false;
+            }
+            dispatch(comps, n, true);
+            return true;
+        } finally {
+            room.give(comps);
+        }
+    }
+
+    /**
+     * A thread's room for the completions it takes as a helping getter. Dispatching them may run
+     * a completion handler on this thread (a channel whose executor runs tasks on the caller), and
+     * that handler may wait for a future of its own, helping again before the first batch was
+     * all handed out: that nested help takes a room of its own, never the one being read.
+     */
+    private static final class HelperRoom {
+        private final MemorySegment own = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
+        private boolean inUse;
+
+        /** This thread's room, or a fresh one if a help further out on this thread is using it. */
+        MemorySegment take() {
+            if (inUse) {
+                return Arena.ofAuto().allocate(Native.COMPLETION_SIZE * HELP_MAX, 8);
+            }
+            inUse = true;
+            return own;
+        }
+
+        /** Done with a room {@link #take} gave. */
+        void give(MemorySegment room) {
+            if (room == own) {
+                inUse = false;
+            }
+        }
+    }
+
+    /**
+     * A future was completed by another thread while its getter sleeps in the port: post a
+     * nudge (a completion the getter takes and returns with). If the budget is full it is not
+     * posted; the getter's slice bounds its wait then.
+     */
+    void strand() {
+        nudges.incrementAndGet();
+        post(NUDGE, false);
+    }
+
 
     /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if there was one. */
     boolean failInflight(OverlapAsynchronousFileChannel ch) {
@@ -379,13 +619,7 @@ public final class OverlapEngine implements AutoCloseable {
             closed = true;
         }
         for (int i = 0; i < reapers.size(); i++) {
-            try {
-                while ((int) Native.port_post.invokeExact(port, STOP, 0L) == -Native.EAGAIN) {
-                    Thread.sleep(1);
-                }
-            } catch (Throwable t) {
-                throw Native.fatal(t);
-            }
+            post(STOP, true);
         }
         for (Thread t : reapers) {
             try {
