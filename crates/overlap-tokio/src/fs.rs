@@ -264,7 +264,10 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     // `NamedTempFile` given by value removes its file when dropped).
     let file = File::open(path.as_ref().to_path_buf()).await?;
     let file = file.engine_file();
-    let hint = cached_len(file.as_raw_fd()).unwrap_or(0);
+    // The size hint from the attributes the kernel holds (no I/O, no
+    // kernel worker: see `overlap::File::stat_cached`); only a hint, the
+    // reads go on to the end of the file whatever it says.
+    let hint = file.stat_cached().map(|st| st.len as usize).unwrap_or(0);
     // The expected length plus one byte, so that a file of exactly that
     // length is known complete. Zeroed memory of this size comes from the
     // kernel untouched (calloc), so the reads below fault in each page once.
@@ -292,33 +295,6 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         }
         out.start += n;
     }
-}
-
-/// The length of the open file `fd` as the kernel has it cached, for
-/// [`read`]'s first buffer: `statx(fd, "", AT_EMPTY_PATH |
-/// AT_STATX_DONT_SYNC, STATX_SIZE)` on the calling thread. An open file's
-/// attributes are in memory (a local file system reads the inode it holds;
-/// `AT_STATX_DONT_SYNC` tells a network one not to ask its server), so this
-/// does no I/O and costs about a microsecond, where io_uring's `STATX` is
-/// always handed to a kernel worker (a cross-thread round trip per file,
-/// which made a cached 64 KiB `fs::read` 0.62x tokio's). Only a hint: the
-/// reads go on to the end of the file whatever it says.
-fn cached_len(fd: i32) -> Option<usize> {
-    // SAFETY: all-zero bytes are a valid `statx` (plain integers).
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open for the call (the caller holds the file); the
-    // path is a NUL-terminated empty string, as AT_EMPTY_PATH requires;
-    // `st` is a writable `statx` the kernel fills.
-    let r = unsafe {
-        libc::statx(
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            libc::STATX_SIZE,
-            &mut st,
-        )
-    };
-    (r == 0 && st.stx_mask & libc::STATX_SIZE != 0).then_some(st.stx_size as usize)
 }
 
 /// `len` bytes of a vector from `start` on, as a read's buffer: the result

@@ -2,9 +2,12 @@
 //!
 //! [`OverlapBackend`] implements tower-http 0.7's file-system
 //! [`Backend`](tower_http::services::fs::Backend): `ServeDir` opens files
-//! through the engine (`openat`), asks for their metadata with the engine's
-//! `statx` (following symbolic links, modification times with their
-//! nanoseconds, which `ETag` and `Last-Modified` are made from), and reads
+//! through the engine (`openat`), asks for their metadata with `statx`
+//! (modification times with their nanoseconds, which `ETag` and
+//! `Last-Modified` are made from: of an open file, the attributes the kernel
+//! holds in memory, read on the calling thread with `AT_STATX_DONT_SYNC` as
+//! [`overlap::File::stat_cached`] does, no I/O and no kernel worker; of a
+//! path, through the engine, following symbolic links), and reads
 //! them as [`overlap_tokio::fs::File`](crate::fs::File)s: a range request
 //! seeks (no system call), and the body is read 64 KiB at a time (see
 //! [`OverlapBackend::with_read_size`]). Nothing goes to tokio's blocking pool.
@@ -147,12 +150,20 @@ impl thfs::File for OverlapFile {
     type MetadataFuture<'a> = BoxFuture<'a, OverlapMetadata>;
 
     fn metadata(&self) -> Self::MetadataFuture<'_> {
-        Box::pin(async move { self.0.statx().await.map(OverlapMetadata) })
+        // The open file's attributes as the kernel holds them, on this
+        // thread (`overlap::File::stat_cached`: no I/O, about a microsecond),
+        // not io_uring's STATX, which the kernel always hands to a worker:
+        // `ServeDir` asks once per request.
+        let st = self
+            .0
+            .engine_file()
+            .stat_cached()
+            .map_err(|e| crate::fs::engine_err(e, libc::EBADF));
+        Box::pin(std::future::ready(st.map(OverlapMetadata)))
     }
 }
 
-/// What [`OverlapBackend`] tells `ServeDir` about a file: the engine's
-/// `statx`.
+/// What [`OverlapBackend`] tells `ServeDir` about a file: its `statx`.
 #[derive(Clone, Debug)]
 pub struct OverlapMetadata(overlap::path::Stat);
 

@@ -212,6 +212,23 @@ fn metadata_agrees_with_std(d: Driver) {
     let file = File::open(&engine, &f).wait().unwrap();
     let by_fd = file.stat().wait().unwrap();
     assert_eq!(by_fd, ours);
+    // And from the attributes the kernel holds, on this thread, with no
+    // operation through the engine.
+    let before = engine.stats();
+    let cached = file.stat_cached().unwrap();
+    assert_eq!(engine.stats().submitted, before.submitted);
+    assert_eq!(cached.len, ours.len);
+    assert_eq!(cached.modified, ours.modified);
+    assert_eq!((cached.ino, cached.mode), (ours.ino, ours.mode));
+    // It follows a change at once (the inode is the one in memory).
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .and_then(|mut w| std::io::Write::write_all(&mut w, b"more"))
+        .unwrap();
+    assert_eq!(file.stat_cached().unwrap().len, ours.len + 4);
+    file.close().wait().unwrap();
+    assert!(matches!(file.stat_cached(), Err(Error::Closed)));
 }
 
 fn try_exists_tells_missing_from_present(d: Driver) {
