@@ -209,18 +209,29 @@ impl Operation for Statx {
             .build()
     }
     fn blocking(&self) -> i64 {
-        // SAFETY: buf points to a statx owned by the cell; the empty path
-        // with AT_EMPTY_PATH names fd itself.
-        ret(unsafe {
-            libc::statx(
-                self.fd,
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH,
-                STATX_MASK,
-                self.buf,
-            )
-        } as i64)
+        // SAFETY: buf points to a statx owned by the cell.
+        unsafe { statx_fd(self.fd, 0, self.buf) }
     }
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH | flags, STATX_MASK, buf)` as a blocking
+/// call: 0 or `-errno`. The empty path with AT_EMPTY_PATH names `fd` itself.
+///
+/// # Safety
+///
+/// `buf` must point to a writable `statx` for the duration of the call.
+pub(crate) unsafe fn statx_fd(fd: i32, flags: i32, buf: *mut libc::statx) -> i64 {
+    // SAFETY: the caller gives a writable buf; the path is a NUL-terminated
+    // empty string, as AT_EMPTY_PATH requires.
+    ret(unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | flags,
+            STATX_MASK,
+            buf,
+        )
+    } as i64)
 }
 
 /// `close`. The operation owns the descriptor until it has been closed: if

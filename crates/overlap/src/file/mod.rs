@@ -595,22 +595,12 @@ impl File {
         self.check(Need::Open, 0, 0, 0)?;
         // SAFETY: statx is plain old data; all-zero is a valid value.
         let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: the descriptor is open: `check` saw the file open and this
-        // handle keeps its inner alive (a concurrent `close` waits for the
-        // descriptor's users through the engine, and a stale descriptor number
-        // at worst gives EBADF); the path is the empty NUL-terminated string
-        // AT_EMPTY_PATH requires; `st` is a writable statx.
-        let r = unsafe {
-            libc::statx(
-                self.inner.fd(),
-                c"".as_ptr(),
-                libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-                ops::STATX_MASK,
-                &mut st,
-            )
-        };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error().into());
+        // SAFETY: `st` is a writable statx. (The descriptor is open: `check`
+        // saw the file open and this handle keeps its inner alive; a stale
+        // number at worst gives EBADF.)
+        let r = unsafe { ops::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        if r < 0 {
+            return Err(std::io::Error::from_raw_os_error(-r as i32).into());
         }
         Ok(crate::path::Stat::from_statx(&st))
     }
