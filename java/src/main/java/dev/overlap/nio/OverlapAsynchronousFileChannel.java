@@ -92,6 +92,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private final Object stateLock = new Object();
     private volatile boolean closed;
     private final Set<PendingLock> pendingLocks = ConcurrentHashMap.newKeySet();
+    /** For the copy budget's wait (one object, not one per operation). */
+    private final java.util.function.BooleanSupplier isClosed = () -> closed;
 
     private OverlapAsynchronousFileChannel(OverlapEngine engine, long file, int fd, boolean reading, boolean writing,
                                            ExecutorService executor, boolean inDefaultGroup, String path, long dev,
@@ -557,7 +559,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             }
             // a copy in library-owned memory, within the copy budget
             len = Math.min(remaining, engine.maxInflightBytes);
-            if (!engine.acquireCopy(len, () -> closed)) {
+            if (!engine.acquireCopy(len, isClosed)) {
                 op.deliver(null, new AsynchronousCloseException());
                 return future;
             }
