@@ -620,7 +620,11 @@ public final class OverlapEngine implements AutoCloseable {
             long[] seen = new long[reapers.length];
             int quiet = 0;
             while (!closed) {
-                LockSupport.parkNanos(STUCK_NANOS);
+                // a full interval between two looks (a stale unpark must not shorten it)
+                long deadline = System.nanoTime() + STUCK_NANOS;
+                for (long left; (left = deadline - System.nanoTime()) > 0 && !closed; ) {
+                    LockSupport.parkNanos(this, left);
+                }
                 if (closed) {
                     return;
                 }
