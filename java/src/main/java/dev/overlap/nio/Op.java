@@ -2,12 +2,13 @@ package dev.overlap.nio;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.channels.AsynchronousCloseException;
 import java.nio.channels.CompletionHandler;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A read or write in flight: what keeps its memory alive and where its result goes.
@@ -18,8 +19,22 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the future cancelled, the caller's arena closed: an arena the caller can close is never given to
  * the kernel, its bytes go through {@code bounce}). Only {@link #complete} (on a reaper, after the
  * completion was reaped) frees it.
+ *
+ * <p>Delivery happens once ({@link #deliver}'s flag: a close and the reaper race for it). For a
+ * handler the Op itself is the task ({@link #run}) given to the channel's executor, or run by the
+ * reaper that reaped it when the channel is in the default group ({@link DefaultGroup}).
  */
-final class Op {
+final class Op implements Runnable {
+    private static final VarHandle DELIVERED;
+
+    static {
+        try {
+            DELIVERED = MethodHandles.lookup().findVarHandle(Op.class, "delivered", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
     final OverlapAsynchronousFileChannel channel;
     final boolean write;
     /** The caller's buffer (kept reachable until the completion is reaped). */
@@ -40,7 +55,12 @@ final class Op {
     final CompletionHandler<Integer, Object> handler;
     final Object attachment;
     final Executor executor;
-    private final AtomicBoolean delivered = new AtomicBoolean();
+    /** 1 once delivered (through DELIVERED). */
+    @SuppressWarnings("unused")
+    private volatile int delivered;
+    /** For a handler: the outcome {@link #run} reports (set before the Op is handed to a thread). */
+    private Integer value;
+    private Throwable exc;
 
     @SuppressWarnings("unchecked")
     Op(OverlapAsynchronousFileChannel channel, boolean write, ByteBuffer buffer, OpFuture<Integer> future,
@@ -56,16 +76,20 @@ final class Op {
     }
 
     boolean isDelivered() {
-        return delivered.get() || (future != null && future.isDone());
+        return delivered != 0 || (future != null && future.isDone());
     }
 
-    /** On a reaper: the completion was reaped; {@code res} is a byte count or -errno. */
-    void complete(long res) {
+    /**
+     * On the thread that reaped the completion; {@code res} is a byte count or -errno. With
+     * {@code inline} (a reaper), the handler of a default-group channel is not handed to an
+     * executor: true is returned and the caller runs it ({@link #run}).
+     */
+    boolean complete(long res, boolean inline) {
         Integer value = null;
         Throwable exc = null;
         try {
             if (isDelivered()) {
-                return; // closed or cancelled meanwhile: the caller's buffer is left alone
+                return false; // closed or cancelled meanwhile: the caller's buffer is left alone
             }
             if (res < 0) {
                 exc = channel.isOpen() ? Errors.io((int) -res, write ? "write" : "read")
@@ -90,7 +114,7 @@ final class Op {
         } finally {
             release();
         }
-        deliver(value, exc);
+        return deliver(value, exc, inline);
     }
 
     /** Frees the library's copy and its budget (only after the completion was reaped). */
@@ -105,14 +129,23 @@ final class Op {
         }
     }
 
-    /** The channel was closed with this operation in flight. */
+    /** The channel was closed with this operation in flight (a handler goes to its executor). */
     void failClosed() {
         deliver(null, new AsynchronousCloseException());
     }
 
     void deliver(Integer value, Throwable exc) {
-        if (!delivered.compareAndSet(false, true)) {
-            return;
+        deliver(value, exc, false);
+    }
+
+    /**
+     * Delivers the outcome once: completes the future, or hands the handler to the channel's
+     * executor; or, with {@code inline} and a default-group channel, leaves it to the caller to
+     * {@link #run} (returns true then).
+     */
+    private boolean deliver(Integer value, Throwable exc, boolean inline) {
+        if (delivered != 0 || !DELIVERED.compareAndSet(this, 0, 1)) {
+            return false;
         }
         if (future != null) {
             if (exc == null) {
@@ -120,8 +153,40 @@ final class Op {
             } else {
                 future.setFailure(exc);
             }
-        } else {
-            dispatch(executor, handler, attachment, value, exc);
+            return false;
+        }
+        this.value = value;
+        this.exc = exc;
+        if (inline && channel.inDefaultGroup) {
+            return true;
+        }
+        handOff();
+        return false;
+    }
+
+    /** Gives the handler (delivered, not yet run) to the channel's executor. */
+    void handOff() {
+        try {
+            executor.execute(this);
+        } catch (RejectedExecutionException e) {
+            rejected(e);
+        }
+    }
+
+    /**
+     * Runs the handler with the outcome delivered, on this thread, then clears the interrupt (as
+     * the JDK's Invoker does). What the handler throws propagates.
+     */
+    @Override
+    public void run() {
+        try {
+            if (exc == null) {
+                handler.completed(value, attachment);
+            } else {
+                handler.failed(exc, attachment);
+            }
+        } finally {
+            Thread.interrupted();
         }
     }
 
@@ -139,9 +204,13 @@ final class Op {
         try {
             executor.execute(task);
         } catch (RejectedExecutionException e) {
-            System.err.println("overlap-java: the channel's executor rejected a completion handler (was it shut down"
-                    + " with operations in flight?); the handler is not run: " + e);
+            rejected(e);
         }
+    }
+
+    private static void rejected(RejectedExecutionException e) {
+        System.err.println("overlap-java: the channel's executor rejected a completion handler (was it shut down"
+                + " with operations in flight?); the handler is not run: " + e);
     }
 
     static IOException closed() {

@@ -42,9 +42,10 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  *
  * <p>It follows the JDK's conventions ({@code sun.nio.ch.SimpleAsynchronousFileChannelImpl}):
  * the same exceptions at the call, futures and handlers completed with the same exceptions,
- * handlers run on the executor given to {@link #open(Path, Set, ExecutorService, FileAttribute[])}
- * or on the default group ({@link DefaultGroup}: the {@code ThreadFactory} named by
- * {@code java.nio.channels.DefaultThreadPool.threadFactory}); never on an engine thread. Closing
+ * handlers run on the executor given to {@link #open(Path, Set, ExecutorService, FileAttribute[])},
+ * else on the default group ({@link DefaultGroup}), whose threads are the engine's reapers: the
+ * reaper that takes a completion runs its handler (never the thread that called read or write,
+ * during that call). Closing
  * the channel fails each operation still in flight with {@link AsynchronousCloseException} at once
  * (the kernel may still finish it: its memory stays allocated until then), and never shuts an
  * executor down. Interrupting a thread does not close the channel.
@@ -79,6 +80,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private final boolean reading;
     private final boolean writing;
     private final ExecutorService executor;
+    /** Opened without an executor: handlers run on the default group (a reaper, see DefaultGroup). */
+    final boolean inDefaultGroup;
     private final String path;
     private final boolean direct;
     private final int memAlign;
@@ -89,15 +92,19 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private final Object stateLock = new Object();
     private volatile boolean closed;
     private final Set<PendingLock> pendingLocks = ConcurrentHashMap.newKeySet();
+    /** For the copy budget's wait (one object, not one per operation). */
+    private final java.util.function.BooleanSupplier isClosed = () -> closed;
 
     private OverlapAsynchronousFileChannel(OverlapEngine engine, long file, int fd, boolean reading, boolean writing,
-                                           ExecutorService executor, String path, long dev, long ino) throws IOException {
+                                           ExecutorService executor, boolean inDefaultGroup, String path, long dev,
+                                           long ino) throws IOException {
         this.engine = engine;
         this.file = file;
         this.fd = fd;
         this.reading = reading;
         this.writing = writing;
         this.executor = executor;
+        this.inDefaultGroup = inDefaultGroup;
         this.path = path;
         this.key = new OverlapFileLock.Table.FileKey(dev, ino);
         try (Arena arena = Arena.ofConfined()) {
@@ -253,7 +260,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             long handle = out.get(JAVA_LONG, 0);
             ExecutorService ex = executor != null ? executor : DefaultGroup.executor();
             try {
-                return new OverlapAsynchronousFileChannel(engine, handle, fd, read, write, ex, name, dev, ino);
+                return new OverlapAsynchronousFileChannel(engine, handle, fd, read, write, ex, executor == null, name,
+                        dev, ino);
             } catch (IOException | RuntimeException | Error e) {
                 Native.file_free.invokeExact(handle);
                 throw e;
@@ -512,19 +520,27 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
 
     /** Whether the kernel may be given this direct buffer's memory as it is. */
     private static boolean memoryStaysValid(MemorySegment seg) {
-        String scope = seg.scope().getClass().getName();
-        // allocateDirect / mapped buffers (a heap session holding the buffer), Arena.global(),
-        // Arena.ofAuto(): freed only once unreachable, and the Op keeps the buffer reachable.
-        return scope.startsWith("jdk.internal.foreign.GlobalSession")
-                || scope.equals("jdk.internal.foreign.ImplicitSession");
+        return STAYS_VALID.get(seg.scope().getClass());
     }
+
+    /** By the class of a segment's scope (looked up once per class, not per operation). */
+    private static final ClassValue<Boolean> STAYS_VALID = new ClassValue<>() {
+        @Override
+        protected Boolean computeValue(Class<?> type) {
+            String scope = type.getName();
+            // allocateDirect / mapped buffers (a heap session holding the buffer), Arena.global(),
+            // Arena.ofAuto(): freed only once unreachable, and the Op keeps the buffer reachable.
+            return scope.startsWith("jdk.internal.foreign.GlobalSession")
+                    || scope.equals("jdk.internal.foreign.ImplicitSession");
+        }
+    };
 
     private <A> Future<Integer> transfer(boolean write, ByteBuffer buf, long position, A attachment,
                                          CompletionHandler<Integer, ? super A> handler) {
         if (!isOpen() || buf.remaining() == 0) {
             return immediate(0, isOpen() ? null : new ClosedChannelException(), attachment, handler);
         }
-        if (executor.isShutdown()) {
+        if (!inDefaultGroup && executor.isShutdown()) {
             throw new RejectedExecutionException("the channel's executor is shut down");
         }
         OpFuture<Integer> future = handler == null ? new OpFuture<>(this, engine) : null;
@@ -543,7 +559,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             }
             // a copy in library-owned memory, within the copy budget
             len = Math.min(remaining, engine.maxInflightBytes);
-            if (!engine.acquireCopy(len, () -> closed)) {
+            if (!engine.acquireCopy(len, isClosed)) {
                 op.deliver(null, new AsynchronousCloseException());
                 return future;
             }

@@ -5,8 +5,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -19,16 +17,37 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * An overlap engine (liboverlap's {@code overlap_engine}) with one completion port and the threads
  * that reap it. Channels opened without an engine use {@link #shared()}, made on first use.
  *
- * <p><b>Threads.</b> An engine starts {@code reapers} daemon threads (default 2, named
- * {@code overlap-reaper-E-N}) that wait on the port and hand each completion to its operation:
- * a {@code Future} is completed there (no user code runs in that), a {@code CompletionHandler} is
- * given to the channel's executor. Reapers never run user code and never block on anything but
- * the port, so completions are always reaped and the budget always drains.
+ * <p><b>Threads.</b> An engine starts {@code reapers} daemon threads (default 2) that wait on the
+ * port and hand each completion to its operation: a {@code Future} is completed there; the
+ * {@code CompletionHandler} of a channel opened with an executor is given to that executor; the
+ * handler of a channel of the default group runs on the reaper itself, at once: the reapers ARE
+ * the default group's threads ({@link DefaultGroup}; made by the group's configured
+ * {@code ThreadFactory}, else named {@code overlap-reaper-E-N}). A reaper takes a batch of
+ * completions, first completes its futures and hands over the handlers bound elsewhere, then runs
+ * the batch's default-group handlers one after the other; a handler's next read or write is
+ * submitted from the reaper. An exception a handler throws goes to the reaper's uncaught
+ * exception handler, and the reaper goes on.
+ *
+ * <p><b>The standby.</b> A handler may block (on a lock, a latch, a full budget); while it does,
+ * its reaper reaps nothing. Each engine therefore has one more thread, {@code overlap-standby-E},
+ * started when a handler first runs on a reaper, that never runs a handler itself: it looks at the
+ * reapers every {@link #STUCK_NANOS} (while handlers run; it sleeps when none ran for a while).
+ * From a reaper that is still inside the same handler as at its last look it takes the rest of
+ * that reaper's batch and hands those handlers to the default group's pool; and while every
+ * reaper is inside such a handler it waits on the port itself, completes futures, and hands every
+ * handler over (to the pool, or to the channel's executor), until a reaper comes back. So
+ * completions are always reaped and the budget always drains, whatever handlers do, at a delay
+ * of one or two looks for what a blocked handler held up; a handler that blocks holds its reaper
+ * (as it would hold a thread of the JDK's pool). The cost on the fast path is two stores and a
+ * load per handler. A handler that waits in {@code Future.get()} helps reap meanwhile (below).
+ * Threads the library starts by default for the shared engine: 2 reapers, the standby, at most 4
+ * pool threads, the lock retrier: at most 8.
  *
  * <p><b>get() helps.</b> A thread in {@code Future.get()} of a read or write not yet done waits
- * on the port itself and dispatches whatever it takes exactly as a reaper does (a
- * {@code CompletionHandler} still goes to its channel's executor: it runs on the getter only if
- * that executor runs tasks on the thread that hands them over), until its own future is done: on
+ * on the port itself and dispatches whatever it takes as a reaper does, but never runs a handler
+ * (a default-group handler goes to the group's pool, any other to its channel's executor: it runs
+ * on the getter only if that executor runs tasks on the thread that hands them over; a getter
+ * inside a handler on a reaper hands over too), until its own future is done: on
  * the critical path of {@code read(...).get()} the kernel wakes the caller directly, instead of
  * waking a reaper that then wakes the caller. Reapers stand aside while getters wait in the port
  * (and for {@link #STAND_ASIDE_NANOS} after). At most
@@ -43,7 +62,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * default 4096 operations; {@code maxInflightBytes}, default 64 MiB) bounds what is in flight,
  * counting completions not yet reaped. A read or write submitted while the budget is full waits
  * on the calling thread until completions free some (the engine's own blocking submit does the
- * same); the channel holds no lock meanwhile, so {@code close()} is never delayed by it. Heap
+ * same); the channel holds no lock meanwhile, so {@code close()} is never delayed by it. (A
+ * handler on a reaper that waits so holds its reaper; if every reaper waits so, the standby reaps
+ * in their place, above.) Heap
  * buffers (and buffers of an arena the caller may close) are copied into library-owned native
  * memory, and those copies are taken out of a second budget of {@code maxInflightBytes} before
  * they are allocated: the native memory the library holds for copies never exceeds it, and a
@@ -90,7 +111,12 @@ public final class OverlapEngine implements AutoCloseable {
                         /** completions taken and dispatched by getters that helped (not reapers) */
                         long completionsTakenByGetters,
                         /** nudges posted: futures completed by another thread while their getter slept in the port */
-                        long getterNudges) {
+                        long getterNudges,
+                        /** default-group handlers run (or running) on the reapers that reaped them */
+                        long handlersRunInline,
+                        /** default-group handlers the standby took from a reaper held in a handler, or reaped itself,
+                         *  and handed to the group's pool */
+                        long handlersHandedOver) {
     }
 
     private static final AtomicLong ENGINES = new AtomicLong();
@@ -106,13 +132,32 @@ public final class OverlapEngine implements AutoCloseable {
     static final long STAND_ASIDE_NANOS = 1_000_000L;
     /** Completions a helping getter takes at most per wait. */
     private static final int HELP_MAX = 16;
+    /** Completions a reaper (or the standby) takes at most per wait. */
+    private static final int REAP_MAX = 64;
+    /**
+     * How often the standby looks at the reapers while handlers run: a reaper inside the same
+     * handler at two looks is held in it ({@link #standby}).
+     */
+    static final long STUCK_NANOS = 10_000_000L;
+    /** Looks without any handler run after which the standby sleeps until a handler starts. */
+    private static final int QUIET_LOOKS = 20;
+    /** The standby: not started, watching, asleep (through STANDBY). */
+    private static final int STANDBY_NONE = 0, STANDBY_WATCHING = 1, STANDBY_ASLEEP = 2;
+    /** Threads of each engine (reapers, standby), for {@link #engineOf}. */
+    private static final ConcurrentHashMap<Thread, OverlapEngine> THREADS = new ConcurrentHashMap<>();
+    private static final VarHandle SEQ;
+    private static final VarHandle STANDBY;
+    private static final VarHandle SLOT = MethodHandles.arrayElementVarHandle(Op[].class);
     /** A helping getter's room for completions (a thread's own: see {@link HelperRoom}). */
     private static final ThreadLocal<HelperRoom> HELPER_ROOM = ThreadLocal.withInitial(HelperRoom::new);
     private static final VarHandle GENERATION;
 
     static {
         try {
-            GENERATION = MethodHandles.lookup().findVarHandle(OverlapEngine.class, "generation", long.class);
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            GENERATION = l.findVarHandle(OverlapEngine.class, "generation", long.class);
+            SEQ = l.findVarHandle(Reaper.class, "seq", long.class);
+            STANDBY = l.findVarHandle(OverlapEngine.class, "standbyState", int.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -137,8 +182,16 @@ public final class OverlapEngine implements AutoCloseable {
     final long maxInflightBytes;
     final ConcurrentHashMap<Long, Op> ops = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong(1);
-    private final List<Thread> reapers = new ArrayList<>();
+    private final Reaper[] reapers;
     final long number = ENGINES.incrementAndGet();
+
+    // the standby (see the class comment)
+    private final Object standbyLock = new Object();
+    /** STANDBY_NONE, _WATCHING or _ASLEEP (through STANDBY). */
+    @SuppressWarnings("unused")
+    private volatile int standbyState;
+    private Thread standbyThread; // guarded by standbyLock
+    private final AtomicLong handedOver = new AtomicLong();
 
     // progress: bumped by reapers after each batch; waiters sleep on `progress`
     private final Object progress = new Object();
@@ -198,12 +251,30 @@ public final class OverlapEngine implements AutoCloseable {
             throw Native.fatal(t);
         }
         int n = Math.max(1, o.reapers());
+        reapers = new Reaper[n];
         for (int i = 0; i < n; i++) {
-            Thread t = new Thread(this::reap, "overlap-reaper-" + number + "-" + i);
-            t.setDaemon(true);
-            reapers.add(t);
-            t.start();
+            reapers[i] = new Reaper();
+            reapers[i].thread = DefaultGroup.newThread(reapers[i], "overlap-reaper-" + number + "-" + i);
         }
+        for (Reaper r : reapers) {
+            THREADS.put(r.thread, this);
+            r.thread.start();
+        }
+    }
+
+    /** The engine whose reaper or standby {@code t} is, or null (tests, diagnostics). */
+    static OverlapEngine engineOf(Thread t) {
+        return THREADS.get(t);
+    }
+
+    /** Whether {@code t} is one of this engine's reapers (the default group's threads). */
+    boolean isReaper(Thread t) {
+        for (Reaper r : reapers) {
+            if (r.thread == t) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static void check(int r, String what) {
@@ -280,8 +351,13 @@ public final class OverlapEngine implements AutoCloseable {
             inUse = copyInUse;
             high = copyHighWater;
         }
+        long inline = 0;
+        for (Reaper r : reapers) {
+            inline += ((long) SEQ.getVolatile(r) + 1) >>> 1; // started (seq is odd while one runs)
+        }
         return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13],
-                v[14], v[15], javaWaits.get(), inUse, high, takenByGetters.get(), nudges.get());
+                v[14], v[15], javaWaits.get(), inUse, high, takenByGetters.get(), nudges.get(), inline,
+                handedOver.get());
     }
 
     /** The in-flight byte budget (and the budget of native copies). */
@@ -366,15 +442,36 @@ public final class OverlapEngine implements AutoCloseable {
 
     // ---- reaping
 
-    private void reap() {
-        final int max = 64;
-        MemorySegment comps = Arena.global().allocate(Native.COMPLETION_SIZE * max, 8);
+    /**
+     * A reaper: its thread, its batch's default-group handlers not yet run ({@code pending}: the
+     * standby may take them, each slot is emptied by whoever takes its Op), and {@code seq}, odd
+     * while it runs a handler, +2 per handler (so {@code seq / 2} handlers ran on it).
+     */
+    private final class Reaper implements Runnable {
+        Thread thread;
+        final Op[] pending = new Op[REAP_MAX];
+        /** Written by this reaper only (through SEQ); read by the standby and stats. */
+        @SuppressWarnings("unused")
+        volatile long seq;
+
+        @Override
+        public void run() {
+            try {
+                reap(this);
+            } finally {
+                THREADS.remove(Thread.currentThread());
+            }
+        }
+    }
+
+    private void reap(Reaper self) {
+        MemorySegment comps = Arena.global().allocate(Native.COMPLETION_SIZE * REAP_MAX, 8);
         long addr = comps.address();
         for (;;) {
             standAside();
             long n;
             try {
-                n = (long) Native.port_wait.invokeExact(port, addr, 1L, (long) max, -1L);
+                n = (long) Native.port_wait.invokeExact(port, addr, 1L, (long) REAP_MAX, -1L);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }
@@ -382,35 +479,39 @@ public final class OverlapEngine implements AutoCloseable {
                 System.err.println("overlap-java: overlap_port_wait failed: " + Native.lastError());
                 return;
             }
-            if (dispatch(comps, n, false)) {
+            if (dispatch(comps, n, self, false)) {
                 return;
             }
         }
     }
 
     /**
-     * Hands each of the {@code n} completions at {@code comps} to its operation (a Future is
-     * completed here, a CompletionHandler is given to its channel's executor), on a reaper or on
-     * a getter that helps; any number of threads run it at once, each with completions of its
-     * own (the port gives each to exactly one waiter; {@code ops.remove} and
+     * Hands each of the {@code n} completions at {@code comps} to its operation, on a reaper
+     * ({@code self}), on a getter that helps ({@code helper}) or on the standby (neither): a
+     * Future is completed here, a CompletionHandler is given to its channel's executor, or, on a
+     * reaper, a default-group handler is run by the reaper itself once the whole batch was handed
+     * out (so a handler that blocks holds up no future of its batch, and the standby can take the
+     * batch's other handlers). Any number of threads run it at once, each with completions of
+     * its own (the port gives each to exactly one waiter; {@code ops.remove} and
      * {@link Op#deliver}'s flag make each operation's delivery happen once). Returns true if a
      * reaper took a STOP.
      *
      * <p>{@link #close} posts one STOP per reaper, and each reaper must take exactly one: a STOP
-     * that a getter takes, or a reaper's second STOP of one batch (the reapers stand aside, so
-     * both STOPs of a close are often ready when the first reaper comes back to the port), is
-     * posted again for another reaper.
+     * that a getter or the standby takes, or a reaper's second STOP of one batch (the reapers
+     * stand aside, so both STOPs of a close are often ready when the first reaper comes back to
+     * the port), is posted again for another reaper.
      *
      * @param helper taken by a getter that helps (every STOP is posted again for a reaper)
      */
-    private boolean dispatch(MemorySegment comps, long n, boolean helper) {
+    private boolean dispatch(MemorySegment comps, long n, Reaper self, boolean helper) {
         boolean stop = false;
+        int left = 0;
         for (int i = 0; i < n; i++) {
             long base = i * Native.COMPLETION_SIZE;
             long ud = comps.get(JAVA_LONG, base);
             long res = comps.get(JAVA_LONG, base + 8);
             if (ud == STOP) {
-                if (helper || stop) {
+                if (self == null || stop) {
                     post(STOP, true); // for another reaper
                 } else {
                     stop = true;
@@ -431,7 +532,14 @@ public final class OverlapEngine implements AutoCloseable {
                 takenByGetters.incrementAndGet();
             }
             try {
-                op.complete(res);
+                if (op.complete(res, !helper)) {
+                    if (self != null) {
+                        SLOT.setRelease(self.pending, left++, op);
+                    } else { // the standby, reaping instead of held reapers
+                        handedOver.incrementAndGet();
+                        op.handOff();
+                    }
+                }
             } catch (Throwable t) {
                 // never lose the reaper (or a getter's get()): report and go on
                 System.err.println("overlap-java: error delivering a completion: " + t);
@@ -439,7 +547,169 @@ public final class OverlapEngine implements AutoCloseable {
             }
         }
         progressed();
+        for (int i = 0; i < left; i++) {
+            Op op = (Op) SLOT.getAndSet(self.pending, i, (Op) null);
+            if (op != null) { // else the standby took it
+                runHandler(self, op);
+            }
+        }
         return stop;
+    }
+
+    /** Runs a default-group handler on its reaper, where the standby can see it. */
+    private void runHandler(Reaper self, Op op) {
+        long seq = self.seq;
+        SEQ.setVolatile(self, seq + 1);
+        // (a volatile store, then a volatile load: Dekker with the standby going to sleep)
+        int standby = standbyState;
+        if (standby != STANDBY_WATCHING) {
+            wakeStandby(standby);
+        }
+        try {
+            op.run();
+        } catch (Throwable t) {
+            uncaught(t);
+        } finally {
+            SEQ.setRelease(self, seq + 2);
+        }
+    }
+
+    /**
+     * A handler threw: as a JDK pool thread, the thread's uncaught exception handler is told (by
+     * default its thread group prints it with the thread's name); unlike one, the reaper goes on.
+     */
+    private static void uncaught(Throwable t) {
+        Thread me = Thread.currentThread();
+        try {
+            me.getUncaughtExceptionHandler().uncaughtException(me, t);
+        } catch (Throwable ignore) {
+            // the uncaught exception handler failed too: nothing more to tell
+        }
+    }
+
+    // ---- the standby (see the class comment)
+
+    /** A handler starts while the standby is not watching: start it, or wake it. */
+    private void wakeStandby(int state) {
+        if (state == STANDBY_ASLEEP) {
+            if (STANDBY.compareAndSet(this, STANDBY_ASLEEP, STANDBY_WATCHING)) {
+                Thread t;
+                synchronized (standbyLock) {
+                    t = standbyThread;
+                }
+                LockSupport.unpark(t);
+            }
+            return;
+        }
+        synchronized (standbyLock) {
+            if (standbyState != STANDBY_NONE || closed) {
+                return;
+            }
+            Thread t = new Thread(this::standby, "overlap-standby-" + number);
+            t.setDaemon(true);
+            standbyThread = t;
+            standbyState = STANDBY_WATCHING;
+            THREADS.put(t, this);
+            t.start();
+        }
+    }
+
+    private void standby() {
+        try {
+            MemorySegment comps = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * REAP_MAX, 8);
+            long[] seen = new long[reapers.length];
+            int quiet = 0;
+            while (!closed) {
+                // a full interval between two looks (a stale unpark must not shorten it)
+                long deadline = System.nanoTime() + STUCK_NANOS;
+                for (long left; (left = deadline - System.nanoTime()) > 0 && !closed; ) {
+                    LockSupport.parkNanos(this, left);
+                }
+                if (closed) {
+                    return;
+                }
+                int held = 0;
+                boolean busy = false;
+                for (int i = 0; i < reapers.length; i++) {
+                    long seq = (long) SEQ.getVolatile(reapers[i]);
+                    if ((seq & 1) != 0 && seq == seen[i]) {
+                        held++; // inside the same handler as at the last look
+                        takePending(reapers[i]);
+                    }
+                    busy |= seq != seen[i] || (seq & 1) != 0;
+                    seen[i] = seq;
+                }
+                if (held == reapers.length) {
+                    reapInstead(comps, seen);
+                    quiet = 0;
+                } else if (busy) {
+                    quiet = 0;
+                } else if (++quiet >= QUIET_LOOKS) {
+                    quiet = 0;
+                    sleepUntilAHandlerStarts(seen);
+                }
+            }
+        } finally {
+            THREADS.remove(Thread.currentThread());
+        }
+    }
+
+    /** No handler ran for a while: sleep until one starts ({@link #runHandler} wakes it) or close. */
+    private void sleepUntilAHandlerStarts(long[] seen) {
+        standbyState = STANDBY_ASLEEP;
+        // (a volatile store, then volatile loads: a handler that started before it is seen here,
+        // one that starts after it sees ASLEEP and wakes this thread)
+        for (int i = 0; i < reapers.length; i++) {
+            if ((long) SEQ.getVolatile(reapers[i]) != seen[i]) {
+                STANDBY.compareAndSet(this, STANDBY_ASLEEP, STANDBY_WATCHING);
+                return;
+            }
+        }
+        while (standbyState == STANDBY_ASLEEP && !closed) {
+            LockSupport.park(this);
+        }
+    }
+
+    /** Takes the handlers a held reaper has not run yet and gives them to the group's pool. */
+    private void takePending(Reaper r) {
+        for (int i = 0; i < r.pending.length; i++) {
+            if (SLOT.getAcquire(r.pending, i) != null) {
+                Op op = (Op) SLOT.getAndSet(r.pending, i, (Op) null);
+                if (op != null) {
+                    handedOver.incrementAndGet();
+                    op.handOff();
+                }
+            }
+        }
+    }
+
+    /**
+     * Every reaper is held in a handler: reap in their place (handing every handler over), in
+     * waits of {@link #STUCK_NANOS}, until one of them is back (its {@code seq} moved) or close.
+     */
+    private void reapInstead(MemorySegment comps, long[] seen) {
+        while (!closed) {
+            for (int i = 0; i < reapers.length; i++) {
+                if ((long) SEQ.getVolatile(reapers[i]) != seen[i]) {
+                    return;
+                }
+            }
+            long n;
+            try {
+                n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) REAP_MAX, STUCK_NANOS);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (n < 0) {
+                return;
+            }
+            if (n > 0) {
+                dispatch(comps, n, null, false);
+            }
+            for (Reaper r : reapers) {
+                takePending(r);
+            }
+        }
     }
 
     /** A batch was reaped: wake threads waiting for budget. */
@@ -546,7 +816,7 @@ public final class OverlapEngine implements AutoCloseable {
             if (n < 0) {
                 return false;
             }
-            dispatch(comps, n, true);
+            dispatch(comps, n, null, true);
             return true;
         } finally {
             room.give(comps);
@@ -604,8 +874,10 @@ public final class OverlapEngine implements AutoCloseable {
     }
 
     /**
-     * Stops an engine made by {@link #create}: its reapers finish after the operations in flight
-     * complete. The shared engine cannot be closed (it lives as long as the process).
+     * Stops an engine made by {@link #create}: each reaper stops once it is back in the port (so
+     * this waits for handlers running on its reapers to return, except on a reaper itself: a
+     * handler may close its own engine), and the standby stops. Operations still in flight are
+     * not reaped after that. The shared engine cannot be closed (it lives as long as the process).
      */
     @Override
     public void close() {
@@ -618,16 +890,28 @@ public final class OverlapEngine implements AutoCloseable {
             }
             closed = true;
         }
-        for (int i = 0; i < reapers.size(); i++) {
+        Thread standby;
+        synchronized (standbyLock) {
+            standby = standbyThread; // none is started from now on (closed)
+        }
+        if (standby != null) {
+            LockSupport.unpark(standby);
+        }
+        for (int i = 0; i < reapers.length; i++) {
             post(STOP, true);
         }
-        for (Thread t : reapers) {
-            try {
-                t.join();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
+        Thread me = Thread.currentThread();
+        try {
+            for (Reaper r : reapers) {
+                if (r.thread != me) {
+                    r.thread.join();
+                }
             }
+            if (standby != null && standby != me) {
+                standby.join();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 

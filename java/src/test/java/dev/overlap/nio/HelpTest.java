@@ -137,7 +137,7 @@ class HelpTest {
             @Override public void failed(Throwable exc, Void a) { }
         });
         assertTrue(h.entered.await(10, TimeUnit.SECONDS), "the reaper dispatched the handler");
-        assertTrue(h.held.getName().startsWith("overlap-reaper-" + e.number + "-"), h.held.getName());
+        assertTrue(e.isReaper(h.held), h.held.getName());
         return h;
     }
 

@@ -44,9 +44,14 @@ final class TestSupport {
         final BufferedReader out;
 
         OtherJvm(String... args) throws IOException {
+            this(LockHelper.class, args);
+        }
+
+        /** Runs {@code main} (a class of the tests) with {@code args}, without this JVM's -D options. */
+        OtherJvm(Class<?> main, String... args) throws IOException {
             String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-            List<String> cmd = new java.util.ArrayList<>(List.of(java, "-cp", System.getProperty("java.class.path"),
-                    LockHelper.class.getName()));
+            List<String> cmd = new java.util.ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED",
+                    "-cp", System.getProperty("java.class.path"), main.getName()));
             cmd.addAll(List.of(args));
             process = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
             out = new BufferedReader(new InputStreamReader(process.getInputStream()));
