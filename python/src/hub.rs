@@ -10,8 +10,9 @@
 //!   [`Hub::reap`], which completes the operations; their wakers run right
 //!   there, on the loop's thread, and the futures are polled again and
 //!   their asyncio futures resolved in the same callback.
-//! - A waker fired on any other thread (the thread-pool driver where
-//!   io_uring is blocked, or a released share of the in-flight budget)
+//! - A waker fired on any other thread (where io_uring is blocked, Linux
+//!   AIO's reaper or the thread pool beside it; or a released share of the
+//!   in-flight budget)
 //!   queues the operation and writes the hub's eventfd, also watched with
 //!   `loop.add_reader`: no Python thread and no GIL on the waking thread.
 //! - Submissions are batched: the hub registers a flusher with its ring

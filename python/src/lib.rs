@@ -19,8 +19,10 @@ mod hub;
 /// The process's engine and the process it was made in.
 static ENGINE: Mutex<Option<(Engine, u32)>> = Mutex::new(None);
 
-/// The process's engine, started on first use (io_uring, or the thread
-/// pool and the reason why; `OVERLAP_DRIVER=pool|uring` chooses;
+/// The process's engine, started on first use (io_uring; where io_uring is
+/// blocked, Linux AIO for O_DIRECT reads, writes and syncs with the thread
+/// pool beside it, or the pool alone, and the reason why;
+/// `OVERLAP_DRIVER=uring|aio|pool` chooses;
 /// `OVERLAP_MAX_INFLIGHT_OPS` and `OVERLAP_MAX_INFLIGHT_BYTES` set the
 /// in-flight budget, default 4096 operations and 64 MiB).
 ///

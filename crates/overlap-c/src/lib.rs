@@ -11,7 +11,7 @@
 //! a timeout from any number of threads, cancellation, posted completions,
 //! and errors as `-errno` with a thread-local message.
 //!
-//! Every exported function runs its body inside [`guard`]: a Rust panic
+//! Every exported function runs its body inside `guard` (`error.rs`): a Rust panic
 //! never crosses the boundary (it becomes `-EIO` and a message), and every
 //! handle is checked for NULL.
 #![allow(non_camel_case_types)]

@@ -182,7 +182,7 @@ pub(crate) fn rusage() -> (f64, u64) {
     )
 }
 
-/// `Threads:` and `VmRSS:` (in bytes) of /proc/<pid>/status.
+/// `Threads:` and `VmRSS:` (in bytes) of `/proc/<pid>/status`.
 pub(crate) fn proc_threads_rss(pid: &str) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> Option<u64> {

@@ -9,7 +9,7 @@
 //! - **reads**: `--requests` (500) reads of 64 KiB at scattered, distinct,
 //!   64 KiB-aligned offsets of a `--size` (1 GiB) file, in the modes
 //!   {async, sync} × {direct, buffered-cold, buffered-cached}. Async reads
-//!   are all submitted through a [`Port`] before any completion is taken.
+//!   are all submitted through a [`Port`](overlap::Port) before any completion is taken.
 //! - **writes**: `--size` bytes written sequentially in 64 KiB chunks with 32
 //!   in flight, in the modes {grow, prealloc} × {direct, buffered,
 //!   writethrough}.
@@ -24,7 +24,7 @@
 //! offsets), [`modes`] (each measurement), [`system`] (the file system, the
 //! page cache, kernel workers, cleanup), [`verdict`] (the rules and the
 //! explanations, from a table), [`report`] (records, lines, the summary)
-//! and [`run`] (the steps in order).
+//! and [`run()`] (the steps in order).
 
 use std::path::PathBuf;
 

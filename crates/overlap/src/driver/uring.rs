@@ -25,13 +25,9 @@
 //! the submitting thread (waking it from `epoll_wait`), the ring's
 //! descriptor turns readable, and the executor's own task reaps it; the
 //! submissions of the tasks one reaping woke are handed to the kernel in
-//! one call by that task (`ReactorRing::set_flusher`). Measured in
-//! BENCHMARKS.md (the tokio section), 4 KiB random O_DIRECT reads from
-//! tokio tasks on the fast device: 4 tasks went from 35.5k reads/s through
-//! this thread (the table below) to 91.7k (fio psync with 4 jobs: 92.6k),
-//! 1024 tasks from 201k to 245k at 3.3 us of CPU per read (fio io_uring at
-//! depth 1024: 219k); batching alone took 1024 tasks from 210-222k to
-//! 311-316k and 5.1 to 2.7 us per read in an interleaved A/B run.
+//! one call by that task (`ReactorRing::set_flusher`). The tokio
+//! integration's measurements are in BENCHMARKS.md (against `tokio::fs`)
+//! and `docs/bench-log/2026-11-23-issue9-tokio.md` (against this thread).
 //!
 //! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
 //! global (every ring takes its permits from the one limiter); statistics
@@ -46,53 +42,30 @@
 //!
 //! # Measured (the reason for the choice)
 //!
-//! Random 4 KiB O_DIRECT reads of a 1 GiB file (BENCHMARKS.md has the disk's
-//! figures and the commands); `scripts/bench-hotpath`
-//! runs each shape with every design in turn, each invocation with fio 3.33
-//! beside it (`--compare-fio`), and `scripts/hotpath-table.py` gives the
-//! medians. "Engine thread" is the previous design (every operation handed
-//! to this thread and its completion handed back); "own rings" this one.
-//! The fast device is ext4 on a loop device over tmpfs (`scripts/fastdev`),
-//! CPU-bound, which shows software cost the disk hides; medians of two
-//! interleaved rounds on 2026-11-23. The disk (virtio, one queue) swung
-//! from 1.2k to 18k IOPS at depth 1 within minutes during this session, so
-//! only ratios measured in the same invocation mean anything there.
-//!
-//! | shape (fast device) | engine thread | own rings | fio io_uring | own rings vs fio | CPU per read vs fio |
-//! | --- | --- | --- | --- | --- | --- |
-//! | depth 1, `.wait()` | 16.1k, 32.9 us | 27.0k, 15.9 us | 37.1k, 11.7 us | 0.73x | 1.35x |
-//! | depth 4, port | 32.4k, 17.9 us | 67.4k, 8.3 us | 80.1k, 7.6 us | 0.84x | 1.08x |
-//! | depth 32, port | 237k, 4.0 us | 194k, 4.7 us | 205k, 4.3 us | 0.95x | 1.09x |
-//! | depth 32, futures in `block_on` | 212k, 4.2 us | 232k, 3.7 us | 214k, 4.1 us | 1.09x | 0.90x |
-//! | 4 threads in `.wait()` (vs fio psync, 4 jobs: 92.9k) | - | 87.0k, 9.8 us | 90.2k | 0.94x psync | |
-//! | 16 threads in `.wait()` (vs fio psync, 16 jobs: 118k) | - | 112.8k, 9.2 us | 192.7k | 0.96x psync | |
-//! | 4 tokio tasks | 38.7k, 19.2 us | 35.5k, 20.6 us | 79.8k, 7.2 us | 0.45x | 2.87x |
-//! | 16 tokio tasks | 114k, 7.9 us | 116k, 8.1 us | 175k, 5.0 us | 0.66x | 1.62x |
-//! | 1024 tokio tasks | 205k, 4.3 us | 201k, 4.5 us | 220k, 4.1 us | 0.92x | 1.11x |
-//!
-//! What the table says:
+//! The measurements that chose this design (each shape run with the
+//! previous design, every operation handed to this thread and its
+//! completion handed back, and with this one, fio beside each invocation)
+//! are in `docs/bench-log/2026-11-23-hot-path.md`, with their commands
+//! (`scripts/bench-hotpath`, `scripts/hotpath-table.py`). What they showed:
 //! - A thread waiting on its own ring is the big win where the hand-off
-//!   dominated: depth 1 went from 16k to 27k reads/s and from 33 to 16 us
-//!   of CPU per read; four threads in `.wait()` now run at psync's pace.
-//!   With many operations per waiter (depth 32 through `block_on`) it
-//!   beats fio: one `io_uring_enter` submits a batch and the next waits.
-//! - A port on its own ring doubles depth 4 (no hand-off) but loses to the
-//!   engine thread at depth 32 on the CPU-bound device: there the engine
-//!   thread and the requester ran on both vCPUs at once (237k), while the
-//!   port's single requester makes one `io_uring_enter` per submission (as
-//!   fio does) plus a lock per completion. On the disk the two were level
-//!   (medians of two rounds: 69.1k and 64.3k, 0.92x and 0.95x of fio).
-//! - Futures on tokio still go through this thread: tokio's 4 and 16 task
-//!   rows are unchanged, as expected; that path belongs to the tokio
-//!   integration, which can put a ring per worker into tokio's reactor.
+//!   dominated: depth 1 and threads in `.wait()`. With many operations per
+//!   waiter (depth 32 through `block_on`) it beats fio: one
+//!   `io_uring_enter` submits a batch and the next waits.
+//! - A port on its own ring removes the hand-off at shallow depths, but at
+//!   depth 32 on a CPU-bound device the engine thread won: it ran beside the
+//!   requester on the second vCPU, while the port's single requester makes
+//!   one `io_uring_enter` per submission (as fio does) plus a lock per
+//!   completion.
+//! - Futures on executors without an integration still go through this
+//!   thread; the integrations (overlap-tokio, the Python package) put a ring
+//!   per executor thread into the executor's reactor instead.
 //!
 //! Designs weighed and not taken: one shared ring where callers submit and
 //! waiters reap (leader/follower) makes the reaper wake the other waiters
-//! through futexes (a second wake-up per operation on this VM, ~20 us),
-//! and completion work still runs on each submitter; SQPOLL spends a core
-//! of two polling. An earlier measurement of "callers submit, one reaper
-//! thread" is kept in `examples/design_b.rs` (88k against this thread's
-//! 81k at depth 32 on the disk, then).
+//! through futexes (a second wake-up per operation on this VM), and
+//! completion work still runs on each submitter; SQPOLL spends a core of
+//! two polling. An earlier measurement of "callers submit, one reaper
+//! thread" is kept in `examples/design_b.rs`.
 //!
 //! # The engine thread
 //!
