@@ -1,6 +1,12 @@
 //! The integration tests of the `overlap` command, one binary (modules
 //! below), each running the built binary as a user would.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 mod util;
 
 mod bench;

@@ -1,5 +1,11 @@
 //! The journal's integration tests: one binary, one module per subject.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 mod basic;
 mod corrupt_tail;
 mod enospc;

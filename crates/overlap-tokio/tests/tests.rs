@@ -5,6 +5,12 @@
 //! allows it, the engine's thread pool with `OVERLAP_DRIVER=pool`;
 //! `scripts/test` runs this binary once each way.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 #[macro_use]
 mod util;
 

@@ -147,11 +147,10 @@ impl Limiter {
 
     /// Hands permits to waiters at the head of the queue while they fit.
     fn grant(&self, st: &mut State, wake: &mut Vec<Arc<Waiter>>) {
-        while let Some(front) = st.waiters.front() {
-            if !self.fits(st, front.bytes) {
+        while st.waiters.front().is_some_and(|w| self.fits(st, w.bytes)) {
+            let Some(w) = st.waiters.pop_front() else {
                 break;
-            }
-            let w = st.waiters.pop_front().expect("front exists");
+            };
             self.take(st, w.bytes);
             w.granted.store(true, Ordering::Release);
             wake.push(w);
@@ -195,6 +194,10 @@ impl Future for Acquire {
         if let Some(p) = this.ready.take() {
             return Poll::Ready(p);
         }
+        #[allow(
+            clippy::expect_used,
+            reason = "polling a future after it returned Ready is a bug in the caller (this crate)"
+        )]
         let w = this
             .waiter
             .as_ref()

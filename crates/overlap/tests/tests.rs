@@ -5,6 +5,12 @@
 //! seccomp filter, counting process-wide threads, fork) run this binary
 //! again for one test (`common::run_child`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 #[macro_use]
 mod common;
 
