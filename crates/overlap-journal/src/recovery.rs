@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use crate::error::{Damage, Error, Result};
 use crate::format::{
-    align_down, align_up, decode_segment_header, encode_filler, Checkpoint, Geometry, Next,
-    RecordReader, StreamSource, CHECKPOINT_SLOT, FILLER_BYTES, RECORD_ALIGN, SEGMENT_HEADER,
+    align_down, align_up, decode_segment_header, encode_filler, filler_reads_back, Checkpoint,
+    Geometry, Next, RecordReader, StreamSource, CHECKPOINT_SLOT, FILLER_BYTES, RECORD_ALIGN,
+    SEGMENT_HEADER,
 };
 use crate::storage::Storage;
 
@@ -325,8 +326,8 @@ fn create(
         durable_lsn: 0,
         max_record_bytes: max_record as u32,
     };
-    storage.create_segment(0, geo.segment_size, &geo.encode_segment_header(0))?;
-    storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode(), true)?;
+    storage.create_segment(0, geo.segment_size, &geo.encode_segment_header_checked(0))?;
+    storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode_checked(), true)?;
     report.created = true;
     report.segments = 1;
     Ok(Recovered {
@@ -439,7 +440,7 @@ fn repair_log(
         .filter(|&&s| s >= start_seq && s <= end_seq)
     {
         let mut b = overlap::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
-        let h = geo.encode_segment_header(seq);
+        let h = geo.encode_segment_header_checked(seq);
         b[..h.len()].copy_from_slice(&h);
         let (res, _) = storage.write(seq, 0, b);
         res?;
@@ -465,7 +466,7 @@ fn repair_log(
             storage.create_segment(
                 end_seq,
                 geo.segment_size,
-                &geo.encode_segment_header(end_seq),
+                &geo.encode_segment_header_checked(end_seq),
             )?;
         }
         r.last_seq = end_seq;
@@ -484,6 +485,10 @@ fn cover_dropped(scan: &Scan<'_>, scanned: &Scanned, touched: &mut BTreeSet<u64>
     let (storage, segs, geo) = (scan.storage, scan.segs, scan.geo);
     let mut fill = |d: &DroppedStretch| -> Result<()> {
         let f = encode_filler(&geo, d.from, d.to - d.from);
+        debug_assert!(
+            filler_reads_back(&geo, d.from, d.to - d.from, &f),
+            "a filler covers its stretch exactly: {d:?}"
+        );
         write_log(storage, segs, geo, d.from, &f, touched)
     };
     let again = scan.run(&mut fill)?;
@@ -549,7 +554,7 @@ fn commit(
     };
     storage.write_checkpoint(
         (checkpoint.generation % 2) * CHECKPOINT_SLOT as u64,
-        &checkpoint.encode(),
+        &checkpoint.encode_checked(),
         true,
     )?;
     Ok(checkpoint)
@@ -579,7 +584,11 @@ fn write_log(
         let seq = geo.segment_of(p);
         let n = ((bytes.len() - done) as u64).min(geo.segment_start(seq + 1) - p) as usize;
         if segs.binary_search(&seq).is_err() && !touched.contains(&seq) {
-            storage.create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq))?;
+            storage.create_segment(
+                seq,
+                geo.segment_size,
+                &geo.encode_segment_header_checked(seq),
+            )?;
         }
         let off = geo.file_offset(p);
         let b0 = align_down(off, bs);
@@ -718,6 +727,11 @@ struct Pending<'f> {
 
 impl Pending<'_> {
     fn push(&mut self, d: DroppedStretch) -> Result<()> {
+        debug_assert!(d.from < d.to, "a dropped stretch is not empty: {d:?}");
+        debug_assert!(
+            self.open.as_ref().is_none_or(|o| o.to <= d.from),
+            "dropped stretches come in log order, apart"
+        );
         if let Some(o) = self.open.as_mut() {
             if o.to == d.from {
                 o.to = d.to;
