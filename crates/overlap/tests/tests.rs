@@ -4,6 +4,10 @@
 //! Tests that need a process of their own (an environment variable, a
 //! seccomp filter, counting process-wide threads, fork) run this binary
 //! again for one test (`common::run_child`).
+//!
+//! Helpers shared by the modules (`per_driver!`, test files, patterned
+//! data, counting and panicking buffers, child processes, deadlines) are in
+//! `common/mod.rs`.
 
 #![allow(
     clippy::unwrap_used,
