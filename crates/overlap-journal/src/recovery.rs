@@ -753,166 +753,224 @@ impl Pending<'_> {
     }
 }
 
+/// What a [`Scan`] has counted so far.
+#[derive(Default)]
+struct Tally {
+    records: u64,
+    salvaged: u64,
+    /// Where the first dropped stretch starts, once there is one.
+    read_end: Option<u64>,
+    /// The open batch: its first LSN and how many of its records were
+    /// read. A batch is kept only when its last record is there.
+    batch: Option<(u64, u64)>,
+}
+
+impl Tally {
+    /// Keeps `n` valid records (salvaged, after a dropped stretch).
+    fn keep(&mut self, n: u64) {
+        self.records += n;
+        if self.read_end.is_some() {
+            self.salvaged += n;
+        }
+    }
+
+    /// Drops `d`: the first dropped stretch is where the valid records
+    /// readers see end.
+    fn drop_stretch(&mut self, pending: &mut Pending<'_>, d: DroppedStretch) -> Result<()> {
+        self.read_end.get_or_insert(d.from);
+        pending.push(d)
+    }
+}
+
 impl Scan<'_> {
     fn run(&self, out: &mut dyn FnMut(&DroppedStretch) -> Result<()>) -> Result<Scanned> {
-        let geo = self.geo;
-        let salvage = self.mode == RecoveryMode::Salvage;
         let src = StorageSource {
             storage: self.storage.clone(),
-            geo,
+            geo: self.geo,
             end: self.limit,
         };
-        let mut reader = RecordReader::new(src, geo, self.read_limit, self.start);
+        let mut reader = RecordReader::new(src, self.geo, self.read_limit, self.start);
         let mut pending = Pending {
             open: None,
             out,
             count: 0,
         };
-        let (mut records, mut salvaged) = (0u64, 0u64);
-        let mut read_end = None;
-        // The open batch: its first LSN and how many of its records were
-        // read. A batch is kept only when its last record is there.
-        let mut batch: Option<(u64, u64)> = None;
+        let mut t = Tally::default();
         let mut first = true;
-        let mut keep = |n: u64, read_end: &Option<u64>| {
-            records += n;
-            if read_end.is_some() {
-                salvaged += n;
-            }
-        };
         let end = loop {
             let found = reader.next_record()?;
             let at_start = std::mem::take(&mut first);
             let pos = reader.position();
             let damage = match found {
                 Next::Record(lsn, _) => {
-                    let (cont, more) = reader.last_batch();
-                    match batch {
-                        // The log may start inside a batch (retired up to
-                        // one of its records).
-                        None if cont && !at_start => {
-                            // A batch's later record without its first.
-                            if !salvage {
-                                return Err(corrupt(lsn, Damage::IncompleteBatch));
-                            }
-                            read_end.get_or_insert(lsn);
-                            pending.push(DroppedStretch {
-                                from: lsn,
-                                to: pos,
-                                damage: Damage::IncompleteBatch.to_string(),
-                                records: 1,
-                            })?;
-                            continue;
-                        }
-                        Some((from, n)) if !cont => {
-                            // A new record while a batch is open: the
-                            // batch's last records are missing.
-                            let d = Damage::RecordsFollow {
-                                first: Box::new(Damage::IncompleteBatch),
-                                next: lsn,
-                            };
-                            if !salvage {
-                                return Err(corrupt(from, d));
-                            }
-                            read_end.get_or_insert(from);
-                            pending.push(DroppedStretch {
-                                from,
-                                to: lsn,
-                                damage: Damage::IncompleteBatch.to_string(),
-                                records: n,
-                            })?;
-                            batch = None;
-                        }
-                        _ => {}
-                    }
-                    match (batch.as_mut(), more) {
-                        (Some(b), true) => b.1 += 1,
-                        (Some(b), false) => {
-                            let n = b.1 + 1;
-                            batch = None;
-                            keep(n, &read_end);
-                        }
-                        (None, true) => batch = Some((lsn, 1)),
-                        (None, false) => keep(1, &read_end),
-                    }
+                    let flags = reader.last_batch();
+                    self.on_record(&mut t, &mut pending, lsn, pos, flags, at_start)?;
                     continue;
                 }
                 Next::End => None,
                 Next::Damaged(d) => Some(d),
             };
-            // The log ends at `pos`, or is damaged there. A batch still
-            // open goes with it.
-            let (from, in_batch) = match batch.take() {
-                Some((from, n)) => (from, n),
-                None => (pos, 0),
-            };
-            let damage = match (damage, in_batch) {
-                (Some(d), _) => Some(d),
-                (None, 0) => None,
-                (None, _) => Some(Damage::IncompleteBatch),
-            };
-            if from < self.durable && !salvage {
-                // A segment that must hold acknowledged records is gone.
-                let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
-                    .find(|s| self.segs.binary_search(s).is_err());
-                if let Some(seq) = first_missing {
-                    return Err(corrupt(
-                        geo.segment_start(seq).max(from),
-                        Damage::MissingSegment(seq),
-                    ));
-                }
-                // Records acknowledged durable are gone: never silently skipped.
-                return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+            if let Some(end) = self.on_end(&mut t, &mut pending, &mut reader, pos, damage)? {
+                break end;
             }
-            // Valid records after it mean it is not the torn tail of a log
-            // written in order (see the crate documentation).
-            if let Some(next) = find_next(&mut reader, self.segs, geo, pos, self.scan_to)? {
-                let first = damage.unwrap_or(Damage::Zeros);
-                if !salvage {
-                    let d = Damage::RecordsFollow {
-                        first: Box::new(first),
-                        next,
-                    };
-                    return Err(corrupt(from, d));
-                }
-                read_end.get_or_insert(from);
-                pending.push(DroppedStretch {
-                    from,
-                    to: next,
-                    damage: first.to_string(),
-                    records: in_batch,
-                })?;
-                reader.seek(next);
-                continue;
-            }
-            let Some(d) = damage else {
-                break from; // a clean end
-            };
-            if self.mode == RecoveryMode::Strict {
-                return Err(corrupt(from, d));
-            }
-            // A damaged tail: dropped up to past every byte written there,
-            // where new records then continue (never reusing an LSN that
-            // names bytes on disk).
-            let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
-                .max(from + FILLER_BYTES as u64);
-            read_end.get_or_insert(from);
-            pending.push(DroppedStretch {
-                from,
-                to,
-                damage: d.to_string(),
-                records: in_batch,
-            })?;
-            break to;
         };
         pending.flush()?;
         Ok(Scanned {
             end,
-            read_end: read_end.unwrap_or(end),
-            records,
-            salvaged,
+            read_end: t.read_end.unwrap_or(end),
+            records: t.records,
+            salvaged: t.salvaged,
             stretches: pending.count,
         })
+    }
+
+    /// A valid record at `lsn`, the next one at `pos`, with its batch flags
+    /// `(cont, more)` (see [`RecordReader::last_batch`]): kept, or part of
+    /// an incomplete batch, which salvage drops and any other mode refuses.
+    fn on_record(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        lsn: u64,
+        pos: u64,
+        (cont, more): (bool, bool),
+        at_start: bool,
+    ) -> Result<()> {
+        let salvage = self.mode == RecoveryMode::Salvage;
+        match t.batch {
+            // The log may start inside a batch (retired up to
+            // one of its records).
+            None if cont && !at_start => {
+                // A batch's later record without its first.
+                if !salvage {
+                    return Err(corrupt(lsn, Damage::IncompleteBatch));
+                }
+                return t.drop_stretch(
+                    pending,
+                    DroppedStretch {
+                        from: lsn,
+                        to: pos,
+                        damage: Damage::IncompleteBatch.to_string(),
+                        records: 1,
+                    },
+                );
+            }
+            Some((from, n)) if !cont => {
+                // A new record while a batch is open: the
+                // batch's last records are missing.
+                let d = Damage::RecordsFollow {
+                    first: Box::new(Damage::IncompleteBatch),
+                    next: lsn,
+                };
+                if !salvage {
+                    return Err(corrupt(from, d));
+                }
+                t.drop_stretch(
+                    pending,
+                    DroppedStretch {
+                        from,
+                        to: lsn,
+                        damage: Damage::IncompleteBatch.to_string(),
+                        records: n,
+                    },
+                )?;
+                t.batch = None;
+            }
+            _ => {}
+        }
+        match (t.batch.as_mut(), more) {
+            (Some(b), true) => b.1 += 1,
+            (Some(b), false) => {
+                let n = b.1 + 1;
+                t.batch = None;
+                t.keep(n);
+            }
+            (None, true) => t.batch = Some((lsn, 1)),
+            (None, false) => t.keep(1),
+        }
+        Ok(())
+    }
+
+    /// The log ends at `pos`, or is damaged there: judged by the mode.
+    /// Returns where new records continue, or `None` when valid records
+    /// follow and the scan goes on from the next (the reader is there).
+    fn on_end(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        reader: &mut RecordReader<StorageSource>,
+        pos: u64,
+        damage: Option<Damage>,
+    ) -> Result<Option<u64>> {
+        let geo = self.geo;
+        let salvage = self.mode == RecoveryMode::Salvage;
+        // A batch still open goes with it.
+        let (from, in_batch) = match t.batch.take() {
+            Some((from, n)) => (from, n),
+            None => (pos, 0),
+        };
+        let damage = match (damage, in_batch) {
+            (Some(d), _) => Some(d),
+            (None, 0) => None,
+            (None, _) => Some(Damage::IncompleteBatch),
+        };
+        if from < self.durable && !salvage {
+            // A segment that must hold acknowledged records is gone.
+            let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
+                .find(|s| self.segs.binary_search(s).is_err());
+            if let Some(seq) = first_missing {
+                return Err(corrupt(
+                    geo.segment_start(seq).max(from),
+                    Damage::MissingSegment(seq),
+                ));
+            }
+            // Records acknowledged durable are gone: never silently skipped.
+            return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+        }
+        // Valid records after it mean it is not the torn tail of a log
+        // written in order (see the crate documentation).
+        if let Some(next) = find_next(reader, self.segs, geo, pos, self.scan_to)? {
+            let first = damage.unwrap_or(Damage::Zeros);
+            if !salvage {
+                let d = Damage::RecordsFollow {
+                    first: Box::new(first),
+                    next,
+                };
+                return Err(corrupt(from, d));
+            }
+            t.drop_stretch(
+                pending,
+                DroppedStretch {
+                    from,
+                    to: next,
+                    damage: first.to_string(),
+                    records: in_batch,
+                },
+            )?;
+            reader.seek(next);
+            return Ok(None);
+        }
+        let Some(d) = damage else {
+            return Ok(Some(from)); // a clean end
+        };
+        if self.mode == RecoveryMode::Strict {
+            return Err(corrupt(from, d));
+        }
+        // A damaged tail: dropped up to past every byte written there,
+        // where new records then continue (never reusing an LSN that
+        // names bytes on disk).
+        let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
+            .max(from + FILLER_BYTES as u64);
+        t.drop_stretch(
+            pending,
+            DroppedStretch {
+                from,
+                to,
+                damage: d.to_string(),
+                records: in_batch,
+            },
+        )?;
+        Ok(Some(to))
     }
 }
 
