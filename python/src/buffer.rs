@@ -59,11 +59,19 @@ impl Mem {
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw)
             .ok_or_else(|| PyMemoryError::new_err(format!("cannot allocate {len} bytes")))?;
+        debug_assert!(
+            ptr.as_ptr() as usize % align == 0 && len <= cap,
+            "the allocation is aligned and holds len bytes"
+        );
         Ok(Mem { ptr, len, layout })
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
+        debug_assert!(
+            self.len <= self.layout.size(),
+            "len never exceeds the capacity"
+        );
         // SAFETY: `ptr` is valid for `layout.size() >= len` initialised
         // (zeroed) bytes owned by `self`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }

@@ -267,6 +267,10 @@ impl PyFile {
         let fut = if misaligned {
             let mut mem = self.read_buffer(len)?;
             let bytes = src.as_slice(py);
+            debug_assert!(
+                bytes.len() == len && overlap::IoBuf::bytes_len(&mem) == len,
+                "the copy's source and destination both hold len bytes"
+            );
             // SAFETY: `mem` was just allocated with `len` bytes and is not
             // shared with anyone yet.
             unsafe {

@@ -303,7 +303,9 @@ impl HubInner {
                 }
             }
         };
-        self.pending.fetch_sub(1, Ordering::AcqRel);
+        let started = self.pending.fetch_sub(1, Ordering::AcqRel);
+        // An operation completes once (its future is taken above).
+        debug_assert!(started > 0, "more operations completed than started");
         let pyfut = lock(&self.futures).remove(&op.id);
         match pyfut {
             Some(pyfut) => finish(py, pyfut.bind(py), outcome),
@@ -690,7 +692,8 @@ pub fn spawn<'py>(py: Python<'py>, fut: BoxFut) -> PyResult<Bound<'py, PyAny>> {
     let (lp, hub) = current(py)?;
     let pyfut = lp.call_method0(intern!(py, "create_future"))?;
     let id = hub.next_id.fetch_add(1, Ordering::Relaxed);
-    lock(&hub.futures).insert(id, pyfut.clone().unbind());
+    let earlier = lock(&hub.futures).insert(id, pyfut.clone().unbind());
+    debug_assert!(earlier.is_none(), "operation ids are unique");
     let op = Arc::new(OpState {
         fut: Mutex::new(Some(fut)),
         id,

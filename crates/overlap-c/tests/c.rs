@@ -12,6 +12,12 @@
 //! cannot build with it. Under `crates/no-uring` io_uring is refused, so the
 //! uring runs skip and the rest run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

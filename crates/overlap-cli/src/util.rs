@@ -6,8 +6,11 @@ use std::os::fd::AsRawFd;
 use hdrhistogram::Histogram;
 
 /// A latency histogram: 1 ns to 1 hour, 3 significant digits.
+#[allow(
+    clippy::expect_used,
+    reason = "the bounds are constants that hdrhistogram accepts: a failure is a bug"
+)]
 pub(crate) fn new_hist() -> Histogram<u64> {
-    // The bounds are constants.
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
 

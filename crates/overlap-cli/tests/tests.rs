@@ -1,5 +1,14 @@
 //! The integration tests of the `overlap` command, one binary (modules
 //! below), each running the built binary as a user would.
+//!
+//! Helpers shared by the modules (the built binary, fresh directories, its
+//! output) are in `util.rs`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
 
 mod util;
 

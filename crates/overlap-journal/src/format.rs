@@ -161,6 +161,24 @@ impl Geometry {
     }
 }
 
+impl Geometry {
+    /// [`encode_segment_header`](Self::encode_segment_header) for a header
+    /// the journal writes: checked in debug builds to decode to this
+    /// geometry and `seq`, as recovery will read it.
+    pub(crate) fn encode_segment_header_checked(&self, seq: u64) -> [u8; SEGMENT_HEADER] {
+        let h = self.encode_segment_header(seq);
+        debug_assert_eq!(
+            decode_segment_header(&h),
+            Some(SegmentHeader {
+                geometry: *self,
+                seq
+            }),
+            "a segment header the journal writes reads back"
+        );
+        h
+    }
+}
+
 /// A decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
@@ -241,6 +259,20 @@ impl Checkpoint {
         ok.then_some(c)
     }
 
+    /// [`encode`](Self::encode) for a checkpoint the journal writes:
+    /// checked in debug builds to decode to itself (valid geometry, start
+    /// at or before the durable point, a record limit in range), as the
+    /// next open will read it.
+    pub(crate) fn encode_checked(&self) -> [u8; CHECKPOINT_SLOT] {
+        let b = self.encode();
+        debug_assert_eq!(
+            Checkpoint::decode(&b),
+            Some(*self),
+            "a checkpoint the journal writes reads back"
+        );
+        b
+    }
+
     /// The newest valid checkpoint in a file image of two slots.
     pub fn decode_file(b: &[u8]) -> Option<Checkpoint> {
         let a = Checkpoint::decode(b.get(..CHECKPOINT_SLOT).unwrap_or(b));
@@ -277,6 +309,34 @@ pub fn seal_record(geo: &Geometry, lsn: u64, rec: &mut [u8]) {
 fn record_crc(rec: &[u8]) -> u32 {
     let c = crc32c::crc32c(&rec[0..4]);
     crc32c::crc32c_append(c, &rec[8..])
+}
+
+/// Whether the sealed record `rec` passes, at `lsn`, the checks
+/// [`RecordReader`] makes of a record (length, CRC, LSN, segment identity,
+/// not a filler): behind the flusher's `debug_assert!` that what it seals
+/// is what a reader accepts. (Not through a `RecordReader`, whose window
+/// of 256 KiB per call would make every debug append slow.)
+pub(crate) fn reads_back(geo: &Geometry, lsn: u64, rec: &[u8]) -> bool {
+    if rec.len() < RECORD_HEADER {
+        return false;
+    }
+    let field = u64_at(rec, 8);
+    u32_at(rec, 0) as usize == rec.len()
+        && record_crc(rec) == u32_at(rec, 4)
+        && field & LSN_MASK == lsn
+        && field & FLAG_FILLER == 0
+        && u64_at(rec, 16) == geo.segment_ident(geo.segment_of(lsn))
+}
+
+/// Whether the filler `f` at `lsn` reads back as one that skips to
+/// `lsn + span`.
+pub(crate) fn filler_reads_back(geo: &Geometry, lsn: u64, span: u64, f: &[u8]) -> bool {
+    let src = SliceSource {
+        base: lsn,
+        bytes: f,
+    };
+    let mut r = RecordReader::new(src, *geo, RECORD_HEADER, lsn);
+    matches!(r.next_record(), Ok(Next::End)) && r.position() == lsn + span
 }
 
 /// Encodes a complete record (for tests and tools).
@@ -623,6 +683,37 @@ mod tests {
         assert_eq!(recs[1].1, b"");
         assert_eq!(recs[2].1, b"world!!!");
         assert_eq!(recs[1].0, record_span(5));
+    }
+
+    #[test]
+    fn reads_back_agrees_with_the_reader() {
+        let g = geo();
+        let rec = encode_record(&g, 64, b"payload");
+        assert!(reads_back(&g, 64, &rec));
+        let mut r = RecordReader::new(
+            SliceSource {
+                base: 64,
+                bytes: &rec,
+            },
+            g,
+            64,
+            64,
+        );
+        assert_eq!(
+            r.next_record().unwrap(),
+            Next::Record(64, b"payload".to_vec())
+        );
+        assert!(!reads_back(&g, 72, &rec), "another position");
+        for i in 0..rec.len() {
+            let mut bad = rec.clone();
+            bad[i] ^= 1;
+            assert!(!reads_back(&g, 64, &bad), "byte {i} flipped");
+        }
+        let f = encode_filler(&g, 64, 128);
+        assert!(!reads_back(&g, 64, &f), "a filler is not a record");
+        assert!(filler_reads_back(&g, 64, 128, &f));
+        assert!(!filler_reads_back(&g, 64, 136, &f));
+        assert!(!filler_reads_back(&g, 64, 24, &encode_filler(&g, 64, 24)));
     }
 
     #[test]

@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use crate::error::{Damage, Error, Result};
 use crate::format::{
-    align_down, align_up, decode_segment_header, encode_filler, Checkpoint, Geometry, Next,
-    RecordReader, StreamSource, CHECKPOINT_SLOT, FILLER_BYTES, RECORD_ALIGN, SEGMENT_HEADER,
+    align_down, align_up, decode_segment_header, encode_filler, filler_reads_back, Checkpoint,
+    Geometry, Next, RecordReader, StreamSource, CHECKPOINT_SLOT, FILLER_BYTES, RECORD_ALIGN,
+    SEGMENT_HEADER,
 };
 use crate::storage::Storage;
 
@@ -182,107 +183,19 @@ pub(crate) fn recover(
     repair: bool,
     on_dropped: Option<OnDropped<'_>>,
 ) -> Result<Recovered> {
-    let bs = storage.block_size() as u64;
     let ckpt = storage
         .read_checkpoint()?
         .map(|b| Checkpoint::decode_file(&b).ok_or(corrupt(0, Damage::BadCheckpoint)))
         .transpose()?;
     let segs = storage.list_segments()?;
-    let mut report = RecoveryReport {
-        mode,
-        created: false,
-        segments: segs.len() as u64,
-        start_lsn: 0,
-        end_lsn: 0,
-        records: 0,
-        checkpoint_durable_lsn: 0,
-        truncated_at: None,
-        damage: None,
-        cut_acknowledged: false,
-        dropped_stretches: 0,
-        dropped_records: 0,
-        dropped_bytes: 0,
-        dropped: Vec::new(),
-        salvaged_records: 0,
-        dropped_file: None,
-        storage: storage.describe(),
-        live: !repair && storage.shared_with_writer(),
-    };
+    let mut report = RecoveryReport::new(storage, mode, segs.len() as u64, repair);
     let Some(ckpt) = ckpt else {
-        // Segment 0 alone and empty, without a checkpoint: the creation of
-        // a journal was interrupted (the checkpoint is written last, once
-        // the segment exists).
-        let interrupted = segs == [0] && segment_is_empty(storage, bs)?;
-        if !segs.is_empty() && !interrupted {
-            return Err(corrupt(0, Damage::BadCheckpoint));
-        }
-        if !repair {
-            return Err(Error::InvalidInput("no journal here".into()));
-        }
-        if interrupted {
-            storage.remove_segment(0)?;
-        }
-        // A new journal. Its settings are persisted (in the checkpoint)
-        // only once its first segment exists: a segment that cannot be
-        // made leaves nothing behind, and a retry may choose another size.
-        let header_size = bs.max(4096);
-        let geo = Geometry {
-            segment_size,
-            header_size,
-            uuid: rand::random::<u64>() | 1,
-        };
-        if !geo.valid() {
-            return Err(Error::InvalidInput(format!(
-                "segment size {segment_size} must be a multiple of {header_size} and larger than it"
-            )));
-        }
-        let c = Checkpoint {
-            geometry: geo,
-            generation: 1,
-            start_lsn: 0,
-            durable_lsn: 0,
-            max_record_bytes: max_record as u32,
-        };
-        storage.create_segment(0, geo.segment_size, &geo.encode_segment_header(0))?;
-        storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode(), true)?;
-        report.created = true;
-        report.segments = 1;
-        return Ok(Recovered {
-            geo,
-            checkpoint: c,
-            end: 0,
-            read_end: 0,
-            tail: Vec::new(),
-            first_seq: 0,
-            last_seq: 0,
-            read_limit: max_record,
-            report,
-        });
+        return create(storage, &segs, segment_size, max_record, repair, report);
     };
     let geo = ckpt.geometry;
     report.start_lsn = ckpt.start_lsn;
     report.checkpoint_durable_lsn = ckpt.durable_lsn;
-    let start_seq = geo.segment_of(ckpt.start_lsn);
-    let salvage = mode == RecoveryMode::Salvage;
-    // Validate the segment headers. Salvage reads through a bad one (the
-    // records in it are checked one by one: LSN, identity, CRC) and, when
-    // repairing, writes it anew.
-    let mut hdr = [0u8; SEGMENT_HEADER];
-    let mut bad_headers = Vec::new();
-    for &seq in &segs {
-        let n = storage.read(seq, 0, &mut hdr)?;
-        let ok =
-            decode_segment_header(&hdr[..n]).is_some_and(|h| h.geometry == geo && h.seq == seq);
-        if !ok {
-            if !salvage {
-                return Err(corrupt(
-                    geo.segment_start(seq),
-                    Damage::BadSegmentHeader(seq),
-                ));
-            }
-            bad_headers.push(seq);
-        }
-    }
+    let bad_headers = check_segment_headers(storage, &segs, geo, mode)?;
     // A writer is appending after the durable point: read up to it.
     let limit = if report.live {
         ckpt.durable_lsn
@@ -307,31 +220,182 @@ pub(crate) fn recover(
             .min(limit),
         mode,
     };
-    // First pass: find (and, when salvaging for writing, save) what is
-    // dropped. Nothing is changed yet.
+    let scanned = find_dropped(&scan, &ckpt, repair, on_dropped, &mut report)?;
+    let start_seq = geo.segment_of(ckpt.start_lsn);
+    let end_seq = geo.segment_of(scanned.end);
+    let mut recovered = Recovered {
+        geo,
+        checkpoint: ckpt,
+        end: scanned.end,
+        read_end: scanned.read_end,
+        tail: Vec::new(),
+        first_seq: segs.first().copied().unwrap_or(start_seq).min(start_seq),
+        last_seq: segs.last().copied().unwrap_or(end_seq),
+        read_limit,
+        report,
+    };
+    if repair {
+        repair_log(&scan, &scanned, &bad_headers, &mut recovered)?;
+    }
+    Ok(recovered)
+}
+
+impl RecoveryReport {
+    /// The report before anything is found.
+    fn new(storage: &Arc<dyn Storage>, mode: RecoveryMode, segments: u64, repair: bool) -> Self {
+        RecoveryReport {
+            mode,
+            created: false,
+            segments,
+            start_lsn: 0,
+            end_lsn: 0,
+            records: 0,
+            checkpoint_durable_lsn: 0,
+            truncated_at: None,
+            damage: None,
+            cut_acknowledged: false,
+            dropped_stretches: 0,
+            dropped_records: 0,
+            dropped_bytes: 0,
+            dropped: Vec::new(),
+            salvaged_records: 0,
+            dropped_file: None,
+            storage: storage.describe(),
+            live: !repair && storage.shared_with_writer(),
+        }
+    }
+
+    /// Counts a dropped stretch (and lists it, up to [`MAX_LISTED`]).
+    fn count_dropped(&mut self, d: &DroppedStretch, durable_lsn: u64) {
+        self.dropped_stretches += 1;
+        self.dropped_records += d.records;
+        self.dropped_bytes += d.to - d.from;
+        self.cut_acknowledged |= d.from < durable_lsn;
+        if self.truncated_at.is_none() {
+            self.truncated_at = Some(d.from);
+            self.damage = Some(d.damage.clone());
+        }
+        if self.dropped.len() < MAX_LISTED {
+            self.dropped.push(d.clone());
+        }
+    }
+}
+
+/// No checkpoint: a new journal when repairing (after removing what an
+/// interrupted creation left), an error otherwise.
+fn create(
+    storage: &Arc<dyn Storage>,
+    segs: &[u64],
+    segment_size: u64,
+    max_record: usize,
+    repair: bool,
+    mut report: RecoveryReport,
+) -> Result<Recovered> {
+    let bs = storage.block_size() as u64;
+    // Segment 0 alone and empty, without a checkpoint: the creation of
+    // a journal was interrupted (the checkpoint is written last, once
+    // the segment exists).
+    let interrupted = segs == [0] && segment_is_empty(storage, bs)?;
+    if !segs.is_empty() && !interrupted {
+        return Err(corrupt(0, Damage::BadCheckpoint));
+    }
+    if !repair {
+        return Err(Error::InvalidInput("no journal here".into()));
+    }
+    if interrupted {
+        storage.remove_segment(0)?;
+    }
+    // A new journal. Its settings are persisted (in the checkpoint)
+    // only once its first segment exists: a segment that cannot be
+    // made leaves nothing behind, and a retry may choose another size.
+    let header_size = bs.max(4096);
+    let geo = Geometry {
+        segment_size,
+        header_size,
+        uuid: rand::random::<u64>() | 1,
+    };
+    if !geo.valid() {
+        return Err(Error::InvalidInput(format!(
+            "segment size {segment_size} must be a multiple of {header_size} and larger than it"
+        )));
+    }
+    let c = Checkpoint {
+        geometry: geo,
+        generation: 1,
+        start_lsn: 0,
+        durable_lsn: 0,
+        max_record_bytes: max_record as u32,
+    };
+    storage.create_segment(0, geo.segment_size, &geo.encode_segment_header_checked(0))?;
+    storage.write_checkpoint(CHECKPOINT_SLOT as u64, &c.encode_checked(), true)?;
+    report.created = true;
+    report.segments = 1;
+    Ok(Recovered {
+        geo,
+        checkpoint: c,
+        end: 0,
+        read_end: 0,
+        tail: Vec::new(),
+        first_seq: 0,
+        last_seq: 0,
+        read_limit: max_record,
+        report,
+    })
+}
+
+/// Validates the segment headers; returns the bad ones. Salvage reads
+/// through a bad one (the records in it are checked one by one: LSN,
+/// identity, CRC) and, when repairing, writes it anew; any other mode
+/// fails on it.
+fn check_segment_headers(
+    storage: &Arc<dyn Storage>,
+    segs: &[u64],
+    geo: Geometry,
+    mode: RecoveryMode,
+) -> Result<Vec<u64>> {
+    let mut hdr = [0u8; SEGMENT_HEADER];
+    let mut bad_headers = Vec::new();
+    for &seq in segs {
+        let n = storage.read(seq, 0, &mut hdr)?;
+        let ok =
+            decode_segment_header(&hdr[..n]).is_some_and(|h| h.geometry == geo && h.seq == seq);
+        if !ok {
+            if mode != RecoveryMode::Salvage {
+                return Err(corrupt(
+                    geo.segment_start(seq),
+                    Damage::BadSegmentHeader(seq),
+                ));
+            }
+            bad_headers.push(seq);
+        }
+    }
+    Ok(bad_headers)
+}
+
+/// The first pass of the scan: finds what is dropped, counts it in
+/// `report`, saves it (a salvage opening for writing) and passes it to
+/// `on_dropped`. Nothing in the log is changed.
+fn find_dropped(
+    scan: &Scan<'_>,
+    ckpt: &Checkpoint,
+    repair: bool,
+    mut on_dropped: Option<OnDropped<'_>>,
+    report: &mut RecoveryReport,
+) -> Result<Scanned> {
+    let storage = scan.storage;
+    let save = repair && scan.mode == RecoveryMode::Salvage;
     let mut aside: Option<Aside> = None;
-    let mut on_dropped = on_dropped;
     let scanned = {
-        let report = &mut report;
+        let report = &mut *report;
         let aside = &mut aside;
         let mut first = |d: &DroppedStretch| -> Result<()> {
-            report.dropped_stretches += 1;
-            report.dropped_records += d.records;
-            report.dropped_bytes += d.to - d.from;
-            report.cut_acknowledged |= d.from < ckpt.durable_lsn;
-            if report.truncated_at.is_none() {
-                report.truncated_at = Some(d.from);
-                report.damage = Some(d.damage.clone());
-            }
-            if report.dropped.len() < MAX_LISTED {
-                report.dropped.push(d.clone());
-            }
-            if repair && salvage {
+            report.count_dropped(d, ckpt.durable_lsn);
+            if save {
                 if aside.is_none() {
-                    *aside = Aside::create(storage, &ckpt)?;
+                    *aside = Aside::create(storage, ckpt)?;
                 }
                 if let Some(a) = aside.as_mut() {
-                    a.save(storage, geo, d)?;
+                    a.save(storage, scan.geo, d)?;
                 }
             }
             if let Some(f) = on_dropped.as_mut() {
@@ -347,120 +411,153 @@ pub(crate) fn recover(
     if let Some(a) = aside.take() {
         report.dropped_file = Some(a.finish()?);
     }
-    let end = scanned.end;
+    Ok(scanned)
+}
+
+/// Makes the log `scanned` found ready for appending at `r.end`: removes
+/// the segments outside it, rewrites bad headers, covers the dropped
+/// stretches with fillers, prepares the end's block, syncs, and writes the
+/// next checkpoint into `r`.
+fn repair_log(
+    scan: &Scan<'_>,
+    scanned: &Scanned,
+    bad_headers: &[u64],
+    r: &mut Recovered,
+) -> Result<()> {
+    let (storage, segs, geo) = (scan.storage, scan.segs, scan.geo);
+    let ckpt = r.checkpoint;
+    let end = r.end;
+    let start_seq = geo.segment_of(ckpt.start_lsn);
     let end_seq = geo.segment_of(end);
-    let mut first_seq = segs.first().copied().unwrap_or(start_seq).min(start_seq);
-    let mut last_seq = segs.last().copied().unwrap_or(end_seq);
-    let mut checkpoint = ckpt;
-    let mut tail = Vec::new();
-    if repair {
-        // Segments below the start: a retirement was interrupted.
-        for &seq in segs.iter().filter(|&&s| s < start_seq) {
-            storage.remove_segment(seq)?;
-        }
-        first_seq = start_seq;
-        let mut touched = BTreeSet::new();
-        for &seq in bad_headers
-            .iter()
-            .filter(|&&s| s >= start_seq && s <= end_seq)
-        {
-            let mut b = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
-            let h = geo.encode_segment_header(seq);
-            b[..h.len()].copy_from_slice(&h);
-            let (res, _) = storage.write(seq, 0, b);
-            res?;
-            touched.insert(seq);
-        }
-        if scanned.stretches > 0 {
-            // Second pass, the same scan: a filler over the start of each
-            // dropped stretch (what it overwrites was saved above), so that
-            // readers skip it and its LSNs are never handed out again.
-            let mut fill = |d: &DroppedStretch| -> Result<()> {
-                let f = encode_filler(&geo, d.from, d.to - d.from);
-                write_log(storage, &segs, geo, d.from, &f, &mut touched)
-            };
-            let again = scan.run(&mut fill)?;
-            if again.end != end || again.stretches != scanned.stretches {
-                return Err(Error::Io(Arc::new(io::Error::other(
-                    "the log changed while it was being repaired",
-                ))));
-            }
-        }
-        // Segments after the end's hold nothing acknowledged: remove them.
-        for &seq in segs.iter().filter(|&&s| s > end_seq) {
-            storage.remove_segment(seq)?;
-        }
-        let missing = segs.binary_search(&end_seq).is_err() && !touched.contains(&end_seq);
-        // The log ends exactly where a segment that does not exist would
-        // start (it stopped when that segment could not be made, e.g. for
-        // lack of space): leave it to the preallocator, so that the journal
-        // opens (and reads) on a full file system.
-        let defer = missing && end == geo.segment_start(end_seq) && end_seq > first_seq;
-        let tail_start = align_down(end, bs);
-        if defer {
-            last_seq = end_seq - 1;
-        } else {
-            if missing {
-                storage.create_segment(
-                    end_seq,
-                    geo.segment_size,
-                    &geo.encode_segment_header(end_seq),
-                )?;
-            }
-            last_seq = end_seq;
-            tail = vec![0u8; (end - tail_start) as usize];
-            let mut src = StorageSource {
-                storage: storage.clone(),
-                geo,
-                end,
-            };
-            if src.read_stream(tail_start, &mut tail)? != tail.len() {
-                return Err(corrupt(tail_start, Damage::Truncated));
-            }
-            // Zero everything after the end in its segment, so that no stale
-            // byte there is ever read as part of the log again.
-            let block_off = geo.file_offset(tail_start);
-            let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
-            zeroes[..tail.len()].copy_from_slice(&tail);
-            let (res, _) = storage.write(end_seq, block_off, zeroes);
-            res?;
-            storage.zero(
+    // Segments below the start: a retirement was interrupted.
+    for &seq in segs.iter().filter(|&&s| s < start_seq) {
+        storage.remove_segment(seq)?;
+    }
+    r.first_seq = start_seq;
+    let mut touched = BTreeSet::new();
+    for &seq in bad_headers
+        .iter()
+        .filter(|&&s| s >= start_seq && s <= end_seq)
+    {
+        let mut b = overlap::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
+        let h = geo.encode_segment_header_checked(seq);
+        b[..h.len()].copy_from_slice(&h);
+        let (res, _) = storage.write(seq, 0, b);
+        res?;
+        touched.insert(seq);
+    }
+    if scanned.stretches > 0 {
+        cover_dropped(scan, scanned, &mut touched)?;
+    }
+    // Segments after the end's hold nothing acknowledged: remove them.
+    for &seq in segs.iter().filter(|&&s| s > end_seq) {
+        storage.remove_segment(seq)?;
+    }
+    let missing = segs.binary_search(&end_seq).is_err() && !touched.contains(&end_seq);
+    // The log ends exactly where a segment that does not exist would
+    // start (it stopped when that segment could not be made, e.g. for
+    // lack of space): leave it to the preallocator, so that the journal
+    // opens (and reads) on a full file system.
+    let defer = missing && end == geo.segment_start(end_seq) && end_seq > r.first_seq;
+    if defer {
+        r.last_seq = end_seq - 1;
+    } else {
+        if missing {
+            storage.create_segment(
                 end_seq,
-                block_off + bs,
-                geo.segment_size.saturating_sub(block_off + bs),
+                geo.segment_size,
+                &geo.encode_segment_header_checked(end_seq),
             )?;
         }
-        // Everything up to the end is now made durable.
-        for seq in geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
-            touched.remove(&seq);
-            storage.sync(seq)?;
-        }
-        for &seq in touched.iter().filter(|&&s| s >= first_seq && s <= last_seq) {
-            storage.sync(seq)?;
-        }
-        checkpoint = Checkpoint {
-            generation: ckpt.generation + 1,
-            durable_lsn: end.max(ckpt.start_lsn),
-            max_record_bytes: read_limit as u32,
-            ..ckpt
-        };
-        storage.write_checkpoint(
-            (checkpoint.generation % 2) * CHECKPOINT_SLOT as u64,
-            &checkpoint.encode(),
-            true,
-        )?;
+        r.last_seq = end_seq;
+        r.tail = zero_after_end(storage, geo, end)?;
     }
-    Ok(Recovered {
+    r.checkpoint = commit(storage, &ckpt, r, touched)?;
+    r.read_end = end;
+    Ok(())
+}
+
+/// The second pass of the scan, the same as the first: a filler over the
+/// start of each dropped stretch (what it overwrites was saved by the
+/// first), so that readers skip it and its LSNs are never handed out
+/// again.
+fn cover_dropped(scan: &Scan<'_>, scanned: &Scanned, touched: &mut BTreeSet<u64>) -> Result<()> {
+    let (storage, segs, geo) = (scan.storage, scan.segs, scan.geo);
+    let mut fill = |d: &DroppedStretch| -> Result<()> {
+        let f = encode_filler(&geo, d.from, d.to - d.from);
+        debug_assert!(
+            filler_reads_back(&geo, d.from, d.to - d.from, &f),
+            "a filler covers its stretch exactly: {d:?}"
+        );
+        write_log(storage, segs, geo, d.from, &f, touched)
+    };
+    let again = scan.run(&mut fill)?;
+    if again.end != scanned.end || again.stretches != scanned.stretches {
+        return Err(Error::Io(Arc::new(io::Error::other(
+            "the log changed while it was being repaired",
+        ))));
+    }
+    Ok(())
+}
+
+/// Zeroes everything after `end` in its segment, so that no stale byte
+/// there is ever read as part of the log again; returns the bytes of the
+/// block holding `end`, before `end`.
+fn zero_after_end(storage: &Arc<dyn Storage>, geo: Geometry, end: u64) -> Result<Vec<u8>> {
+    let bs = storage.block_size() as u64;
+    let end_seq = geo.segment_of(end);
+    let tail_start = align_down(end, bs);
+    let mut tail = vec![0u8; (end - tail_start) as usize];
+    let mut src = StorageSource {
+        storage: storage.clone(),
         geo,
-        checkpoint,
         end,
-        read_end: if repair { end } else { scanned.read_end },
-        tail,
-        first_seq,
-        last_seq,
-        read_limit,
-        report,
-    })
+    };
+    if src.read_stream(tail_start, &mut tail)? != tail.len() {
+        return Err(corrupt(tail_start, Damage::Truncated));
+    }
+    let block_off = geo.file_offset(tail_start);
+    let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
+    zeroes[..tail.len()].copy_from_slice(&tail);
+    let (res, _) = storage.write(end_seq, block_off, zeroes);
+    res?;
+    storage.zero(
+        end_seq,
+        block_off + bs,
+        geo.segment_size.saturating_sub(block_off + bs),
+    )?;
+    Ok(tail)
+}
+
+/// Makes everything up to `r.end` durable (the segments from the old
+/// durable point's, and those `touched`), then writes the next checkpoint
+/// (in the other slot) and returns it.
+fn commit(
+    storage: &Arc<dyn Storage>,
+    ckpt: &Checkpoint,
+    r: &Recovered,
+    mut touched: BTreeSet<u64>,
+) -> Result<Checkpoint> {
+    let (first_seq, last_seq) = (r.first_seq, r.last_seq);
+    for seq in r.geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
+        touched.remove(&seq);
+        storage.sync(seq)?;
+    }
+    for &seq in touched.iter().filter(|&&s| s >= first_seq && s <= last_seq) {
+        storage.sync(seq)?;
+    }
+    let checkpoint = Checkpoint {
+        generation: ckpt.generation + 1,
+        durable_lsn: r.end.max(ckpt.start_lsn),
+        max_record_bytes: r.read_limit as u32,
+        ..*ckpt
+    };
+    storage.write_checkpoint(
+        (checkpoint.generation % 2) * CHECKPOINT_SLOT as u64,
+        &checkpoint.encode_checked(),
+        true,
+    )?;
+    Ok(checkpoint)
 }
 
 /// Whether segment 0 holds no record (its first log bytes are zeros).
@@ -487,7 +584,11 @@ fn write_log(
         let seq = geo.segment_of(p);
         let n = ((bytes.len() - done) as u64).min(geo.segment_start(seq + 1) - p) as usize;
         if segs.binary_search(&seq).is_err() && !touched.contains(&seq) {
-            storage.create_segment(seq, geo.segment_size, &geo.encode_segment_header(seq))?;
+            storage.create_segment(
+                seq,
+                geo.segment_size,
+                &geo.encode_segment_header_checked(seq),
+            )?;
         }
         let off = geo.file_offset(p);
         let b0 = align_down(off, bs);
@@ -626,6 +727,11 @@ struct Pending<'f> {
 
 impl Pending<'_> {
     fn push(&mut self, d: DroppedStretch) -> Result<()> {
+        debug_assert!(d.from < d.to, "a dropped stretch is not empty: {d:?}");
+        debug_assert!(
+            self.open.as_ref().is_none_or(|o| o.to <= d.from),
+            "dropped stretches come in log order, apart"
+        );
         if let Some(o) = self.open.as_mut() {
             if o.to == d.from {
                 o.to = d.to;
@@ -647,166 +753,224 @@ impl Pending<'_> {
     }
 }
 
+/// What a [`Scan`] has counted so far.
+#[derive(Default)]
+struct Tally {
+    records: u64,
+    salvaged: u64,
+    /// Where the first dropped stretch starts, once there is one.
+    read_end: Option<u64>,
+    /// The open batch: its first LSN and how many of its records were
+    /// read. A batch is kept only when its last record is there.
+    batch: Option<(u64, u64)>,
+}
+
+impl Tally {
+    /// Keeps `n` valid records (salvaged, after a dropped stretch).
+    fn keep(&mut self, n: u64) {
+        self.records += n;
+        if self.read_end.is_some() {
+            self.salvaged += n;
+        }
+    }
+
+    /// Drops `d`: the first dropped stretch is where the valid records
+    /// readers see end.
+    fn drop_stretch(&mut self, pending: &mut Pending<'_>, d: DroppedStretch) -> Result<()> {
+        self.read_end.get_or_insert(d.from);
+        pending.push(d)
+    }
+}
+
 impl Scan<'_> {
     fn run(&self, out: &mut dyn FnMut(&DroppedStretch) -> Result<()>) -> Result<Scanned> {
-        let geo = self.geo;
-        let salvage = self.mode == RecoveryMode::Salvage;
         let src = StorageSource {
             storage: self.storage.clone(),
-            geo,
+            geo: self.geo,
             end: self.limit,
         };
-        let mut reader = RecordReader::new(src, geo, self.read_limit, self.start);
+        let mut reader = RecordReader::new(src, self.geo, self.read_limit, self.start);
         let mut pending = Pending {
             open: None,
             out,
             count: 0,
         };
-        let (mut records, mut salvaged) = (0u64, 0u64);
-        let mut read_end = None;
-        // The open batch: its first LSN and how many of its records were
-        // read. A batch is kept only when its last record is there.
-        let mut batch: Option<(u64, u64)> = None;
+        let mut t = Tally::default();
         let mut first = true;
-        let mut keep = |n: u64, read_end: &Option<u64>| {
-            records += n;
-            if read_end.is_some() {
-                salvaged += n;
-            }
-        };
         let end = loop {
             let found = reader.next_record()?;
             let at_start = std::mem::take(&mut first);
             let pos = reader.position();
             let damage = match found {
                 Next::Record(lsn, _) => {
-                    let (cont, more) = reader.last_batch();
-                    match batch {
-                        // The log may start inside a batch (retired up to
-                        // one of its records).
-                        None if cont && !at_start => {
-                            // A batch's later record without its first.
-                            if !salvage {
-                                return Err(corrupt(lsn, Damage::IncompleteBatch));
-                            }
-                            read_end.get_or_insert(lsn);
-                            pending.push(DroppedStretch {
-                                from: lsn,
-                                to: pos,
-                                damage: Damage::IncompleteBatch.to_string(),
-                                records: 1,
-                            })?;
-                            continue;
-                        }
-                        Some((from, n)) if !cont => {
-                            // A new record while a batch is open: the
-                            // batch's last records are missing.
-                            let d = Damage::RecordsFollow {
-                                first: Box::new(Damage::IncompleteBatch),
-                                next: lsn,
-                            };
-                            if !salvage {
-                                return Err(corrupt(from, d));
-                            }
-                            read_end.get_or_insert(from);
-                            pending.push(DroppedStretch {
-                                from,
-                                to: lsn,
-                                damage: Damage::IncompleteBatch.to_string(),
-                                records: n,
-                            })?;
-                            batch = None;
-                        }
-                        _ => {}
-                    }
-                    match (batch.as_mut(), more) {
-                        (Some(b), true) => b.1 += 1,
-                        (Some(b), false) => {
-                            let n = b.1 + 1;
-                            batch = None;
-                            keep(n, &read_end);
-                        }
-                        (None, true) => batch = Some((lsn, 1)),
-                        (None, false) => keep(1, &read_end),
-                    }
+                    let flags = reader.last_batch();
+                    self.on_record(&mut t, &mut pending, lsn, pos, flags, at_start)?;
                     continue;
                 }
                 Next::End => None,
                 Next::Damaged(d) => Some(d),
             };
-            // The log ends at `pos`, or is damaged there. A batch still
-            // open goes with it.
-            let (from, in_batch) = match batch.take() {
-                Some((from, n)) => (from, n),
-                None => (pos, 0),
-            };
-            let damage = match (damage, in_batch) {
-                (Some(d), _) => Some(d),
-                (None, 0) => None,
-                (None, _) => Some(Damage::IncompleteBatch),
-            };
-            if from < self.durable && !salvage {
-                // A segment that must hold acknowledged records is gone.
-                let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
-                    .find(|s| self.segs.binary_search(s).is_err());
-                if let Some(seq) = first_missing {
-                    return Err(corrupt(
-                        geo.segment_start(seq).max(from),
-                        Damage::MissingSegment(seq),
-                    ));
-                }
-                // Records acknowledged durable are gone: never silently skipped.
-                return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+            if let Some(end) = self.on_end(&mut t, &mut pending, &mut reader, pos, damage)? {
+                break end;
             }
-            // Valid records after it mean it is not the torn tail of a log
-            // written in order (see the crate documentation).
-            if let Some(next) = find_next(&mut reader, self.segs, geo, pos, self.scan_to)? {
-                let first = damage.unwrap_or(Damage::Zeros);
-                if !salvage {
-                    let d = Damage::RecordsFollow {
-                        first: Box::new(first),
-                        next,
-                    };
-                    return Err(corrupt(from, d));
-                }
-                read_end.get_or_insert(from);
-                pending.push(DroppedStretch {
-                    from,
-                    to: next,
-                    damage: first.to_string(),
-                    records: in_batch,
-                })?;
-                reader.seek(next);
-                continue;
-            }
-            let Some(d) = damage else {
-                break from; // a clean end
-            };
-            if self.mode == RecoveryMode::Strict {
-                return Err(corrupt(from, d));
-            }
-            // A damaged tail: dropped up to past every byte written there,
-            // where new records then continue (never reusing an LSN that
-            // names bytes on disk).
-            let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
-                .max(from + FILLER_BYTES as u64);
-            read_end.get_or_insert(from);
-            pending.push(DroppedStretch {
-                from,
-                to,
-                damage: d.to_string(),
-                records: in_batch,
-            })?;
-            break to;
         };
         pending.flush()?;
         Ok(Scanned {
             end,
-            read_end: read_end.unwrap_or(end),
-            records,
-            salvaged,
+            read_end: t.read_end.unwrap_or(end),
+            records: t.records,
+            salvaged: t.salvaged,
             stretches: pending.count,
         })
+    }
+
+    /// A valid record at `lsn`, the next one at `pos`, with its batch flags
+    /// `(cont, more)` (see [`RecordReader::last_batch`]): kept, or part of
+    /// an incomplete batch, which salvage drops and any other mode refuses.
+    fn on_record(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        lsn: u64,
+        pos: u64,
+        (cont, more): (bool, bool),
+        at_start: bool,
+    ) -> Result<()> {
+        let salvage = self.mode == RecoveryMode::Salvage;
+        match t.batch {
+            // The log may start inside a batch (retired up to
+            // one of its records).
+            None if cont && !at_start => {
+                // A batch's later record without its first.
+                if !salvage {
+                    return Err(corrupt(lsn, Damage::IncompleteBatch));
+                }
+                return t.drop_stretch(
+                    pending,
+                    DroppedStretch {
+                        from: lsn,
+                        to: pos,
+                        damage: Damage::IncompleteBatch.to_string(),
+                        records: 1,
+                    },
+                );
+            }
+            Some((from, n)) if !cont => {
+                // A new record while a batch is open: the
+                // batch's last records are missing.
+                let d = Damage::RecordsFollow {
+                    first: Box::new(Damage::IncompleteBatch),
+                    next: lsn,
+                };
+                if !salvage {
+                    return Err(corrupt(from, d));
+                }
+                t.drop_stretch(
+                    pending,
+                    DroppedStretch {
+                        from,
+                        to: lsn,
+                        damage: Damage::IncompleteBatch.to_string(),
+                        records: n,
+                    },
+                )?;
+                t.batch = None;
+            }
+            _ => {}
+        }
+        match (t.batch.as_mut(), more) {
+            (Some(b), true) => b.1 += 1,
+            (Some(b), false) => {
+                let n = b.1 + 1;
+                t.batch = None;
+                t.keep(n);
+            }
+            (None, true) => t.batch = Some((lsn, 1)),
+            (None, false) => t.keep(1),
+        }
+        Ok(())
+    }
+
+    /// The log ends at `pos`, or is damaged there: judged by the mode.
+    /// Returns where new records continue, or `None` when valid records
+    /// follow and the scan goes on from the next (the reader is there).
+    fn on_end(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        reader: &mut RecordReader<StorageSource>,
+        pos: u64,
+        damage: Option<Damage>,
+    ) -> Result<Option<u64>> {
+        let geo = self.geo;
+        let salvage = self.mode == RecoveryMode::Salvage;
+        // A batch still open goes with it.
+        let (from, in_batch) = match t.batch.take() {
+            Some((from, n)) => (from, n),
+            None => (pos, 0),
+        };
+        let damage = match (damage, in_batch) {
+            (Some(d), _) => Some(d),
+            (None, 0) => None,
+            (None, _) => Some(Damage::IncompleteBatch),
+        };
+        if from < self.durable && !salvage {
+            // A segment that must hold acknowledged records is gone.
+            let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
+                .find(|s| self.segs.binary_search(s).is_err());
+            if let Some(seq) = first_missing {
+                return Err(corrupt(
+                    geo.segment_start(seq).max(from),
+                    Damage::MissingSegment(seq),
+                ));
+            }
+            // Records acknowledged durable are gone: never silently skipped.
+            return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+        }
+        // Valid records after it mean it is not the torn tail of a log
+        // written in order (see the crate documentation).
+        if let Some(next) = find_next(reader, self.segs, geo, pos, self.scan_to)? {
+            let first = damage.unwrap_or(Damage::Zeros);
+            if !salvage {
+                let d = Damage::RecordsFollow {
+                    first: Box::new(first),
+                    next,
+                };
+                return Err(corrupt(from, d));
+            }
+            t.drop_stretch(
+                pending,
+                DroppedStretch {
+                    from,
+                    to: next,
+                    damage: first.to_string(),
+                    records: in_batch,
+                },
+            )?;
+            reader.seek(next);
+            return Ok(None);
+        }
+        let Some(d) = damage else {
+            return Ok(Some(from)); // a clean end
+        };
+        if self.mode == RecoveryMode::Strict {
+            return Err(corrupt(from, d));
+        }
+        // A damaged tail: dropped up to past every byte written there,
+        // where new records then continue (never reusing an LSN that
+        // names bytes on disk).
+        let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
+            .max(from + FILLER_BYTES as u64);
+        t.drop_stretch(
+            pending,
+            DroppedStretch {
+                from,
+                to,
+                damage: d.to_string(),
+                records: in_batch,
+            },
+        )?;
+        Ok(Some(to))
     }
 }
 

@@ -56,6 +56,7 @@ impl Ring {
     /// the low half, the ring lap in the high half, so a word left from an
     /// earlier lap never looks committed.
     pub(crate) fn commit_word(&self, pos: u64, total: u32) -> u64 {
+        debug_assert!(total != 0, "a zero length reads as not committed");
         ((pos >> self.shift) << 32) | total as u64
     }
 
@@ -79,6 +80,7 @@ impl Ring {
     /// The caller reserved `pos` and wrote the record's payload first.
     pub(crate) unsafe fn publish(&self, pos: u64, word: u64) {
         let off = (pos & (self.cap - 1)) as usize;
+        debug_assert!(off % 8 == 0, "records start 8-aligned");
         // SAFETY: as in `committed`; SeqCst pairs with the flusher's SeqCst
         // `sleeping` store so one of the two sees the other.
         unsafe { AtomicU64::from_ptr(self.base().add(off).cast::<u64>()) }
@@ -93,6 +95,10 @@ impl Ring {
     /// the flusher has released it (no one else reads or writes it now).
     pub(crate) unsafe fn write(&self, pos: u64, data: &[u8]) {
         let off = (pos & (self.cap - 1)) as usize;
+        debug_assert!(
+            data.len() as u64 <= self.cap,
+            "a region is at most the ring"
+        );
         let first = data.len().min(self.cap as usize - off);
         // SAFETY: both ranges lie inside the allocation (off + first <= cap,
         // and the rest starts at 0 and is shorter than cap); the region is
@@ -115,6 +121,7 @@ impl Ring {
     /// and not yet released.
     pub(crate) unsafe fn read(&self, pos: u64, out: &mut [u8]) {
         let off = (pos & (self.cap - 1)) as usize;
+        debug_assert!(out.len() as u64 <= self.cap, "a region is at most the ring");
         let first = out.len().min(self.cap as usize - off);
         // SAFETY: ranges inside the allocation as in `write`; the appenders
         // finished writing them before publishing.
@@ -135,6 +142,7 @@ impl Ring {
     /// As for [`Ring::read`]: the range is published and not yet released.
     pub(crate) unsafe fn zero(&self, pos: u64, len: usize) {
         let off = (pos & (self.cap - 1)) as usize;
+        debug_assert!(len as u64 <= self.cap, "a region is at most the ring");
         let first = len.min(self.cap as usize - off);
         // SAFETY: ranges inside the allocation as in `write`; only the
         // flusher touches them until it releases them.

@@ -221,6 +221,96 @@ impl std::fmt::Debug for FsStorage {
     }
 }
 
+/// Opens the journal directory's `LOCK` file and locks it (exclusively
+/// to write, shared to read); returns it and whether it is locked (a
+/// reader may go on unlocked, beside a writer in another process).
+fn lock_dir(dir: &Path, write: bool) -> crate::Result<(std::fs::File, bool)> {
+    let lock_path = dir.join("LOCK");
+    let lock_file = if write {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)?
+    } else {
+        std::fs::File::open(&lock_path).or_else(|_| std::fs::File::open(dir))?
+    };
+    // A lock held only for a moment (a process forking between opening
+    // and exec, which briefly shares the descriptor) is waited out, for
+    // at most about half a second.
+    let mut locked = lock(&lock_file, write)?;
+    let mut pause = Duration::from_millis(1);
+    while !locked && write && pause < Duration::from_millis(256) {
+        std::thread::sleep(pause);
+        pause *= 2;
+        locked = lock(&lock_file, write)?;
+    }
+    if !locked && write {
+        return Err(crate::Error::Locked(dir.display().to_string()));
+    }
+    Ok((lock_file, locked))
+}
+
+/// Probes, with a scratch file in `dir`, whether O_DIRECT works there
+/// (when wanted) and the block size and memory alignment to write with;
+/// returns them with a note for the report: `(direct, block, mem_align,
+/// note)`.
+fn probe_io(
+    engine: &Engine,
+    dir: &Path,
+    want_direct: bool,
+) -> crate::Result<(bool, usize, usize, String)> {
+    let probe = dir.join(".probe.tmp");
+    let res = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .direct(want_direct)
+        .open(engine, &probe)
+        .wait();
+    let out = match res {
+        Ok(f) => {
+            let a = f.alignment();
+            if want_direct {
+                // Write whole file-system blocks, not just what
+                // STATX_DIOALIGN allows (often 512): ext4 treats a
+                // direct write that is not block-aligned as unaligned
+                // I/O, takes its exclusive inode lock and io_uring
+                // hands the write to a kernel worker.
+                let fs_block = f.metadata().wait().map(|m| m.block_size).unwrap_or(0);
+                let block = (a.offset.max(fs_block) as usize)
+                    .clamp(512, 65536)
+                    .next_power_of_two();
+                let mem = (a.memory as usize).clamp(1, 65536).next_power_of_two();
+                (
+                    true,
+                    block,
+                    mem.max(block),
+                    format!("direct I/O (O_DIRECT), {block}-byte blocks ({})", a.source),
+                )
+            } else {
+                (
+                    false,
+                    512,
+                    512,
+                    "buffered I/O (direct I/O not requested)".into(),
+                )
+            }
+        }
+        Err(e) if want_direct => (
+            false,
+            512,
+            512,
+            format!("buffered I/O: this file system refused O_DIRECT ({e})"),
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    let _ = std::fs::remove_file(&probe);
+    Ok(out)
+}
+
 fn seg_name(seq: u64) -> String {
     format!("{seq:016x}.seg")
 }
@@ -340,80 +430,10 @@ impl FsStorage {
         } else {
             None
         };
-        let lock_path = dir.join("LOCK");
-        let lock_file = if write {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&lock_path)?
-        } else {
-            std::fs::File::open(&lock_path).or_else(|_| std::fs::File::open(dir))?
-        };
-        // A lock held only for a moment (a process forking between opening
-        // and exec, which briefly shares the descriptor) is waited out, for
-        // at most about half a second.
-        let mut locked = lock(&lock_file, write)?;
-        let mut pause = Duration::from_millis(1);
-        while !locked && write && pause < Duration::from_millis(256) {
-            std::thread::sleep(pause);
-            pause *= 2;
-            locked = lock(&lock_file, write)?;
-        }
-        if !locked && write {
-            return Err(crate::Error::Locked(dir.display().to_string()));
-        }
+        let (lock_file, locked) = lock_dir(dir, write)?;
         // Probe O_DIRECT and the block size with a scratch file.
         let (direct, block, mem_align, note) = if write {
-            let probe = dir.join(".probe.tmp");
-            let res = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .direct(want_direct)
-                .open(engine, &probe)
-                .wait();
-            let out = match res {
-                Ok(f) => {
-                    let a = f.alignment();
-                    if want_direct {
-                        // Write whole file-system blocks, not just what
-                        // STATX_DIOALIGN allows (often 512): ext4 treats a
-                        // direct write that is not block-aligned as unaligned
-                        // I/O, takes its exclusive inode lock and io_uring
-                        // hands the write to a kernel worker.
-                        let fs_block = f.metadata().wait().map(|m| m.block_size).unwrap_or(0);
-                        let block = (a.offset.max(fs_block) as usize)
-                            .clamp(512, 65536)
-                            .next_power_of_two();
-                        let mem = (a.memory as usize).clamp(1, 65536).next_power_of_two();
-                        (
-                            true,
-                            block,
-                            mem.max(block),
-                            format!("direct I/O (O_DIRECT), {block}-byte blocks ({})", a.source),
-                        )
-                    } else {
-                        (
-                            false,
-                            512,
-                            512,
-                            "buffered I/O (direct I/O not requested)".into(),
-                        )
-                    }
-                }
-                Err(e) if want_direct => (
-                    false,
-                    512,
-                    512,
-                    format!("buffered I/O: this file system refused O_DIRECT ({e})"),
-                ),
-                Err(e) => return Err(e.into()),
-            };
-            let _ = std::fs::remove_file(&probe);
-            out
+            probe_io(engine, dir, want_direct)?
         } else {
             (false, 512, 512, "read only".into())
         };

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
 
 fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-basic-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    crate::common::fresh_dir(&format!("basic-{name}"))
 }
 
 fn opts() -> Options {
@@ -189,11 +187,11 @@ fn truncate_before_retires_segments() {
     }
     j.wait_blocking(*lsns.last().unwrap(), Level::Durable)
         .unwrap();
-    let count = |d: &PathBuf| crate::recycle::files_ending(d, ".seg");
+    let count = |d: &PathBuf| crate::common::files_ending(d, ".seg");
     let cut = lsns[300];
     let cut_seq = j.geometry().segment_of(cut.0);
     assert!(cut_seq >= 1, "the test needs the cut beyond segment 0");
-    let seg0 = d.join(format!("{:016x}.seg", 0));
+    let seg0 = crate::common::seg_path(&d, 0);
     assert!(seg0.exists());
     let before = count(&d);
     assert!(matches!(

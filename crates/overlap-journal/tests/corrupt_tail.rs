@@ -26,8 +26,7 @@ struct Layout {
 }
 
 fn build(name: &str) -> Layout {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-corrupt-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::fresh_dir(&format!("corrupt-{name}"));
     let j = Journal::open(&dir, opts()).unwrap();
     let mut lsn = Lsn(0);
     for i in 0..20u32 {
@@ -60,7 +59,7 @@ impl Layout {
         let f = FsOpen::new()
             .read(true)
             .write(true)
-            .open(self.dir.join(format!("{seq:016x}.seg")))
+            .open(crate::common::seg_path(&self.dir, seq))
             .unwrap();
         (f, self.geo.file_offset(pos))
     }
@@ -252,12 +251,10 @@ fn verify_changes_nothing() {
     let l = build("verify");
     l.write(l.last + 200, &[0xFF]);
     l.set_durable(l.last);
-    let before =
-        std::fs::read(l.dir.join(format!("{:016x}.seg", l.geo.segment_of(l.last)))).unwrap();
+    let before = std::fs::read(crate::common::seg_path(&l.dir, l.geo.segment_of(l.last))).unwrap();
     let rep = verify(&l.dir, &opts()).unwrap();
     assert_eq!(rep.truncated_at, Some(l.last));
-    let after =
-        std::fs::read(l.dir.join(format!("{:016x}.seg", l.geo.segment_of(l.last)))).unwrap();
+    let after = std::fs::read(crate::common::seg_path(&l.dir, l.geo.segment_of(l.last))).unwrap();
     assert!(before == after);
     assert!(matches!(
         verify(&l.dir, &opts().recovery(RecoveryMode::Strict)),

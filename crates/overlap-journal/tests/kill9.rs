@@ -5,7 +5,6 @@
 //! order, and nothing that was never appended.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,8 +88,7 @@ fn kill_child() {
 
 #[test]
 fn kill9_loop() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("journal-kill9");
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::fresh_dir("kill9");
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(99);
     let mut max_acked: Option<(u64, u64)> = None;

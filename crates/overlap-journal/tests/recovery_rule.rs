@@ -29,8 +29,7 @@ struct Log {
 /// 64 KiB segments); then the checkpoint's durable point is set back to
 /// record `durable_at`, as a lagging checkpoint leaves it.
 fn build(name: &str, durable_at: usize) -> Log {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-rule-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = crate::common::fresh_dir(&format!("rule-{name}"));
     let j = Journal::open(&dir, opts()).unwrap();
     let mut lsns = Vec::new();
     for i in 0..200u32 {
@@ -70,7 +69,7 @@ impl Log {
         let seq = self.geo.segment_of(pos);
         let f = FsOpen::new()
             .write(true)
-            .open(self.dir.join(format!("{seq:016x}.seg")))
+            .open(crate::common::seg_path(&self.dir, seq))
             .unwrap();
         f.write_all_at(bytes, self.geo.file_offset(pos)).unwrap();
         f.sync_all().unwrap();
@@ -254,7 +253,7 @@ fn salvage_reads_through_a_bad_segment_header_and_rewrites_it() {
     // Segment 1's header is damaged.
     let f = FsOpen::new()
         .write(true)
-        .open(l.dir.join(format!("{:016x}.seg", 1)))
+        .open(crate::common::seg_path(&l.dir, 1))
         .unwrap();
     f.write_all_at(&[0xff; 8], 0).unwrap();
     drop(f);

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use overlap_journal::format::{encode_record, record_span, Geometry};
 use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode};
 
+use crate::common::{files_ending, seg_path};
+
 fn opts() -> Options {
     Options::default()
         .segment_size(64 << 10)
@@ -16,9 +18,7 @@ fn opts() -> Options {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-recycle-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    crate::common::fresh_dir(&format!("recycle-{name}"))
 }
 
 /// A recognisable record of about 1000 bytes: `r<round>-<i>-` and filler.
@@ -26,24 +26,6 @@ fn payload(round: u32, i: u32) -> Vec<u8> {
     let mut v = format!("r{round}-{i}-").into_bytes();
     v.resize(1000, b'a' + (i % 26) as u8);
     v
-}
-
-fn seg_path(d: &Path, seq: u64) -> PathBuf {
-    d.join(format!("{seq:016x}.seg"))
-}
-
-/// How many files in `d` have names ending in `suffix`.
-pub(crate) fn files_ending(d: &Path, suffix: &str) -> usize {
-    std::fs::read_dir(d)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(suffix)
-        })
-        .count()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

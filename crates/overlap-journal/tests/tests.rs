@@ -1,4 +1,14 @@
 //! The journal's integration tests: one binary, one module per subject.
+//! Helpers more than one module uses (the test's directory, segment file
+//! names) are in `common/mod.rs`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
+mod common;
 
 mod basic;
 mod corrupt_tail;

@@ -19,9 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-wal-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    crate::common::fresh_dir(&format!("wal-{name}"))
 }
 
 fn opts() -> Options {
@@ -57,7 +55,7 @@ fn poke(d: &Path, geo: &Geometry, pos: u64, bytes: &[u8]) {
     let seq = geo.segment_of(pos);
     let f = FsOpen::new()
         .write(true)
-        .open(d.join(format!("{seq:016x}.seg")))
+        .open(crate::common::seg_path(d, seq))
         .unwrap();
     f.write_all_at(bytes, geo.file_offset(pos)).unwrap();
     f.sync_all().unwrap();
@@ -122,7 +120,7 @@ fn repair_salvages_every_intact_record_and_never_reuses_an_lsn() {
         .iter()
         .map(|&v| {
             let seq = geo.segment_of(lsns[v]);
-            let file = std::fs::read(d.join(format!("{seq:016x}.seg"))).unwrap();
+            let file = std::fs::read(crate::common::seg_path(&d, seq)).unwrap();
             let off = geo.file_offset(lsns[v]) as usize;
             let to = if v + 1 < lsns.len() { lsns[v + 1] } else { end };
             file[off..off + (to - lsns[v]) as usize].to_vec()
@@ -212,7 +210,7 @@ fn repair_lists_every_dropped_stretch_not_only_the_first_thousand() {
     let seg = FsOpen::new()
         .read(true)
         .write(true)
-        .open(d.join("0000000000000000.seg"))
+        .open(crate::common::seg_path(&d, 0))
         .unwrap();
     for &l in lsns.iter().step_by(2) {
         seg.write_all_at(&[0xff], geo.file_offset(l) + 25).unwrap();

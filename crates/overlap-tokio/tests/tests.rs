@@ -4,6 +4,15 @@
 //! (`rt_tests!`). The driver is the process's: io_uring when the kernel
 //! allows it, the engine's thread pool with `OVERLAP_DRIVER=pool`;
 //! `scripts/test` runs this binary once each way.
+//!
+//! Helpers shared by the modules (`rt_tests!`, runtimes, temporary
+//! directories, data, error summaries, child processes) are in `util.rs`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
 
 #[macro_use]
 mod util;

@@ -7,6 +7,12 @@
 //! callers the time shown is the wall time divided by all the callers'
 //! operations, i.e. the cost of one operation at that parallelism.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark: a panic ends the run, with its message"
+)]
+
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -8,6 +8,13 @@
 //! `cargo run --release -p overlap --example randread -- FILE 32 200000`.
 //!
 //! `cargo run --release -p overlap --example design_b -- FILE [depth] [reads] [coop]`
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "an example: a failure ends it, with its message"
+)]
+
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;

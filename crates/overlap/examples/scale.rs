@@ -3,6 +3,13 @@
 //! does throughput stay flat from 4 to 1024 requesters?
 //!
 //! `cargo run --release -p overlap --example scale -- FILE [reads_per_level]`
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "an example: a failure ends it, with its message"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

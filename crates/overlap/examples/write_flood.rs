@@ -3,6 +3,13 @@
 //! in-flight budget however fast the caller submits.
 //!
 //! `cargo run --release -p overlap --example write_flood -- DIR [total_MiB] [budget_MiB]`
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "an example: a failure ends it, with its message"
+)]
+
 use overlap::{Engine, OpenOptions, Port};
 
 fn peak_rss_mib() -> f64 {

@@ -126,6 +126,10 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
+        debug_assert!(
+            ptr.as_ptr() as usize % align == 0 && len <= cap,
+            "the allocation is aligned and holds len bytes"
+        );
         Ok(AlignedBuf {
             ptr,
             len,
@@ -162,6 +166,10 @@ impl AlignedBuf {
 impl Deref for AlignedBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
+        debug_assert!(
+            self.len <= self.layout.size(),
+            "len never exceeds the capacity"
+        );
         // SAFETY: ptr is valid for capacity >= len initialised (zeroed) bytes,
         // uniquely owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
@@ -170,6 +178,10 @@ impl Deref for AlignedBuf {
 
 impl DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
+        debug_assert!(
+            self.len <= self.layout.size(),
+            "len never exceeds the capacity"
+        );
         // SAFETY: as in deref, and &mut self guarantees exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -330,6 +342,8 @@ impl AlignedBufPool {
             .unwrap_or_else(|p| p.into_inner())
             .pop();
         let mut buf = match reused {
+            // Only this pool's buffers come home to it, all allocated by
+            // `AlignedBuf::new(self.len, self.align)`.
             Some(raw) => AlignedBuf {
                 ptr: raw.ptr,
                 len: self.len,
@@ -339,6 +353,10 @@ impl AlignedBufPool {
             // The parameters were validated in `new`, so this cannot fail.
             None => AlignedBuf::new(self.len, self.align).unwrap_or_else(|e| unreachable!("{e}")),
         };
+        debug_assert!(
+            buf.capacity() >= self.len && buf.align() == self.align,
+            "a pooled buffer has the pool's size and alignment"
+        );
         buf.home = Some(self.shared.clone());
         buf
     }

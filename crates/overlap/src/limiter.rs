@@ -71,8 +71,22 @@ impl Limiter {
     }
 
     fn take(&self, st: &mut State, bytes: usize) {
+        debug_assert!(
+            self.fits(st, bytes),
+            "a permit is granted only when it fits"
+        );
         st.ops += 1;
         st.bytes += bytes;
+        // Never more than the budget, except one request larger than the
+        // whole byte budget, admitted with no bytes in flight.
+        debug_assert!(
+            st.ops <= self.max_ops && (st.bytes <= self.max_bytes || st.bytes == bytes),
+            "in flight {} ops, {} bytes over the budget of {} ops, {} bytes",
+            st.ops,
+            st.bytes,
+            self.max_ops,
+            self.max_bytes
+        );
         self.counters.note_inflight(st.ops, st.bytes);
     }
 
@@ -140,6 +154,10 @@ impl Limiter {
             debug_assert!(st.ops >= 1 && st.bytes >= bytes, "permit released twice");
             st.ops -= 1;
             st.bytes -= bytes;
+            debug_assert!(
+                st.ops > 0 || st.bytes == 0,
+                "releases match grants: no bytes in flight without an operation"
+            );
             self.grant(&mut st, &mut wake);
         }
         Self::wake_all(wake);
@@ -147,15 +165,20 @@ impl Limiter {
 
     /// Hands permits to waiters at the head of the queue while they fit.
     fn grant(&self, st: &mut State, wake: &mut Vec<Arc<Waiter>>) {
-        while let Some(front) = st.waiters.front() {
-            if !self.fits(st, front.bytes) {
+        while st.waiters.front().is_some_and(|w| self.fits(st, w.bytes)) {
+            let Some(w) = st.waiters.pop_front() else {
                 break;
-            }
-            let w = st.waiters.pop_front().expect("front exists");
+            };
             self.take(st, w.bytes);
             w.granted.store(true, Ordering::Release);
             wake.push(w);
         }
+        // Anything fits an empty budget: a waiter left queued with nothing
+        // in flight would wait for a release that never comes.
+        debug_assert!(
+            st.ops > 0 || st.waiters.is_empty(),
+            "a waiter is queued with nothing in flight"
+        );
     }
 
     fn wake_all(wake: Vec<Arc<Waiter>>) {
@@ -195,6 +218,10 @@ impl Future for Acquire {
         if let Some(p) = this.ready.take() {
             return Poll::Ready(p);
         }
+        #[allow(
+            clippy::expect_used,
+            reason = "polling a future after it returned Ready is a bug in the caller (this crate)"
+        )]
         let w = this
             .waiter
             .as_ref()

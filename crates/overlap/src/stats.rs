@@ -313,6 +313,10 @@ impl KernelWorkers {
                 alive.sort_unstable();
                 o.retain(|t| alive.binary_search(t).is_ok());
             }
+            debug_assert!(
+                runtime_ns.keys().all(|t| !o.contains(t)),
+                "a thread is a kernel worker or an ordinary thread, not both"
+            );
         }
         KernelWorkers { runtime_ns }
     }

@@ -16,6 +16,12 @@
 //! wait has a deadline; scenarios that can corrupt memory or leave hung
 //! threads run in a child process.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
+
 #[macro_use]
 mod common;
 

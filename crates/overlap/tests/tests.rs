@@ -4,6 +4,16 @@
 //! Tests that need a process of their own (an environment variable, a
 //! seccomp filter, counting process-wide threads, fork) run this binary
 //! again for one test (`common::run_child`).
+//!
+//! Helpers shared by the modules (`per_driver!`, test files, patterned
+//! data, counting and panicking buffers, child processes, deadlines) are in
+//! `common/mod.rs`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a panic is the test failing, with its message"
+)]
 
 #[macro_use]
 mod common;

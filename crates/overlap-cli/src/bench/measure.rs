@@ -253,6 +253,13 @@ impl Sampler {
         let pid_s = pid.map_or_else(|| "self".to_string(), |p| p.to_string());
         let track_workers = pid.is_some();
         let first_pid = pid_s.clone();
+        // Meter::start's callers expect a sampler (gated_threads starts it
+        // while its requesters wait at their gate): a process that cannot
+        // start one more thread cannot be measured, and the bench ends here.
+        #[allow(
+            clippy::expect_used,
+            reason = "callers have no path for a missing sampler; see the comment above"
+        )]
         let handle = std::thread::Builder::new()
             .name("bench-sampler".into())
             .spawn(move || {

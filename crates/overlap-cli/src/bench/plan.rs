@@ -139,18 +139,20 @@ fn or_default<T: Clone>(given: &[T], default: Vec<T>) -> Vec<T> {
 pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
     let d = preset_defaults(args.preset);
     let rw = args.rw.unwrap_or(d.rw);
-    let bs = or_default(&args.bs, d.bs);
-    let iodepth = or_default(&args.iodepth, d.iodepth);
-    let concurrency = or_default(&args.concurrency, d.concurrency);
-    let drivers = or_default(&args.driver, d.drivers);
-    let direct = args.direct.unwrap_or(d.direct);
-    let prealloc = if args.prealloc {
-        vec![true]
-    } else if rw.is_write() {
-        d.prealloc
-    } else {
-        vec![false]
+    let axes = Axes {
+        drivers: or_default(&args.driver, d.drivers),
+        bs: or_default(&args.bs, d.bs),
+        iodepth: or_default(&args.iodepth, d.iodepth),
+        concurrency: or_default(&args.concurrency, d.concurrency),
+        prealloc: if args.prealloc {
+            vec![true]
+        } else if rw.is_write() {
+            d.prealloc
+        } else {
+            vec![false]
+        },
     };
+    let direct = args.direct.unwrap_or(d.direct);
     let warm = args.warm || d.warm;
     let ops = if args.runtime.is_some() {
         None
@@ -159,6 +161,130 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
     };
     let size = args.size.unwrap_or(DEFAULT_SIZE);
 
+    refuse_contradictions(args, rw, direct, warm, size, &axes)?;
+    let max_inflight_ops = usize_opt(args.max_inflight_ops, "max-inflight-ops")?;
+    let max_inflight_bytes = usize_opt(args.max_inflight_bytes, "max-inflight-bytes")?;
+    let pool_threads = usize_opt(args.pool_threads, "pool-threads")?;
+    let max_kernel_workers = args
+        .max_kernel_workers
+        .map(|n| u32::try_from(n).with_context(|| format!("--max-kernel-workers {n} is too large")))
+        .transpose()?;
+    if let Some(n) = pool_threads {
+        if n > overlap::MAX_POOL_THREADS {
+            bail!(
+                "--pool-threads {n} exceeds the engine's ceiling of {}",
+                overlap::MAX_POOL_THREADS
+            );
+        }
+    }
+    refuse_for_requesters(args, direct, &axes)?;
+
+    let threads = args.requester == Requester::Threads;
+    let jobs = axes.expand(threads, |driver, bs, iodepth, concurrency, prealloc| Job {
+        driver,
+        rw,
+        bs,
+        iodepth,
+        concurrency,
+        direct: direct && driver != Driver::TokioFs,
+        prealloc,
+        warm,
+        ops,
+        runtime: args.runtime,
+        max_inflight_ops,
+        max_inflight_bytes,
+        pool_threads,
+        max_kernel_workers,
+        fast_path: !args.no_fast_path,
+        requester: args.requester,
+        seed: args.seed,
+    })?;
+    Ok(Plan {
+        preset: args.preset,
+        jobs,
+        size,
+        swept: axes.swept(),
+    })
+}
+
+/// The values a plan sweeps: every combination is a job.
+struct Axes {
+    drivers: Vec<Driver>,
+    bs: Vec<usize>,
+    iodepth: Vec<usize>,
+    concurrency: Vec<usize>,
+    prealloc: Vec<bool>,
+}
+
+impl Axes {
+    /// One job per combination, made by `job`; refuses a combination
+    /// that would start too many threads or operations.
+    fn expand(
+        &self,
+        threads: bool,
+        job: impl Fn(Driver, usize, usize, usize, bool) -> Job,
+    ) -> Result<Vec<Job>> {
+        let mut jobs = Vec::new();
+        for &driver in &self.drivers {
+            for &b in &self.bs {
+                for &depth in &self.iodepth {
+                    for &conc in &self.concurrency {
+                        if driver == Driver::Sync && depth * conc > MAX_SYNC_THREADS {
+                            bail!(
+                                "--driver sync with concurrency {conc} × iodepth {depth} would start {} threads; at most {MAX_SYNC_THREADS}",
+                                depth * conc
+                            );
+                        }
+                        if threads && conc > MAX_SYNC_THREADS {
+                            bail!(
+                                "--requester threads with concurrency {conc} would start {conc} threads; at most {MAX_SYNC_THREADS}"
+                            );
+                        }
+                        if depth * conc > MAX_PARALLEL {
+                            bail!(
+                                "concurrency {conc} × iodepth {depth} = {} operations in flight; at most {MAX_PARALLEL}",
+                                depth * conc
+                            );
+                        }
+                        for &pre in &self.prealloc {
+                            jobs.push(job(driver, b, depth, conc, pre));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// The axis that has more than one value, for the table's first
+    /// column (the first of concurrency, iodepth, bs, prealloc, driver).
+    fn swept(&self) -> Option<&'static str> {
+        if self.concurrency.len() > 1 {
+            Some("concurrency")
+        } else if self.iodepth.len() > 1 {
+            Some("iodepth")
+        } else if self.bs.len() > 1 {
+            Some("bs")
+        } else if self.prealloc.len() > 1 {
+            Some("prealloc")
+        } else if self.drivers.len() > 1 {
+            Some("driver")
+        } else {
+            None
+        }
+    }
+}
+
+/// Refuses options that contradict each other, the file or its size (the
+/// plan's resolved values: `args` with the preset's defaults).
+fn refuse_contradictions(
+    args: &BenchOpts,
+    rw: Rw,
+    direct: bool,
+    warm: bool,
+    size: u64,
+    axes: &Axes,
+) -> Result<()> {
     if args.file.is_some() && rw.is_write() && !args.allow_write {
         bail!(
             "--rw {} would write to --file {}: refused (pass --allow-write to overwrite it, or use --dir for a scratch file)",
@@ -178,7 +304,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
     if warm && rw.is_write() {
         bail!("--warm applies to read jobs only");
     }
-    for &b in &bs {
+    for &b in &axes.bs {
         if u64::try_from(b).unwrap_or(u64::MAX) > size {
             bail!(
                 "--bs {} is larger than --size {}: the file must hold at least one block",
@@ -193,25 +319,14 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
             );
         }
     }
-    let max_inflight_ops = usize_opt(args.max_inflight_ops, "max-inflight-ops")?;
-    let max_inflight_bytes = usize_opt(args.max_inflight_bytes, "max-inflight-bytes")?;
-    let pool_threads = usize_opt(args.pool_threads, "pool-threads")?;
-    let max_kernel_workers = args
-        .max_kernel_workers
-        .map(|n| u32::try_from(n).with_context(|| format!("--max-kernel-workers {n} is too large")))
-        .transpose()?;
-    if let Some(n) = pool_threads {
-        if n > overlap::MAX_POOL_THREADS {
-            bail!(
-                "--pool-threads {n} exceeds the engine's ceiling of {}",
-                overlap::MAX_POOL_THREADS
-            );
-        }
-    }
+    Ok(())
+}
 
-    let threads = args.requester == Requester::Threads;
-    if threads {
-        if let Some(&depth) = iodepth.iter().find(|&&d| d > 1) {
+/// Refuses queue depths the requester or the driver cannot keep; notes
+/// that tokio-fs runs buffered.
+fn refuse_for_requesters(args: &BenchOpts, direct: bool, axes: &Axes) -> Result<()> {
+    if args.requester == Requester::Threads {
+        if let Some(&depth) = axes.iodepth.iter().find(|&&d| d > 1) {
             bail!(
                 "--requester threads keeps one operation in flight per thread: --iodepth {depth}{} is refused \
                  (use --concurrency N for N threads, with --iodepth 1)",
@@ -223,87 +338,23 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         }
     }
 
-    let tokio_baselines = drivers
+    let tokio_baselines = axes
+        .drivers
         .iter()
         .filter(|d| matches!(d, Driver::SpawnBlocking | Driver::TokioFs))
         .count();
-    if tokio_baselines > 0 && iodepth.iter().any(|&d| d > 1) {
+    if tokio_baselines > 0 && axes.iodepth.iter().any(|&d| d > 1) {
         bail!(
             "--driver spawn-blocking and tokio-fs run --concurrency N tokio tasks with one operation each in flight: \
              --iodepth above 1 is refused (use --concurrency)"
         );
     }
-    if direct && drivers.contains(&Driver::TokioFs) {
+    if direct && axes.drivers.contains(&Driver::TokioFs) {
         eprintln!(
             "note: --driver tokio-fs runs buffered: tokio::fs::File reads through a buffer of its own, \
              which cannot be aligned for O_DIRECT; the file is evicted from the page cache first"
         );
     }
 
-    let mut jobs = Vec::new();
-    for &driver in &drivers {
-        for &b in &bs {
-            for &depth in &iodepth {
-                for &conc in &concurrency {
-                    if driver == Driver::Sync && depth * conc > MAX_SYNC_THREADS {
-                        bail!(
-                            "--driver sync with concurrency {conc} × iodepth {depth} would start {} threads; at most {MAX_SYNC_THREADS}",
-                            depth * conc
-                        );
-                    }
-                    if threads && conc > MAX_SYNC_THREADS {
-                        bail!(
-                            "--requester threads with concurrency {conc} would start {conc} threads; at most {MAX_SYNC_THREADS}"
-                        );
-                    }
-                    if depth * conc > MAX_PARALLEL {
-                        bail!(
-                            "concurrency {conc} × iodepth {depth} = {} operations in flight; at most {MAX_PARALLEL}",
-                            depth * conc
-                        );
-                    }
-                    for &pre in &prealloc {
-                        jobs.push(Job {
-                            driver,
-                            rw,
-                            bs: b,
-                            iodepth: depth,
-                            concurrency: conc,
-                            direct: direct && driver != Driver::TokioFs,
-                            prealloc: pre,
-                            warm,
-                            ops,
-                            runtime: args.runtime,
-                            max_inflight_ops,
-                            max_inflight_bytes,
-                            pool_threads,
-                            max_kernel_workers,
-                            fast_path: !args.no_fast_path,
-                            requester: args.requester,
-                            seed: args.seed,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    let swept = if concurrency.len() > 1 {
-        Some("concurrency")
-    } else if iodepth.len() > 1 {
-        Some("iodepth")
-    } else if bs.len() > 1 {
-        Some("bs")
-    } else if prealloc.len() > 1 {
-        Some("prealloc")
-    } else if drivers.len() > 1 {
-        Some("driver")
-    } else {
-        None
-    };
-    Ok(Plan {
-        preset: args.preset,
-        jobs,
-        size,
-        swept,
-    })
+    Ok(())
 }

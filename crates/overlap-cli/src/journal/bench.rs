@@ -230,6 +230,47 @@ fn print_human(r: &BenchResult) {
     );
 }
 
+/// One committer of [`run_scenario`]: appends records of `bytes` bytes
+/// (waiting for each to be durable at `Level::Durable`) until `stop`;
+/// returns the append latencies (ns), the commit latencies (µs), how many
+/// it appended and the last LSN.
+fn appender(
+    j: &Journal,
+    stop: &AtomicBool,
+    t: usize,
+    bytes: usize,
+    level: Level,
+) -> Result<(Histogram<u64>, Histogram<u64>, u64, Lsn)> {
+    let data = vec![b'a' + (t % 26) as u8; bytes];
+    let mut lat = new_hist();
+    let mut commit = new_hist();
+    let mut n = 0u64;
+    let mut last = Lsn(0);
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        last = j.append(&data)?;
+        let t1 = Instant::now();
+        let _ = lat.record((t1 - t0).as_nanos().max(1) as u64);
+        if level == Level::Durable {
+            j.wait_blocking(last, Level::Durable)?;
+            let _ = commit
+                .record(t1.elapsed().as_micros().max(1) as u64 + (t1 - t0).as_micros() as u64);
+        }
+        n += 1;
+    }
+    Ok((lat, commit, n, last))
+}
+
+/// The retirer of [`run_scenario`], what a database does after each
+/// checkpoint: every `every`, retires the log up to its durable point.
+fn retire_every(j: &Journal, stop: &AtomicBool, every: Duration) -> Result<()> {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(every);
+        j.truncate_before(j.watermark(Level::Durable))?;
+    }
+    Ok(())
+}
+
 fn run_scenario(
     args: &BenchArgs,
     dir: &Path,
@@ -251,46 +292,14 @@ fn run_scenario(
     let start = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|t| {
-            let j = j.clone();
-            let stop = stop.clone();
-            std::thread::spawn(
-                move || -> Result<(Histogram<u64>, Histogram<u64>, u64, Lsn)> {
-                    let data = vec![b'a' + (t % 26) as u8; bytes];
-                    let mut lat = new_hist();
-                    let mut commit = new_hist();
-                    let mut n = 0u64;
-                    let mut last = Lsn(0);
-                    while !stop.load(Ordering::Relaxed) {
-                        let t0 = Instant::now();
-                        last = j.append(&data)?;
-                        let t1 = Instant::now();
-                        let _ = lat.record((t1 - t0).as_nanos().max(1) as u64);
-                        if level == Level::Durable {
-                            j.wait_blocking(last, Level::Durable)?;
-                            let _ = commit.record(
-                                t1.elapsed().as_micros().max(1) as u64
-                                    + (t1 - t0).as_micros() as u64,
-                            );
-                        }
-                        n += 1;
-                    }
-                    Ok((lat, commit, n, last))
-                },
-            )
+            let (j, stop) = (j.clone(), stop.clone());
+            std::thread::spawn(move || appender(&j, &stop, t, bytes, level))
         })
         .collect();
-    // The retirer: what a database does after each checkpoint.
     let retirer = (args.retire_every_ms > 0).then(|| {
-        let j = j.clone();
-        let stop = stop.clone();
+        let (j, stop) = (j.clone(), stop.clone());
         let every = Duration::from_millis(args.retire_every_ms);
-        std::thread::spawn(move || -> Result<()> {
-            while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(every);
-                j.truncate_before(j.watermark(Level::Durable))?;
-            }
-            Ok(())
-        })
+        std::thread::spawn(move || retire_every(&j, &stop, every))
     });
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);

@@ -35,7 +35,10 @@ pub(super) fn stamp(buf: &mut [u8], offset: u64) {
 }
 
 pub(super) fn check_stamp(buf: &[u8], offset: u64) -> Result<()> {
-    let got = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    let Some(&head) = buf.first_chunk::<8>() else {
+        bail!("data check failed: a read at offset {offset} is shorter than its 8-byte stamp");
+    };
+    let got = u64::from_le_bytes(head);
     if got != offset {
         bail!(
             "data check failed: the 64 KiB read at offset {offset} holds the chunk written at \

@@ -13,7 +13,8 @@ use overlap::{block_on, AlignedBuf};
 use super::prealloc::*;
 use super::shared::*;
 use crate::format::{
-    align_down, align_up, clean_end, seal_record, CLEAN_END_MAX, RECORD_ALIGN, RECORD_HEADER,
+    align_down, align_up, clean_end, reads_back, seal_record, CLEAN_END_MAX, RECORD_ALIGN,
+    RECORD_HEADER,
 };
 use crate::stats::Counters;
 use crate::storage::WriteFuture;
@@ -289,7 +290,7 @@ impl Flusher {
             sh.ring.read(self.filled, &mut stage[off..off + len]);
             sh.ring.zero(self.filled, len);
         }
-        sh.released.store(p, SeqCst);
+        advance(&sh.released, p);
         sh.wake_space();
         // Seal the headers and zero the padding.
         let mut q = self.filled;
@@ -300,7 +301,18 @@ impl Flusher {
             w.copy_from_slice(&stage[o..o + 8]);
             let total = (u64::from_ne_bytes(w) as u32 & !RING_BATCH_MORE) as usize;
             let span = align_up(total as u64, RECORD_ALIGN) as usize;
+            debug_assert!(
+                q % RECORD_ALIGN == 0
+                    && (RECORD_HEADER..=RECORD_HEADER + sh.max_record).contains(&total)
+                    && q + span as u64 <= p,
+                "a record taken from the ring at {q} (total {total}) lies within [{}, {p})",
+                self.filled
+            );
             seal_record(&sh.geo, q, &mut stage[o..o + total]);
+            debug_assert!(
+                reads_back(&sh.geo, q, &stage[o..o + total]),
+                "the record sealed at {q} reads back"
+            );
             stage[o + total..o + span].fill(0);
             payload += (total - RECORD_HEADER) as u64;
             n += 1;
@@ -318,7 +330,7 @@ impl Flusher {
             let _ = h.batch_bytes.record(len as u64);
         });
         self.filled = p;
-        sh.accepted.store(p, SeqCst);
+        advance(&sh.accepted, p);
         sh.wake_waiters(false);
         true
     }
@@ -360,13 +372,17 @@ impl Flusher {
         });
         self.dirty.insert(inf.seq);
         if inf.boundary {
-            sh.written.store(inf.piece_end, SeqCst);
+            debug_assert!(
+                inf.piece_end <= sh.accepted.load(SeqCst),
+                "written <= accepted"
+            );
+            advance(&sh.written, inf.piece_end);
             self.n_written = inf.n_end;
             let dsync = sh.storage.writes_are_durable();
             if dsync {
                 self.dirty.clear();
                 self.count_group_commit();
-                sh.durable.store(inf.piece_end, SeqCst);
+                advance(&sh.durable, inf.piece_end);
             }
             let woken = sh.ring_bells(dsync) + sh.wake_waiters(false);
             if dsync {
@@ -419,6 +435,10 @@ impl Flusher {
         };
         let geo = self.sh.geo;
         let seq = geo.segment_of(self.stage_pos);
+        debug_assert!(
+            self.stage_pos % self.bs == 0,
+            "writes start at a block boundary of the log"
+        );
         let piece_end = end.min(geo.segment_start(seq + 1));
         let wlen = align_up(piece_end - self.stage_pos, self.bs) as usize;
         let cap = cur.capacity();
@@ -502,7 +522,8 @@ impl Flusher {
             self.dirty.clear();
         }
         self.count_group_commit();
-        sh.durable.store(written, SeqCst);
+        debug_assert!(written <= sh.written.load(SeqCst), "durable <= written");
+        advance(&sh.durable, written);
         let woken = sh.ring_bells(true) + sh.wake_waiters(false);
         self.count_woken(woken);
         self.record_durable(closing)
@@ -585,3 +606,15 @@ impl Wake for Unpark {
 
 /// How often, at most, the flusher rewrites the checkpoint under load.
 pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_millis(1);
+
+/// Moves a watermark (`released`, `accepted`, `written`, `durable`) that
+/// only the flusher stores: in debug builds, checks that it never goes
+/// back.
+fn advance(mark: &std::sync::atomic::AtomicU64, to: u64) {
+    debug_assert!(
+        mark.load(SeqCst) <= to,
+        "a watermark moves forward only: {} -> {to}",
+        mark.load(SeqCst)
+    );
+    mark.store(to, SeqCst);
+}

@@ -71,7 +71,7 @@ impl Prealloc {
             }
             let seq = st.created + 1;
             drop(st);
-            let header = geo.encode_segment_header(seq);
+            let header = geo.encode_segment_header_checked(seq);
             // A retired file first: its space was written before, so
             // O_DSYNC writes into it need no extent conversion (no
             // file-system journal commit per write).

@@ -441,10 +441,15 @@ impl Shared {
     ) -> io::Result<()> {
         let mut c = meta.checkpoint;
         f(&mut c);
+        debug_assert!(
+            c.start_lsn >= meta.checkpoint.start_lsn
+                && c.durable_lsn >= meta.checkpoint.durable_lsn,
+            "the checkpoint's start and durable point move forward only"
+        );
         c.generation += 1;
         self.storage.write_checkpoint(
             (c.generation % 2) * CHECKPOINT_SLOT as u64,
-            &c.encode(),
+            &c.encode_checked(),
             sync,
         )?;
         meta.checkpoint = c;

@@ -1,0 +1,35 @@
+//! Helpers shared by the journal's integration tests: where a test's
+//! journal lives and how its files are named. (Each module keeps its own
+//! `opts()` and `payload()`: their sizes are what that module tests.)
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// A directory for a test's journal, `journal-<name>` under the
+/// integration-test temporary directory (in the target directory: never a
+/// tmpfs, as O_DIRECT needs), removed if an earlier run left it: the
+/// journal creates it.
+pub fn fresh_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// The file of segment `seq` in the journal directory `d`.
+pub fn seg_path(d: &Path, seq: u64) -> PathBuf {
+    d.join(format!("{seq:016x}.seg"))
+}
+
+/// How many files in `d` have names ending in `suffix`.
+pub fn files_ending(d: &Path, suffix: &str) -> usize {
+    std::fs::read_dir(d)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(suffix)
+        })
+        .count()
+}
