@@ -1,6 +1,6 @@
 //! `overlap._native`: the extension module behind the `overlap` Python
 //! package (asyncio file I/O on the overlap engine). The Python side lives
-//! in `python/overlap/`; `hub` explains how completions reach the loop.
+//! in `python/python/overlap/`; `hub` explains how completions reach the loop.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -85,33 +85,42 @@ fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// `stats()`: the engine's counters since it started.
+/// `stats()`: the engine's counters since it started: every field of
+/// [`overlap::Stats`] ([`Stats::fields`](overlap::Stats::fields), so one
+/// added there is here too), named as in Rust but for the spelling
+/// `in_flight` ([`python_name`]), then the operations and bytes in flight
+/// now.
 #[pyfunction]
 fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let e = engine()?;
     let s = py.detach(|| e.stats());
     let d = PyDict::new(py);
-    d.set_item("submitted", s.submitted)?;
-    d.set_item("completed", s.completed)?;
-    d.set_item("completed_inline", s.completed_inline)?;
-    d.set_item("completed_async", s.completed_async)?;
-    d.set_item("errors", s.errors)?;
-    d.set_item("bytes_read", s.bytes_read)?;
-    d.set_item("bytes_written", s.bytes_written)?;
-    d.set_item("in_flight_ops_high_water", s.inflight_ops_high_water)?;
-    d.set_item("in_flight_bytes_high_water", s.inflight_bytes_high_water)?;
-    d.set_item("submit_syscalls", s.submit_syscalls)?;
-    d.set_item("fast_path_hits", s.fast_path_hits)?;
-    d.set_item("fast_path_misses", s.fast_path_misses)?;
-    d.set_item("fast_path_skipped", s.fast_path_skipped)?;
-    d.set_item("backpressure_waits", s.backpressure_waits)?;
-    d.set_item("submitted_on_thread_rings", s.submitted_on_thread_rings)?;
-    d.set_item("submitted_on_reactor_rings", s.submitted_on_reactor_rings)?;
-    d.set_item("kernel_workers_seen", s.kernel_workers_seen)?;
+    for (name, value) in s.fields() {
+        d.set_item(python_name(name), value)?;
+    }
     let (ops, bytes) = e.in_flight();
     d.set_item("in_flight_ops", ops)?;
     d.set_item("in_flight_bytes", bytes)?;
     Ok(d)
+}
+
+/// A Rust counter's name in Python: every key about what is in flight is
+/// spelled `in_flight` there (`inflight_ops_high_water` is
+/// `in_flight_ops_high_water`; the Rust spelling still answers in Python,
+/// deprecated: `overlap._DEPRECATED_KEYS`).
+fn python_name(rust: &str) -> String {
+    rust.replace("inflight", "in_flight")
+}
+
+/// `_stats_fields()`: the names of [`overlap::Stats`]'s counters as
+/// [`Stats::fields`](overlap::Stats::fields) gives them, in Rust's
+/// spelling (for the tests: every one of them is a key of `stats()`).
+#[pyfunction]
+fn _stats_fields() -> Vec<&'static str> {
+    overlap::Stats::default()
+        .fields()
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// The page size, the default alignment of `AlignedBuffer`.
@@ -124,6 +133,7 @@ fn page_size() -> usize {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(driver, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_stats_fields, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
     m.add_function(wrap_pyfunction!(file::open, m)?)?;
     m.add_function(wrap_pyfunction!(hub::_forget_hubs_after_fork, m)?)?;

@@ -62,6 +62,43 @@ def test_stats_and_driver_keys_follow_one_scheme():
         s["no_such_key"]
 
 
+def _rust_stats_fields():
+    """The fields of the Rust engine's ``pub struct Stats`` as its source
+    declares them (crates/overlap/src/stats.rs, beside this package in the
+    repository), or None where the source is not there."""
+    import re
+
+    src = pathlib.Path(__file__).resolve().parents[2] / "crates" / "overlap" / "src" / "stats.rs"
+    if not src.is_file():
+        return None
+    body = re.search(r"^pub struct Stats \{\n(.*?)^\}", src.read_text(), re.M | re.S)
+    assert body, f"no `pub struct Stats {{ ... }}` in {src}"
+    return re.findall(r"^\s*pub (\w+):", body.group(1), re.M)
+
+
+async def test_stats_has_every_counter_of_the_rust_stats():
+    # stats() is built from the Rust struct's one definition (Stats::fields,
+    # its Serialize): every field is a key, spelled in_flight in Python, and
+    # nothing else but what is in flight now.
+    native = overlap._native._stats_fields()
+    assert len(native) >= 20 and len(set(native)) == len(native), native
+    declared = _rust_stats_fields()
+    if declared is not None:
+        assert native == declared
+    s = overlap.stats()
+    expected = {k.replace("inflight", "in_flight") for k in native} | {"in_flight_ops", "in_flight_bytes"}
+    assert set(s) == expected
+    assert all(isinstance(v, int) and v >= 0 for v in s.values()), s
+    # The counters are live, not zeros: a read is counted.
+    before = overlap.stats()
+    async with overlap.open(__file__, "rb") as f:
+        assert len(await f.read_at(10, 0)) == 10
+    after = overlap.stats()
+    assert after["submitted"] > before["submitted"]
+    assert after["completed"] > before["completed"]
+    assert after["bytes_read"] >= before["bytes_read"] + 10
+
+
 def test_driver_docstring_names_every_kind():
     doc = overlap.driver.__doc__
     for kind in ('"uring"', '"aio+pool"', '"pool"'):

@@ -1,8 +1,15 @@
-"""aiofiles' own test suite (aiofiles 25.1, Apache License 2.0, Copyright
-the aiofiles authors; see overlap/aiofiles/NOTICE-aiofiles), run unchanged
-against overlap.aiofiles: every ``aiofiles`` module name below this directory
-is overlap's drop-in. The differential tests (../test_aiofiles.py) keep
-their own reference to the real package (../conftest.py imports it first).
+"""aiofiles' own test suite, run unchanged against overlap.aiofiles: every
+``aiofiles`` module name below this directory is overlap's drop-in. The
+differential tests (../test_aiofiles.py) keep their own reference to the
+real package (../conftest.py imports it first).
+
+What is whose: every file of this directory but this conftest.py (overlap's)
+is aiofiles' ``tests/`` directory of the aiofiles 25.1.0 release, copied
+byte for byte from its PyPI sdist (aiofiles-25.1.0.tar.gz, sha256
+a8d728f0a29de45dc521f18f07297428d56992a742f0cd2701ba86e44d23d5b2):
+Copyright 2016 Tin Tvrtkovic and the aiofiles authors, under the Apache
+License 2.0 (LICENSE and NOTICE beside this file, aiofiles' own). Two of
+its tests are skipped here, below, each saying why.
 """
 
 import os

@@ -1,5 +1,6 @@
-# Adapted from aiofiles 25.1.0 (Apache License 2.0, Copyright the aiofiles authors):
-# the same names and behaviour, so that overlap.aiofiles is a drop-in.
+# From aiofiles 25.1.0 (Copyright 2016 Tin Tvrtkovic and the aiofiles authors,
+# Apache License 2.0: ../LICENSE-aiofiles, ../NOTICE-aiofiles), unchanged.
+# What in overlap.aiofiles is whose: the top of ../__init__.py.
 from ..base import AsyncBase, AsyncIndirectBase
 from .utils import delegate_to_executor, proxy_method_directly, proxy_property_directly
 

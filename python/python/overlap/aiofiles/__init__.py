@@ -1,5 +1,28 @@
-# Adapted from aiofiles 25.1.0 (Apache License 2.0, Copyright the aiofiles authors):
-# the same names and behaviour, so that overlap.aiofiles is a drop-in.
+# overlap.aiofiles: what is whose.
+#
+# The API is aiofiles' (https://github.com/Tinche/aiofiles, by Tin Tvrtkovic
+# and the aiofiles contributors, under the Apache License 2.0): the same
+# modules, names, signatures and behaviour, so that
+# `import overlap.aiofiles as aiofiles` is a drop-in for aiofiles 25.1.
+# Code from the aiofiles 25.1.0 release (its PyPI sdist, aiofiles-25.1.0.tar.gz,
+# sha256 a8d728f0a29de45dc521f18f07297428d56992a742f0cd2701ba86e44d23d5b2):
+#
+# - copied unchanged (a header added; tempfile/'s two with LF line endings
+#   for upstream's CRLF): os.py, ospath.py, tempfile/__init__.py,
+#   tempfile/temptypes.py, threadpool/binary.py, threadpool/text.py,
+#   threadpool/utils.py;
+# - copied and changed by overlap, each saying how: base.py (an engine file's
+#   `async with` exit is an engine close), threadpool/__init__.py (`open` of a
+#   regular file by path goes to the engine), this file (aiofiles' exports,
+#   with overlap's documentation);
+# - overlap's own (MIT OR Apache-2.0, as the rest of overlap): the file objects
+#   on the engine, threadpool/engine.py, _engine_binary.py and _engine_text.py,
+#   which subclass aiofiles' classes.
+#
+# aiofiles' licence and NOTICE are beside this file (LICENSE-aiofiles,
+# NOTICE-aiofiles) and ship with the package. aiofiles' own test suite, run
+# against this module, is python/tests/aiofiles_upstream/ in overlap's
+# repository (copied unchanged from the same release, with its licence).
 """A drop-in for aiofiles 25.1: ``import overlap.aiofiles as aiofiles``.
 
 The same public names, submodules and behaviour as aiofiles (``open`` with
@@ -39,6 +62,12 @@ their ``*_bytes``
 See ``overlap.aiofiles.threadpool.engine`` for how the engine's files
 differ from the thread pool's (no user-space write buffer, append mode,
 text ``tell`` cookies).
+
+The API, and the code of the modules that use the thread pool, are
+aiofiles' (by Tin Tvrtkovic and its contributors, Apache License 2.0; the
+licence and NOTICE ship beside this module); the engine's file objects are
+overlap's. The comment at the top of this file's source says which file is
+whose.
 """
 
 from . import tempfile

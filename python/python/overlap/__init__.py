@@ -107,7 +107,10 @@ class _Renamed(dict):
 
 
 def stats() -> dict:
-    """The engine's counters since it started: ``submitted``, ``completed``,
+    """The engine's counters since it started, one key per counter of the
+    Rust engine's ``overlap::Stats`` (whose documentation says what each
+    counts; the dict is built from that struct, so it has every one):
+    ``submitted``, ``completed``,
     ``completed_inline`` (synchronous: page-cache hits, or done when the
     submitting call returned) vs ``completed_async`` (really overlapped),
     ``kernel_workers_seen`` (io_uring worker threads that had to do blocking

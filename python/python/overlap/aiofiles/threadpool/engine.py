@@ -1,3 +1,5 @@
+# overlap's own (MIT OR Apache-2.0, as the rest of overlap), on aiofiles' classes.
+# What in overlap.aiofiles is whose: the top of ../__init__.py.
 """aiofiles' file objects with their reads and writes on the overlap engine.
 
 ``overlap.aiofiles.open`` returns these for regular files opened by path:
