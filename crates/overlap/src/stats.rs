@@ -133,10 +133,10 @@ impl Counters {
             _ if res < 0 => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Transfer::Read => {
+            Transfer::Read(_) => {
                 self.bytes_read.fetch_add(res as u64, Ordering::Relaxed);
             }
-            Transfer::Write => {
+            Transfer::Write(_) => {
                 self.bytes_written.fetch_add(res as u64, Ordering::Relaxed);
             }
             Transfer::None => {}

@@ -334,7 +334,7 @@ impl File {
     /// into `buf`'s heap memory, which does not move with `buf` (IoBuf
     /// contract).
     fn prepare<B: IoBuf>(&self, buf: B, kind: OpKind, need: Need, fast_path: bool) -> Prepared<B> {
-        let (addr, offset, len) = kind.span().unwrap_or_default();
+        let ops::Span { addr, offset, len } = kind.span().unwrap_or_default();
         if let Err(e) = self.check(need, addr, offset, len) {
             return Prepared::Done(Err(e), buf);
         }

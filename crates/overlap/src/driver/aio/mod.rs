@@ -403,8 +403,8 @@ impl AioDriver {
             aio_fildes: fd as u32,
             ..Iocb::default()
         };
-        if let Some((ptr, offset, len)) = op.kind().span() {
-            iocb.aio_buf = ptr as u64;
+        if let Some(crate::ops::Span { addr, offset, len }) = op.kind().span() {
+            iocb.aio_buf = addr as u64;
             iocb.aio_nbytes = len as u64;
             iocb.aio_offset = offset as i64;
         }
