@@ -127,6 +127,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod admit;
 mod buf;
 mod driver;
 mod engine;

@@ -127,6 +127,15 @@ impl<B: Send + 'static> Settle for PortRing<B> {
     }
 }
 
+/// A port's ring admits an operation by counting it in
+/// ([`PortRing::admit`]).
+impl<B: Send + 'static> crate::admit::Gate for PortRing<B> {
+    #[inline]
+    fn admits(&self, shared: &Shared) -> bool {
+        self.admit(shared)
+    }
+}
+
 impl<B: Send + 'static> PortRing<B> {
     /// A ring for a port of `shared`'s engine, or `None` if none can be
     /// made (the port then queues completions from the engine's driver).
