@@ -674,6 +674,95 @@ impl Operation for Symlink {
     }
 }
 
+/// `fsetxattr(fd, name, value, len, flags)`: sets an extended attribute of
+/// an open file to bytes the cell owns. The name lives in the operation.
+#[derive(Debug)]
+pub(crate) struct SetXattr {
+    pub fd: i32,
+    pub name: CString,
+    pub value: *const u8,
+    pub len: u32,
+    /// `XATTR_CREATE`, `XATTR_REPLACE`, or 0 (either).
+    pub flags: i32,
+}
+
+impl Operation for SetXattr {
+    const CODE: u8 = opcode::FSetXattr::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "setxattr"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::FSetXattr::new(
+            types::Fd(self.fd),
+            self.name.as_ptr(),
+            self.value.cast(),
+            self.len,
+        )
+        .flags(self.flags)
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: name is NUL-terminated and owned by the operation; value
+        // is valid for len readable bytes owned by the cell.
+        ret(unsafe {
+            libc::fsetxattr(
+                self.fd,
+                self.name.as_ptr(),
+                self.value.cast(),
+                self.len as usize,
+                self.flags,
+            )
+        } as i64)
+    }
+}
+
+/// `fgetxattr(fd, name, value, len)`: reads an extended attribute of an
+/// open file into memory the cell owns (with `len` 0, only its size). The
+/// name lives in the operation.
+#[derive(Debug)]
+pub(crate) struct GetXattr {
+    pub fd: i32,
+    pub name: CString,
+    pub value: *mut u8,
+    pub len: u32,
+}
+
+impl Operation for GetXattr {
+    const CODE: u8 = opcode::FGetXattr::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "getxattr"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::FGetXattr::new(
+            types::Fd(self.fd),
+            self.name.as_ptr(),
+            self.value.cast(),
+            self.len,
+        )
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: name is NUL-terminated and owned by the operation; value
+        // is valid for len writable bytes owned by the cell.
+        ret(unsafe {
+            libc::fgetxattr(
+                self.fd,
+                self.name.as_ptr(),
+                self.value.cast(),
+                self.len as usize,
+            )
+        } as i64)
+    }
+}
+
 /// A result known before submission (a completion port delivers it through
 /// its ring like any other, so that a worker asleep in the kernel sees it).
 #[derive(Debug)]
@@ -801,6 +890,8 @@ operations! {
     Mkdir,
     Link,
     Symlink,
+    SetXattr,
+    GetXattr,
     Nop,
 }
 

@@ -1,6 +1,8 @@
 //! Files and how to open them.
 
+use std::ffi::{CString, OsStr};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -547,6 +549,88 @@ impl File {
         self.simple(Need::Write, 0, move |fd| {
             OpKind::Ftruncate(ops::Ftruncate { fd, len })
         })
+    }
+
+    /// Sets the extended attribute `name` (say `user.origin`; the
+    /// namespace prefix is part of it) of the open file to the bytes of
+    /// `value`, creating or replacing it (`fsetxattr`), and gives `value`
+    /// back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close);
+    /// [`Error::InvalidInput`] for a name with a NUL byte or a value over
+    /// 4 GiB; otherwise the kernel's error as [`Error::Io`]: `EOPNOTSUPP`
+    /// where the file system keeps no such attributes, `E2BIG` for a value
+    /// over its limit (64 KiB on Linux), `ERANGE` for a name over 255 bytes,
+    /// `EPERM`/`EACCES` where the caller may not set it.
+    pub fn set_xattr<B: IoBuf>(&self, name: impl AsRef<OsStr>, value: B) -> Task<(Result<()>, B)> {
+        let len = value.bytes_len();
+        let value_ptr = value.stable_ptr();
+        let p = self.xattr_request(name.as_ref(), value, len, |fd, name, len| {
+            OpKind::SetXattr(ops::SetXattr {
+                fd,
+                name,
+                value: value_ptr,
+                len,
+                flags: 0,
+            })
+        });
+        Task::new(async move {
+            let (res, value) = Self::op(p).await;
+            (res.map(|_| ()), value)
+        })
+    }
+
+    /// Reads the extended attribute `name` of the open file into the start
+    /// of `buf` (`fgetxattr`); returns the value's length. An empty `buf`
+    /// asks for the length alone, to size a buffer for it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close);
+    /// [`Error::InvalidInput`] for a name with a NUL byte; otherwise the
+    /// kernel's error as [`Error::Io`]: `ENODATA` when the file has no such
+    /// attribute, `ERANGE` when `buf` is too small for the value,
+    /// `EOPNOTSUPP` where the file system keeps no such attributes.
+    pub fn get_xattr<B: IoBufMut>(&self, name: impl AsRef<OsStr>, mut buf: B) -> Op<B> {
+        // Longer than any attribute value (64 KiB on Linux).
+        let len = buf.bytes_len().min(u32::MAX as usize);
+        let value = buf.stable_mut_ptr();
+        Self::op(
+            self.xattr_request(name.as_ref(), buf, len, |fd, name, len| {
+                OpKind::GetXattr(ops::GetXattr {
+                    fd,
+                    name,
+                    value,
+                    len,
+                })
+            }),
+        )
+    }
+
+    /// Checks an extended-attribute request and builds its operation with
+    /// `make(fd, name, len)`; `buf` holds the value the operation points
+    /// into (its heap memory does not move with it, IoBuf contract).
+    fn xattr_request<B>(
+        &self,
+        name: &OsStr,
+        buf: B,
+        len: usize,
+        make: impl FnOnce(i32, CString, u32) -> OpKind,
+    ) -> Prepared<B> {
+        if let Err(e) = self.check(Need::Open, 0, 0, 0) {
+            return Prepared::Done(Err(e), buf);
+        }
+        let Ok(name) = CString::new(name.as_bytes()) else {
+            let e = Error::InvalidInput(format!("attribute name {name:?} contains a NUL byte"));
+            return Prepared::Done(Err(e), buf);
+        };
+        let Ok(len) = u32::try_from(len) else {
+            let e = Error::InvalidInput(format!("an attribute value of {len} bytes is too long"));
+            return Prepared::Done(Err(e), buf);
+        };
+        self.bufferless(buf, make(self.inner.fd(), name, len))
     }
 
     /// Size, block size and direct-I/O alignment (`statx`).
