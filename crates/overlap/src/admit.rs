@@ -12,7 +12,7 @@
 //! 4. **shutdown check** ([`Gate`]): the engine may have stopped while the
 //!    request waited for budget;
 //! 5. **submit**: left to the caller, which knows where the operation goes
-//!    (a future by who polls it, [`crate::op::submit`]; a port to its ring
+//!    (a future by who polls it, [`crate::future::submit`]; a port to its ring
 //!    or its queue).
 //!
 //! Where the fast path sits is the one difference between them, for a
@@ -24,8 +24,8 @@ use std::task::{Context, Poll};
 
 use crate::engine::Shared;
 use crate::error::Error;
+use crate::future::Request;
 use crate::limiter::{Acquire, Permit};
-use crate::op::Request;
 
 /// Where the caller-side page-cache fast path runs in the admission.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

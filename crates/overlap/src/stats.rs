@@ -123,8 +123,8 @@ impl Counters {
     }
 
     /// Counts a completion from a driver (fast-path hits are counted apart).
-    pub(crate) fn record(&self, kind: &crate::ops::OpKind, res: i64, inline: bool) {
-        use crate::ops::Transfer;
+    pub(crate) fn record(&self, kind: &crate::operation::OpKind, res: i64, inline: bool) {
+        use crate::operation::Transfer;
         self.completed.fetch_add(1, Ordering::Relaxed);
         if inline {
             self.inline.fetch_add(1, Ordering::Relaxed);

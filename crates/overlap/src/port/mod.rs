@@ -21,8 +21,8 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::op::{submit, to_result, OpCell, Request, Route, Target};
-use crate::ops::{Nop, OpKind};
+use crate::future::{submit, to_result, OpCell, Request, Route, Target};
+use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
 
 /// Admits a port's request: waiting for budget in the calling thread
@@ -194,10 +194,10 @@ impl<B: Send + 'static> Port<B> {
         let req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(_, buf) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+                return Err((Error::Forked(crate::future::FORKED_PORT), buf));
             }
             Prepared::Req(req) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::op::FORKED_PORT), req.buf));
+                return Err((Error::Forked(crate::future::FORKED_PORT), req.buf));
             }
             Prepared::Done(Ok(n), buf) => match &self.inner.mode {
                 Mode::Queue(q) => {
@@ -520,7 +520,7 @@ impl<B: Send + 'static> Port<B> {
             ));
         }
         if shared.forked() {
-            return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+            return Err((Error::Forked(crate::future::FORKED_PORT), buf));
         }
         let req = Request {
             shared: shared.clone(),

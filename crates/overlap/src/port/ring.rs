@@ -34,8 +34,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::Completion;
 use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
-use crate::op::{to_result, Completable, OpCell};
-use crate::ops::{OpKind, Opcodes};
+use crate::future::{to_result, Completable, OpCell};
+use crate::operation::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
 

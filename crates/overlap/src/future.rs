@@ -17,7 +17,7 @@ use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::file::FileRef;
 use crate::limiter::Permit;
-use crate::ops::OpKind;
+use crate::operation::OpKind;
 use crate::port::PortShared;
 
 /// What a driver sees of an operation.
