@@ -42,13 +42,16 @@
 //!
 //! 1. [`File::read_at`] checks the request (`File::check`: open for
 //!    reading, offset range, direct-I/O alignment) and builds an
-//!    `ops::Read` pointing into the buffer's heap memory (`File::prepare_read`).
-//!    The result is an [`Op`], a future that has done nothing yet.
-//! 2. Its first poll (`Op::poll`) counts it in on the file (`Request::start`),
-//!    tries the page cache on the calling thread for a buffered read
-//!    (`sys::read_nowait`, `preadv2(RWF_NOWAIT)`), and else takes a share of
-//!    the in-flight budget (`Limiter::acquire`, waiting if it is full).
-//! 3. `op::submit` moves the request into an `OpCell`, which owns the buffer
+//!    `operation::Read` (one operation, declared in `operation.rs`) pointing
+//!    into the buffer's heap memory (`File::prepare_read`). The result is an
+//!    [`Op`] (`future.rs`), a future that has done nothing yet.
+//! 2. Its first poll (`Op::poll`) goes through the one admission path that
+//!    ports share (`admit::Admission`): it counts it in on the file
+//!    (`Request::start`), tries the page cache on the calling thread for a
+//!    buffered read (`sys::read_nowait`, `preadv2(RWF_NOWAIT)`), and else
+//!    takes a share of the in-flight budget (`Limiter::acquire`, waiting if
+//!    it is full).
+//! 3. `future::submit` moves the request into an `OpCell`, which owns the buffer
 //!    from now until the kernel is done with it, and picks the ring:
 //!    - polled inside [`block_on`] (every `.wait()`) on io_uring, the calling
 //!      thread's own ring (`wait::submit_on_own_ring`, then `RingCore::push`,
@@ -127,14 +130,15 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod admit;
 mod buf;
 mod driver;
 mod engine;
 mod error;
 mod file;
+mod future;
 mod limiter;
-mod op;
-mod ops;
+mod operation;
 pub mod path;
 mod port;
 mod reactor;
@@ -149,7 +153,7 @@ pub use engine::{
 };
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
-pub use op::{Op, Task};
+pub use future::{Op, Task};
 pub use port::{Completion, Port};
 pub use reactor::ReactorRing;
 pub use stats::{KernelWorkers, Stats};

@@ -30,8 +30,8 @@ use std::time::{Duration, SystemTime};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::run_op;
-use crate::op::{Op, Request, Task};
-use crate::ops::{self, OpKind};
+use crate::future::{Op, Request, Task};
+use crate::operation::{self, OpKind};
 
 /// `path` as a NUL-terminated string, or [`Error::InvalidInput`] naming it.
 pub(crate) fn cpath(path: &Path) -> Result<CString> {
@@ -169,7 +169,7 @@ fn simple(engine: &Engine, kind: Result<OpKind>) -> Task<Result<()>> {
 /// by a file, or an empty directory by a directory).
 pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Task<Result<()>> {
     let kind = (|| {
-        Ok(OpKind::Rename(ops::Rename {
+        Ok(OpKind::Rename(operation::Rename {
             from: cpath(from.as_ref())?,
             to: cpath(to.as_ref())?,
         }))
@@ -180,20 +180,22 @@ pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> 
 /// Removes a file or symbolic link (`unlinkat`); a directory is refused
 /// (`EISDIR`).
 pub fn remove_file(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
-    let kind = cpath(path.as_ref()).map(|path| OpKind::Unlink(ops::Unlink { path, dir: false }));
+    let kind =
+        cpath(path.as_ref()).map(|path| OpKind::Unlink(operation::Unlink { path, dir: false }));
     simple(engine, kind)
 }
 
 /// Removes an empty directory (`unlinkat` with `AT_REMOVEDIR`).
 pub fn remove_dir(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
-    let kind = cpath(path.as_ref()).map(|path| OpKind::Unlink(ops::Unlink { path, dir: true }));
+    let kind =
+        cpath(path.as_ref()).map(|path| OpKind::Unlink(operation::Unlink { path, dir: true }));
     simple(engine, kind)
 }
 
 /// Creates a directory with permission bits `mode`, less the umask
 /// (`mkdirat`); its parent must exist.
 pub fn create_dir(engine: &Engine, path: impl AsRef<Path>, mode: u32) -> Task<Result<()>> {
-    let kind = cpath(path.as_ref()).map(|path| OpKind::Mkdir(ops::Mkdir { path, mode }));
+    let kind = cpath(path.as_ref()).map(|path| OpKind::Mkdir(operation::Mkdir { path, mode }));
     simple(engine, kind)
 }
 
@@ -205,7 +207,7 @@ pub fn hard_link(
     link: impl AsRef<Path>,
 ) -> Task<Result<()>> {
     let kind = (|| {
-        Ok(OpKind::Link(ops::Link {
+        Ok(OpKind::Link(operation::Link {
             original: cpath(original.as_ref())?,
             link: cpath(link.as_ref())?,
         }))
@@ -221,7 +223,7 @@ pub fn symlink(
     link: impl AsRef<Path>,
 ) -> Task<Result<()>> {
     let kind = (|| {
-        Ok(OpKind::Symlink(ops::Symlink {
+        Ok(OpKind::Symlink(operation::Symlink {
             target: cpath(original.as_ref())?,
             link: cpath(link.as_ref())?,
         }))
@@ -264,7 +266,7 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
         let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
         // The box's heap memory does not move when the box moves into the
         // cell, which owns it until the kernel has completed.
-        let kind = OpKind::StatxPath(ops::StatxPath {
+        let kind = OpKind::StatxPath(operation::StatxPath {
             path,
             flags,
             buf: &mut *buf as *mut libc::statx,

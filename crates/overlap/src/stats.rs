@@ -125,8 +125,8 @@ impl Counters {
     }
 
     /// Counts a completion from a driver (fast-path hits are counted apart).
-    pub(crate) fn record(&self, kind: &crate::ops::OpKind, res: i64, inline: bool) {
-        use crate::ops::Transfer;
+    pub(crate) fn record(&self, kind: &crate::operation::OpKind, res: i64, inline: bool) {
+        use crate::operation::Transfer;
         self.completed.fetch_add(1, Ordering::Relaxed);
         if inline {
             self.inline.fetch_add(1, Ordering::Relaxed);
@@ -135,10 +135,10 @@ impl Counters {
             _ if res < 0 => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Transfer::Read => {
+            Transfer::Read(_) => {
                 self.bytes_read.fetch_add(res as u64, Ordering::Relaxed);
             }
-            Transfer::Write => {
+            Transfer::Write(_) => {
                 self.bytes_written.fetch_add(res as u64, Ordering::Relaxed);
             }
             Transfer::None => {}

@@ -2,8 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::op::Request;
-use crate::ops::OpKind;
+use crate::future::Request;
+use crate::operation::OpKind;
 
 /// The cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread. Returns
 /// the byte count when the whole request was served from the page cache (or

@@ -44,7 +44,7 @@ use crate::driver::aio;
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::driver::Panic;
 use crate::engine::Shared;
-use crate::op::{Completable, Route};
+use crate::future::{Completable, Route};
 
 /// Submission-queue entries of a thread's ring (more in flight are fine:
 /// a full queue is submitted and refilled).

@@ -29,6 +29,7 @@ per_driver!(
     a_tiny_ring_and_one_thread_still_take_many_operations,
     appenders_on_threads_lose_no_line,
     direct_appenders_on_threads_lose_no_block,
+    xattr_set_and_get_on_a_real_file,
 );
 
 fn rw(engine: &Engine, path: &std::path::Path) -> File {
@@ -807,4 +808,97 @@ fn direct_appenders_on_threads_lose_no_block(d: Driver) {
         .collect();
     want.sort_unstable();
     assert_eq!(tags, want, "every block once");
+}
+
+/// The kernel's view of an extended attribute of `path` (`getxattr(2)`):
+/// its bytes, or the errno.
+fn kernel_xattr(path: &std::path::Path, name: &str) -> Result<Vec<u8>, i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    // SAFETY: both strings are NUL-terminated; buf is writable for its length.
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
+    }
+    buf.truncate(r as usize);
+    Ok(buf)
+}
+
+fn xattr_set_and_get_on_a_real_file(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("xattr");
+    let file = rw(&engine, &path);
+    let name = "user.overlap.origin";
+    let value = b"written through the engine".to_vec();
+
+    let (res, back) = file.set_xattr(name, value.clone()).wait();
+    if let Err(e) = &res {
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            println!("SKIPPED: the file system under {dir:?} keeps no user.* attributes");
+            return;
+        }
+    }
+    res.expect("set_xattr");
+    assert_eq!(back, value, "the value comes back unchanged");
+    assert_eq!(
+        kernel_xattr(&path, name),
+        Ok(value.clone()),
+        "the kernel holds it"
+    );
+
+    // Read back into a larger buffer: the length, and the bytes at the start.
+    let (res, buf) = file.get_xattr(name, vec![0u8; 100]).wait();
+    assert_eq!(res.expect("get_xattr"), value.len());
+    assert_eq!(&buf[..value.len()], &value[..]);
+    assert!(
+        buf[value.len()..].iter().all(|&b| b == 0),
+        "nothing past the value"
+    );
+
+    // An empty buffer asks for the length alone.
+    let (res, _) = file.get_xattr(name, Vec::new()).wait();
+    assert_eq!(res.expect("the length"), value.len());
+
+    // Replacing it; a too-small buffer is ERANGE.
+    let (res, _) = file.set_xattr(name, &b"v2"[..]).wait();
+    res.expect("replace");
+    assert_eq!(kernel_xattr(&path, name), Ok(b"v2".to_vec()));
+    let (res, _) = file.get_xattr(name, vec![0u8; 1]).wait();
+    assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::ERANGE));
+
+    // A name the file does not have is ENODATA, given back with the buffer.
+    let (res, buf) = file.get_xattr("user.overlap.absent", vec![7u8; 8]).wait();
+    assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::ENODATA));
+    assert_eq!(buf, vec![7u8; 8]);
+
+    // Invalid names are refused before the kernel sees them.
+    let (res, _) = file.get_xattr("user.a\0b", vec![0u8; 8]).wait();
+    assert!(matches!(res, Err(Error::InvalidInput(_))), "{res:?}");
+    let (res, _) = file.set_xattr("user.a\0b", vec![1u8]).wait();
+    assert!(matches!(res, Err(Error::InvalidInput(_))), "{res:?}");
+
+    // Many at once, in flight together, each on its own name.
+    let sets =
+        (0..16u8).map(|i| file.set_xattr(format!("user.overlap.n{i}"), vec![i; i as usize + 1]));
+    for (res, _) in futures::executor::block_on(join_all(sets)) {
+        res.expect("set in flight with others");
+    }
+    let gets = (0..16u8).map(|i| file.get_xattr(format!("user.overlap.n{i}"), vec![0u8; 32]));
+    for (i, (res, buf)) in futures::executor::block_on(join_all(gets))
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(res.expect("get in flight with others"), i + 1);
+        assert!(buf[..=i].iter().all(|&b| b == i as u8));
+    }
+
+    // A closed file refuses both.
+    file.close().wait().unwrap();
+    let (res, _) = file.get_xattr(name, vec![0u8; 8]).wait();
+    assert!(matches!(res, Err(Error::Closed)), "{res:?}");
+    let (res, _) = file.set_xattr(name, vec![1u8]).wait();
+    assert!(matches!(res, Err(Error::Closed)), "{res:?}");
 }

@@ -19,7 +19,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::task::Waker;
 
-use crate::op::Completable;
+use crate::future::Completable;
 
 thread_local! {
     /// Set on driver threads, which must never join themselves.
@@ -137,7 +137,7 @@ impl DriverHandle {
 
     /// Whether the thread pool performs `kind` (rather than the kernel,
     /// through io_uring or AIO): a thread in `Op::wait` then runs it itself.
-    pub(crate) fn pool_takes(&self, kind: &crate::ops::OpKind) -> bool {
+    pub(crate) fn pool_takes(&self, kind: &crate::operation::OpKind) -> bool {
         match self {
             DriverHandle::Uring(_) => false,
             DriverHandle::Pool(_) => true,

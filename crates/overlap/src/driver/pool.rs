@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use crate::op::Completable;
+use crate::future::Completable;
 use crate::stats::Counters;
 
 pub(crate) struct PoolDriver {

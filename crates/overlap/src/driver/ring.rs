@@ -13,8 +13,8 @@ use slab::Slab;
 
 use super::Panic;
 use crate::error::FallbackReason;
-use crate::op::Completable;
-use crate::ops::Opcodes;
+use crate::future::Completable;
+use crate::operation::Opcodes;
 
 /// User data of the eventfd read that wakes a thread asleep in its ring.
 const EVENTFD_KEY: u64 = u64::MAX;
@@ -296,7 +296,7 @@ impl RingCore {
         for (_, (op, _)) in std::mem::take(&mut self.slab) {
             done.push(Done {
                 op,
-                res: crate::op::INHERITED_ACROSS_FORK,
+                res: crate::future::INHERITED_ACROSS_FORK,
                 inline: false,
             });
         }

@@ -90,7 +90,7 @@ use std::thread::JoinHandle;
 
 use super::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::error::FallbackReason;
-use crate::op::Completable;
+use crate::future::Completable;
 use crate::stats::Counters;
 
 pub(crate) struct UringDriver {

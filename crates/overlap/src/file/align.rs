@@ -1,6 +1,6 @@
 //! The direct-I/O alignment a file requires, and where it comes from.
 
-use crate::ops;
+use crate::operation;
 
 /// Alignment that direct I/O on a file requires, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -16,7 +16,7 @@ pub struct Alignment {
 
 /// The direct-I/O alignment `st` reports, or the device's.
 pub(super) fn alignment_of(st: &libc::statx) -> Alignment {
-    if st.stx_mask & ops::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
+    if st.stx_mask & operation::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
         Alignment {
             memory: st.stx_dio_mem_align,
             offset: st.stx_dio_offset_align,

@@ -1,6 +1,8 @@
 //! Files and how to open them.
 
+use std::ffi::{CString, OsStr};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,8 +11,8 @@ use std::task::Poll;
 use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::{Engine, Shared};
 use crate::error::{AlignmentPart, Error, Result};
-use crate::op::{Op, Request, Task};
-use crate::ops::{self, OpKind};
+use crate::future::{Op, Request, Task};
+use crate::operation::{self, OpKind};
 
 /// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
 /// longer requests come back short and the `*_exact`/`*_all` forms go on.
@@ -176,7 +178,7 @@ impl File {
                     raw,
                     c"".as_ptr(),
                     libc::AT_EMPTY_PATH,
-                    ops::STATX_MASK,
+                    operation::STATX_MASK,
                     &mut st,
                 )
             };
@@ -305,7 +307,7 @@ impl File {
     ) -> Prepared<B> {
         let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
         let ptr = buf.stable_mut_ptr().wrapping_add(start);
-        let kind = OpKind::Read(ops::Read {
+        let kind = OpKind::Read(operation::Read {
             fd: self.inner.fd(),
             ptr,
             len: len as u32,
@@ -319,7 +321,7 @@ impl File {
     pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
         let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
         let ptr = buf.stable_ptr().wrapping_add(start);
-        let kind = OpKind::Write(ops::Write {
+        let kind = OpKind::Write(operation::Write {
             fd: self.inner.fd(),
             ptr,
             len: len as u32,
@@ -334,7 +336,7 @@ impl File {
     /// into `buf`'s heap memory, which does not move with `buf` (IoBuf
     /// contract).
     fn prepare<B: IoBuf>(&self, buf: B, kind: OpKind, need: Need, fast_path: bool) -> Prepared<B> {
-        let (addr, offset, len) = kind.span().unwrap_or_default();
+        let operation::Span { addr, offset, len } = kind.span().unwrap_or_default();
         if let Err(e) = self.check(need, addr, offset, len) {
             return Prepared::Done(Err(e), buf);
         }
@@ -357,7 +359,7 @@ impl File {
         if let Err(e) = self.check(Need::Open, 0, 0, 0) {
             return Prepared::Done(Err(e), buf);
         }
-        let kind = OpKind::Fsync(ops::Fsync {
+        let kind = OpKind::Fsync(operation::Fsync {
             fd: self.inner.fd(),
             datasync,
         });
@@ -384,7 +386,7 @@ impl File {
         if let Err(e) = self.check(Need::Write, 0, offset, 0) {
             return Prepared::Done(Err(e), buf);
         }
-        let kind = OpKind::Fallocate(ops::Fallocate {
+        let kind = OpKind::Fallocate(operation::Fallocate {
             fd: self.inner.fd(),
             mode,
             offset,
@@ -496,7 +498,7 @@ impl File {
     /// `fsync`: data and metadata reach stable storage.
     pub fn sync_all(&self) -> Task<Result<()>> {
         self.simple(Need::Open, 0, |fd| {
-            OpKind::Fsync(ops::Fsync {
+            OpKind::Fsync(operation::Fsync {
                 fd,
                 datasync: false,
             })
@@ -507,7 +509,7 @@ impl File {
     /// storage.
     pub fn sync_data(&self) -> Task<Result<()>> {
         self.simple(Need::Open, 0, |fd| {
-            OpKind::Fsync(ops::Fsync { fd, datasync: true })
+            OpKind::Fsync(operation::Fsync { fd, datasync: true })
         })
     }
 
@@ -525,7 +527,7 @@ impl File {
             return Task::new(async move { Err(err) });
         }
         self.simple(Need::Write, offset, move |fd| {
-            OpKind::Fallocate(ops::Fallocate {
+            OpKind::Fallocate(operation::Fallocate {
                 fd,
                 mode: 0,
                 offset,
@@ -545,8 +547,90 @@ impl File {
             });
         }
         self.simple(Need::Write, 0, move |fd| {
-            OpKind::Ftruncate(ops::Ftruncate { fd, len })
+            OpKind::Ftruncate(operation::Ftruncate { fd, len })
         })
+    }
+
+    /// Sets the extended attribute `name` (say `user.origin`; the
+    /// namespace prefix is part of it) of the open file to the bytes of
+    /// `value`, creating or replacing it (`fsetxattr`), and gives `value`
+    /// back.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close);
+    /// [`Error::InvalidInput`] for a name with a NUL byte or a value over
+    /// 4 GiB; otherwise the kernel's error as [`Error::Io`]: `EOPNOTSUPP`
+    /// where the file system keeps no such attributes, `E2BIG` for a value
+    /// over its limit (64 KiB on Linux), `ERANGE` for a name over 255 bytes,
+    /// `EPERM`/`EACCES` where the caller may not set it.
+    pub fn set_xattr<B: IoBuf>(&self, name: impl AsRef<OsStr>, value: B) -> Task<(Result<()>, B)> {
+        let len = value.bytes_len();
+        let value_ptr = value.stable_ptr();
+        let p = self.xattr_request(name.as_ref(), value, len, |fd, name, len| {
+            OpKind::SetXattr(operation::SetXattr {
+                fd,
+                name,
+                value: value_ptr,
+                len,
+                flags: 0,
+            })
+        });
+        Task::new(async move {
+            let (res, value) = Self::op(p).await;
+            (res.map(|_| ()), value)
+        })
+    }
+
+    /// Reads the extended attribute `name` of the open file into the start
+    /// of `buf` (`fgetxattr`); returns the value's length. An empty `buf`
+    /// asks for the length alone, to size a buffer for it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close);
+    /// [`Error::InvalidInput`] for a name with a NUL byte; otherwise the
+    /// kernel's error as [`Error::Io`]: `ENODATA` when the file has no such
+    /// attribute, `ERANGE` when `buf` is too small for the value,
+    /// `EOPNOTSUPP` where the file system keeps no such attributes.
+    pub fn get_xattr<B: IoBufMut>(&self, name: impl AsRef<OsStr>, mut buf: B) -> Op<B> {
+        // Longer than any attribute value (64 KiB on Linux).
+        let len = buf.bytes_len().min(u32::MAX as usize);
+        let value = buf.stable_mut_ptr();
+        Self::op(
+            self.xattr_request(name.as_ref(), buf, len, |fd, name, len| {
+                OpKind::GetXattr(operation::GetXattr {
+                    fd,
+                    name,
+                    value,
+                    len,
+                })
+            }),
+        )
+    }
+
+    /// Checks an extended-attribute request and builds its operation with
+    /// `make(fd, name, len)`; `buf` holds the value the operation points
+    /// into (its heap memory does not move with it, IoBuf contract).
+    fn xattr_request<B>(
+        &self,
+        name: &OsStr,
+        buf: B,
+        len: usize,
+        make: impl FnOnce(i32, CString, u32) -> OpKind,
+    ) -> Prepared<B> {
+        if let Err(e) = self.check(Need::Open, 0, 0, 0) {
+            return Prepared::Done(Err(e), buf);
+        }
+        let Ok(name) = CString::new(name.as_bytes()) else {
+            let e = Error::InvalidInput(format!("attribute name {name:?} contains a NUL byte"));
+            return Prepared::Done(Err(e), buf);
+        };
+        let Ok(len) = u32::try_from(len) else {
+            let e = Error::InvalidInput(format!("an attribute value of {len} bytes is too long"));
+            return Prepared::Done(Err(e), buf);
+        };
+        self.bufferless(buf, make(self.inner.fd(), name, len))
     }
 
     /// Size, block size and direct-I/O alignment (`statx`).
@@ -598,7 +682,7 @@ impl File {
         // SAFETY: `st` is a writable statx. (The descriptor is open: `check`
         // saw the file open and this handle keeps its inner alive; a stale
         // number at worst gives EBADF.)
-        let r = unsafe { ops::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
         if r < 0 {
             return Err(std::io::Error::from_raw_os_error(-r as i32).into());
         }
@@ -612,7 +696,7 @@ impl File {
             file.check(Need::Open, 0, 0, 0)?;
             // SAFETY: statx is plain old data; all-zero is a valid value.
             let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
-            let kind = OpKind::Statx(ops::Statx {
+            let kind = OpKind::Statx(operation::Statx {
                 fd: file.inner.fd(),
                 buf: &mut *buf as *mut libc::statx,
             });
@@ -661,9 +745,13 @@ impl File {
             }
             // From here the close operation owns the descriptor: whatever
             // happens to this future or the engine, it is closed once.
-            run_op(&inner.shared, None, OpKind::Close(ops::Close::new(fd)))
-                .await
-                .map(|_| ())
+            run_op(
+                &inner.shared,
+                None,
+                OpKind::Close(operation::Close::new(fd)),
+            )
+            .await
+            .map(|_| ())
         })
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::{run_op, File, FileInner};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::op::Task;
-use crate::ops::{self, OpKind};
+use crate::future::Task;
+use crate::operation::{self, OpKind};
 
 /// Expected access pattern, passed to the kernel as `posix_fadvise` advice
 /// (the analogue of Windows' `FILE_FLAG_SEQUENTIAL_SCAN` and
@@ -182,7 +182,7 @@ impl OpenOptions {
         let path = path.as_ref().to_path_buf();
         Task::new(async move {
             let flags = opts.flags()?;
-            let open = OpKind::Open(ops::Open {
+            let open = OpKind::Open(operation::Open {
                 path: crate::path::cpath(&path)?,
                 flags,
                 mode: opts.mode,

@@ -16,13 +16,25 @@ mod ring;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::op::{submit, to_result, OpCell, Request, Route, Target};
-use crate::ops::{Nop, OpKind};
+use crate::future::{submit, to_result, OpCell, Request, Route, Target};
+use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
+
+/// Admits a port's request: waiting for budget in the calling thread
+/// (`wait`) or refusing with [`Error::WouldBlock`] when it is full.
+fn admit<B, G: Gate>(req: Request<B>, fast: FastPath, wait: bool, gate: &G) -> Outcome<B> {
+    if wait {
+        let mut adm = Admission::new(req, fast);
+        block_on(std::future::poll_fn(|cx| adm.poll(cx, gate)))
+    } else {
+        Admission::now(req, fast, gate)
+    }
+}
 
 pub(crate) use queue::Queue as PortShared;
 use ring::PortRing;
@@ -179,13 +191,13 @@ impl<B: Send + 'static> Port<B> {
         key: u64,
         wait: bool,
     ) -> std::result::Result<(), (Error, B)> {
-        let mut req: Request<B> = match prepared {
+        let req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(_, buf) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+                return Err((Error::Forked(crate::future::FORKED_PORT), buf));
             }
             Prepared::Req(req) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::op::FORKED_PORT), req.buf));
+                return Err((Error::Forked(crate::future::FORKED_PORT), req.buf));
             }
             Prepared::Done(Ok(n), buf) => match &self.inner.mode {
                 Mode::Queue(q) => {
@@ -210,50 +222,37 @@ impl<B: Send + 'static> Port<B> {
             },
             Prepared::Req(req) => req,
         };
-        if let Err(e) = req.start() {
-            return Err((e, req.buf));
-        }
-        let limiter = req.shared.limiter.clone();
-        let permit = if wait {
-            block_on(limiter.acquire(req.bytes))
-        } else {
-            match limiter.try_acquire(req.bytes) {
-                Some(p) => p,
-                None => return Err((Error::WouldBlock, req.buf)),
-            }
-        };
-        let admitted = match &self.inner.mode {
-            // Counted for shutdown to wait for, unless it already began.
-            Mode::Ring(ring) => ring.admit(&req.shared),
-            Mode::Queue(_) => !req.shared.is_shut(),
-        };
-        if !admitted {
-            // The engine stopped while this waited for budget.
-            drop(permit);
-            return Err((Error::Shutdown, req.buf));
-        }
+        // The one admission path (`crate::admit`), as a future's, with the
+        // fast path where a port needs it: on its ring not at all (the
+        // kernel tries a buffered read against the page cache during
+        // submission and completes it inline on a hit, so the caller-side
+        // try would only add a system call); on its queue after the budget
+        // (a hit is a completion that holds its budget until a worker
+        // takes it). The ring's gate also counts the operation in for
+        // shutdown to wait for, unless shutdown already began.
         match &self.inner.mode {
-            Mode::Ring(ring) => {
-                // The kernel tries a buffered read against the page cache
-                // during submission and completes it inline on a hit: the
-                // caller-side fast path would only add a system call.
-                ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
-            }
-            Mode::Queue(q) => {
-                if let Some(n) = crate::sys::read_nowait(&mut req) {
-                    q.push_immediate(key, n, req.buf, Some(permit));
-                    return Ok(());
+            Mode::Ring(ring) => match admit(req, FastPath::Never, wait, &**ring)? {
+                Admitted::Go(req, permit) => {
+                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
                 }
-                // Counted before the driver can complete it (`take`
-                // decrements).
-                q.add_outstanding();
-                submit(
-                    req,
-                    Target::Port(q.clone(), key),
-                    Some(permit),
-                    Route::Driver,
-                );
-            }
+                Admitted::Cached(..) => {
+                    debug_assert!(false, "a port's ring takes no fast path");
+                }
+            },
+            Mode::Queue(q) => match admit(req, FastPath::AfterBudget, wait, &Running)? {
+                Admitted::Go(req, permit) => {
+                    // Counted before the driver can complete it (`take`
+                    // decrements).
+                    q.add_outstanding();
+                    submit(
+                        req,
+                        Target::Port(q.clone(), key),
+                        Some(permit),
+                        Route::Driver,
+                    );
+                }
+                Admitted::Cached(n, buf, permit) => q.push_immediate(key, n, buf, permit),
+            },
         }
         Ok(())
     }
@@ -521,38 +520,33 @@ impl<B: Send + 'static> Port<B> {
             ));
         }
         if shared.forked() {
-            return Err((Error::Forked(crate::op::FORKED_PORT), buf));
+            return Err((Error::Forked(crate::future::FORKED_PORT), buf));
         }
-        if shared.is_shut() {
-            return Err((Error::Shutdown, buf));
-        }
-        let Some(permit) = shared.limiter.try_acquire(0) else {
-            return Err((Error::WouldBlock, buf));
+        let req = Request {
+            shared: shared.clone(),
+            file: None,
+            buf,
+            kind: OpKind::Nop(Nop { res: result }),
+            bytes: 0,
+            fast_path: false,
         };
+        // The one admission path (`crate::admit`), never waiting.
         match &self.inner.mode {
             Mode::Ring(ring) => {
-                if !ring.admit(shared) {
-                    drop(permit);
-                    return Err((Error::Shutdown, buf));
+                if let Admitted::Go(req, permit) = Admission::now(req, FastPath::Never, &**ring)? {
+                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
                 }
-                let req = Request {
-                    shared: shared.clone(),
-                    file: None,
-                    buf,
-                    kind: OpKind::Nop(Nop { res: result }),
-                    bytes: 0,
-                    fast_path: false,
-                };
-                ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
             }
             Mode::Queue(q) => {
-                let completion = Completion {
-                    key,
-                    result: to_result(result),
-                    buf,
-                    inline: true,
-                };
-                q.push(completion, Some(permit), true);
+                if let Admitted::Go(req, permit) = Admission::now(req, FastPath::Never, &Running)? {
+                    let completion = Completion {
+                        key,
+                        result: to_result(result),
+                        buf: req.buf,
+                        inline: true,
+                    };
+                    q.push(completion, Some(permit), true);
+                }
             }
         }
         Ok(())

@@ -34,8 +34,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::Completion;
 use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
-use crate::op::{to_result, Completable, OpCell};
-use crate::ops::{OpKind, Opcodes};
+use crate::future::{to_result, Completable, OpCell};
+use crate::operation::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
 
@@ -124,6 +124,15 @@ impl<B: Send + 'static> Settle for PortRing<B> {
         // A worker between taking a completion and counting it out is done
         // with the kernel too, but this waits for it: a moment.
         self.outstanding.load(Ordering::Acquire) <= self.stashed.load(Ordering::Acquire)
+    }
+}
+
+/// A port's ring admits an operation by counting it in
+/// ([`PortRing::admit`]).
+impl<B: Send + 'static> crate::admit::Gate for PortRing<B> {
+    #[inline]
+    fn admits(&self, shared: &Shared) -> bool {
+        self.admit(shared)
     }
 }
 

@@ -9,8 +9,8 @@ use std::task::Waker;
 
 use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
 use crate::error::FallbackReason;
-use crate::op::Completable;
-use crate::ops::OpKind;
+use crate::future::Completable;
+use crate::operation::OpKind;
 
 /// Submission-queue entries of a reactor ring (a full queue is submitted
 /// and refilled, so more may be in flight).
@@ -539,7 +539,7 @@ fn resubmit_failed(done: &mut Vec<Done>) {
             // whose driver's threads are not here.
             kept.push(Done {
                 op,
-                res: crate::op::ENGINE_ACROSS_FORK,
+                res: crate::future::ENGINE_ACROSS_FORK,
                 inline: false,
             });
             continue;

@@ -52,9 +52,9 @@ use std::time::Duration;
 use slab::Slab;
 
 use super::pool::PoolDriver;
-use crate::op::Completable;
+use crate::future::Completable;
 
-use crate::ops::OpKind;
+use crate::operation::OpKind;
 use crate::stats::Counters;
 pub(crate) use lead::{wait, Waiter};
 
@@ -403,8 +403,8 @@ impl AioDriver {
             aio_fildes: fd as u32,
             ..Iocb::default()
         };
-        if let Some((ptr, offset, len)) = op.kind().span() {
-            iocb.aio_buf = ptr as u64;
+        if let Some(crate::operation::Span { addr, offset, len }) = op.kind().span() {
+            iocb.aio_buf = addr as u64;
             iocb.aio_nbytes = len as u64;
             iocb.aio_offset = offset as i64;
         }

@@ -4,6 +4,14 @@
 //! opcode it gets `None` and runs [`OpKind::blocking`] instead, with no
 //! special case in the driver loop.
 //!
+//! Adding an operation is one declaration here: a type, its [`Operation`]
+//! implementation (opcode, name, io_uring entry, blocking call, what it
+//! transfers, what its result is; every one of them required, so a
+//! forgotten one does not compile), and its name in the [`operations!`]
+//! list, which generates [`OpKind`] and its dispatch (no wildcard arm that a
+//! new operation could fall through). Then its public method, in `file/` or
+//! `path.rs`, builds it.
+//!
 //! The raw pointers an operation carries point into memory owned by the same
 //! operation cell (its buffer), or into the operation itself (a path), so
 //! they stay valid until the cell is dropped, which no driver does before the
@@ -19,14 +27,67 @@ pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
 /// What `statx` is asked for.
 pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
 
-/// One operation of the kernel interface.
-trait Operation {
-    /// The io_uring opcode.
+/// One operation of the kernel interface. The required items are what every
+/// operation must say; the provided ones are for an operation that owns a
+/// resource before it runs (a close owns its descriptor) or knows its result
+/// before submission (a no-op).
+pub(crate) trait Operation {
+    /// The io_uring opcode; where this kernel lacks it, drivers call
+    /// [`blocking`](Self::blocking) instead of [`entry`](Self::entry).
     const CODE: u8;
+    /// What a successful result is.
+    const RETURNS: Returns;
+    /// Short name for messages.
+    fn name(&self) -> &'static str;
     /// The submission entry (without user data).
     fn entry(&self) -> squeue::Entry;
     /// The same operation as a blocking system call: the result, or `-errno`.
     fn blocking(&self) -> i64;
+    /// The file data a successful result moved, if any (the byte counters,
+    /// the AIO driver and the resubmission after a submitter's exit go by it).
+    fn transfer(&self) -> Transfer;
+
+    /// The operation's result from its completion entry's `res`.
+    fn result(&self, cqe_res: i32) -> i64 {
+        cqe_res as i64
+    }
+    /// Called once a driver has performed the operation (kernel or system
+    /// call).
+    fn performed(&self) {}
+    /// The result to report when the engine refuses the operation (it shut
+    /// down first): not performed.
+    fn refused(&self) -> i64 {
+        -(libc::ECANCELED as i64)
+    }
+}
+
+/// What a successful result (`>= 0`) of an operation is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Returns {
+    /// A byte count or a status: nothing to release.
+    Value,
+    /// A new descriptor, which the engine closes if nobody takes the result.
+    Descriptor,
+}
+
+/// A read's or write's memory, file offset and length.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Span {
+    pub addr: usize,
+    pub offset: u64,
+    pub len: usize,
+}
+
+/// The file data an operation moves: which byte counter a successful result
+/// adds to, and where.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Transfer {
+    /// File data into memory.
+    Read(Span),
+    /// Memory into the file.
+    Write(Span),
+    /// No file data (a sync, metadata, a path, an attribute).
+    None,
 }
 
 /// The result of a raw libc call as `>= 0` or `-errno`.
@@ -53,6 +114,17 @@ pub(crate) struct Read {
 
 impl Operation for Read {
     const CODE: u8 = opcode::Read::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "read"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::Read(Span {
+            addr: self.ptr as usize,
+            offset: self.offset,
+            len: self.len as usize,
+        })
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
@@ -92,6 +164,17 @@ pub(crate) struct Write {
 
 impl Operation for Write {
     const CODE: u8 = opcode::Write::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "write"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::Write(Span {
+            addr: self.ptr as usize,
+            offset: self.offset,
+            len: self.len as usize,
+        })
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
@@ -125,6 +208,13 @@ pub(crate) struct Fsync {
 
 impl Operation for Fsync {
     const CODE: u8 = opcode::Fsync::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "fsync"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         let flags = if self.datasync {
             types::FsyncFlags::DATASYNC
@@ -156,6 +246,13 @@ pub(crate) struct Fallocate {
 
 impl Operation for Fallocate {
     const CODE: u8 = opcode::Fallocate::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "fallocate"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Fallocate::new(types::Fd(self.fd), self.len)
             .offset(self.offset)
@@ -184,6 +281,13 @@ pub(crate) struct Ftruncate {
 
 impl Operation for Ftruncate {
     const CODE: u8 = opcode::Ftruncate::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "ftruncate"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Ftruncate::new(types::Fd(self.fd), self.len).build()
     }
@@ -202,6 +306,13 @@ pub(crate) struct Statx {
 
 impl Operation for Statx {
     const CODE: u8 = opcode::Statx::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "statx"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Statx::new(types::Fd(self.fd), c"".as_ptr(), self.buf.cast())
             .flags(libc::AT_EMPTY_PATH)
@@ -260,6 +371,13 @@ impl Close {
 
 impl Operation for Close {
     const CODE: u8 = opcode::Close::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "close"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Close::new(types::Fd(self.fd.load(Ordering::Acquire))).build()
     }
@@ -275,6 +393,15 @@ impl Operation for Close {
             e if e == -(libc::EINTR as i64) => 0,
             other => other,
         }
+    }
+    /// The kernel has run the close: the descriptor is no longer ours,
+    /// whatever the result.
+    fn performed(&self) {
+        self.release();
+    }
+    /// Refused or not, a close still closes: the descriptor must not leak.
+    fn refused(&self) -> i64 {
+        self.blocking()
     }
 }
 
@@ -298,6 +425,13 @@ pub(crate) struct Open {
 
 impl Operation for Open {
     const CODE: u8 = opcode::OpenAt::CODE;
+    const RETURNS: Returns = Returns::Descriptor;
+    fn name(&self) -> &'static str {
+        "open"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .flags(self.flags)
@@ -321,6 +455,13 @@ pub(crate) struct StatxPath {
 
 impl Operation for StatxPath {
     const CODE: u8 = opcode::Statx::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "statx"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Statx::new(
             types::Fd(libc::AT_FDCWD),
@@ -355,6 +496,13 @@ pub(crate) struct Rename {
 
 impl Operation for Rename {
     const CODE: u8 = opcode::RenameAt::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "rename"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::RenameAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -397,6 +545,17 @@ impl Unlink {
 
 impl Operation for Unlink {
     const CODE: u8 = opcode::UnlinkAt::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        if self.dir {
+            "rmdir"
+        } else {
+            "unlink"
+        }
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .flags(self.flags())
@@ -417,6 +576,13 @@ pub(crate) struct Mkdir {
 
 impl Operation for Mkdir {
     const CODE: u8 = opcode::MkDirAt::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "mkdir"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::MkDirAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .mode(self.mode as libc::mode_t)
@@ -445,6 +611,13 @@ pub(crate) struct Link {
 
 impl Operation for Link {
     const CODE: u8 = opcode::LinkAt::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "link"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::LinkAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -477,6 +650,13 @@ pub(crate) struct Symlink {
 
 impl Operation for Symlink {
     const CODE: u8 = opcode::SymlinkAt::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "symlink"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::SymlinkAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -494,6 +674,95 @@ impl Operation for Symlink {
     }
 }
 
+/// `fsetxattr(fd, name, value, len, flags)`: sets an extended attribute of
+/// an open file to bytes the cell owns. The name lives in the operation.
+#[derive(Debug)]
+pub(crate) struct SetXattr {
+    pub fd: i32,
+    pub name: CString,
+    pub value: *const u8,
+    pub len: u32,
+    /// `XATTR_CREATE`, `XATTR_REPLACE`, or 0 (either).
+    pub flags: i32,
+}
+
+impl Operation for SetXattr {
+    const CODE: u8 = opcode::FSetXattr::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "setxattr"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::FSetXattr::new(
+            types::Fd(self.fd),
+            self.name.as_ptr(),
+            self.value.cast(),
+            self.len,
+        )
+        .flags(self.flags)
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: name is NUL-terminated and owned by the operation; value
+        // is valid for len readable bytes owned by the cell.
+        ret(unsafe {
+            libc::fsetxattr(
+                self.fd,
+                self.name.as_ptr(),
+                self.value.cast(),
+                self.len as usize,
+                self.flags,
+            )
+        } as i64)
+    }
+}
+
+/// `fgetxattr(fd, name, value, len)`: reads an extended attribute of an
+/// open file into memory the cell owns (with `len` 0, only its size). The
+/// name lives in the operation.
+#[derive(Debug)]
+pub(crate) struct GetXattr {
+    pub fd: i32,
+    pub name: CString,
+    pub value: *mut u8,
+    pub len: u32,
+}
+
+impl Operation for GetXattr {
+    const CODE: u8 = opcode::FGetXattr::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "getxattr"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::FGetXattr::new(
+            types::Fd(self.fd),
+            self.name.as_ptr(),
+            self.value.cast(),
+            self.len,
+        )
+        .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: name is NUL-terminated and owned by the operation; value
+        // is valid for len writable bytes owned by the cell.
+        ret(unsafe {
+            libc::fgetxattr(
+                self.fd,
+                self.name.as_ptr(),
+                self.value.cast(),
+                self.len as usize,
+            )
+        } as i64)
+    }
+}
+
 /// A result known before submission (a completion port delivers it through
 /// its ring like any other, so that a worker asleep in the kernel sees it).
 #[derive(Debug)]
@@ -503,32 +772,127 @@ pub(crate) struct Nop {
 
 impl Operation for Nop {
     const CODE: u8 = opcode::Nop::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "nop"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Nop::new().build()
     }
     fn blocking(&self) -> i64 {
         self.res
     }
+    fn result(&self, _cqe_res: i32) -> i64 {
+        self.res
+    }
 }
 
-/// Every operation the engine performs.
-#[derive(Debug)]
-pub(crate) enum OpKind {
-    Read(Read),
-    Write(Write),
-    Fsync(Fsync),
-    Fallocate(Fallocate),
-    Ftruncate(Ftruncate),
-    Statx(Statx),
-    Close(Close),
-    Open(Open),
-    StatxPath(StatxPath),
-    Rename(Rename),
-    Unlink(Unlink),
-    Mkdir(Mkdir),
-    Link(Link),
-    Symlink(Symlink),
-    Nop(Nop),
+/// Lists every operation once: generates [`OpKind`], one variant per
+/// operation type (named as the type), a `From` for each, and [`OpKind`]'s
+/// dispatch to [`Operation`], one exhaustive match per item.
+macro_rules! operations {
+    ($($op:ident),+ $(,)?) => {
+        /// Every operation the engine performs.
+        #[derive(Debug)]
+        pub(crate) enum OpKind {
+            $($op($op),)+
+        }
+
+        $(impl From<$op> for OpKind {
+            fn from(op: $op) -> OpKind {
+                OpKind::$op(op)
+            }
+        })+
+
+        impl OpKind {
+            /// The io_uring entry, or `None` when this kernel lacks the
+            /// opcode (the driver then calls [`blocking`](Self::blocking)).
+            #[inline]
+            pub(crate) fn entry(&self, ops: &Opcodes) -> Option<squeue::Entry> {
+                match self {
+                    $(OpKind::$op(op) => ops.has(<$op as Operation>::CODE).then(|| op.entry()),)+
+                }
+            }
+
+            /// One blocking attempt (`-EINTR` included).
+            fn blocking_once(&self) -> i64 {
+                match self {
+                    $(OpKind::$op(op) => op.blocking(),)+
+                }
+            }
+
+            /// Short name for messages.
+            pub(crate) fn name(&self) -> &'static str {
+                match self {
+                    $(OpKind::$op(op) => op.name(),)+
+                }
+            }
+
+            /// The file data a successful result moved.
+            #[inline]
+            pub(crate) fn transfer(&self) -> Transfer {
+                match self {
+                    $(OpKind::$op(op) => op.transfer(),)+
+                }
+            }
+
+            /// What a successful result is.
+            fn returns(&self) -> Returns {
+                match self {
+                    $(OpKind::$op(_) => <$op as Operation>::RETURNS,)+
+                }
+            }
+
+            /// The operation's result from its completion entry's `res`.
+            #[inline]
+            pub(crate) fn result(&self, cqe_res: i32) -> i64 {
+                match self {
+                    $(OpKind::$op(op) => op.result(cqe_res),)+
+                }
+            }
+
+            /// Called once a driver has performed the operation (kernel or
+            /// system call): a close no longer owns its descriptor.
+            #[inline]
+            pub(crate) fn performed(&self) {
+                match self {
+                    $(OpKind::$op(op) => op.performed(),)+
+                }
+            }
+
+            /// The result to report when the engine refuses the operation
+            /// (it shut down first). A close still closes: the descriptor
+            /// must not leak.
+            pub(crate) fn refused(&self) -> i64 {
+                match self {
+                    $(OpKind::$op(op) => op.refused(),)+
+                }
+            }
+        }
+    };
+}
+
+operations! {
+    Read,
+    Write,
+    Fsync,
+    Fallocate,
+    Ftruncate,
+    Statx,
+    Close,
+    Open,
+    StatxPath,
+    Rename,
+    Unlink,
+    Mkdir,
+    Link,
+    Symlink,
+    SetXattr,
+    GetXattr,
+    Nop,
 }
 
 // SAFETY: the raw pointers point into memory owned by the same operation
@@ -538,35 +902,6 @@ unsafe impl Send for OpKind {}
 // SAFETY: shared access only reads addresses; the one mutable part (Close's
 // descriptor) is atomic.
 unsafe impl Sync for OpKind {}
-
-/// Which byte counter a successful result adds to.
-pub(crate) enum Transfer {
-    Read,
-    Write,
-    None,
-}
-
-macro_rules! each {
-    ($self:expr, $op:ident => $body:expr) => {
-        match $self {
-            OpKind::Read($op) => $body,
-            OpKind::Write($op) => $body,
-            OpKind::Fsync($op) => $body,
-            OpKind::Fallocate($op) => $body,
-            OpKind::Ftruncate($op) => $body,
-            OpKind::Statx($op) => $body,
-            OpKind::Close($op) => $body,
-            OpKind::Open($op) => $body,
-            OpKind::StatxPath($op) => $body,
-            OpKind::Rename($op) => $body,
-            OpKind::Unlink($op) => $body,
-            OpKind::Mkdir($op) => $body,
-            OpKind::Link($op) => $body,
-            OpKind::Symlink($op) => $body,
-            OpKind::Nop($op) => $body,
-        }
-    };
-}
 
 /// The opcodes this kernel's io_uring has (`IORING_REGISTER_PROBE`).
 pub(crate) struct Opcodes {
@@ -587,61 +922,24 @@ impl Opcodes {
     }
 }
 
-fn entry_of<T: Operation>(op: &T, ops: &Opcodes) -> Option<squeue::Entry> {
-    ops.has(T::CODE).then(|| op.entry())
-}
-
 impl OpKind {
-    /// The io_uring entry, or `None` when this kernel lacks the opcode (the
-    /// driver then calls [`blocking`](Self::blocking)).
-    pub(crate) fn entry(&self, ops: &Opcodes) -> Option<squeue::Entry> {
-        each!(self, op => entry_of(op, ops))
-    }
-
     /// Performs the operation with a blocking system call; EINTR is retried.
     pub(crate) fn blocking(&self) -> i64 {
         loop {
-            let r = each!(self, op => op.blocking());
+            let r = self.blocking_once();
             if r != -(libc::EINTR as i64) {
                 return r;
             }
         }
     }
 
-    /// The operation's result from its completion entry's `res`.
-    pub(crate) fn result(&self, cqe_res: i32) -> i64 {
-        match self {
-            OpKind::Nop(n) => n.res,
-            _ => cqe_res as i64,
-        }
-    }
-
-    /// Called once a driver has performed the operation (kernel or system
-    /// call): a close no longer owns its descriptor.
-    pub(crate) fn performed(&self) {
-        if let OpKind::Close(c) = self {
-            c.release();
-        }
-    }
-
-    /// The result to report when the engine refuses the operation (it shut
-    /// down first). A close still closes: the descriptor must not leak.
-    pub(crate) fn refused(&self) -> i64 {
-        match self {
-            OpKind::Close(c) => c.blocking(),
-            _ => -(libc::ECANCELED as i64),
-        }
-    }
-
     /// Releases what a result owns when nobody took it (the future was
     /// dropped): an opened descriptor is closed.
     pub(crate) fn unclaimed(&self, res: i64) {
-        if let (OpKind::Open(_), fd) = (self, res) {
-            if fd >= 0 {
-                // SAFETY: the kernel returned this descriptor to us and no
-                // one else ever saw it.
-                unsafe { libc::close(fd as i32) };
-            }
+        if res >= 0 && self.returns() == Returns::Descriptor {
+            // SAFETY: the kernel returned this descriptor to us and no one
+            // else ever saw it.
+            unsafe { libc::close(res as i32) };
         }
     }
 
@@ -663,43 +961,12 @@ impl OpKind {
         res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT)
     }
 
-    /// The byte counter a successful result adds to.
-    pub(crate) fn transfer(&self) -> Transfer {
-        match self {
-            OpKind::Read(_) => Transfer::Read,
-            OpKind::Write(_) => Transfer::Write,
-            _ => Transfer::None,
-        }
-    }
-
-    /// A read's or write's memory address, file offset and length.
-    pub(crate) fn span(&self) -> Option<(usize, u64, usize)> {
-        match self {
-            OpKind::Read(r) => Some((r.ptr as usize, r.offset, r.len as usize)),
-            OpKind::Write(w) => Some((w.ptr as usize, w.offset, w.len as usize)),
-            _ => None,
-        }
-    }
-
-    /// Short name for messages.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            OpKind::Read(_) => "read",
-            OpKind::Write(_) => "write",
-            OpKind::Fsync(_) => "fsync",
-            OpKind::Fallocate(_) => "fallocate",
-            OpKind::Ftruncate(_) => "ftruncate",
-            OpKind::Statx(_) => "statx",
-            OpKind::Close(_) => "close",
-            OpKind::Open(_) => "open",
-            OpKind::StatxPath(_) => "statx",
-            OpKind::Rename(_) => "rename",
-            OpKind::Unlink(u) if u.dir => "rmdir",
-            OpKind::Unlink(_) => "unlink",
-            OpKind::Mkdir(_) => "mkdir",
-            OpKind::Link(_) => "link",
-            OpKind::Symlink(_) => "symlink",
-            OpKind::Nop(_) => "nop",
+    /// A read's or write's memory, file offset and length.
+    #[inline]
+    pub(crate) fn span(&self) -> Option<Span> {
+        match self.transfer() {
+            Transfer::Read(s) | Transfer::Write(s) => Some(s),
+            Transfer::None => None,
         }
     }
 }

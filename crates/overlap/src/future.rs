@@ -12,11 +12,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
+use crate::admit::{Admission, Admitted, FastPath, Running};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::file::FileRef;
-use crate::limiter::{Acquire, Permit};
-use crate::ops::OpKind;
+use crate::limiter::Permit;
+use crate::operation::OpKind;
 use crate::port::PortShared;
 
 /// What a driver sees of an operation.
@@ -377,8 +378,7 @@ impl<B> Request<B> {
 
 enum Stage<B> {
     Ready(Result<usize>, B),
-    Init(Request<B>),
-    Admitting(Acquire, Request<B>),
+    Admitting(Admission<B>),
     InFlight(Arc<OpCell<B>>),
     Finished,
 }
@@ -407,7 +407,7 @@ impl<B: Send + 'static> Op<B> {
 
     pub(crate) fn request(req: Request<B>) -> Op<B> {
         Op {
-            stage: Stage::Init(req),
+            stage: Stage::Admitting(Admission::new(req, FastPath::BeforeBudget)),
         }
     }
 
@@ -430,29 +430,20 @@ impl<B: Send + 'static> Future for Op<B> {
         loop {
             match std::mem::replace(&mut this.stage, Stage::Finished) {
                 Stage::Ready(res, buf) => return Poll::Ready((res, buf)),
-                Stage::Init(mut req) => {
-                    if let Err(e) = req.start() {
-                        return Poll::Ready((Err(e), req.buf));
-                    }
-                    if let Some(n) = crate::sys::read_nowait(&mut req) {
-                        return Poll::Ready((Ok(n), req.buf));
-                    }
-                    let acq = req.shared.limiter.acquire(req.bytes);
-                    this.stage = Stage::Admitting(acq, req);
-                }
-                Stage::Admitting(mut acq, req) => match Pin::new(&mut acq).poll(cx) {
-                    Poll::Ready(permit) => {
-                        if req.shared.is_shut() {
-                            // The engine stopped while this waited for budget.
-                            drop(permit);
-                            return Poll::Ready((Err(Error::Shutdown), req.buf));
-                        }
+                // The one admission path (`crate::admit`); then the
+                // future is submitted where who polls it waits.
+                Stage::Admitting(mut adm) => match adm.poll(cx, &Running) {
+                    Poll::Ready(Ok(Admitted::Go(req, permit))) => {
                         let route = crate::wait::route_for(cx.waker());
                         this.stage =
                             Stage::InFlight(submit(req, Target::Future, Some(permit), route));
                     }
+                    Poll::Ready(Ok(Admitted::Cached(n, buf, _))) => {
+                        return Poll::Ready((Ok(n), buf));
+                    }
+                    Poll::Ready(Err((e, buf))) => return Poll::Ready((Err(e), buf)),
                     Poll::Pending => {
-                        this.stage = Stage::Admitting(acq, req);
+                        this.stage = Stage::Admitting(adm);
                         return Poll::Pending;
                     }
                 },
@@ -586,8 +577,8 @@ impl<B> std::fmt::Debug for Op<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let stage = match self.stage {
             Stage::Ready(..) => "ready",
-            Stage::Init(_) => "not submitted",
-            Stage::Admitting(..) => "waiting for budget",
+            Stage::Admitting(ref a) if a.waiting() => "waiting for budget",
+            Stage::Admitting(_) => "not submitted",
             Stage::InFlight(_) => "in flight",
             Stage::Finished => "finished",
         };

@@ -1,0 +1,185 @@
+//! The one admission path: how a prepared request becomes an operation the
+//! engine runs. Futures ([`Op`](crate::Op)) and completion ports
+//! ([`Port`](crate::Port)) both go through [`Admission`]:
+//!
+//! 1. **start**: the engine runs, and the request counts itself in on its
+//!    file (which fails once the file is closed);
+//! 2. **fast path** ([`FastPath`]): a buffered read tries the page cache on
+//!    the caller's thread (`preadv2(RWF_NOWAIT)`, [`crate::sys`]);
+//! 3. **budget**: a permit from the in-flight limiter, waiting in order of
+//!    arrival or, without a context to wake, refused with
+//!    [`Error::WouldBlock`];
+//! 4. **shutdown check** ([`Gate`]): the engine may have stopped while the
+//!    request waited for budget;
+//! 5. **submit**: left to the caller, which knows where the operation goes
+//!    (a future by who polls it, [`crate::future::submit`]; a port to its ring
+//!    or its queue).
+//!
+//! Where the fast path sits is the one difference between them, for a
+//! reason ([`FastPath`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::engine::Shared;
+use crate::error::Error;
+use crate::future::Request;
+use crate::limiter::{Acquire, Permit};
+
+/// Where the caller-side page-cache fast path runs in the admission.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum FastPath {
+    /// Before the budget (a future): a hit goes back to the caller who
+    /// awaits it at once, so it needs no budget and does not wait for any.
+    BeforeBudget,
+    /// After the budget and the shutdown check (a port's queue): a hit is a
+    /// completion like any other, which holds its share of the budget until
+    /// a worker takes it, so completions nobody collects cannot pile up
+    /// without bound; and `try_read_at` refuses on a full budget, hit or not.
+    AfterBudget,
+    /// Not at all (a port's ring): the kernel tries a buffered read against
+    /// the page cache during submission and completes it inline on a hit,
+    /// so the caller-side try would only add a system call.
+    Never,
+}
+
+/// The shutdown check after the budget: whether the engine still takes the
+/// operation.
+pub(crate) trait Gate {
+    fn admits(&self, shared: &Shared) -> bool;
+}
+
+/// The engine's own check: it has not begun to shut down. (A port's ring
+/// also counts the operation in for shutdown to wait for.)
+pub(crate) struct Running;
+
+impl Gate for Running {
+    #[inline]
+    fn admits(&self, shared: &Shared) -> bool {
+        !shared.is_shut()
+    }
+}
+
+/// What admission gives back.
+pub(crate) enum Admitted<B> {
+    /// The fast path served the read: the byte count, the buffer, and the
+    /// permit when it was taken first ([`FastPath::AfterBudget`]).
+    Cached(usize, B, Option<Permit>),
+    /// Admitted with its permit: the caller submits it.
+    Go(Request<B>, Permit),
+}
+
+/// The outcome of admission: admitted, or refused with the error and the
+/// buffer given back.
+pub(crate) type Outcome<B> = std::result::Result<Admitted<B>, (Error, B)>;
+
+enum Stage<B> {
+    /// Not started.
+    Init(Request<B>),
+    /// Waiting for budget.
+    Budget(Acquire, Request<B>),
+    /// The outcome was given.
+    Done,
+}
+
+/// A request on its way through steps 1 to 4 (module docs), waiting for
+/// budget when it is full. [`Admission::now`] is the same path for a caller
+/// that does not wait.
+pub(crate) struct Admission<B> {
+    stage: Stage<B>,
+    fast: FastPath,
+}
+
+impl<B> Admission<B> {
+    pub(crate) fn new(req: Request<B>, fast: FastPath) -> Admission<B> {
+        Admission {
+            stage: Stage::Init(req),
+            fast,
+        }
+    }
+
+    /// Admits `req` without waiting: a full budget refuses it with
+    /// [`Error::WouldBlock`].
+    pub(crate) fn now(req: Request<B>, fast: FastPath, gate: &impl Gate) -> Outcome<B> {
+        let req = match begin(req, fast) {
+            Ok(req) => req,
+            Err(end) => return end,
+        };
+        match req.shared.limiter.try_acquire(req.bytes) {
+            Some(permit) => admitted(req, permit, fast, gate),
+            None => Err((Error::WouldBlock, req.buf)),
+        }
+    }
+
+    /// Drives the admission; `Pending` while it waits for budget (woken
+    /// through `cx` when a permit is granted).
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, gate: &impl Gate) -> Poll<Outcome<B>> {
+        loop {
+            match std::mem::replace(&mut self.stage, Stage::Done) {
+                Stage::Init(req) => {
+                    let req = match begin(req, self.fast) {
+                        Ok(req) => req,
+                        Err(end) => return Poll::Ready(end),
+                    };
+                    let acq = req.shared.limiter.acquire(req.bytes);
+                    self.stage = Stage::Budget(acq, req);
+                }
+                Stage::Budget(mut acq, req) => match Pin::new(&mut acq).poll(cx) {
+                    Poll::Ready(permit) => {
+                        return Poll::Ready(admitted(req, permit, self.fast, gate));
+                    }
+                    Poll::Pending => {
+                        self.stage = Stage::Budget(acq, req);
+                        return Poll::Pending;
+                    }
+                },
+                Stage::Done => {
+                    debug_assert!(false, "admission polled after its outcome");
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// Whether it waits for budget (for `Debug`).
+    pub(crate) fn waiting(&self) -> bool {
+        matches!(self.stage, Stage::Budget(..))
+    }
+}
+
+/// Steps 1 and (before the budget) 2: the request, going on to the budget,
+/// or the outcome when admission ends here.
+#[inline]
+fn begin<B>(mut req: Request<B>, fast: FastPath) -> std::result::Result<Request<B>, Outcome<B>> {
+    if let Err(e) = req.start() {
+        return Err(Err((e, req.buf)));
+    }
+    if fast == FastPath::BeforeBudget {
+        if let Some(n) = crate::sys::read_nowait(&mut req) {
+            return Err(Ok(Admitted::Cached(n, req.buf, None)));
+        }
+    }
+    Ok(req)
+}
+
+/// Steps 4 and (after the budget) 2, once the permit is held.
+#[inline]
+fn admitted<B>(
+    mut req: Request<B>,
+    permit: Permit,
+    fast: FastPath,
+    gate: &impl Gate,
+) -> Outcome<B> {
+    if !gate.admits(&req.shared) {
+        // The engine stopped while this waited for budget.
+        drop(permit);
+        return Err((Error::Shutdown, req.buf));
+    }
+    if fast == FastPath::AfterBudget {
+        if let Some(n) = crate::sys::read_nowait(&mut req) {
+            return Ok(Admitted::Cached(n, req.buf, Some(permit)));
+        }
+    }
+    Ok(Admitted::Go(req, permit))
+}
