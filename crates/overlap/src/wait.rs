@@ -309,9 +309,9 @@ struct Deferring {
     queued: usize,
 }
 
-/// The rings the calling thread defers on. A thread ending inside a scope
-/// (it cannot, the scope's guard is on its stack, but a thread-local is
-/// dropped in an order of its own) would still submit what it queued.
+/// The rings the calling thread defers on. Each scope's guard flushes its
+/// ring when it ends, also when unwinding; should a thread end with a ring
+/// still listed, its destructor submits what is queued all the same.
 struct DeferringRings(RefCell<Vec<Deferring>>);
 
 impl Drop for DeferringRings {

@@ -441,7 +441,8 @@ impl<B: Send + 'static> PortRing<B> {
         Some((cell, res, inline))
     }
 
-    /// `io_uring_enter(GETEVENTS)` without waiting: runs the calling
+    /// `io_uring_enter(GETEVENTS)` without waiting: submits what is queued
+    /// (a batch another thread has not flushed yet), runs the calling
     /// thread's completion work, flushes an overflowed completion queue.
     fn enter_getevents(&self) -> std::io::Result<usize> {
         let queued = {
