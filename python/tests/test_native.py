@@ -602,7 +602,12 @@ async def test_tasks_of_one_iteration_share_a_flush(data, uring):
     ops = after["submitted"] - before["submitted"]
     calls = after["submit_syscalls"] - before["submit_syscalls"]
     assert ops >= 64
-    assert calls <= ops // 4, (calls, ops)
+    # Without batching every read costs its own call (calls == ops). With it,
+    # reads go straight in while at most 8 are in flight (DEFER_FROM), and
+    # on a loaded machine the watcher reaps between tasks, so more go
+    # straight in (19 of 64 seen under a load of 10 on 2 CPUs): half bounds
+    # that, and still fails without batching.
+    assert calls <= ops // 2, (calls, ops)
     assert hub.queued == 0
 
 

@@ -129,6 +129,10 @@ struct ThreadRing {
     workers_bound: Option<u32>,
     /// The engine charged for the next submitting system call.
     last_engine: Weak<Shared>,
+    /// The core's count of submitting system calls already charged to an
+    /// engine (`RingCore::marks`): every one is counted, including those a
+    /// full submission queue makes while operations are queued.
+    charged: u64,
 }
 
 impl ThreadRing {
@@ -151,6 +155,7 @@ impl ThreadRing {
             generation: fork_generation(),
             workers_bound: None,
             last_engine: Weak::new(),
+            charged: 0,
         })
     }
 
@@ -167,17 +172,27 @@ impl ThreadRing {
     }
 
     fn submit(&mut self, done: &mut Vec<Done>) {
-        if self.core.submit(done) {
-            self.charge_syscall();
-        }
+        self.core.submit(done);
+        self.charge_syscalls();
     }
 
-    fn charge_syscall(&self) {
+    /// Charges the submitting system calls made since the last charge to
+    /// the engine that last submitted here. Operations queued on the ring
+    /// reach the kernel together, when the thread waits or when the
+    /// submission queue is full: `submit_syscalls` shows how many calls that
+    /// took.
+    fn charge_syscalls(&mut self) {
+        let (_, made) = self.core.marks();
+        let calls = made - self.charged;
+        if calls == 0 {
+            return;
+        }
+        self.charged = made;
         if let Some(shared) = self.last_engine.upgrade() {
             shared
                 .counters
                 .submit_syscalls
-                .fetch_add(1, Ordering::Relaxed);
+                .fetch_add(calls, Ordering::Relaxed);
         }
     }
 }
@@ -258,6 +273,148 @@ pub(crate) fn fork_generation() -> u64 {
 pub(crate) fn count_out(done: &[Done]) {
     for d in done {
         d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A shared ring (a port's) on which a thread queues operations without a
+/// system call each, inside [`defer`]'s scope (`Port::batch`): what the
+/// thread queued reaches the kernel in one `io_uring_enter` when
+/// [`DEFER_BATCH`] are queued, when the scope ends, and before the thread
+/// blocks anywhere (its `block_on` sleeping or parking, a port's wait):
+/// an operation queued but not submitted while its thread sleeps would
+/// never complete.
+pub(crate) trait Deferred: Send + Sync {
+    /// Submits what this thread queued on the ring.
+    fn flush(&self);
+}
+
+/// Operations a thread queues on a shared ring before it submits them in
+/// one system call, at most.
+pub(crate) const DEFER_BATCH: usize = 16;
+
+/// What [`deferral`] tells a ring about the operation just queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deferral {
+    /// The calling thread does not defer on this ring: submit now.
+    No,
+    /// Left queued, to be submitted with the next ones.
+    Queued,
+    /// The batch is full: submit it now ([`Deferred::flush`]).
+    Full,
+}
+
+struct Deferring {
+    ring: Arc<dyn Deferred>,
+    /// Queued since the last flush.
+    queued: usize,
+}
+
+/// The rings the calling thread defers on. Each scope's guard flushes its
+/// ring when it ends, also when unwinding; should a thread end with a ring
+/// still listed, its destructor submits what is queued all the same.
+struct DeferringRings(RefCell<Vec<Deferring>>);
+
+impl Drop for DeferringRings {
+    fn drop(&mut self) {
+        for d in self.0.get_mut().drain(..) {
+            if d.queued > 0 {
+                d.ring.flush();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static DEFERRING: DeferringRings = const { DeferringRings(RefCell::new(Vec::new())) };
+}
+
+fn ring_key(ring: &Arc<dyn Deferred>) -> *const () {
+    Arc::as_ptr(ring).cast::<()>()
+}
+
+/// The calling thread defers submission on `ring` until the guard goes
+/// (which submits what is queued). `None` if it already does (a nested
+/// scope adds nothing) or its thread-locals are gone (it submits at once).
+pub(crate) fn defer(ring: Arc<dyn Deferred>) -> Option<DeferGuard> {
+    let key = ring_key(&ring);
+    DEFERRING
+        .try_with(|d| {
+            let mut rings = d.0.try_borrow_mut().ok()?;
+            if rings.iter().any(|r| ring_key(&r.ring) == key) {
+                return None;
+            }
+            rings.push(Deferring { ring, queued: 0 });
+            Some(DeferGuard {
+                key,
+                _not_send: std::marker::PhantomData,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Ends a [`defer`] scope: submits what the thread queued on the ring and
+/// submits at once from then on. Stays on the thread that made it.
+pub(crate) struct DeferGuard {
+    key: *const (),
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for DeferGuard {
+    fn drop(&mut self) {
+        let ring = DEFERRING
+            .try_with(|d| {
+                let mut rings = d.0.try_borrow_mut().ok()?;
+                let i = rings.iter().position(|r| ring_key(&r.ring) == self.key)?;
+                Some(rings.swap_remove(i).ring)
+            })
+            .ok()
+            .flatten();
+        // Flushed with the list released: flushing runs no user code, but
+        // nothing here needs the list either.
+        if let Some(ring) = ring {
+            ring.flush();
+        }
+    }
+}
+
+/// Called by a shared ring for each operation the calling thread queued on
+/// it (`ring` is the ring's address): whether to submit now, leave it
+/// queued, or submit the full batch.
+pub(crate) fn deferral(ring: *const ()) -> Deferral {
+    DEFERRING
+        .try_with(|d| {
+            let Ok(mut rings) = d.0.try_borrow_mut() else {
+                return Deferral::No;
+            };
+            let Some(r) = rings.iter_mut().find(|r| ring_key(&r.ring) == ring) else {
+                return Deferral::No;
+            };
+            r.queued += 1;
+            if r.queued >= DEFER_BATCH {
+                r.queued = 0;
+                Deferral::Full
+            } else {
+                Deferral::Queued
+            }
+        })
+        .unwrap_or(Deferral::No)
+}
+
+/// Submits everything the calling thread queued on shared rings without
+/// submitting: called wherever the thread may block.
+pub(crate) fn flush_deferred() {
+    let mut pending: Vec<Arc<dyn Deferred>> = Vec::new();
+    let _ = DEFERRING.try_with(|d| {
+        if let Ok(mut rings) = d.0.try_borrow_mut() {
+            for r in rings.iter_mut().filter(|r| r.queued > 0) {
+                r.queued = 0;
+                pending.push(r.ring.clone());
+            }
+        }
+    });
+    for ring in pending {
+        ring.flush();
     }
 }
 
@@ -381,7 +538,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
                 .fetch_add(1, Ordering::Relaxed);
         }
         let mut done = Vec::new();
+        // Queued only: it reaches the kernel with the others this thread
+        // queues, when the thread waits (`sleep`) or the queue is full.
         r.core.push(op, &mut done);
+        r.charge_syscalls();
         drop(state);
         finish(&mut done);
         Ok(())
@@ -412,8 +572,8 @@ fn drain_own_ring(l: &Local) -> Option<Panic> {
             if r.core.in_flight() == 0 || r.generation != fork_generation() {
                 return caught;
             }
-            r.charge_syscall();
             r.core.wait(None, &mut done);
+            r.charge_syscalls();
         }
         count_out(&done);
         caught = caught.or(complete_all(&mut done));
@@ -529,6 +689,10 @@ fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>, inline: bool) -> F:
 
 /// Waits until the thread's waker fires or its ring has completions.
 fn sleep(l: &Local) {
+    // What this thread queued on a port's ring must be in the kernel before
+    // it sleeps: the future may wait for one of those operations, or for
+    // the budget they hold.
+    flush_deferred();
     let tw = &l.waker;
     let mut done = Vec::new();
     let in_ring = {
@@ -546,10 +710,8 @@ fn sleep(l: &Local) {
                 if tw.notified.load(Ordering::SeqCst) {
                     r.submit(&mut done);
                 } else {
-                    if r.core.pending() > 0 {
-                        r.charge_syscall();
-                    }
                     r.core.wait(None, &mut done);
+                    r.charge_syscalls();
                 }
                 tw.state.store(RUNNING, Ordering::SeqCst);
                 true
@@ -572,6 +734,7 @@ fn sleep(l: &Local) {
 
 /// Looks for the thread's wake-up for the spin window, then parks until it.
 fn park_until_notified(tw: &ThreadWaker) {
+    flush_deferred();
     let spin = spin_window();
     if !spin.is_zero() {
         let start = std::time::Instant::now();

@@ -20,6 +20,7 @@ mod common;
 
 mod aio;
 mod backpressure;
+mod batching;
 mod cancel;
 mod driver_choice;
 mod errors;

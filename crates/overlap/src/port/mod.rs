@@ -357,6 +357,51 @@ impl<B: Send + 'static> Port<B> {
         }
     }
 
+    /// Runs `f`, in which the operations this thread queues on the port
+    /// reach the kernel together: one `io_uring_enter` for every 16 queued
+    /// and one for the rest when `f` returns, instead of one each. What is
+    /// queued is submitted before the thread waits anywhere in the engine
+    /// (taking a completion from a port, [`wait`](crate::Op::wait),
+    /// [`block_on`](crate::block_on), waiting for the budget) but not
+    /// before it blocks elsewhere: inside `f`, block only through the
+    /// engine, or an operation may sit unsubmitted until `f` returns.
+    /// Other threads submit as usual. Without a ring of its own (the port
+    /// of an `aio+pool` or `pool` engine) it just runs `f`.
+    ///
+    /// ```
+    /// # let engine = overlap::Engine::new()?;
+    /// # let dir = std::env::temp_dir().join(format!("overlap-doc-batch-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// # let path = dir.join("f");
+    /// # std::fs::write(&path, vec![7u8; 64 * 4096])?;
+    /// let file = overlap::File::open(&engine, &path).wait()?;
+    /// let port: overlap::Port<Vec<u8>> = overlap::Port::new(&engine);
+    /// port.batch(|port| {
+    ///     for i in 0..64u64 {
+    ///         port.read_at(&file, vec![0; 4096], i * 4096, i)
+    ///             .map_err(|(e, _)| e)?;
+    ///     }
+    ///     Ok::<_, overlap::Error>(())
+    /// })?;
+    /// let mut bytes = 0;
+    /// while let Some(c) = port.next() {
+    ///     bytes += c.result?;
+    /// }
+    /// assert_eq!(bytes, 64 * 4096);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn batch<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        let _submits_at_the_end = match &self.inner.mode {
+            Mode::Ring(r) => {
+                let ring: Arc<dyn crate::wait::Deferred> = r.clone();
+                crate::wait::defer(ring)
+            }
+            Mode::Queue(_) => None,
+        };
+        f(self)
+    }
+
     /// Waits for the next completion, from any operation of this port.
     /// Returns `None` when nothing is outstanding (so a worker loop ends
     /// instead of waiting forever).

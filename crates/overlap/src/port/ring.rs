@@ -36,6 +36,7 @@ use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
 use crate::future::{to_result, Completable, OpCell};
 use crate::operation::{OpKind, Opcodes};
+use crate::wait::{Deferral, Deferred};
 
 const WAKE: u64 = 0;
 
@@ -93,6 +94,9 @@ pub(crate) struct PortRing<B> {
     stashed: AtomicUsize,
     /// The fork generation that made the ring (a child never touches it).
     generation: u64,
+    /// Operations queued without a system call inside `Port::batch`
+    /// (`crate::wait::defer`), until the submitting call that flushes them.
+    deferred: Mutex<Vec<Arc<OpCell<B>>>>,
     _buf: PhantomData<fn() -> B>,
 }
 
@@ -111,6 +115,9 @@ impl<B: Send + 'static> Settle for PortRing<B> {
         if self.inherited() {
             return true;
         }
+        // Entries another thread queued in a batch are submitted by this
+        // call too; this thread's own are flushed first.
+        crate::wait::flush_deferred();
         let _ = self.enter_getevents();
         while let Some((cell, res, inline)) = self.pop() {
             if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
@@ -136,6 +143,12 @@ impl<B: Send + 'static> crate::admit::Gate for PortRing<B> {
     }
 }
 
+impl<B: Send + 'static> Deferred for PortRing<B> {
+    fn flush(&self) {
+        PortRing::flush(self);
+    }
+}
+
 impl<B: Send + 'static> PortRing<B> {
     /// A ring for a port of `shared`'s engine, or `None` if none can be
     /// made (the port then queues completions from the engine's driver).
@@ -158,6 +171,7 @@ impl<B: Send + 'static> PortRing<B> {
             stash: Mutex::new(std::collections::VecDeque::new()),
             stashed: AtomicUsize::new(0),
             generation: crate::wait::fork_generation(),
+            deferred: Mutex::new(Vec::new()),
             _buf: PhantomData,
         })
     }
@@ -266,13 +280,52 @@ impl<B: Send + 'static> PortRing<B> {
         let cell_ref = cell.clone();
         let raw = Arc::into_raw(cell);
         self.push(&sqe.user_data(raw as u64));
+        // Inside `Port::batch`, queued entries reach the kernel together.
+        // The cell is listed after its entry is in the queue: a flush that
+        // finds it there submits (or already submitted) its entry.
+        match crate::wait::deferral(self as *const Self as *const ()) {
+            Deferral::No => {}
+            Deferral::Queued => return self.defer_cell(cell_ref),
+            Deferral::Full => {
+                self.defer_cell(cell_ref);
+                return self.flush();
+            }
+        }
         self.enter_submit();
+        self.submitted(&[cell_ref]);
+    }
+
+    fn defer_cell(&self, cell: Arc<OpCell<B>>) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cell);
+    }
+
+    /// Submits the operations queued by [`enqueue`](Self::enqueue) inside
+    /// a batch, in one system call.
+    fn flush(&self) {
+        let cells = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        if cells.is_empty() {
+            return;
+        }
+        self.enter_submit();
+        self.submitted(&cells);
+    }
+
+    /// After the submitting call for `cells`: releases their files if the
+    /// kernel took every entry, counts the call, records what was inline.
+    fn submitted(&self, cells: &[Arc<OpCell<B>>]) {
+        let Some(first) = cells.first() else { return };
+        let cell_ref = first;
         // The kernel takes its own reference to the file when it consumes
         // the entry: from then on the descriptor may close (`File::close`
         // waits for the file's operations) even if nobody has collected
         // this completion yet.
         if self.submission_empty() {
-            cell_ref.release_file();
+            for cell in cells {
+                cell.release_file();
+            }
         }
         cell_ref
             .shared()
@@ -281,12 +334,14 @@ impl<B: Send + 'static> PortRing<B> {
             .fetch_add(1, Ordering::Relaxed);
         // Completions at queue positions before the tail seen now were
         // posted before the submitting call returned: inline. A worker that
-        // takes this one before the tail is recorded (the flag still set)
+        // takes one before the tail is recorded (the flag still set)
         // counts it inline too: it was there no later than that.
         let taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `cq` serialises every user of the completion queue.
         let tail = (unsafe { self.ring.completion_shared() }.len() as u32).wrapping_add(*taken);
-        cell_ref.set_inline_before(tail);
+        for cell in cells {
+            cell.set_inline_before(tail);
+        }
         drop(taken);
     }
 
@@ -363,7 +418,12 @@ impl<B: Send + 'static> PortRing<B> {
             }
         }
         loop {
-            let (cell, res, inline) = self.pop()?;
+            let Some((cell, res, inline)) = self.pop() else {
+                // The caller may wait or poll again: what this thread
+                // queued in a batch must be in the kernel first.
+                crate::wait::flush_deferred();
+                return None;
+            };
             if !OpKind::may_have_failed_by_submitter_exit(i64::from(res)) {
                 return self.complete(cell, res, inline);
             }
@@ -390,14 +450,22 @@ impl<B: Send + 'static> PortRing<B> {
         Some((cell, res, inline))
     }
 
-    /// `io_uring_enter(GETEVENTS)` without waiting: runs the calling
+    /// `io_uring_enter(GETEVENTS)` without waiting: submits what is queued
+    /// (a batch another thread has not flushed yet), runs the calling
     /// thread's completion work, flushes an overflowed completion queue.
     fn enter_getevents(&self) -> std::io::Result<usize> {
-        // SAFETY: no argument but the flag; nothing to submit.
+        let queued = {
+            let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: `sq` serialises every user of the submission queue.
+            let n = unsafe { self.ring.submission_shared() }.len() as u32;
+            n
+        };
+        // SAFETY: no argument but the flag; the kernel takes at most the
+        // entries queued (pushed under `sq`, their cells alive in the ring).
         unsafe {
             self.ring
                 .submitter()
-                .enter::<libc::sigset_t>(0, 0, IORING_ENTER_GETEVENTS, None)
+                .enter::<libc::sigset_t>(queued, 0, IORING_ENTER_GETEVENTS, None)
         }
     }
 
@@ -461,6 +529,7 @@ impl<B: Send + 'static> PortRing<B> {
         if self.inherited() {
             return;
         }
+        crate::wait::flush_deferred();
         let recheck = Instant::now() + RECHECK;
         let deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
         let r = match deadline {
