@@ -13,6 +13,10 @@
 //!
 //! `cargo run --release -p overlap --example alloc_count -- FILE [depth] [reads]`
 //! (FILE: at least 1 MiB, read with O_DIRECT for the first three paths.)
+#![allow(
+    clippy::expect_used,
+    reason = "a failed read ends the measurement: it says which and stops"
+)]
 use overlap::{AlignedBufPool, Engine, OpenOptions, Port};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
