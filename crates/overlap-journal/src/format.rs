@@ -349,11 +349,21 @@ pub fn encode_record(geo: &Geometry, lsn: u64, payload: &[u8]) -> Vec<u8> {
 
 /// Encodes a filler record at log position `lsn` covering
 /// `[lsn, lsn + span)` (`span` a multiple of [`RECORD_ALIGN`], at least
-/// [`FILLER_BYTES`]): readers skip the stretch.
-pub fn encode_filler(geo: &Geometry, lsn: u64, span: u64) -> [u8; FILLER_BYTES] {
-    let mut rec = [0u8; FILLER_BYTES];
+/// [`RECORD_HEADER`]): readers skip the stretch. A stretch of
+/// [`RECORD_HEADER`] bytes (a damaged empty record) gets a filler of the
+/// header alone, whose length is its span; any longer one a filler of
+/// [`FILLER_BYTES`] holding its span.
+pub fn encode_filler(geo: &Geometry, lsn: u64, span: u64) -> Vec<u8> {
+    debug_assert!(
+        span >= RECORD_HEADER as u64 && span % RECORD_ALIGN == 0,
+        "a filler covers at least a header, in whole record units: {span}"
+    );
+    let short = span < FILLER_BYTES as u64;
+    let mut rec = vec![0u8; if short { RECORD_HEADER } else { FILLER_BYTES }];
     rec[8..16].copy_from_slice(&FLAG_FILLER.to_le_bytes());
-    rec[RECORD_HEADER..].copy_from_slice(&span.to_le_bytes());
+    if !short {
+        rec[RECORD_HEADER..].copy_from_slice(&span.to_le_bytes());
+    }
     seal_record(geo, lsn, &mut rec);
     rec
 }
@@ -593,13 +603,20 @@ impl<S: StreamSource> RecordReader<S> {
             return damaged(Damage::WrongSegment(ident));
         }
         if flags & FLAG_FILLER != 0 {
-            let span = if total == FILLER_BYTES as u64 && flags == FLAG_FILLER {
-                u64_at(rec, RECORD_HEADER)
-            } else {
-                0
+            // A filler of the header alone skips itself (a damaged empty
+            // record's stretch); one with a payload skips the span it holds,
+            // which is longer than the header alone.
+            let span = match total {
+                _ if flags != FLAG_FILLER => 0,
+                t if t == RECORD_HEADER as u64 => t,
+                t if t == FILLER_BYTES as u64 => match u64_at(rec, RECORD_HEADER) {
+                    s if s >= FILLER_BYTES as u64 => s,
+                    _ => 0,
+                },
+                _ => 0,
             };
             let fits = pos.checked_add(span).is_some_and(|e| e <= LSN_MASK);
-            if span < FILLER_BYTES as u64 || span % RECORD_ALIGN != 0 || !fits {
+            if span < RECORD_HEADER as u64 || span % RECORD_ALIGN != 0 || !fits {
                 return damaged(Damage::BadLength(span));
             }
             return Ok(Decoded::Filler(pos + span));
@@ -713,7 +730,16 @@ mod tests {
         assert!(!reads_back(&g, 64, &f), "a filler is not a record");
         assert!(filler_reads_back(&g, 64, 128, &f));
         assert!(!filler_reads_back(&g, 64, 136, &f));
-        assert!(!filler_reads_back(&g, 64, 24, &encode_filler(&g, 64, 24)));
+        // A damaged empty record's stretch (24 bytes): the header alone.
+        let short = encode_filler(&g, 64, 24);
+        assert_eq!(short.len(), RECORD_HEADER);
+        assert!(filler_reads_back(&g, 64, 24, &short));
+        assert!(!filler_reads_back(&g, 64, 32, &short));
+        // A filler with a payload never claims less than itself.
+        let mut f24 = encode_filler(&g, 64, 128);
+        f24[RECORD_HEADER..].copy_from_slice(&24u64.to_le_bytes());
+        seal_record(&g, 64, &mut f24);
+        assert!(!filler_reads_back(&g, 64, 24, &f24));
     }
 
     #[test]
@@ -787,7 +813,7 @@ mod tests {
         );
         // A filler whose length is not a multiple of 8, or too short, is damage.
         for bad in [100u64, 8] {
-            let mut img = encode_filler(&g, 0, 128).to_vec();
+            let mut img = encode_filler(&g, 0, 128);
             img[RECORD_HEADER..].copy_from_slice(&bad.to_le_bytes());
             seal_record(&g, 0, &mut img);
             assert!(matches!(

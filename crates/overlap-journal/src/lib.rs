@@ -159,8 +159,10 @@
 //! | 24.. | payload |
 //!
 //! A *filler* ([`format::FLAG_FILLER`]) is a record of 8 payload bytes, a
-//! length `L`, that recovery writes over the start of a stretch of the log
-//! it drops (see *Recovery*); readers skip `[lsn, lsn + L)` and go on after
+//! length `L` (at least 32), that recovery writes over the start of a stretch of the log
+//! it drops (see *Recovery*), or, for a stretch of 24 bytes (a damaged
+//! empty record), the header alone, `L` = 24 (a build older than that form
+//! reports such a filler as damage rather than misreading it); readers skip `[lsn, lsn + L)` and go on after
 //! it, so the LSNs in it are never used again.
 //!
 //! A record is valid only if its length is in range, its CRC matches, its

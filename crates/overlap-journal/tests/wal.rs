@@ -194,6 +194,43 @@ fn repair_salvages_every_intact_record_and_never_reuses_an_lsn() {
     assert_eq!(r.dropped_stretches, 0);
 }
 
+/// A damaged empty record spans 24 bytes, less than a filler with a
+/// length (32): repair covers it with the header-alone filler, and the
+/// record right after it survives, intact, and the log is clean.
+#[test]
+fn repair_of_a_damaged_empty_record_keeps_the_next_record() {
+    let d = dir("repair-empty");
+    let j = Journal::open(&d, opts()).unwrap();
+    let a = j.append(b"first").unwrap();
+    let e = j.append(b"").unwrap();
+    let n = j.append(b"next record").unwrap();
+    let last = j.append(b"after").unwrap();
+    j.wait_blocking(last, Level::Durable).unwrap();
+    let geo = j.geometry();
+    j.close().unwrap();
+    assert_eq!(n.0 - e.0, 24, "an empty record spans 24 bytes");
+    poke(&d, &geo, e.0 + 4, &[0xde, 0xad]); // its CRC
+    let mut listed = Vec::new();
+    let r = overlap_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
+        listed.push((s.from, s.to))
+    })
+    .unwrap();
+    assert_eq!(listed, [(e.0, n.0)]);
+    assert_eq!(r.records, 3);
+    let j = Journal::open(&d, opts().recovery(RecoveryMode::Strict)).unwrap();
+    assert_eq!(
+        records(&j),
+        [
+            (a.0, b"first".to_vec()),
+            (n.0, b"next record".to_vec()),
+            (last.0, b"after".to_vec())
+        ]
+    );
+    drop(j);
+    let r = overlap_journal::repair(&d, &opts(), false, &mut |_: &DroppedStretch| {}).unwrap();
+    assert_eq!(r.dropped_stretches, 0);
+}
+
 #[test]
 fn repair_lists_every_dropped_stretch_not_only_the_first_thousand() {
     let d = dir("repair-many");
