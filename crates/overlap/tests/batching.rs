@@ -27,6 +27,8 @@ per_driver!(
 const N: u64 = 64;
 /// The acceptance bound: one submitting call per 16 operations queued.
 const PER_CALL: u64 = 16;
+/// A port's batch submits when this many are queued (`wait::DEFER_BATCH`).
+const BATCH: u64 = 32;
 
 /// A direct file of `N` blocks, each holding its pattern, on a real disk.
 fn direct_file(engine: &Engine, dir: &tempfile::TempDir) -> (File, AlignedBufPool) {
@@ -155,8 +157,8 @@ fn a_port_batch_submits_sixteen_reads_per_call(d: Driver) {
         );
         assert_eq!(
             batched,
-            N / PER_CALL,
-            "in a batch, one submit call per {PER_CALL} reads"
+            N / BATCH,
+            "in a batch, one submit call per {BATCH} reads"
         );
     }
 }
@@ -174,20 +176,20 @@ fn a_port_batch_submits_when_it_fills_and_when_it_ends(d: Driver) {
     let calls_since = |s: &overlap::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
     let before = engine.stats();
     port.batch(|port| {
-        for i in 0..PER_CALL - 1 {
+        for i in 0..BATCH - 1 {
             port.read_at(&file, pool.get(), i * blen, i)
                 .unwrap_or_else(|(e, _)| panic!("{e}"));
         }
-        assert_eq!(calls_since(&before), 0, "15 reads stay queued");
-        port.read_at(&file, pool.get(), 15 * blen, 15)
+        assert_eq!(calls_since(&before), 0, "31 reads stay queued");
+        port.read_at(&file, pool.get(), (BATCH - 1) * blen, BATCH - 1)
             .unwrap_or_else(|(e, _)| panic!("{e}"));
-        assert_eq!(calls_since(&before), 1, "the 16th submits the batch");
-        port.read_at(&file, pool.get(), 16 * blen, 16)
+        assert_eq!(calls_since(&before), 1, "the 32nd submits the batch");
+        port.read_at(&file, pool.get(), BATCH * blen, BATCH)
             .unwrap_or_else(|(e, _)| panic!("{e}"));
-        assert_eq!(calls_since(&before), 1, "the 17th waits for the next");
+        assert_eq!(calls_since(&before), 1, "the 33rd waits for the next");
     });
     assert_eq!(calls_since(&before), 2, "the batch's end submits the rest");
-    take_all(&port, blen, PER_CALL + 1);
+    take_all(&port, blen, BATCH + 1);
 }
 
 fn a_port_batch_submits_before_its_thread_waits_in_block_on(d: Driver) {

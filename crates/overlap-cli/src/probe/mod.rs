@@ -10,7 +10,7 @@
 //!   64 KiB-aligned offsets of a `--size` (1 GiB) file, in the modes
 //!   {async, sync} × {direct, buffered-cold, buffered-cached}. Async reads
 //!   are all submitted through a [`Port`](overlap::Port) before any completion is taken,
-//!   in one [`Port::batch`] (16 reads per `io_uring_enter`; the
+//!   in one [`Port::batch`] (32 reads per `io_uring_enter`; the
 //!   `submit_syscalls` of the JSON counts them).
 //! - **writes**: `--size` bytes written sequentially in 64 KiB chunks with 32
 //!   in flight, in the modes {grow, prealloc} × {direct, buffered,
@@ -92,7 +92,7 @@ pub struct ProbeArgs {
 /// `--driver`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriverArg {
-    /// io_uring when available, else the thread pool (obeys OVERLAP_DRIVER).
+    /// io_uring when available, else Linux AIO beside the thread pool (aio+pool), else the pool (obeys OVERLAP_DRIVER).
     Auto,
     /// io_uring, or an error saying what to change.
     Uring,

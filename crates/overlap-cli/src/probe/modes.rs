@@ -101,7 +101,7 @@ fn stats_delta(before: &Stats, after: &Stats, m: &mut Measurement) {
     m.submit_syscalls = after.submit_syscalls.saturating_sub(before.submit_syscalls);
 }
 
-/// All reads submitted through a port, in one batch (16 per system call on
+/// All reads submitted through a port, in one batch (32 per system call on
 /// io_uring), before any is taken.
 pub(super) fn async_reads(
     engine: &Engine,
@@ -119,7 +119,7 @@ pub(super) fn async_reads(
     let stats0 = engine.stats();
     let workers0 = quiet_workers();
     let t0 = Instant::now();
-    // In one batch: the reads reach the kernel 16 per system call, as a
+    // In one batch: the reads reach the kernel 32 per system call, as a
     // program that queues many reads before it waits would submit them.
     port.batch(|port| -> Result<()> {
         for (i, (buf, &off)) in bufs.into_iter().zip(offsets).enumerate() {

@@ -358,7 +358,7 @@ impl<B: Send + 'static> Port<B> {
     }
 
     /// Runs `f`, in which the operations this thread queues on the port
-    /// reach the kernel together: one `io_uring_enter` for every 16 queued
+    /// reach the kernel together: one `io_uring_enter` for every 32 queued
     /// and one for the rest when `f` returns, instead of one each. What is
     /// queued is submitted before the thread waits anywhere in the engine
     /// (taking a completion from a port, [`wait`](crate::Op::wait),
