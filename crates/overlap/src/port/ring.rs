@@ -305,12 +305,20 @@ impl<B: Send + 'static> PortRing<B> {
     /// Submits the operations queued by [`enqueue`](Self::enqueue) inside
     /// a batch, in one system call.
     fn flush(&self) {
-        let cells = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        let lock = || self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cells = std::mem::take(&mut *lock());
         if cells.is_empty() {
             return;
         }
         self.enter_submit();
         self.submitted(&cells);
+        // The list's capacity goes back for the next batch (no allocation
+        // per batch), unless another thread has started a new list since.
+        cells.clear();
+        let mut list = lock();
+        if list.is_empty() {
+            *list = cells;
+        }
     }
 
     /// After the submitting call for `cells`: releases their files if the
