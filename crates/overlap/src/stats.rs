@@ -383,6 +383,14 @@ mod tests {
         assert_eq!(a, b);
         stop_tx.send(()).unwrap();
         t.join().unwrap();
+        // `join` returns when the thread clears its tid (before the kernel
+        // releases the task): wait for its /proc entry to go, as a later
+        // sample would find it gone.
+        let gone = std::path::PathBuf::from(format!("/proc/self/task/{other}"));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while gone.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         KernelWorkers::scan(Some(&mut others));
         assert!(
             !others.contains(&other),
