@@ -651,26 +651,7 @@ fn run() -> Result<(), Box<dyn Error>> {
             Ok::<_, io::Error>(())
         })?;
     }
-    let mut rows = Vec::new();
-    for set in &sets {
-        for &cache in &cfg.caches {
-            for &tasks in &cfg.tasks {
-                for work in WORKS {
-                    rows.push(Row {
-                        size: set.size,
-                        cache,
-                        tasks,
-                        work,
-                        reads: set.reads(tasks, cfg.total),
-                        took: [Vec::new(), Vec::new()],
-                        cpu: [Duration::ZERO; 2],
-                        bytes: [0; 2],
-                        threads: [0; 2],
-                    });
-                }
-            }
-        }
-    }
+    let mut rows = rows(&cfg, &sets);
     for round in 0..cfg.rounds {
         let order = if round % 2 == 0 {
             [Sys::Tokio, Sys::Overlap]
@@ -692,36 +673,7 @@ fn run() -> Result<(), Box<dyn Error>> {
                     row.cache,
                     cfg.total,
                 )?;
-                let secs = m.took.as_secs_f64().max(1e-9);
-                let (mbs, fps) = (m.bytes as f64 / secs / 1e6, m.reads as f64 / secs);
-                eprintln!(
-                    "round {round}: {:>4} {:<7} C={:<4} {:<12} {:<17} {:>9.1} MB/s {:>9.0} files/s",
-                    size_label(row.size),
-                    row.cache.name(),
-                    row.tasks,
-                    row.work.name(),
-                    sys.name(),
-                    mbs,
-                    fps
-                );
-                if cfg.json {
-                    println!(
-                        "{{\"round\":{round},\"workload\":\"{}\",\"system\":\"{}\",\"size\":{},\"cache\":\"{}\",\"tasks\":{},\"files\":{},\"reads\":{},\"bytes\":{},\"secs\":{:.6},\"mb_per_s\":{:.3},\"files_per_s\":{:.3},\"cpu_secs\":{:.6},\"threads\":{}}}",
-                        row.work.name(),
-                        sys.name(),
-                        row.size,
-                        row.cache.name(),
-                        row.tasks,
-                        set.paths.len(),
-                        m.reads,
-                        m.bytes,
-                        m.took.as_secs_f64(),
-                        mbs,
-                        fps,
-                        m.cpu.as_secs_f64(),
-                        m.threads
-                    );
-                }
+                print_measurement(&cfg, round, row, sys, set, &m);
                 let i = sys.index();
                 row.took[i].push(m.took);
                 row.cpu[i] += m.cpu;
@@ -732,6 +684,72 @@ fn run() -> Result<(), Box<dyn Error>> {
     }
     drop(rts);
     drop(cleanup);
+    print_medians(&cfg, &sets, rows);
+    Ok(())
+}
+
+/// Prints one measurement as it is made (and as JSON with `--json`).
+fn print_measurement(cfg: &Config, round: usize, row: &Row, sys: Sys, set: &FileSet, m: &Measured) {
+    let secs = m.took.as_secs_f64().max(1e-9);
+    let (mbs, fps) = (m.bytes as f64 / secs / 1e6, m.reads as f64 / secs);
+    eprintln!(
+        "round {round}: {:>4} {:<7} C={:<4} {:<12} {:<17} {:>9.1} MB/s {:>9.0} files/s",
+        size_label(row.size),
+        row.cache.name(),
+        row.tasks,
+        row.work.name(),
+        sys.name(),
+        mbs,
+        fps
+    );
+    if cfg.json {
+        println!(
+            "{{\"round\":{round},\"workload\":\"{}\",\"system\":\"{}\",\"size\":{},\"cache\":\"{}\",\"tasks\":{},\"files\":{},\"reads\":{},\"bytes\":{},\"secs\":{:.6},\"mb_per_s\":{:.3},\"files_per_s\":{:.3},\"cpu_secs\":{:.6},\"threads\":{}}}",
+            row.work.name(),
+            sys.name(),
+            row.size,
+            row.cache.name(),
+            row.tasks,
+            set.paths.len(),
+            m.reads,
+            m.bytes,
+            m.took.as_secs_f64(),
+            mbs,
+            fps,
+            m.cpu.as_secs_f64(),
+            m.threads
+        );
+    }
+}
+
+/// One row for each size, cache state, task count and workload, nothing
+/// measured yet.
+fn rows(cfg: &Config, sets: &[Arc<FileSet>]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for set in sets {
+        for &cache in &cfg.caches {
+            for &tasks in &cfg.tasks {
+                for work in WORKS {
+                    rows.push(Row {
+                        size: set.size,
+                        cache,
+                        tasks,
+                        work,
+                        reads: set.reads(tasks, cfg.total),
+                        took: [Vec::new(), Vec::new()],
+                        cpu: [Duration::ZERO; 2],
+                        bytes: [0; 2],
+                        threads: [0; 2],
+                    });
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Prints the medians over the rounds, one table row per [`Row`].
+fn print_medians(cfg: &Config, sets: &[Arc<FileSet>], rows: Vec<Row>) {
     println!(
         "{} rounds, medians; each measurement at most {} MiB (files per size: {})",
         cfg.rounds,
@@ -776,5 +794,4 @@ fn run() -> Result<(), Box<dyn Error>> {
             row.threads[1]
         );
     }
-    Ok(())
 }
