@@ -5,6 +5,7 @@
 //! order, and nothing that was never appended.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -96,48 +97,7 @@ fn kill9_loop() {
     let mut lives_with_progress = 0;
     let mut saw_free = false;
     for round in 0..50 {
-        let mut cmd = Command::new(&exe);
-        if round % 2 == 1 {
-            cmd.env(SYNC_ENV, "1");
-        }
-        if round % 4 >= 2 {
-            cmd.env(RETIRE_ENV, "1");
-        }
-        let mut child = cmd
-            .args(["--ignored", "--exact", "kill9::kill_child", "--nocapture"])
-            .args(["--test-threads", "1"])
-            .env(DIR_ENV, &dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let acks = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().unwrap();
-        let sink = acks.clone();
-        let (first_tx, first_rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(rest) = line.strip_prefix("ACK ") {
-                    let mut it = rest.split(' ').map(|s| s.parse::<u64>().unwrap());
-                    let (i, lsn) = (it.next().unwrap(), it.next().unwrap());
-                    sink.lock().unwrap().push((i, lsn));
-                    let _ = first_tx.send(());
-                }
-            }
-        });
-        // Let the child acknowledge something, then kill it at a random
-        // moment of its run.
-        let started = first_rx.recv_timeout(Duration::from_secs(10)).is_ok();
-        std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        let acks = acks.lock().unwrap().clone();
-        assert!(
-            started,
-            "round {round}: the child acknowledged nothing in 10 s"
-        );
+        let acks = kill_a_child(&exe, &dir, round, &mut rng);
         total_acks += acks.len();
         if let Some(&last) = acks.last() {
             if max_acked.is_none_or(|m| last.0 > m.0) {
@@ -190,4 +150,57 @@ fn kill9_loop() {
         total_acks > 50 && lives_with_progress >= 45,
         "the children made too little progress to test anything: {total_acks} acks, {lives_with_progress} lives with progress"
     );
+}
+
+/// One life of the child: starts it, lets it acknowledge something, kills
+/// it (SIGKILL) at a random moment; returns what it acknowledged.
+fn kill_a_child(
+    exe: &Path,
+    dir: &Path,
+    round: u32,
+    rng: &mut rand::rngs::StdRng,
+) -> Vec<(u64, u64)> {
+    let mut cmd = Command::new(exe);
+    if round % 2 == 1 {
+        cmd.env(SYNC_ENV, "1");
+    }
+    if round % 4 >= 2 {
+        cmd.env(RETIRE_ENV, "1");
+    }
+    let mut child = cmd
+        .args(["--ignored", "--exact", "kill9::kill_child", "--nocapture"])
+        .args(["--test-threads", "1"])
+        .env(DIR_ENV, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let acks = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().unwrap();
+    let sink = acks.clone();
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix("ACK ") {
+                let mut it = rest.split(' ').map(|s| s.parse::<u64>().unwrap());
+                let (i, lsn) = (it.next().unwrap(), it.next().unwrap());
+                sink.lock().unwrap().push((i, lsn));
+                let _ = first_tx.send(());
+            }
+        }
+    });
+    // Let the child acknowledge something, then kill it at a random
+    // moment of its run.
+    let started = first_rx.recv_timeout(Duration::from_secs(10)).is_ok();
+    std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let acks = acks.lock().unwrap().clone();
+    assert!(
+        started,
+        "round {round}: the child acknowledged nothing in 10 s"
+    );
+    acks
 }
