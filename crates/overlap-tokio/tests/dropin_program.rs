@@ -23,6 +23,7 @@ fn kind_errno<T>(r: std::io::Result<T>) -> String {
     }
 }
 
+// Long on purpose: one run of steps, its output compared line by line with tokio's.
 // The refused combinations are refused on purpose.
 #[allow(clippy::nonsensical_open_options, clippy::suspicious_open_options)]
 pub async fn program(dir: &Path) -> Vec<String> {

@@ -363,6 +363,7 @@ fn run_cell(front: Front, event: Event, kind: Kind, env: Env) -> Result<(), Stri
     Ok(())
 }
 
+// Long on purpose: one short arm per `Event`, the matrix's events side by side.
 fn cell(front: Front, event: Event, kind: Kind, env: &Env, slot: u64) -> Result<(), String> {
     let rt = runtime(front, event != Event::NoIo);
     let op = |rt: &Runtime| run(rt.block_on(prepare(env, kind, slot)));

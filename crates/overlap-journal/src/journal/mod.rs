@@ -83,6 +83,7 @@ impl Journal {
     }
 
     /// Opens a journal on any [`Storage`] (tests use a fault-injecting one).
+    // Long on purpose: mostly the first state of `Shared` and `Flusher`, field by field.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Journal> {
         options.validate()?;
         let rec = recover(
