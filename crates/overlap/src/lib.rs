@@ -132,6 +132,7 @@
 
 mod admit;
 mod buf;
+mod cell;
 mod driver;
 mod engine;
 mod error;
@@ -141,12 +142,12 @@ mod limiter;
 mod operation;
 pub mod path;
 mod port;
-mod reactor;
 mod stats;
 mod sys;
 mod wait;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
+pub use driver::uring::reactor::ReactorRing;
 pub use engine::{
     DriverChoice, DriverInfo, DriverKind, Engine, EngineBuilder, DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_MAX_INFLIGHT_OPS, DEFAULT_POOL_THREADS, DEFAULT_RING_ENTRIES, MAX_POOL_THREADS,
@@ -155,6 +156,5 @@ pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
 pub use future::{Op, Task};
 pub use port::{Completion, Port};
-pub use reactor::ReactorRing;
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;
