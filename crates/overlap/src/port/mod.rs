@@ -3,7 +3,7 @@
 //! worker can take any completion, so load balances and nothing is tied to
 //! the thread that submitted).
 //!
-//! On an io_uring engine a port has a ring of its own (`ring`): submitters
+//! On an io_uring engine a port has a ring of its own (`crate::driver::uring::port`): submitters
 //! hand operations to the kernel themselves and workers sleep in the kernel
 //! on that ring, which wakes them. Elsewhere (the thread pool, Linux AIO,
 //! or where no ring could be made) the engine's driver delivers completions

@@ -273,7 +273,7 @@ impl EngineThread {
                     st.parked = true;
                     while st.ops.is_empty() && !st.shutdown {
                         // While reactor rings live, the engine thread is
-                        // also their watcher (`crate::reactor`).
+                        // also their watcher (`super::reactor`).
                         let Some(tick) = super::reactor::watch_tick() else {
                             st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
                             continue;

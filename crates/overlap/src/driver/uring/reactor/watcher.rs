@@ -1,5 +1,5 @@
 //! The ring watcher: the passes the engines' threads make while reactor
-//! rings live (`driver::uring` calls [`watch_tick`] and [`watch_if_due`]).
+//! rings live (`super::super::engine_thread` calls [`watch_tick`] and [`watch_if_due`]).
 //! No thread of its own: an operation on a reactor ring counts against its
 //! engine until completed, so an engine, and on io_uring its thread, lives
 //! while any is in flight. See [`ReactorRing`]'s docs for what it
