@@ -55,7 +55,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 
 /// [`block_on`] for a future that has one operation in flight at a time
 /// (`Op::wait`, `Task::wait`): on a thread-pool engine its operations run
-/// on the calling thread ([`route_for`]).
+/// on the calling thread ([`route_for`](crate::driver::uring::route_for)).
 pub(crate) fn block_on_one<F: Future>(fut: F) -> F::Output {
     block_on_as(fut, true)
 }

@@ -107,7 +107,7 @@ pub(crate) enum Route {
 }
 
 /// Where an operation polled with `waker` is submitted, by who polls it.
-/// [`Route::Inline`]: a [`block_on`] of this thread that runs one operation
+/// [`Route::Inline`]: a [`block_on`](crate::block_on) of this thread that runs one operation
 /// at a time ([`Op::wait`](crate::Op::wait), [`Task::wait`](crate::Task::wait));
 /// on the thread pool there is nothing to gain by handing it to a worker
 /// and sleeping until the worker wakes this thread (two context switches

@@ -61,7 +61,7 @@ const LEADING: u8 = 3;
 /// Asleep in `io_getevents`, holding the reaping role.
 const IN_AIO: u8 = 4;
 
-/// The waker of a thread blocked in [`block_on`].
+/// The waker of a thread blocked in [`block_on`](crate::block_on).
 pub(crate) struct ThreadWaker {
     thread: Thread,
     /// Set by a wake-up, so that a waiter sees it without sleeping.
