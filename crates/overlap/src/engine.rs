@@ -359,13 +359,15 @@ impl EngineBuilder {
 /// operations. What the drivers use of it is its [`EngineState`], to which
 /// it dereferences.
 pub(crate) struct Shared {
-    pub state: EngineState,
     pub driver: DriverHandle,
     pub limiter: Arc<Limiter>,
     pub fast_path: bool,
     pub info: DriverInfo,
     /// The rings of this engine's ports, which shutdown settles.
     port_rings: Mutex<Vec<Weak<dyn Settle>>>,
+    /// The counters, the ring sizes, the operations on threads' and
+    /// reactors' rings, the fork generation, the shutdown flag.
+    pub state: EngineState,
 }
 
 impl std::ops::Deref for Shared {
