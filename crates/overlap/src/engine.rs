@@ -4,8 +4,11 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::driver::uring::{RingConfig, UringDriver};
-use crate::driver::{aio::AioDriver, pool::PoolDriver, DriverHandle};
+use crate::cell::{fork_generation, Completable, EngineLink, EngineState};
+use crate::driver::handle::DriverHandle;
+use crate::driver::uring::engine_thread::{RingConfig, UringDriver};
+use crate::driver::uring::port::Settle;
+use crate::driver::{aio::AioDriver, pool::PoolDriver};
 use crate::error::{Error, FallbackReason, Result};
 use crate::limiter::Limiter;
 use crate::stats::{Counters, Stats};
@@ -331,18 +334,20 @@ impl EngineBuilder {
             }
         };
         let shared = Arc::new(Shared {
+            state: EngineState {
+                counters,
+                max_kernel_workers: self.max_kernel_workers,
+                ring_entries: self.ring_entries,
+                cq_entries,
+                own_ring_ops: AtomicUsize::new(0),
+                generation: fork_generation(),
+                shut: AtomicBool::new(false),
+            },
             driver,
             limiter,
-            counters,
             fast_path: self.fast_path,
             info,
-            max_kernel_workers: self.max_kernel_workers,
-            ring_entries: self.ring_entries,
-            cq_entries,
-            own_ring_ops: AtomicUsize::new(0),
             port_rings: Mutex::new(Vec::new()),
-            generation: crate::wait::fork_generation(),
-            shut: AtomicBool::new(false),
         });
         Ok(Engine {
             inner: Arc::new(EngineInner { shared }),
@@ -351,55 +356,45 @@ impl EngineBuilder {
 }
 
 /// State shared by the engine's handles, its files and its in-flight
-/// operations.
+/// operations. What the drivers use of it is its [`EngineState`], to which
+/// it dereferences.
 pub(crate) struct Shared {
     pub driver: DriverHandle,
     pub limiter: Arc<Limiter>,
-    pub counters: Arc<Counters>,
     pub fast_path: bool,
     pub info: DriverInfo,
-    /// The bound on kernel workers, applied to every ring that submits.
-    pub max_kernel_workers: Option<u32>,
-    /// Ring sizes, for the rings of completion ports.
-    pub ring_entries: u32,
-    pub cq_entries: u32,
-    /// Operations in flight on threads' own rings (see `crate::wait`) and
-    /// on reactor rings: what shutdown waits for, besides the driver and
-    /// the ports' rings.
-    pub own_ring_ops: AtomicUsize,
     /// The rings of this engine's ports, which shutdown settles.
-    port_rings: Mutex<Vec<Weak<dyn crate::port::Settle>>>,
-    /// The fork generation that made the engine: in a child after `fork`
-    /// it belongs to the parent, and refuses operations.
-    generation: u64,
-    shut: AtomicBool,
+    port_rings: Mutex<Vec<Weak<dyn Settle>>>,
+    /// The counters, the ring sizes, the operations on threads' and
+    /// reactors' rings, the fork generation, the shutdown flag.
+    pub state: EngineState,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = EngineState;
+    #[inline]
+    fn deref(&self) -> &EngineState {
+        &self.state
+    }
+}
+
+impl EngineLink for Shared {
+    fn state(&self) -> &EngineState {
+        &self.state
+    }
+
+    fn submit_to_driver(&self, op: Arc<dyn Completable>, urgent: bool) {
+        self.driver.submit_as(op, urgent);
+    }
+
+    fn nudge(&self) {
+        self.driver.nudge();
+    }
 }
 
 impl Shared {
-    pub(crate) fn is_shut(&self) -> bool {
-        self.shut.load(Ordering::Acquire)
-    }
-
-    /// Counts an operation into `own_ring_ops` before it goes on a thread's
-    /// or a reactor's ring; `false` (counting nothing) once shutdown began:
-    /// shutdown may already have seen no operation on the rings, so the
-    /// caller refuses it through the driver rather than run it after.
-    pub(crate) fn admit_to_own_ring(&self) -> bool {
-        self.own_ring_ops.fetch_add(1, Ordering::AcqRel);
-        if self.is_shut() {
-            self.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        true
-    }
-
-    /// Made before a `fork` this process is the child of.
-    pub(crate) fn forked(&self) -> bool {
-        self.generation != crate::wait::fork_generation()
-    }
-
     /// Keeps a port's ring for shutdown to settle.
-    pub(crate) fn register_port_ring(&self, ring: Weak<dyn crate::port::Settle>) {
+    pub(crate) fn register_port_ring(&self, ring: Weak<dyn Settle>) {
         let mut rings = self.port_rings.lock().unwrap_or_else(|p| p.into_inner());
         rings.retain(|w| w.strong_count() > 0);
         rings.push(ring);
@@ -420,9 +415,9 @@ impl Shared {
             // them may be the one blocked in this call. Ports' rings are
             // settled: their completions are taken into each port's stash,
             // for its workers.
-            crate::wait::drain_current_thread();
+            crate::driver::uring::thread::drain_current_thread();
             loop {
-                crate::reactor::reap_all();
+                crate::driver::uring::reactor::reap_all();
                 let ports: Vec<_> = self
                     .port_rings
                     .lock()
@@ -435,7 +430,7 @@ impl Shared {
                     settled &= p.settle();
                 }
                 if settled && self.own_ring_ops.load(Ordering::Acquire) == 0 {
-                    crate::reactor::release_idle_orphans();
+                    crate::driver::uring::reactor::release_idle_orphans();
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_micros(100));

@@ -13,35 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::admit::{Admission, Admitted, FastPath, Running};
+use crate::cell::{to_result, Completable, EngineLink, EngineState, ENGINE_ACROSS_FORK};
+use crate::driver::uring::port::PortOp;
+use crate::driver::uring::{self, Route};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::file::FileRef;
 use crate::limiter::Permit;
 use crate::operation::OpKind;
-use crate::port::PortShared;
-
-/// What a driver sees of an operation.
-pub(crate) trait Completable: Send + Sync {
-    fn kind(&self) -> &OpKind;
-    /// The engine the operation belongs to.
-    fn shared(&self) -> &Arc<Shared>;
-    /// The driver performed the operation: records the kernel's result
-    /// (`>= 0`, or `-errno`) and notifies the owner. `inline` says the result
-    /// was known when the submitting system call returned.
-    ///
-    /// Runs user code (wakers, and through released permits and files other
-    /// wakers); drivers call it through [`crate::driver::contain`].
-    fn complete(&self, res: i64, inline: bool);
-    /// The engine refused the operation (it was shutting down): the
-    /// operation was not performed, except that a close still closes.
-    fn refuse(&self) {
-        let res = self.kind().refused();
-        self.finish(res, true);
-    }
-    /// Records the result and notifies the owner, without marking the
-    /// operation performed.
-    fn finish(&self, res: i64, inline: bool);
-}
+use crate::port::{Completion, PortShared};
 
 enum State {
     Waiting(Option<Waker>),
@@ -247,8 +227,13 @@ impl<B: Send + 'static> Completable for OpCell<B> {
         &self.kind
     }
 
-    fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    #[inline]
+    fn shared(&self) -> &EngineState {
+        &self.shared.state
+    }
+
+    fn engine(&self) -> Arc<dyn EngineLink> {
+        self.shared.clone()
     }
 
     fn complete(&self, res: i64, inline: bool) {
@@ -300,6 +285,50 @@ impl<B: Send + 'static> Completable for OpCell<B> {
     }
 }
 
+impl<B: Send + 'static> PortOp for OpCell<B> {
+    type Completion = Completion<B>;
+
+    fn preset(&self, res: i64) {
+        OpCell::preset(self, res);
+    }
+    fn set_submitting(&self, on: bool) {
+        OpCell::set_submitting(self, on);
+    }
+    fn release_file(&self) {
+        OpCell::release_file(self);
+    }
+    fn reclaim_file(&self) -> bool {
+        OpCell::reclaim_file(self)
+    }
+    fn may_resubmit(&self) -> bool {
+        OpCell::may_resubmit(self)
+    }
+    fn forbid_resubmit(&self) {
+        OpCell::forbid_resubmit(self);
+    }
+    fn set_inline_before(&self, tail: u32) {
+        OpCell::set_inline_before(self, tail);
+    }
+    fn inline_at(&self, pos: u32) -> bool {
+        OpCell::inline_at(self, pos)
+    }
+    fn port_key(&self) -> u64 {
+        OpCell::port_key(self)
+    }
+    fn take_completion(&self, cqe_res: i32, inline: bool) -> Option<Completion<B>> {
+        let key = self.port_key();
+        let (res, taken) = self.take(cqe_res, inline);
+        let (buf, permit) = taken?;
+        drop(permit);
+        Some(Completion {
+            key,
+            result: to_result(res),
+            buf,
+            inline,
+        })
+    }
+}
+
 impl<B> Drop for OpCell<B> {
     fn drop(&mut self) {
         let slot = self.slot.get_mut().unwrap_or_else(|p| p.into_inner());
@@ -308,43 +337,6 @@ impl<B> Drop for OpCell<B> {
             // it owns (an opened descriptor).
             self.kind.unclaimed(res);
         }
-    }
-}
-
-/// The result of an operation that was in flight when the process forked,
-/// as the child's copy of it sees it ([`Error::Forked`]).
-pub(crate) const INHERITED_ACROSS_FORK: i64 = i64::MIN;
-
-/// What [`Error::Forked`] says of an operation a child inherited in flight.
-pub(crate) const FORKED_OP: &str = "the operation was in flight when this process forked: the \
-    kernel completes it in the parent, with the parent's memory; start it again in this process, \
-    on an engine made here";
-
-/// The result of an operation that a child after `fork` handed to the
-/// parent's engine's driver (whose threads are not in the child).
-pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
-
-/// What [`Error::Forked`] says of a port used in a child.
-pub(crate) const FORKED_PORT: &str = "the port was made before this process forked and \
-    belongs to the parent (its ring or its engine's threads are there); make a new engine and \
-    port in this process";
-
-/// What [`Error::Forked`] says of an engine used in a child.
-pub(crate) const FORKED_ENGINE: &str = "the engine was made before this process forked and \
-    belongs to the parent; make a new engine in this process";
-
-/// Turns a kernel result into a byte count or a typed error.
-pub(crate) fn to_result(res: i64) -> Result<usize> {
-    if res == INHERITED_ACROSS_FORK {
-        return Err(Error::Forked(FORKED_OP));
-    }
-    if res == ENGINE_ACROSS_FORK {
-        return Err(Error::Forked(FORKED_ENGINE));
-    }
-    if res < 0 {
-        Err(Error::from_errno((-res) as i32))
-    } else {
-        Ok(res as usize)
     }
 }
 
@@ -434,7 +426,7 @@ impl<B: Send + 'static> Future for Op<B> {
                 // future is submitted where who polls it waits.
                 Stage::Admitting(mut adm) => match adm.poll(cx, &Running) {
                     Poll::Ready(Ok(Admitted::Go(req, permit))) => {
-                        let route = crate::wait::route_for(cx.waker());
+                        let route = uring::route_for(cx.waker());
                         this.stage =
                             Stage::InFlight(submit(req, Target::Future, Some(permit), route));
                     }
@@ -458,17 +450,6 @@ impl<B: Send + 'static> Future for Op<B> {
             }
         }
     }
-}
-
-/// Who polls an operation, which decides where it is submitted.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// `Op::wait`/`Task::wait`: one operation at a time on this thread.
-    Inline,
-    /// Any [`block_on`](crate::block_on) of this thread.
-    OwnRing,
-    /// Another executor, or a port.
-    Driver,
 }
 
 /// Moves a request into a cell and hands it to a driver, by who polls it
@@ -499,20 +480,17 @@ pub(crate) fn submit<B: Send + 'static>(
         Target::Ring(_) => true,
     };
     let cell = OpCell::new(req, target, permit);
-    let shared = Completable::shared(&*cell).clone();
+    let shared = cell.shared.clone();
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     if inline && !shared.is_shut() {
         crate::driver::pool::run_on_caller(op);
         return cell;
     }
-    let op = if own_ring {
-        match crate::wait::submit_on_own_ring(op) {
-            Ok(()) => return cell,
-            Err(op) => op,
-        }
-    } else if for_future && uring {
-        match crate::reactor::submit_current(op) {
+    // The ring whose waiter will be woken, on io_uring (the routing of
+    // `crate::driver::uring`); else the engine's driver.
+    let op = if uring && (own_ring || for_future) {
+        match uring::submit_on_ring(op, route, for_future) {
             Ok(()) => return cell,
             Err(op) => op,
         }
@@ -534,7 +512,7 @@ pub(crate) fn submit<B: Send + 'static>(
     }
     if route != Route::Driver {
         if let Some(aio) = shared.driver.aio() {
-            crate::wait::note_aio(aio);
+            crate::driver::uring::thread::note_aio(aio);
         }
     }
     shared.driver.submit_as(op, !awaited);

@@ -38,11 +38,38 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Where things live
+//!
+//! Three layers; imports flow one way, downwards:
+//!
+//! - **The bottom** (imports nothing above it): `error`, `operation/` (every
+//!   operation, one declaration each), `sys`, `stats`, `limiter`, `buf`,
+//!   and `cell` (what a driver sees of an operation and its engine: the
+//!   completion interface `Completable`, `EngineState`, `to_result`, the
+//!   fork generation).
+//! - **The drivers**, `driver/` (import each other and the bottom only):
+//!   `driver/mod.rs` (what every driver shares: deferred wake-ups, contained
+//!   panics, driver-thread marks, the spin window), `driver/handle.rs` (the
+//!   engine's driver, whichever it is), `driver/pool.rs`, `driver/aio/`,
+//!   and `driver/uring/`, the one home of io_uring: `setup.rs` (making a
+//!   ring, probing), `core.rs` (`RingCore`: submit, reap, teardown),
+//!   `engine_thread.rs` (the engine thread), `thread.rs` (each thread's own
+//!   ring and waiter, the deferral of `Port::batch`), `reactor/`
+//!   ([`ReactorRing`] and its watcher), `port.rs` (completion ports' rings),
+//!   and in `mod.rs` the routing table and the one routing point
+//!   (`route_for`, `submit_on_ring`).
+//! - **The top**: `engine` (starts a driver), `admit`, `future` (`OpCell`,
+//!   [`Op`], [`Task`], `submit`), `wait` ([`block_on`]), `port` ([`Port`]),
+//!   `file/`, [`path`].
+//!
+//! `scripts/import-graph` prints the module graph and fails (in CI) on a
+//! cycle through `driver/`.
+//!
 //! ## The life of a read
 //!
 //! 1. [`File::read_at`] checks the request (`File::check`: open for
 //!    reading, offset range, direct-I/O alignment) and builds an
-//!    `operation::Read` (one operation, declared in `operation.rs`) pointing
+//!    `operation::Read` (one operation, declared in `operation/`) pointing
 //!    into the buffer's heap memory (`File::prepare_read`). The result is an
 //!    [`Op`] (`future.rs`), a future that has done nothing yet.
 //! 2. Its first poll (`Op::poll`) goes through the one admission path that
@@ -52,9 +79,10 @@
 //!    takes a share of the in-flight budget (`Limiter::acquire`, waiting if
 //!    it is full).
 //! 3. `future::submit` moves the request into an `OpCell`, which owns the buffer
-//!    from now until the kernel is done with it, and picks the ring:
+//!    from now until the kernel is done with it, and picks the ring (on
+//!    io_uring through `driver::uring::submit_on_ring`):
 //!    - polled inside [`block_on`] (every `.wait()`) on io_uring, the calling
-//!      thread's own ring (`wait::submit_on_own_ring`, then `RingCore::push`,
+//!      thread's own ring (`thread::submit_on_own_ring`, then `RingCore::push`,
 //!      which asks `OpKind::entry` for the io_uring entry, or runs
 //!      `OpKind::blocking` where the kernel lacks the opcode);
 //!    - polled by another executor, the engine thread's queue
@@ -74,7 +102,7 @@
 //!    leader/follower), and reaps every event it gets; the engine's reaper
 //!    thread does so only while nobody waits (futures of other executors).
 //! 5. The reaper (`RingCore::reap`) turns the completion into a `Done`, and
-//!    `ring::complete_all` calls `OpCell::complete` with panics in user code
+//!    `core::complete_all` calls `OpCell::complete` with panics in user code
 //!    contained: the result is stored, the file and the budget are released,
 //!    and the future's waker fires.
 //! 6. The next poll of the [`Op`] takes the result and the buffer
@@ -132,6 +160,7 @@
 
 mod admit;
 mod buf;
+mod cell;
 mod driver;
 mod engine;
 mod error;
@@ -141,12 +170,12 @@ mod limiter;
 mod operation;
 pub mod path;
 mod port;
-mod reactor;
 mod stats;
 mod sys;
 mod wait;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
+pub use driver::uring::reactor::ReactorRing;
 pub use engine::{
     DriverChoice, DriverInfo, DriverKind, Engine, EngineBuilder, DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_MAX_INFLIGHT_OPS, DEFAULT_POOL_THREADS, DEFAULT_RING_ENTRIES, MAX_POOL_THREADS,
@@ -155,6 +184,5 @@ pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
 pub use future::{Op, Task};
 pub use port::{Completion, Port};
-pub use reactor::ReactorRing;
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;

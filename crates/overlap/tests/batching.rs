@@ -27,7 +27,7 @@ per_driver!(
 const N: u64 = 64;
 /// The acceptance bound: one submitting call per 16 operations queued.
 const PER_CALL: u64 = 16;
-/// A port's batch submits when this many are queued (`wait::DEFER_BATCH`).
+/// A port's batch submits when this many are queued (`driver::uring::thread::DEFER_BATCH`).
 const BATCH: u64 = 32;
 
 /// A direct file of `N` blocks, each holding its pattern, on a real disk.

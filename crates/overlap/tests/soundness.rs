@@ -522,7 +522,7 @@ fn quarantine_changes() -> Vec<(usize, u64)> {
 /// (its `io_should_terminate_tw` checks for a dying ring).
 /// The regression test that does fail without the fix is the driver's unit
 /// test `after_drain_the_kernel_no_longer_writes_the_eventfd_buffer`
-/// (`src/driver/ring.rs`), which checks the rule where the buffer is freed.
+/// (`src/driver/uring/core.rs`), which checks the rule where the buffer is freed.
 #[test]
 fn shutdown_never_lets_the_kernel_write_a_freed_eventfd_buffer() {
     let Some(d) = Driver::uring() else { return };

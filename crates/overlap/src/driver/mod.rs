@@ -1,25 +1,29 @@
-//! Drivers: who performs the system calls. `uring` hands them to the kernel
-//! through io_uring from the engine thread (futures polled by any executor);
-//! `ring` is the io_uring machinery it shares with each thread's own ring
-//! (`crate::wait`) and each completion port's ring; `pool` performs them on
-//! a bounded set of threads where io_uring is unavailable; `aio` hands
-//! O_DIRECT reads and writes to Linux AIO where io_uring is unavailable and
-//! leaves the rest to a pool beside it (its completions reaped by the
-//! threads that wait for them, `aio::lead`).
+//! Drivers: who performs the system calls. [`uring`] is the one home of
+//! io_uring (the engine thread's ring for futures polled by any executor,
+//! each thread's own ring, reactor rings, completion ports' rings, and the
+//! routing that picks one); [`pool`] performs them on a bounded set of
+//! threads where io_uring is unavailable; [`aio`] hands O_DIRECT reads and
+//! writes to Linux AIO where io_uring is unavailable and leaves the rest to
+//! a pool beside it (its completions reaped by the threads that wait for
+//! them, `aio::lead`); [`handle`] is the engine's driver, whichever it is.
+//!
+//! This module holds what every driver shares: wake-ups deferred to the end
+//! of a batch, panics in user code contained, the marks of driver threads,
+//! the spin window of a waiting thread. Drivers import each other and the
+//! layer below them ([`crate::cell`], `operation`, `stats`, `error`, ...),
+//! never the engine or the front ends (`scripts/import-graph` checks it).
 
 pub(crate) mod aio;
+pub(crate) mod handle;
 pub(crate) mod pool;
-pub(crate) mod ring;
 pub(crate) mod uring;
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
+use std::sync::OnceLock;
 use std::task::Waker;
-
-use crate::future::Completable;
 
 thread_local! {
     /// Set on driver threads, which must never join themselves.
@@ -124,60 +128,24 @@ pub(crate) fn on_driver_thread() -> bool {
     DRIVER_THREAD.try_with(|c| c.get()).unwrap_or(false)
 }
 
-pub(crate) enum DriverHandle {
-    Uring(uring::UringDriver),
-    Pool(pool::PoolDriver),
-    Aio(aio::AioDriver),
+/// How long a thread parked in `wait()` (waiting for something other than
+/// its own ring: the engine thread, the budget) polls for its wake-up,
+/// yielding the CPU between looks, before it sleeps. On virtual machines
+/// without guest halt polling, waking a sleeping thread on another vCPU
+/// costs an inter-processor interrupt through the hypervisor. Measured here
+/// (criterion, a cached read through the engine thread, fast path off): 52
+/// us per round trip with the waiter asleep, 16 us polling; with 4 callers
+/// on 2 vCPUs, 8.3 us before and 6.8 us after (a pure spin there made it 14
+/// us: spinning callers took the CPU from the engine thread, hence the
+/// yield). `OVERLAP_SPIN_US` overrides it (0 turns polling off).
+pub(crate) fn spin_window() -> std::time::Duration {
+    static SPIN_NS: OnceLock<u64> = OnceLock::new();
+    std::time::Duration::from_nanos(*SPIN_NS.get_or_init(|| {
+        std::env::var("OVERLAP_SPIN_US")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_SPIN_NS, |us| us.min(1000) * 1000)
+    }))
 }
 
-impl DriverHandle {
-    pub(crate) fn is_uring(&self) -> bool {
-        matches!(self, DriverHandle::Uring(_))
-    }
-
-    /// Whether the thread pool performs `kind` (rather than the kernel,
-    /// through io_uring or AIO): a thread in `Op::wait` then runs it itself.
-    pub(crate) fn pool_takes(&self, kind: &crate::operation::OpKind) -> bool {
-        match self {
-            DriverHandle::Uring(_) => false,
-            DriverHandle::Pool(_) => true,
-            DriverHandle::Aio(d) => !d.takes(kind),
-        }
-    }
-
-    /// Submits `op`; `urgent` is false when a thread will wait for it
-    /// (`block_on`, a port's worker): on AIO that thread reaps it itself
-    /// (`aio::lead`).
-    pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
-        match self {
-            DriverHandle::Uring(d) => d.submit(op),
-            DriverHandle::Pool(d) => d.submit(op),
-            DriverHandle::Aio(d) => d.submit(op, urgent),
-        }
-    }
-
-    /// The AIO context, on an `aio+pool` engine.
-    pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
-        match self {
-            DriverHandle::Aio(d) => Some(d.inner()),
-            _ => None,
-        }
-    }
-
-    /// Stops accepting work, lets everything in flight complete, and joins the
-    /// driver's threads (unless called from one of them).
-    /// Wakes the engine's thread (io_uring) to look at the reactor rings.
-    pub(crate) fn nudge(&self) {
-        if let DriverHandle::Uring(d) = self {
-            d.nudge();
-        }
-    }
-
-    pub(crate) fn shutdown(&self) {
-        match self {
-            DriverHandle::Uring(d) => d.shutdown(),
-            DriverHandle::Pool(d) => d.shutdown(),
-            DriverHandle::Aio(d) => d.shutdown(),
-        }
-    }
-}
+const DEFAULT_SPIN_NS: u64 = 20_000;

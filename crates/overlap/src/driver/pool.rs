@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use crate::future::Completable;
+use crate::cell::Completable;
 use crate::stats::Counters;
 
 pub(crate) struct PoolDriver {
@@ -186,7 +186,7 @@ impl Inner {
         // device, one invocation each against fio psync with 32 jobs
         // (BENCHMARKS.md): 0 us 0.48x, 20 us 0.69x, 50 us 0.80x, 100 us
         // 0.80x, 200 us 0.77x.
-        let spin = crate::wait::spin_window() * 5 / 2;
+        let spin = super::spin_window() * 5 / 2;
         loop {
             let job = {
                 let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());

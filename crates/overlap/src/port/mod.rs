@@ -3,7 +3,7 @@
 //! worker can take any completion, so load balances and nothing is tied to
 //! the thread that submitted).
 //!
-//! On an io_uring engine a port has a ring of its own (`ring`): submitters
+//! On an io_uring engine a port has a ring of its own (`crate::driver::uring::port`): submitters
 //! hand operations to the kernel themselves and workers sleep in the kernel
 //! on that ring, which wakes them. Elsewhere (the thread pool, Linux AIO,
 //! or where no ring could be made) the engine's driver delivers completions
@@ -11,17 +11,18 @@
 //! context's events itself when no other thread does.
 
 mod queue;
-mod ring;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running};
 use crate::buf::{IoBuf, IoBufMut};
+use crate::cell::{to_result, FORKED_PORT};
+use crate::driver::uring::Route;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::future::{submit, to_result, OpCell, Request, Route, Target};
+use crate::future::{submit, OpCell, Request, Target};
 use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -37,8 +38,17 @@ fn admit<B, G: Gate>(req: Request<B>, fast: FastPath, wait: bool, gate: &G) -> O
 }
 
 pub(crate) use queue::Queue as PortShared;
-use ring::PortRing;
-pub(crate) use ring::Settle;
+/// A port's own ring, holding the port's operation cells.
+type PortRing<B> = crate::driver::uring::port::PortRing<OpCell<B>>;
+
+/// A port's ring admits an operation by counting it in
+/// ([`PortRing::admit`](crate::driver::uring::port::PortRing::admit)).
+impl<B: Send + 'static> Gate for PortRing<B> {
+    #[inline]
+    fn admits(&self, shared: &crate::engine::Shared) -> bool {
+        self.admit(shared)
+    }
+}
 
 /// A finished operation taken from a [`Port`].
 #[derive(Debug)]
@@ -161,7 +171,7 @@ impl<B: Send + 'static> Port<B> {
                 let r = Arc::new(r);
                 // Engine shutdown waits for the kernel to be done with the
                 // port's operations (`Shared::shutdown`).
-                let settle: Arc<dyn ring::Settle> = r.clone();
+                let settle: Arc<dyn crate::driver::uring::port::Settle> = r.clone();
                 shared.register_port_ring(Arc::downgrade(&settle));
                 Mode::Ring(r)
             }
@@ -194,10 +204,10 @@ impl<B: Send + 'static> Port<B> {
         let req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(_, buf) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::future::FORKED_PORT), buf));
+                return Err((Error::Forked(FORKED_PORT), buf));
             }
             Prepared::Req(req) if self.inner.engine.shared().forked() => {
-                return Err((Error::Forked(crate::future::FORKED_PORT), req.buf));
+                return Err((Error::Forked(FORKED_PORT), req.buf));
             }
             Prepared::Done(Ok(n), buf) => match &self.inner.mode {
                 Mode::Queue(q) => {
@@ -394,8 +404,8 @@ impl<B: Send + 'static> Port<B> {
     pub fn batch<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
         let _submits_at_the_end = match &self.inner.mode {
             Mode::Ring(r) => {
-                let ring: Arc<dyn crate::wait::Deferred> = r.clone();
-                crate::wait::defer(ring)
+                let ring: Arc<dyn crate::driver::uring::thread::Deferred> = r.clone();
+                crate::driver::uring::thread::defer(ring)
             }
             Mode::Queue(_) => None,
         };
@@ -565,7 +575,7 @@ impl<B: Send + 'static> Port<B> {
             ));
         }
         if shared.forked() {
-            return Err((Error::Forked(crate::future::FORKED_PORT), buf));
+            return Err((Error::Forked(FORKED_PORT), buf));
         }
         let req = Request {
             shared: shared.clone(),

@@ -149,7 +149,7 @@ impl<B: Send + 'static> Queue<B> {
         permit: Option<Permit>,
         inline: bool,
     ) {
-        let result = crate::future::to_result(res);
+        let result = crate::cell::to_result(res);
         self.push(
             Completion {
                 key,

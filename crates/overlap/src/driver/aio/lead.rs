@@ -75,7 +75,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::{Inner, IoEvent, State, EVENTS_PER_REAP, WAKE_KEY};
-use crate::driver::ring::{complete_all, Done};
+use crate::driver::uring::core::{complete_all, Done};
 use crate::driver::Panic;
 
 /// How long the reaper leaves the role to the waiting threads after the

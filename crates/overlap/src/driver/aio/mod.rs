@@ -52,7 +52,7 @@ use std::time::Duration;
 use slab::Slab;
 
 use super::pool::PoolDriver;
-use crate::future::Completable;
+use crate::cell::Completable;
 
 use crate::operation::OpKind;
 use crate::stats::Counters;

@@ -24,19 +24,16 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::Completion;
-use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
-use crate::engine::Shared;
-use crate::future::{to_result, Completable, OpCell};
+use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
+use super::thread::{deferral, flush_deferred, Deferral, Deferred};
+use crate::cell::{fork_generation, Completable, EngineState};
 use crate::operation::{OpKind, Opcodes};
-use crate::wait::{Deferral, Deferred};
 
 const WAKE: u64 = 0;
 
@@ -71,9 +68,43 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A completion taken from the ring: the cell, the kernel's result, inline.
-type Taken<B> = (Arc<OpCell<B>>, i32, bool);
+type Taken<C> = (Arc<C>, i32, bool);
 
-pub(crate) struct PortRing<B> {
+/// What a port's ring needs of an operation's cell beyond its completion
+/// interface (implemented by `crate::future::OpCell`): the ring takes the
+/// completion itself, by the cell's address in the entry's user data, and
+/// hands the port's worker what the cell makes of it.
+pub(crate) trait PortOp: Completable + Sized + 'static {
+    /// What a worker of the port receives (`crate::Completion`).
+    type Completion;
+    /// Records a result obtained before submission (delivered through a
+    /// no-op).
+    fn preset(&self, res: i64);
+    fn set_submitting(&self, on: bool);
+    /// Releases the operation's claim on its file (the kernel holds its own
+    /// reference once it has taken the submission).
+    fn release_file(&self);
+    /// Claims the operation's file again before a resubmission: `false` if
+    /// the file was closed since.
+    fn reclaim_file(&self) -> bool;
+    /// Counts a resubmission after the submitter's exit; `false` once the
+    /// operation came back failed too often to try again.
+    fn may_resubmit(&self) -> bool;
+    /// The port's user asked to cancel the operation: no resubmission.
+    fn forbid_resubmit(&self);
+    /// Records the completion queue's tail right after submission.
+    fn set_inline_before(&self, tail: u32);
+    /// Whether a completion found at queue position `pos` was inline.
+    fn inline_at(&self, pos: u32) -> bool;
+    /// The key of a port's operation.
+    fn port_key(&self) -> u64;
+    /// Takes the operation's result (from the completion's `res`, unless it
+    /// was preset) and its buffer, once, for the worker that reaped it:
+    /// `None` if there is nothing to hand over.
+    fn take_completion(&self, cqe_res: i32, inline: bool) -> Option<Self::Completion>;
+}
+
+pub(crate) struct PortRing<C> {
     ring: IoUring,
     ops: Opcodes,
     /// Serialises pushes to the submission queue.
@@ -90,14 +121,13 @@ pub(crate) struct PortRing<B> {
     inflight: Option<Mutex<HashMap<usize, u64, BuildHasherDefault<AddrHasher>>>>,
     /// Completions taken from the ring by an engine shutting down, for the
     /// port's workers to take (see [`Settle`]); `stashed` counts them.
-    stash: Mutex<std::collections::VecDeque<Taken<B>>>,
+    stash: Mutex<std::collections::VecDeque<Taken<C>>>,
     stashed: AtomicUsize,
     /// The fork generation that made the ring (a child never touches it).
     generation: u64,
     /// Operations queued without a system call inside `Port::batch`
-    /// (`crate::wait::defer`), until the submitting call that flushes them.
-    deferred: Mutex<Vec<Arc<OpCell<B>>>>,
-    _buf: PhantomData<fn() -> B>,
+    /// (`super::thread::defer`), until the submitting call that flushes them.
+    deferred: Mutex<Vec<Arc<C>>>,
 }
 
 /// A port's ring as an engine shutting down sees it: it takes the ring's
@@ -110,14 +140,14 @@ pub(crate) trait Settle: Send + Sync {
     fn settle(&self) -> bool;
 }
 
-impl<B: Send + 'static> Settle for PortRing<B> {
+impl<C: PortOp> Settle for PortRing<C> {
     fn settle(&self) -> bool {
         if self.inherited() {
             return true;
         }
         // Entries another thread queued in a batch are submitted by this
         // call too; this thread's own are flushed first.
-        crate::wait::flush_deferred();
+        flush_deferred();
         let _ = self.enter_getevents();
         while let Some((cell, res, inline)) = self.pop() {
             if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
@@ -134,32 +164,23 @@ impl<B: Send + 'static> Settle for PortRing<B> {
     }
 }
 
-/// A port's ring admits an operation by counting it in
-/// ([`PortRing::admit`]).
-impl<B: Send + 'static> crate::admit::Gate for PortRing<B> {
-    #[inline]
-    fn admits(&self, shared: &Shared) -> bool {
-        self.admit(shared)
-    }
-}
-
-impl<B: Send + 'static> Deferred for PortRing<B> {
+impl<C: PortOp> Deferred for PortRing<C> {
     fn flush(&self) {
         PortRing::flush(self);
     }
 }
 
-impl<B: Send + 'static> PortRing<B> {
+impl<C: PortOp> PortRing<C> {
     /// A ring for a port of `shared`'s engine, or `None` if none can be
     /// made (the port then queues completions from the engine's driver).
-    pub(crate) fn new(shared: &Shared, cancellable: bool) -> Option<PortRing<B>> {
+    pub(crate) fn new(shared: &EngineState, cancellable: bool) -> Option<PortRing<C>> {
         let (ring, _flags) =
             build_ring(shared.ring_entries, shared.cq_entries, Issuers::Many).ok()?;
         let ops = probe_opcodes(&ring).ok()?;
         if shared.max_kernel_workers.is_some() {
             // io-wq belongs to the submitting task; a port's ring carries
             // the engine's bound for the threads that submit on it.
-            let _ = crate::driver::ring::bound_kernel_workers(&ring, shared.max_kernel_workers);
+            let _ = bound_kernel_workers(&ring, shared.max_kernel_workers);
         }
         Some(PortRing {
             ring,
@@ -170,9 +191,8 @@ impl<B: Send + 'static> PortRing<B> {
             inflight: cancellable.then(|| Mutex::new(HashMap::default())),
             stash: Mutex::new(std::collections::VecDeque::new()),
             stashed: AtomicUsize::new(0),
-            generation: crate::wait::fork_generation(),
+            generation: fork_generation(),
             deferred: Mutex::new(Vec::new()),
-            _buf: PhantomData,
         })
     }
 
@@ -187,7 +207,7 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// Made before a `fork` this process is the child of.
     fn inherited(&self) -> bool {
-        self.generation != crate::wait::fork_generation()
+        self.generation != fork_generation()
     }
 
     /// Counts an operation in before it is submitted ([`submit_admitted`]);
@@ -195,7 +215,7 @@ impl<B: Send + 'static> PortRing<B> {
     /// may already have found the port settled.
     ///
     /// [`submit_admitted`]: Self::submit_admitted
-    pub(crate) fn admit(&self, shared: &Shared) -> bool {
+    pub(crate) fn admit(&self, shared: &EngineState) -> bool {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         if shared.is_shut() {
             self.outstanding.fetch_sub(1, Ordering::AcqRel);
@@ -206,14 +226,14 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
     /// a result known in advance).
-    pub(crate) fn submit(&self, cell: Arc<OpCell<B>>) {
+    pub(crate) fn submit(&self, cell: Arc<C>) {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         self.submit_admitted(cell);
     }
 
     /// As [`submit`](Self::submit), for an operation [`admit`](Self::admit)
     /// counted in.
-    pub(crate) fn submit_admitted(&self, cell: Arc<OpCell<B>>) {
+    pub(crate) fn submit_admitted(&self, cell: Arc<C>) {
         cell.shared()
             .counters
             .submitted
@@ -247,7 +267,7 @@ impl<B: Send + 'static> PortRing<B> {
         let mut asked = 0;
         for (&addr, _) in inflight.iter().filter(|(_, &k)| k == key) {
             // SAFETY: a cell in `inflight` is alive (see the field).
-            let cell = unsafe { &*(addr as *const OpCell<B>) };
+            let cell = unsafe { &*(addr as *const C) };
             cell.forbid_resubmit();
             let sqe = opcode::AsyncCancel::new(addr as u64)
                 .build()
@@ -264,7 +284,7 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// Hands the cell's operation to the kernel (again, after a
     /// cancellation it did not ask for).
-    fn enqueue(&self, cell: Arc<OpCell<B>>) {
+    fn enqueue(&self, cell: Arc<C>) {
         let sqe = match cell.kind().entry(&self.ops) {
             Some(sqe) => sqe,
             None => {
@@ -283,7 +303,7 @@ impl<B: Send + 'static> PortRing<B> {
         // Inside `Port::batch`, queued entries reach the kernel together.
         // The cell is listed after its entry is in the queue: a flush that
         // finds it there submits (or already submitted) its entry.
-        match crate::wait::deferral(self as *const Self as *const ()) {
+        match deferral(self as *const Self as *const ()) {
             Deferral::No => {}
             Deferral::Queued => return self.defer_cell(cell_ref),
             Deferral::Full => {
@@ -295,7 +315,7 @@ impl<B: Send + 'static> PortRing<B> {
         self.submitted(&[cell_ref]);
     }
 
-    fn defer_cell(&self, cell: Arc<OpCell<B>>) {
+    fn defer_cell(&self, cell: Arc<C>) {
         self.deferred
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -323,7 +343,7 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// After the submitting call for `cells`: releases their files if the
     /// kernel took every entry, counts the call, records what was inline.
-    fn submitted(&self, cells: &[Arc<OpCell<B>>]) {
+    fn submitted(&self, cells: &[Arc<C>]) {
         let Some(first) = cells.first() else { return };
         let cell_ref = first;
         // The kernel takes its own reference to the file when it consumes
@@ -409,7 +429,7 @@ impl<B: Send + 'static> PortRing<B> {
     /// Nothing else cancels a port's operations, so such an operation is
     /// submitted again from this (live) thread, and the caller sees only its
     /// real result.
-    pub(crate) fn try_take(&self) -> Option<Completion<B>> {
+    pub(crate) fn try_take(&self) -> Option<C::Completion> {
         if self.inherited() {
             // The ring's completions are the parent's.
             return None;
@@ -429,7 +449,7 @@ impl<B: Send + 'static> PortRing<B> {
             let Some((cell, res, inline)) = self.pop() else {
                 // The caller may wait or poll again: what this thread
                 // queued in a batch must be in the kernel first.
-                crate::wait::flush_deferred();
+                flush_deferred();
                 return None;
             };
             if !OpKind::may_have_failed_by_submitter_exit(i64::from(res)) {
@@ -443,7 +463,7 @@ impl<B: Send + 'static> PortRing<B> {
 
     /// Submits the operation again if its submitter's exit failed it (see
     /// [`try_take`](Self::try_take)); gives the completion back otherwise.
-    fn resubmit_or_keep(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Taken<B>> {
+    fn resubmit_or_keep(&self, cell: Arc<C>, res: i32, inline: bool) -> Option<Taken<C>> {
         if cell.kind().failed_by_submitter_exit(i64::from(res))
             && cell.may_resubmit()
             && cell.reclaim_file()
@@ -477,7 +497,7 @@ impl<B: Send + 'static> PortRing<B> {
         }
     }
 
-    fn pop(&self) -> Option<Taken<B>> {
+    fn pop(&self) -> Option<Taken<C>> {
         {
             let mut taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: `cq` serialises every user of the completion queue.
@@ -492,7 +512,7 @@ impl<B: Send + 'static> PortRing<B> {
                 // SAFETY: every other user data is a cell address from
                 // `Arc::into_raw` in `submit`, and each completion is taken
                 // once (under `cq`).
-                let cell = unsafe { Arc::from_raw(cqe.user_data() as *const OpCell<B>) };
+                let cell = unsafe { Arc::from_raw(cqe.user_data() as *const C) };
                 let inline = cell.inline_at(pos);
                 found = Some((cell, cqe.result(), inline));
                 break;
@@ -501,8 +521,7 @@ impl<B: Send + 'static> PortRing<B> {
         }
     }
 
-    fn complete(&self, cell: Arc<OpCell<B>>, res: i32, inline: bool) -> Option<Completion<B>> {
-        let key = cell.port_key();
+    fn complete(&self, cell: Arc<C>, res: i32, inline: bool) -> Option<C::Completion> {
         if let Some(inflight) = &self.inflight {
             inflight
                 .lock()
@@ -517,15 +536,7 @@ impl<B: Send + 'static> PortRing<B> {
             // come must return.
             self.wake_all();
         }
-        let (res, taken) = cell.take(res, inline);
-        let (buf, permit) = taken?;
-        drop(permit);
-        Some(Completion {
-            key,
-            result: to_result(res),
-            buf,
-            inline,
-        })
+        cell.take_completion(res, inline)
     }
 
     /// Sleeps in the ring until a completion arrives or `deadline` passes,
@@ -537,7 +548,7 @@ impl<B: Send + 'static> PortRing<B> {
         if self.inherited() {
             return;
         }
-        crate::wait::flush_deferred();
+        flush_deferred();
         let recheck = Instant::now() + RECHECK;
         let deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
         let r = match deadline {

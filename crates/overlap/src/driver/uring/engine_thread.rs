@@ -1,73 +1,5 @@
-//! The io_uring driver: where each operation is submitted, who waits for
-//! it, and why.
-//!
-//! # Design: the thread that waits is the thread the kernel wakes
-//!
-//! Linux runs an io_uring request's completion work on the thread that
-//! submitted it, and a thread asleep in `io_uring_enter` on a ring is woken
-//! by the kernel itself when a completion arrives there. So the fastest way
-//! to wait is to submit on a ring of one's own and sleep on it: what a fio
-//! job does, and what a Windows thread in `GetQueuedCompletionStatus` gets.
-//! The engine routes every operation to the ring whose waiter will be woken:
-//!
-//! | who waits | ring | module |
-//! | --- | --- | --- |
-//! | a thread in `.wait()` / [`block_on`](crate::block_on) | the thread's own ring, `SINGLE_ISSUER\|DEFER_TASKRUN`, created lazily | `crate::wait` |
-//! | workers in [`Port::next`](crate::Port::next) | the port's own ring (many submitters, many waiters; `COOP_TASKRUN`) | `crate::port` |
-//! | a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter) (overlap-tokio's `on_ring` and `fs`, the Python package's loop) | the polling thread's reactor ring, watched by the executor's reactor (`COOP_TASKRUN`; any thread may reap) | `crate::reactor` |
-//! | a future polled by another executor (tokio, smol, ...) without an integration | this engine thread's ring, `SINGLE_ISSUER\|DEFER_TASKRUN` | here |
-//!
-//! The engine thread stays for futures of executors without an
-//! integration, because such an executor parks where overlap cannot reach
-//! (a tokio worker in `epoll_wait`): someone else must wait in the kernel
-//! for those completions. An integration registers a ring per executor
-//! thread with its reactor instead: the kernel runs the completion work on
-//! the submitting thread (waking it from `epoll_wait`), the ring's
-//! descriptor turns readable, and the executor's own task reaps it; the
-//! submissions of the tasks one reaping woke are handed to the kernel in
-//! one call by that task (`ReactorRing::set_flusher`). The tokio
-//! integration's measurements are in BENCHMARKS.md (against `tokio::fs`)
-//! and `docs/bench-log/2026-11-23-issue9-tokio.md` (against this thread).
-//!
-//! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
-//! global (every ring takes its permits from the one limiter); statistics
-//! stay exact (a completion is inline when it was posted before the
-//! submitting call returned: a batch number on the thread and engine rings,
-//! the completion queue's tail on a port's ring); a dropped future's buffer
-//! stays owned by its cell until the kernel is done. Thread exit: Linux
-//! cancels the queued kernel-worker (io-wq) work of an exiting thread, so
-//! `block_on` never returns with its ring busy (nothing is left for an
-//! absent thread to reap), and a port resubmits an operation the kernel
-//! cancelled unperformed (`Stats::resubmitted_after_exit`).
-//!
-//! # Measured (the reason for the choice)
-//!
-//! The measurements that chose this design (each shape run with the
-//! previous design, every operation handed to this thread and its
-//! completion handed back, and with this one, fio beside each invocation)
-//! are in `docs/bench-log/2026-11-23-hot-path.md`, with their commands
-//! (`scripts/bench-hotpath`, `scripts/hotpath-table.py`). What they showed:
-//! - A thread waiting on its own ring is the big win where the hand-off
-//!   dominated: depth 1 and threads in `.wait()`. With many operations per
-//!   waiter (depth 32 through `block_on`) it beats fio: one
-//!   `io_uring_enter` submits a batch and the next waits.
-//! - A port on its own ring removes the hand-off at shallow depths, but at
-//!   depth 32 on a CPU-bound device the engine thread won: it ran beside the
-//!   requester on the second vCPU, while the port's single requester makes
-//!   one `io_uring_enter` per submission (as fio does) plus a lock per
-//!   completion.
-//! - Futures on executors without an integration still go through this
-//!   thread; the integrations (overlap-tokio, the Python package) put a ring
-//!   per executor thread into the executor's reactor instead.
-//!
-//! Designs weighed and not taken: one shared ring where callers submit and
-//! waiters reap (leader/follower) makes the reaper wake the other waiters
-//! through futexes (a second wake-up per operation on this VM), and
-//! completion work still runs on each submitter; SQPOLL spends a core of
-//! two polling. An earlier measurement of "callers submit, one reaper
-//! thread" is kept in `examples/design_b.rs`.
-//!
-//! # The engine thread
+//! The engine thread and its ring: futures polled by executors without an
+//! integration (see [the routing table](super)).
 //!
 //! Callers append operations to a shared queue and go on; the engine thread
 //! moves everything queued into the submission ring and submits it in
@@ -88,9 +20,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::ring::{self, complete_all, Done, Issuers, RingCore};
+use super::core::{complete_all, Done, RingCore};
+use super::setup::{self, Issuers};
+use crate::cell::Completable;
+use crate::driver::{contain, mark_driver_thread, on_driver_thread};
 use crate::error::FallbackReason;
-use crate::future::Completable;
 use crate::stats::Counters;
 
 pub(crate) struct UringDriver {
@@ -183,11 +117,12 @@ impl UringDriver {
         let thread = std::thread::Builder::new()
             .name("overlap-uring".into())
             .spawn(move || {
-                super::mark_driver_thread();
-                let setup = ring::build_ring(config.entries, config.cq_entries, Issuers::One)
+                mark_driver_thread();
+                let setup = setup::build_ring(config.entries, config.cq_entries, Issuers::One)
                     .and_then(|(ring, flags)| {
-                        let ops = ring::probe_opcodes(&ring)?;
-                        let workers = ring::bound_kernel_workers(&ring, config.max_kernel_workers)?;
+                        let ops = setup::probe_opcodes(&ring)?;
+                        let workers =
+                            setup::bound_kernel_workers(&ring, config.max_kernel_workers)?;
                         Ok((ring, ops, format!("{flags}; {workers}")))
                     });
                 match setup {
@@ -246,7 +181,7 @@ impl UringDriver {
     }
 
     /// Wakes the engine thread wherever it sleeps, so that it looks at
-    /// the reactor rings (`crate::reactor::watch_tick`) from now on.
+    /// the reactor rings (`super::reactor::watch_tick`) from now on.
     pub(crate) fn nudge(&self) {
         self.wake(self.queue.lock());
     }
@@ -282,7 +217,7 @@ impl UringDriver {
         if kick {
             self.queue.kick();
         }
-        if super::on_driver_thread() {
+        if on_driver_thread() {
             return; // the engine thread drains and exits by itself
         }
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -302,7 +237,7 @@ impl Drop for Dead {
             std::mem::take(&mut st.ops)
         };
         for op in stranded {
-            let _ = super::contain(op.kind().name(), || op.refuse());
+            let _ = contain(op.kind().name(), || op.refuse());
         }
     }
 }
@@ -338,8 +273,8 @@ impl EngineThread {
                     st.parked = true;
                     while st.ops.is_empty() && !st.shutdown {
                         // While reactor rings live, the engine thread is
-                        // also their watcher (`crate::reactor`).
-                        let Some(tick) = crate::reactor::watch_tick() else {
+                        // also their watcher (`super::reactor`).
+                        let Some(tick) = super::reactor::watch_tick() else {
                             st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
                             continue;
                         };
@@ -352,7 +287,7 @@ impl EngineThread {
                             .0;
                         if st.ops.is_empty() && !st.shutdown {
                             drop(st);
-                            crate::reactor::watch_if_due();
+                            super::reactor::watch_if_due();
                             st = self.queue.lock();
                         }
                     }
@@ -375,16 +310,16 @@ impl EngineThread {
                 complete_all(&mut done);
                 // Under steady load this branch may run for long: the
                 // reactor rings' passes are due here too.
-                crate::reactor::watch_if_due();
+                super::reactor::watch_if_due();
                 continue;
             }
             if shutdown && self.core.in_flight() == 0 {
                 break;
             }
-            self.core.wait(crate::reactor::watch_tick(), &mut done);
+            self.core.wait(super::reactor::watch_tick(), &mut done);
             self.queue.lock().sleeping = false;
             complete_all(&mut done);
-            crate::reactor::watch_if_due();
+            super::reactor::watch_if_due();
         }
         self.counters
             .workers

@@ -1,11 +1,12 @@
 //! The ring watcher: the passes the engines' threads make while reactor
-//! rings live (`driver::uring` calls [`watch_tick`] and [`watch_if_due`]).
+//! rings live (`super::super::engine_thread` calls [`watch_tick`] and [`watch_if_due`]).
 //! No thread of its own: an operation on a reactor ring counts against its
 //! engine until completed, so an engine, and on io_uring its thread, lives
 //! while any is in flight. See [`ReactorRing`]'s docs for what it
 //! guarantees.
 
 use super::*;
+use crate::cell::EngineLink;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
@@ -128,8 +129,8 @@ pub(super) fn adopt(inner: Arc<Inner>) {
     }
     BUSY.store(true, Ordering::Relaxed);
     QUIET.store(0, Ordering::Relaxed);
-    if let Some(shared) = nudge {
-        shared.driver.nudge();
+    if let Some(engine) = nudge {
+        engine.nudge();
     }
 }
 
@@ -142,9 +143,9 @@ impl Inner {
     }
 
     /// The engine of an operation in flight on the ring, if any.
-    fn any_engine(&self) -> Option<Arc<crate::engine::Shared>> {
+    fn any_engine(&self) -> Option<Arc<dyn EngineLink>> {
         let core = self.core.try_lock().ok()?;
-        core.any_in_flight().map(|op| Arc::clone(op.shared()))
+        core.any_in_flight().map(|op| op.engine())
     }
 }
 
@@ -208,7 +209,7 @@ impl Inner {
         };
         let reaped = !done.is_empty();
         resubmit_after_exit(&mut done);
-        crate::wait::count_out(&done);
+        count_out(&done);
         if let Some(p) = complete_all(&mut done) {
             crate::driver::report_panic("an operation reaped by the ring watcher", &p);
         }

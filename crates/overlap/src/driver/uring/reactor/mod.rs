@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 
-use crate::driver::ring::{self, complete_all, Done, Issuers, RingCore};
+use super::core::{complete_all, Done, RingCore};
+use super::setup::{self, Issuers};
+use super::thread::count_out;
+use crate::cell::{fork_generation, Completable, EngineState, ENGINE_ACROSS_FORK};
 use crate::error::FallbackReason;
-use crate::future::Completable;
 use crate::operation::OpKind;
 
 /// Submission-queue entries of a reactor ring (a full queue is submitted
@@ -163,7 +165,7 @@ struct Inner {
     handles: AtomicUsize,
     /// In a child after `fork`: the inherited operations were failed.
     given_up: AtomicBool,
-    /// The engine (its `Shared`'s address) whose thread was last asked to
+    /// The engine (its `EngineState`'s address) whose thread was last asked to
     /// watch the reactor rings on this ring's first submission for it.
     nudged: std::sync::atomic::AtomicUsize,
     /// What the watcher saw at its previous look: (completions reaped,
@@ -207,14 +209,14 @@ impl ReactorRing {
     /// A new ring, or the reason io_uring cannot be used (the integration
     /// then leaves operations to the engine's driver).
     pub fn new() -> Result<ReactorRing, FallbackReason> {
-        let (ring, _flags) = ring::build_ring(ENTRIES, CQ_ENTRIES, Issuers::Many)?;
-        let ops = ring::probe_opcodes(&ring)?;
+        let (ring, _flags) = setup::build_ring(ENTRIES, CQ_ENTRIES, Issuers::Many)?;
+        let ops = setup::probe_opcodes(&ring)?;
         let fd = ring.as_raw_fd();
         let inner = Arc::new(Inner {
             core: Mutex::new(RingCore::new(ring, ops, None)),
             flusher: Mutex::new(None),
             fd,
-            generation: crate::wait::fork_generation(),
+            generation: fork_generation(),
             orphaned: AtomicBool::new(false),
             handles: AtomicUsize::new(1),
             given_up: AtomicBool::new(false),
@@ -391,7 +393,7 @@ impl Inner {
     /// never touched.
     #[inline]
     fn inherited(&self) -> bool {
-        if self.generation == crate::wait::fork_generation() {
+        if self.generation == fork_generation() {
             return false;
         }
         self.give_up_inherited();
@@ -409,7 +411,7 @@ impl Inner {
             if let Ok(mut core) = self.core.try_lock() {
                 core.give_up_inherited(&mut done);
             }
-            crate::wait::count_out(&done);
+            count_out(&done);
             if let Some(p) = complete_all(&mut done) {
                 crate::driver::report_panic("an operation a forked child inherited", &p);
             }
@@ -458,7 +460,7 @@ impl Drop for Inner {
         // let go of it only once it was empty) before the ring and the
         // operations' memory go.
         let core = self.core.get_mut().unwrap_or_else(|p| p.into_inner());
-        core.drain(crate::wait::count_out);
+        core.drain(count_out);
     }
 }
 
@@ -472,7 +474,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// lock is then tried for a while and given up (`None`): the child's rings
 /// go unwatched rather than the child hanging.
 fn lock_registry<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    if crate::wait::fork_generation() == 0 {
+    if fork_generation() == 0 {
         return Some(lock(m));
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
@@ -493,7 +495,7 @@ fn lock_registry<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 /// all are recorded.
 fn finish(done: &mut Vec<Done>) {
     resubmit_after_exit(done);
-    crate::wait::count_out(done);
+    count_out(done);
     if let Some(p) = complete_all(done) {
         std::panic::resume_unwind(p);
     }
@@ -533,13 +535,14 @@ fn resubmit_failed(done: &mut Vec<Done>) {
             continue;
         }
         let op = d.op;
-        let shared = Arc::clone(op.shared());
+        let engine = op.engine();
+        let shared = engine.state();
         if shared.forked() {
             // A child's ring carrying an operation of the parent's engine,
             // whose driver's threads are not here.
             kept.push(Done {
                 op,
-                res: crate::future::ENGINE_ACROSS_FORK,
+                res: ENGINE_ACROSS_FORK,
                 inline: false,
             });
             continue;
@@ -547,7 +550,7 @@ fn resubmit_failed(done: &mut Vec<Done>) {
         shared.counters.resubmitted.fetch_add(1, Ordering::Relaxed);
         // Handed to the driver while still counted on the rings, so that a
         // shutdown cannot stop the driver in between; counted out after.
-        shared.driver.submit_as(op, true);
+        engine.submit_to_driver(op, true);
         shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
     }
     *done = kept;
@@ -584,12 +587,12 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     if !op.shared().admit_to_own_ring() {
         return Err(op);
     }
-    let engine = Arc::as_ptr(op.shared()) as usize;
+    let engine = op.shared() as *const EngineState as usize;
     if inner.nudged.load(Ordering::Relaxed) != engine && !op.shared().forked() {
         // The engine's thread watches the reactor rings from now on, even
         // if it was asleep with no timeout when this ring was made.
         inner.nudged.store(engine, Ordering::Relaxed);
-        op.shared().driver.nudge();
+        op.engine().nudge();
     }
     counters.reactor_submitted.fetch_add(1, Ordering::Relaxed);
     let mut done = Vec::new();

@@ -1,0 +1,157 @@
+//! What a driver sees of an operation and of its engine: the operation
+//! cell's completion interface ([`Completable`]), the part of the engine's
+//! state that drivers use ([`EngineState`]), the way back to the engine's
+//! driver for the rare paths that hand an operation over again
+//! ([`EngineLink`]), and what a result means ([`to_result`], the results of
+//! operations that crossed a `fork`, the fork generation).
+//!
+//! This module is the bottom of the crate's layering: the drivers
+//! (`crate::driver`) depend on it and not on the cell itself
+//! (`crate::future::OpCell`), the engine or the front ends, so the import
+//! graph flows one way (`scripts/import-graph` checks it).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::operation::OpKind;
+use crate::stats::Counters;
+
+/// What a driver sees of an operation.
+pub(crate) trait Completable: Send + Sync {
+    fn kind(&self) -> &OpKind;
+    /// The state of the engine the operation belongs to.
+    fn shared(&self) -> &EngineState;
+    /// The engine the operation belongs to, for the rare paths that hand
+    /// it to the engine's driver again or wake the engine's thread (a
+    /// reactor ring's resubmission after its submitter's exit, the ring
+    /// watcher).
+    fn engine(&self) -> Arc<dyn EngineLink>;
+    /// The driver performed the operation: records the kernel's result
+    /// (`>= 0`, or `-errno`) and notifies the owner. `inline` says the result
+    /// was known when the submitting system call returned.
+    ///
+    /// Runs user code (wakers, and through released permits and files other
+    /// wakers); drivers call it through [`crate::driver::contain`].
+    fn complete(&self, res: i64, inline: bool);
+    /// The engine refused the operation (it was shutting down): the
+    /// operation was not performed, except that a close still closes.
+    fn refuse(&self) {
+        let res = self.kind().refused();
+        self.finish(res, true);
+    }
+    /// Records the result and notifies the owner, without marking the
+    /// operation performed.
+    fn finish(&self, res: i64, inline: bool);
+}
+
+/// The engine as the drivers' rare paths reach it (implemented by
+/// `crate::engine::Shared`): the drivers never name the engine itself.
+pub(crate) trait EngineLink: Send + Sync {
+    /// The engine's state.
+    fn state(&self) -> &EngineState;
+    /// Hands `op` to the engine's driver (`urgent`: no thread will wait
+    /// for it; see `DriverHandle::submit_as`).
+    fn submit_to_driver(&self, op: Arc<dyn Completable>, urgent: bool);
+    /// Wakes the engine's thread (io_uring) to look at the reactor rings.
+    fn nudge(&self);
+}
+
+/// The part of an engine's state that drivers use (the engine's `Shared`
+/// holds it and dereferences to it).
+pub(crate) struct EngineState {
+    pub counters: Arc<Counters>,
+    /// The bound on kernel workers, applied to every ring that submits.
+    pub max_kernel_workers: Option<u32>,
+    /// Ring sizes, for the rings of completion ports.
+    pub ring_entries: u32,
+    pub cq_entries: u32,
+    /// Operations in flight on threads' own rings (see
+    /// `crate::driver::uring::thread`) and on reactor rings: what shutdown
+    /// waits for, besides the driver and the ports' rings.
+    pub own_ring_ops: AtomicUsize,
+    /// The fork generation that made the engine: in a child after `fork`
+    /// it belongs to the parent, and refuses operations.
+    pub(crate) generation: u64,
+    pub(crate) shut: AtomicBool,
+}
+
+impl EngineState {
+    pub(crate) fn is_shut(&self) -> bool {
+        self.shut.load(Ordering::Acquire)
+    }
+
+    /// Counts an operation into `own_ring_ops` before it goes on a thread's
+    /// or a reactor's ring; `false` (counting nothing) once shutdown began:
+    /// shutdown may already have seen no operation on the rings, so the
+    /// caller refuses it through the driver rather than run it after.
+    pub(crate) fn admit_to_own_ring(&self) -> bool {
+        self.own_ring_ops.fetch_add(1, Ordering::AcqRel);
+        if self.is_shut() {
+            self.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Made before a `fork` this process is the child of.
+    pub(crate) fn forked(&self) -> bool {
+        self.generation != fork_generation()
+    }
+}
+
+/// The result of an operation that was in flight when the process forked,
+/// as the child's copy of it sees it ([`Error::Forked`]).
+pub(crate) const INHERITED_ACROSS_FORK: i64 = i64::MIN;
+
+/// What [`Error::Forked`] says of an operation a child inherited in flight.
+pub(crate) const FORKED_OP: &str = "the operation was in flight when this process forked: the \
+    kernel completes it in the parent, with the parent's memory; start it again in this process, \
+    on an engine made here";
+
+/// The result of an operation that a child after `fork` handed to the
+/// parent's engine's driver (whose threads are not in the child).
+pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
+
+/// What [`Error::Forked`] says of a port used in a child.
+pub(crate) const FORKED_PORT: &str = "the port was made before this process forked and \
+    belongs to the parent (its ring or its engine's threads are there); make a new engine and \
+    port in this process";
+
+/// What [`Error::Forked`] says of an engine used in a child.
+pub(crate) const FORKED_ENGINE: &str = "the engine was made before this process forked and \
+    belongs to the parent; make a new engine in this process";
+
+/// Turns a kernel result into a byte count or a typed error.
+pub(crate) fn to_result(res: i64) -> Result<usize> {
+    if res == INHERITED_ACROSS_FORK {
+        return Err(Error::Forked(FORKED_OP));
+    }
+    if res == ENGINE_ACROSS_FORK {
+        return Err(Error::Forked(FORKED_ENGINE));
+    }
+    if res < 0 {
+        Err(Error::from_errno((-res) as i32))
+    } else {
+        Ok(res as usize)
+    }
+}
+
+/// Incremented in the child of every `fork`, so that a thread ring made
+/// before it is recognised without a system call per operation.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The current fork generation (registering the `fork` handler once).
+pub(crate) fn fork_generation() -> u64 {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a handler that only touches an atomic, which
+        // is async-signal-safe as a child of fork requires.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    FORK_GENERATION.load(Ordering::Relaxed)
+}

@@ -1,0 +1,154 @@
+//! The one home of io_uring: where each operation is submitted, who waits
+//! for it, and why.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`setup`] | making a ring: setup flags, opcode probe, kernel worker bound, fallback reasons |
+//! | [`core`] | one ring and its operations in flight ([`RingCore`](core::RingCore)): submit, reap, teardown |
+//! | [`engine_thread`] | the engine thread's ring ([`UringDriver`](engine_thread::UringDriver)) |
+//! | [`thread`] | each thread's own ring, the thread's waiter, the deferral of a port's submissions (`Port::batch`) |
+//! | [`reactor`] | reactor rings ([`ReactorRing`](crate::ReactorRing)) and their watcher |
+//! | [`port`] | each completion port's ring |
+//! | here | the routing: [`route_for`] and [`submit_on_ring`] pick the ring |
+//!
+//! This module and the other drivers depend only on the operation cell's
+//! completion interface ([`crate::cell`]), never on the engine or the front
+//! ends (`scripts/import-graph` checks it): the engine starts a driver, the
+//! front ends hand it operations.
+//!
+//! # Design: the thread that waits is the thread the kernel wakes
+//!
+//! Linux runs an io_uring request's completion work on the thread that
+//! submitted it, and a thread asleep in `io_uring_enter` on a ring is woken
+//! by the kernel itself when a completion arrives there. So the fastest way
+//! to wait is to submit on a ring of one's own and sleep on it: what a fio
+//! job does, and what a Windows thread in `GetQueuedCompletionStatus` gets.
+//! The engine routes every operation to the ring whose waiter will be woken:
+//!
+//! | who waits | ring | module |
+//! | --- | --- | --- |
+//! | a thread in `.wait()` / [`block_on`](crate::block_on) | the thread's own ring, `SINGLE_ISSUER\|DEFER_TASKRUN`, created lazily | [`thread`] |
+//! | workers in [`Port::next`](crate::Port::next) | the port's own ring (many submitters, many waiters; `COOP_TASKRUN`) | [`port`] (the public `Port` in `crate::port`) |
+//! | a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter) (overlap-tokio's `on_ring` and `fs`, the Python package's loop) | the polling thread's reactor ring, watched by the executor's reactor (`COOP_TASKRUN`; any thread may reap) | [`reactor`] |
+//! | a future polled by another executor (tokio, smol, ...) without an integration | this engine thread's ring, `SINGLE_ISSUER\|DEFER_TASKRUN` | [`engine_thread`] |
+//!
+//! The engine thread stays for futures of executors without an
+//! integration, because such an executor parks where overlap cannot reach
+//! (a tokio worker in `epoll_wait`): someone else must wait in the kernel
+//! for those completions. An integration registers a ring per executor
+//! thread with its reactor instead: the kernel runs the completion work on
+//! the submitting thread (waking it from `epoll_wait`), the ring's
+//! descriptor turns readable, and the executor's own task reaps it; the
+//! submissions of the tasks one reaping woke are handed to the kernel in
+//! one call by that task (`ReactorRing::set_flusher`). The tokio
+//! integration's measurements are in BENCHMARKS.md (against `tokio::fs`)
+//! and `docs/bench-log/2026-11-23-issue9-tokio.md` (against this thread).
+//!
+//! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
+//! global (every ring takes its permits from the one limiter); statistics
+//! stay exact (a completion is inline when it was posted before the
+//! submitting call returned: a batch number on the thread and engine rings,
+//! the completion queue's tail on a port's ring); a dropped future's buffer
+//! stays owned by its cell until the kernel is done. Thread exit: Linux
+//! cancels the queued kernel-worker (io-wq) work of an exiting thread, so
+//! `block_on` never returns with its ring busy (nothing is left for an
+//! absent thread to reap), and a port resubmits an operation the kernel
+//! cancelled unperformed (`Stats::resubmitted_after_exit`).
+//!
+//! # Measured (the reason for the choice)
+//!
+//! The measurements that chose this design (each shape run with the
+//! previous design, every operation handed to this thread and its
+//! completion handed back, and with this one, fio beside each invocation)
+//! are in `docs/bench-log/2026-11-23-hot-path.md`, with their commands
+//! (`scripts/bench-hotpath`, `scripts/hotpath-table.py`). What they showed:
+//! - A thread waiting on its own ring is the big win where the hand-off
+//!   dominated: depth 1 and threads in `.wait()`. With many operations per
+//!   waiter (depth 32 through `block_on`) it beats fio: one
+//!   `io_uring_enter` submits a batch and the next waits.
+//! - A port on its own ring removes the hand-off at shallow depths, but at
+//!   depth 32 on a CPU-bound device the engine thread won: it ran beside the
+//!   requester on the second vCPU, while the port's single requester makes
+//!   one `io_uring_enter` per submission (as fio does) plus a lock per
+//!   completion.
+//! - Futures on executors without an integration still go through this
+//!   thread; the integrations (overlap-tokio, the Python package) put a ring
+//!   per executor thread into the executor's reactor instead.
+//!
+//! Designs weighed and not taken: one shared ring where callers submit and
+//! waiters reap (leader/follower) makes the reaper wake the other waiters
+//! through futexes (a second wake-up per operation on this VM), and
+//! completion work still runs on each submitter; SQPOLL spends a core of
+//! two polling. An earlier measurement of "callers submit, one reaper
+//! thread" is kept in `examples/design_b.rs`.
+//!
+
+pub(crate) mod core;
+pub(crate) mod engine_thread;
+pub(crate) mod port;
+pub(crate) mod reactor;
+pub(crate) mod setup;
+pub(crate) mod thread;
+
+use std::sync::Arc;
+use std::task::Waker;
+
+use crate::cell::Completable;
+
+/// Who polls an operation, which decides where it is submitted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `Op::wait`/`Task::wait`: one operation at a time on this thread.
+    Inline,
+    /// Any [`block_on`](crate::block_on) of this thread.
+    OwnRing,
+    /// Another executor, or a port.
+    Driver,
+}
+
+/// Where an operation polled with `waker` is submitted, by who polls it.
+/// [`Route::Inline`]: a [`block_on`](crate::block_on) of this thread that runs one operation
+/// at a time ([`Op::wait`](crate::Op::wait), [`Task::wait`](crate::Task::wait));
+/// on the thread pool there is nothing to gain by handing it to a worker
+/// and sleeping until the worker wakes this thread (two context switches
+/// per operation where `pread` makes one): it runs on this thread, still
+/// counted against the budget and in the statistics. [`Route::OwnRing`]:
+/// this thread's `block_on` itself (directly, or through combinators that
+/// pass its waker on), which will wait for it on this thread's ring.
+/// [`Route::Driver`]: any other executor, even one nested inside
+/// `block_on` (which would park without reaping the ring).
+pub(crate) fn route_for(waker: &Waker) -> Route {
+    thread::LOCAL
+        .try_with(|l| {
+            if l.depth.get() == 0 || !waker.will_wake(&l.waker_obj) {
+                Route::Driver
+            } else if l.inline.get() {
+                Route::Inline
+            } else {
+                Route::OwnRing
+            }
+        })
+        .unwrap_or(Route::Driver)
+}
+
+/// Puts `op` on the ring its poller waits on, on an io_uring engine: the
+/// calling thread's own ring when a [`block_on`](crate::block_on) of this
+/// thread polled it (`route` not [`Route::Driver`]), else, for a future
+/// (`for_future`), the reactor ring of an active
+/// [`ReactorRing::enter`](crate::ReactorRing::enter). Gives it back for the
+/// engine's driver (the engine thread's ring) otherwise, or when that ring
+/// cannot take it (no ring, the engine shutting down).
+#[inline]
+pub(crate) fn submit_on_ring(
+    op: Arc<dyn Completable>,
+    route: Route,
+    for_future: bool,
+) -> Result<(), Arc<dyn Completable>> {
+    if route != Route::Driver {
+        thread::submit_on_own_ring(op)
+    } else if for_future {
+        reactor::submit_current(op)
+    } else {
+        Err(op)
+    }
+}

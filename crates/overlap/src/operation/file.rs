@@ -1,0 +1,350 @@
+//! The operations on an open file's descriptor (reads, writes, syncs,
+//! allocation, truncation, `statx`, close) and the no-op a port delivers a
+//! known result through. See the [module docs](super) for how an operation
+//! is declared.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use io_uring::{opcode, squeue, types};
+
+use super::{ret, Operation, Returns, Span, Transfer, STATX_MASK};
+/// `pread` into memory the cell owns.
+#[derive(Debug)]
+pub(crate) struct Read {
+    pub fd: i32,
+    pub ptr: *mut u8,
+    pub len: u32,
+    pub offset: u64,
+    /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    pub direct: bool,
+}
+
+impl Operation for Read {
+    const CODE: u8 = opcode::Read::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "read"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::Read(Span {
+            addr: self.ptr as usize,
+            offset: self.offset,
+            len: self.len as usize,
+        })
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
+            .offset(self.offset)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: ptr is valid for len writable bytes owned by the cell,
+        // which outlives this call (module docs).
+        let r = ret(unsafe {
+            libc::pread(
+                self.fd,
+                self.ptr.cast(),
+                self.len as usize,
+                self.offset as libc::off_t,
+            )
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // A pipe, FIFO or socket has no offset; io_uring ignores it there,
+        // and so does this side.
+        // SAFETY: as above.
+        ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+    }
+}
+
+/// `pwrite` from memory the cell owns.
+#[derive(Debug)]
+pub(crate) struct Write {
+    pub fd: i32,
+    pub ptr: *const u8,
+    pub len: u32,
+    pub offset: u64,
+    /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    pub direct: bool,
+}
+
+impl Operation for Write {
+    const CODE: u8 = opcode::Write::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "write"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::Write(Span {
+            addr: self.ptr as usize,
+            offset: self.offset,
+            len: self.len as usize,
+        })
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
+            .offset(self.offset)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: ptr is valid for len readable bytes owned by the cell.
+        let r = ret(unsafe {
+            libc::pwrite(
+                self.fd,
+                self.ptr.cast(),
+                self.len as usize,
+                self.offset as libc::off_t,
+            )
+        } as i64);
+        if r != -(libc::ESPIPE as i64) {
+            return r;
+        }
+        // Not seekable: the offset is ignored, as io_uring does.
+        // SAFETY: as above.
+        ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+    }
+}
+
+/// `fsync` or `fdatasync`.
+#[derive(Debug)]
+pub(crate) struct Fsync {
+    pub fd: i32,
+    pub datasync: bool,
+}
+
+impl Operation for Fsync {
+    const CODE: u8 = opcode::Fsync::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "fsync"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        let flags = if self.datasync {
+            types::FsyncFlags::DATASYNC
+        } else {
+            types::FsyncFlags::empty()
+        };
+        opcode::Fsync::new(types::Fd(self.fd)).flags(flags).build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor calls.
+        ret(unsafe {
+            if self.datasync {
+                libc::fdatasync(self.fd)
+            } else {
+                libc::fsync(self.fd)
+            }
+        } as i64)
+    }
+}
+
+/// `fallocate`.
+#[derive(Debug)]
+pub(crate) struct Fallocate {
+    pub fd: i32,
+    pub mode: i32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl Operation for Fallocate {
+    const CODE: u8 = opcode::Fallocate::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "fallocate"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Fallocate::new(types::Fd(self.fd), self.len)
+            .offset(self.offset)
+            .mode(self.mode)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor call.
+        ret(unsafe {
+            libc::fallocate(
+                self.fd,
+                self.mode,
+                self.offset as libc::off_t,
+                self.len as libc::off_t,
+            )
+        } as i64)
+    }
+}
+
+/// `ftruncate` (an io_uring opcode only since Linux 6.9).
+#[derive(Debug)]
+pub(crate) struct Ftruncate {
+    pub fd: i32,
+    pub len: u64,
+}
+
+impl Operation for Ftruncate {
+    const CODE: u8 = opcode::Ftruncate::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "ftruncate"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Ftruncate::new(types::Fd(self.fd), self.len).build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: plain descriptor call.
+        ret(unsafe { libc::ftruncate(self.fd, self.len as libc::off_t) } as i64)
+    }
+}
+
+/// `statx` of an open descriptor into a buffer the cell owns.
+#[derive(Debug)]
+pub(crate) struct Statx {
+    pub fd: i32,
+    pub buf: *mut libc::statx,
+}
+
+impl Operation for Statx {
+    const CODE: u8 = opcode::Statx::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "statx"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Statx::new(types::Fd(self.fd), c"".as_ptr(), self.buf.cast())
+            .flags(libc::AT_EMPTY_PATH)
+            .mask(STATX_MASK)
+            .build()
+    }
+    fn blocking(&self) -> i64 {
+        // SAFETY: buf points to a statx owned by the cell.
+        unsafe { statx_fd(self.fd, 0, self.buf) }
+    }
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH | flags, STATX_MASK, buf)` as a blocking
+/// call: 0 or `-errno`. The empty path with AT_EMPTY_PATH names `fd` itself.
+///
+/// # Safety
+///
+/// `buf` must point to a writable `statx` for the duration of the call.
+pub(crate) unsafe fn statx_fd(fd: i32, flags: i32, buf: *mut libc::statx) -> i64 {
+    // SAFETY: the caller gives a writable buf; the path is a NUL-terminated
+    // empty string, as AT_EMPTY_PATH requires.
+    ret(unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | flags,
+            STATX_MASK,
+            buf,
+        )
+    } as i64)
+}
+
+/// `close`. The operation owns the descriptor until it has been closed: if
+/// the operation is dropped before any driver ran it (its future dropped
+/// while waiting for budget, the engine shut down), dropping it closes the
+/// descriptor, so it is closed exactly once whatever happens.
+#[derive(Debug)]
+pub(crate) struct Close {
+    fd: AtomicI32,
+}
+
+impl Close {
+    pub(crate) fn new(fd: i32) -> Close {
+        debug_assert!(fd >= 0, "closing an invalid descriptor");
+        Close {
+            fd: AtomicI32::new(fd),
+        }
+    }
+
+    /// The kernel has run the close: the descriptor is no longer ours,
+    /// whatever the result.
+    fn release(&self) {
+        self.fd.store(-1, Ordering::Release);
+    }
+}
+
+impl Operation for Close {
+    const CODE: u8 = opcode::Close::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "close"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Close::new(types::Fd(self.fd.load(Ordering::Acquire))).build()
+    }
+    fn blocking(&self) -> i64 {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd < 0 {
+            return -(libc::EBADF as i64);
+        }
+        // SAFETY: this operation owned fd; swapping -1 in makes this the only
+        // close. Linux releases the descriptor even when close reports EINTR.
+        let r = unsafe { libc::close(fd) } as i64;
+        match ret(r) {
+            e if e == -(libc::EINTR as i64) => 0,
+            other => other,
+        }
+    }
+    /// The kernel has run the close: the descriptor is no longer ours,
+    /// whatever the result.
+    fn performed(&self) {
+        self.release();
+    }
+    /// Refused or not, a close still closes: the descriptor must not leak.
+    fn refused(&self) -> i64 {
+        self.blocking()
+    }
+}
+
+impl Drop for Close {
+    fn drop(&mut self) {
+        let fd = *self.fd.get_mut();
+        if fd >= 0 {
+            // SAFETY: the descriptor is still ours: no driver ran the close.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// A result known before submission (a completion port delivers it through
+/// its ring like any other, so that a worker asleep in the kernel sees it).
+#[derive(Debug)]
+pub(crate) struct Nop {
+    pub res: i64,
+}
+
+impl Operation for Nop {
+    const CODE: u8 = opcode::Nop::CODE;
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "nop"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn entry(&self) -> squeue::Entry {
+        opcode::Nop::new().build()
+    }
+    fn blocking(&self) -> i64 {
+        self.res
+    }
+    fn result(&self, _cqe_res: i32) -> i64 {
+        self.res
+    }
+}
