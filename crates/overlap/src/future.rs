@@ -100,6 +100,12 @@ impl<B: Send + 'static> OpCell<B> {
         target: Target<B>,
         permit: Option<Permit>,
     ) -> Arc<OpCell<B>> {
+        Arc::new(OpCell::value(req, target, permit))
+    }
+
+    /// The cell `new` puts in its `Arc` (a port's ring writes it into a
+    /// recycled one instead: [`crate::port`]'s spare cells).
+    pub(crate) fn value(req: Request<B>, target: Target<B>, permit: Option<Permit>) -> OpCell<B> {
         let Request {
             shared,
             file,
@@ -107,7 +113,7 @@ impl<B: Send + 'static> OpCell<B> {
             kind,
             ..
         } = req;
-        Arc::new(OpCell {
+        OpCell {
             kind,
             target,
             shared,
@@ -120,7 +126,7 @@ impl<B: Send + 'static> OpCell<B> {
                 permit,
                 file,
             }),
-        })
+        }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Slot<B>> {

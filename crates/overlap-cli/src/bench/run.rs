@@ -164,44 +164,54 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
     // An operation refused for lack of budget: (number, first attempt).
     let mut retry: Option<(u64, Instant)> = None;
     loop {
-        while let Some((slot, buf)) = free.pop() {
-            let Some((i, t0)) = retry
-                .take()
-                .or_else(|| claims.claim().map(|i| (i, Instant::now())))
-            else {
-                free.push((slot, buf));
-                break;
-            };
-            let buf = buf.unwrap_or_else(|| r.buf());
-            let off = offsets.at(i);
-            starts[slot] = (t0, off);
-            let wait = port.outstanding() == 0; // nothing of ours holds budget
-            let res = match (rw.is_write(), wait) {
-                (true, true) => port.write_at(file, buf, off, slot as u64),
-                (true, false) => port.try_write_at(file, buf, off, slot as u64),
-                (false, true) => port.read_at(file, buf, off, slot as u64),
-                (false, false) => port.try_read_at(file, buf, off, slot as u64),
-            };
-            match res {
-                Ok(()) => {}
-                Err((overlap::Error::WouldBlock, buf)) => {
-                    free.push((slot, Some(buf)));
-                    retry = Some((i, t0));
+        // Everything submitted in one pass reaches the kernel in one system
+        // call (32 at most per call), as a program at depth would do it.
+        port.batch(|port| {
+            while let Some((slot, buf)) = free.pop() {
+                let Some((i, t0)) = retry
+                    .take()
+                    .or_else(|| claims.claim().map(|i| (i, Instant::now())))
+                else {
+                    free.push((slot, buf));
                     break;
-                }
-                Err((e, buf)) => {
-                    claims.fail(format!("submission at offset {off} refused: {e}"));
-                    free.push((slot, Some(buf)));
-                    break;
+                };
+                let buf = buf.unwrap_or_else(|| r.buf());
+                let off = offsets.at(i);
+                starts[slot] = (t0, off);
+                let wait = port.outstanding() == 0; // nothing of ours holds budget
+                let res = match (rw.is_write(), wait) {
+                    (true, true) => port.write_at(file, buf, off, slot as u64),
+                    (true, false) => port.try_write_at(file, buf, off, slot as u64),
+                    (false, true) => port.read_at(file, buf, off, slot as u64),
+                    (false, false) => port.try_read_at(file, buf, off, slot as u64),
+                };
+                match res {
+                    Ok(()) => {}
+                    Err((overlap::Error::WouldBlock, buf)) => {
+                        free.push((slot, Some(buf)));
+                        retry = Some((i, t0));
+                        break;
+                    }
+                    Err((e, buf)) => {
+                        claims.fail(format!("submission at offset {off} refused: {e}"));
+                        free.push((slot, Some(buf)));
+                        break;
+                    }
                 }
             }
+        });
+        // Waits for one completion, then takes every other one ready, so
+        // that the next pass resubmits them together.
+        let Some(first) = port.next() else { break };
+        let mut next = Some(first);
+        while let Some(c) = next {
+            let slot = c.key as usize;
+            let (t, off) = starts[slot];
+            h.record(t.elapsed());
+            claims.check(c.result, bs, off);
+            free.push((slot, Some(c.buf)));
+            next = port.try_next();
         }
-        let Some(c) = port.next() else { break };
-        let slot = c.key as usize;
-        let (t, off) = starts[slot];
-        h.record(t.elapsed());
-        claims.check(c.result, bs, off);
-        free.push((slot, Some(c.buf)));
     }
     h.finish()
 }

@@ -21,7 +21,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::future::{submit, to_result, OpCell, Request, Route, Target};
+use crate::future::{submit, to_result, Request, Route, Target};
 use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -216,7 +216,7 @@ impl<B: Send + 'static> Port<B> {
                         bytes: 0,
                         fast_path: false,
                     };
-                    ring.submit(OpCell::new(req, Target::Ring(key), None));
+                    ring.submit(ring.cell(req, Target::Ring(key), None));
                     return Ok(());
                 }
             },
@@ -233,7 +233,7 @@ impl<B: Send + 'static> Port<B> {
         match &self.inner.mode {
             Mode::Ring(ring) => match admit(req, FastPath::Never, wait, &**ring)? {
                 Admitted::Go(req, permit) => {
-                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
+                    ring.submit_admitted(ring.cell(req, Target::Ring(key), Some(permit)));
                 }
                 Admitted::Cached(..) => {
                     debug_assert!(false, "a port's ring takes no fast path");
@@ -579,7 +579,7 @@ impl<B: Send + 'static> Port<B> {
         match &self.inner.mode {
             Mode::Ring(ring) => {
                 if let Admitted::Go(req, permit) = Admission::now(req, FastPath::Never, &**ring)? {
-                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
+                    ring.submit_admitted(ring.cell(req, Target::Ring(key), Some(permit)));
                 }
             }
             Mode::Queue(q) => {

@@ -34,7 +34,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::Completion;
 use crate::driver::ring::{build_ring, probe_opcodes, Issuers};
 use crate::engine::Shared;
-use crate::future::{to_result, Completable, OpCell};
+use crate::future::{to_result, Completable, OpCell, Request, Target};
+use crate::limiter::Permit;
 use crate::operation::{OpKind, Opcodes};
 use crate::wait::{Deferral, Deferred};
 
@@ -97,8 +98,16 @@ pub(crate) struct PortRing<B> {
     /// Operations queued without a system call inside `Port::batch`
     /// (`crate::wait::defer`), until the submitting call that flushes them.
     deferred: Mutex<Vec<Arc<OpCell<B>>>>,
+    /// Cells of completed operations, empty (their buffer, permit and file
+    /// taken) and referenced from nowhere else, for the next operations to
+    /// reuse: a port at steady state allocates nothing per operation. At
+    /// most [`SPARE_CELLS`].
+    spare: Mutex<Vec<Arc<OpCell<B>>>>,
     _buf: PhantomData<fn() -> B>,
 }
+
+/// The most spare cells a port's ring keeps (about 200 bytes each).
+const SPARE_CELLS: usize = 1024;
 
 /// A port's ring as an engine shutting down sees it: it takes the ring's
 /// completions into the port's stash, so that it knows when the kernel is
@@ -172,6 +181,7 @@ impl<B: Send + 'static> PortRing<B> {
             stashed: AtomicUsize::new(0),
             generation: crate::wait::fork_generation(),
             deferred: Mutex::new(Vec::new()),
+            spare: Mutex::new(Vec::new()),
             _buf: PhantomData,
         })
     }
@@ -202,6 +212,40 @@ impl<B: Send + 'static> PortRing<B> {
             return false;
         }
         true
+    }
+
+    /// A cell for an operation of this port: a spare one when there is one
+    /// (no allocation), else a new one.
+    pub(crate) fn cell(
+        &self,
+        req: Request<B>,
+        target: Target<B>,
+        permit: Option<Permit>,
+    ) -> Arc<OpCell<B>> {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if let Some(mut cell) = spare {
+            if let Some(c) = Arc::get_mut(&mut cell) {
+                // The previous operation's cell (done, emptied) is dropped
+                // in place; its memory holds the new one.
+                *c = OpCell::value(req, target, permit);
+                return cell;
+            }
+            debug_assert!(false, "a spare cell is referenced from nowhere else");
+        }
+        OpCell::new(req, target, permit)
+    }
+
+    /// Keeps a completed operation's cell for reuse, if nothing else
+    /// references it (the submitter may still hold its own reference for a
+    /// moment) and there is room.
+    fn recycle(&self, mut cell: Arc<OpCell<B>>) {
+        if Arc::get_mut(&mut cell).is_none() {
+            return;
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < SPARE_CELLS {
+            spare.push(cell);
+        }
     }
 
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
@@ -518,6 +562,7 @@ impl<B: Send + 'static> PortRing<B> {
             self.wake_all();
         }
         let (res, taken) = cell.take(res, inline);
+        self.recycle(cell);
         let (buf, permit) = taken?;
         drop(permit);
         Some(Completion {
