@@ -68,15 +68,6 @@ fn issue(file: &File, rw: Rw, buf: AlignedBuf, offset: u64) -> Op<AlignedBuf> {
     }
 }
 
-async fn timed(
-    op: Op<AlignedBuf>,
-    offset: u64,
-) -> (Duration, u64, overlap::Result<usize>, AlignedBuf) {
-    let t = Instant::now(); // the operation is submitted on its first poll, right after
-    let (res, buf) = op.await;
-    (t.elapsed(), offset, res, buf)
-}
-
 /// What a requester needs.
 #[derive(Clone)]
 struct Req {
@@ -101,7 +92,7 @@ impl Req {
 
 /// One requester keeping `depth` operations in flight with futures.
 async fn requester(r: Req) -> u64 {
-    let mut h = r.lat.local();
+    let h = std::sync::Mutex::new(r.lat.local());
     let Req {
         ref file,
         rw,
@@ -111,33 +102,30 @@ async fn requester(r: Req) -> u64 {
         bs,
         ..
     } = r;
+    // `depth` loops, each with one operation in flight at a time (a W3
+    // requester's shape): nothing is allocated per operation but its cell.
+    let slot = |mut buf: AlignedBuf| {
+        let h = &h;
+        async move {
+            while let Some(i) = claims.claim() {
+                let off = offsets.at(i);
+                let t = Instant::now(); // the operation is submitted on its first poll, right after
+                let (res, b) = issue(file, rw, buf, off).await;
+                h.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .record(t.elapsed());
+                claims.check(res, bs, off);
+                buf = b;
+            }
+        }
+    };
     if depth == 1 {
-        let mut buf = r.buf();
-        while let Some(i) = claims.claim() {
-            let off = offsets.at(i);
-            let t = Instant::now();
-            let (res, b) = issue(file, rw, buf, off).await;
-            h.record(t.elapsed());
-            claims.check(res, bs, off);
-            buf = b;
-        }
-        return h.finish();
+        slot(r.buf()).await;
+    } else {
+        let slots: FuturesUnordered<_> = (0..depth).map(|_| slot(r.buf())).collect();
+        slots.collect::<Vec<()>>().await;
     }
-    let mut inflight = FuturesUnordered::new();
-    for _ in 0..depth {
-        let Some(i) = claims.claim() else { break };
-        let off = offsets.at(i);
-        inflight.push(timed(issue(file, rw, r.buf(), off), off));
-    }
-    while let Some((took, off, res, buf)) = inflight.next().await {
-        h.record(took);
-        claims.check(res, bs, off);
-        if let Some(i) = claims.claim() {
-            let off = offsets.at(i);
-            inflight.push(timed(issue(file, rw, buf, off), off));
-        }
-    }
-    h.finish()
+    h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
 /// One requester keeping `depth` operations in flight through a completion port.
