@@ -122,6 +122,11 @@ impl<B> Admission<B> {
                         Ok(req) => req,
                         Err(end) => return Poll::Ready(end),
                     };
+                    // Room in the budget and nobody queued before: no
+                    // waiting future to make (what `acquire` tries first).
+                    if let Some(permit) = req.shared.limiter.try_acquire(req.bytes) {
+                        return Poll::Ready(admitted(req, permit, self.fast, gate));
+                    }
                     let acq = req.shared.limiter.acquire(req.bytes);
                     self.stage = Stage::Budget(acq, req);
                 }

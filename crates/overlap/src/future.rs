@@ -80,6 +80,12 @@ impl<B: Send + 'static> OpCell<B> {
         target: Target<B>,
         permit: Option<Permit>,
     ) -> Arc<OpCell<B>> {
+        Arc::new(OpCell::value(req, target, permit))
+    }
+
+    /// The cell `new` puts in its `Arc` (a port's ring writes it into a
+    /// recycled one instead: [`crate::port`]'s spare cells).
+    pub(crate) fn value(req: Request<B>, target: Target<B>, permit: Option<Permit>) -> OpCell<B> {
         let Request {
             shared,
             file,
@@ -87,7 +93,7 @@ impl<B: Send + 'static> OpCell<B> {
             kind,
             ..
         } = req;
-        Arc::new(OpCell {
+        OpCell {
             kind,
             target,
             shared,
@@ -100,7 +106,7 @@ impl<B: Send + 'static> OpCell<B> {
                 permit,
                 file,
             }),
-        })
+        }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Slot<B>> {
@@ -419,35 +425,41 @@ impl<B: Send + 'static> Future for Op<B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        loop {
-            match std::mem::replace(&mut this.stage, Stage::Finished) {
-                Stage::Ready(res, buf) => return Poll::Ready((res, buf)),
-                // The one admission path (`crate::admit`); then the
-                // future is submitted where who polls it waits.
-                Stage::Admitting(mut adm) => match adm.poll(cx, &Running) {
-                    Poll::Ready(Ok(Admitted::Go(req, permit))) => {
-                        let route = uring::route_for(cx.waker());
-                        this.stage =
-                            Stage::InFlight(submit(req, Target::Future, Some(permit), route));
-                    }
-                    Poll::Ready(Ok(Admitted::Cached(n, buf, _))) => {
-                        return Poll::Ready((Ok(n), buf));
-                    }
-                    Poll::Ready(Err((e, buf))) => return Poll::Ready((Err(e), buf)),
-                    Poll::Pending => {
-                        this.stage = Stage::Admitting(adm);
-                        return Poll::Pending;
-                    }
-                },
-                Stage::InFlight(cell) => match cell.poll_done(cx) {
-                    Poll::Ready((res, buf)) => return Poll::Ready((to_result(res), buf)),
-                    Poll::Pending => {
-                        this.stage = Stage::InFlight(cell);
-                        return Poll::Pending;
-                    }
-                },
-                Stage::Finished => panic!("Op polled after completion"),
-            }
+        // The stage is matched in place and replaced only when it changes:
+        // a pending poll moves nothing (an admission holds the request, a
+        // few hundred bytes).
+        match &mut this.stage {
+            Stage::InFlight(cell) => match cell.poll_done(cx) {
+                Poll::Ready((res, buf)) => {
+                    this.stage = Stage::Finished;
+                    Poll::Ready((to_result(res), buf))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            // The one admission path (`crate::admit`); then the future is
+            // submitted where who polls it waits.
+            Stage::Admitting(adm) => match adm.poll(cx, &Running) {
+                Poll::Ready(Ok(Admitted::Go(req, permit))) => {
+                    let route = uring::route_for(cx.waker());
+                    this.stage = Stage::InFlight(submit(req, Target::Future, Some(permit), route));
+                    // Polled again at once: an inline completion is ready.
+                    Pin::new(this).poll(cx)
+                }
+                Poll::Ready(Ok(Admitted::Cached(n, buf, _))) => {
+                    this.stage = Stage::Finished;
+                    Poll::Ready((Ok(n), buf))
+                }
+                Poll::Ready(Err((e, buf))) => {
+                    this.stage = Stage::Finished;
+                    Poll::Ready((Err(e), buf))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            Stage::Ready(..) => match std::mem::replace(&mut this.stage, Stage::Finished) {
+                Stage::Ready(res, buf) => Poll::Ready((res, buf)),
+                _ => unreachable!("matched above"),
+            },
+            Stage::Finished => panic!("Op polled after completion"),
         }
     }
 }

@@ -5,23 +5,36 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::stats::Counters;
 
+/// Bits of [`Limiter::used`] that count bytes; the operations are above.
+const BYTE_BITS: u32 = 40;
+const BYTE_MASK: u64 = (1 << BYTE_BITS) - 1;
+/// One operation in [`Limiter::used`].
+const ONE_OP: u64 = 1 << BYTE_BITS;
+/// The largest budgets the packed counter holds: 16 M operations and 1 TiB
+/// (a larger setting is this one: no machine has more in flight).
+const MAX_OPS: usize = (1 << (64 - BYTE_BITS)) - 1;
+const MAX_BYTES: usize = BYTE_MASK as usize;
+
 pub(crate) struct Limiter {
     max_ops: usize,
     max_bytes: usize,
-    state: Mutex<State>,
+    /// Operations (high bits) and bytes (low [`BYTE_BITS`]) in flight, in one
+    /// word: a permit is taken and given back with one atomic operation
+    /// while nobody waits.
+    used: AtomicU64,
+    /// Waiters queued in `waiters` (read without the lock). A releaser that
+    /// sees none grants nothing; a waiter counts itself in before it looks at
+    /// `used` a last time, so one of the two always sees the other
+    /// (`SeqCst` on both sides).
+    waiting: AtomicUsize,
+    waiters: Mutex<VecDeque<Arc<Waiter>>>,
     counters: Arc<Counters>,
-}
-
-struct State {
-    ops: usize,
-    bytes: usize,
-    waiters: VecDeque<Arc<Waiter>>,
 }
 
 pub(crate) struct Waiter {
@@ -42,6 +55,14 @@ impl Drop for Permit {
     }
 }
 
+fn ops_of(used: u64) -> usize {
+    (used >> BYTE_BITS) as usize
+}
+
+fn bytes_of(used: u64) -> usize {
+    (used & BYTE_MASK) as usize
+}
+
 impl Limiter {
     pub(crate) fn new(max_ops: usize, max_bytes: usize, counters: Arc<Counters>) -> Limiter {
         assert!(
@@ -49,55 +70,73 @@ impl Limiter {
             "limits are validated by the builder"
         );
         Limiter {
-            max_ops,
-            max_bytes,
-            state: Mutex::new(State {
-                ops: 0,
-                bytes: 0,
-                waiters: VecDeque::new(),
-            }),
+            max_ops: max_ops.min(MAX_OPS),
+            max_bytes: max_bytes.min(MAX_BYTES),
+            used: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            waiters: Mutex::new(VecDeque::new()),
             counters,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Arc<Waiter>>> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A request larger than the whole byte budget is admitted only when
     /// nothing else is in flight, so it can never deadlock.
-    fn fits(&self, st: &State, bytes: usize) -> bool {
-        st.ops < self.max_ops && (st.bytes == 0 || st.bytes + bytes <= self.max_bytes)
+    fn fits(&self, used: u64, bytes: usize) -> bool {
+        let in_bytes = bytes_of(used);
+        ops_of(used) < self.max_ops && (in_bytes == 0 || in_bytes + bytes <= self.max_bytes)
     }
 
-    fn take(&self, st: &mut State, bytes: usize) {
-        debug_assert!(
-            self.fits(st, bytes),
-            "a permit is granted only when it fits"
-        );
-        st.ops += 1;
-        st.bytes += bytes;
-        // Never more than the budget, except one request larger than the
-        // whole byte budget, admitted with no bytes in flight.
-        debug_assert!(
-            st.ops <= self.max_ops && (st.bytes <= self.max_bytes || st.bytes == bytes),
-            "in flight {} ops, {} bytes over the budget of {} ops, {} bytes",
-            st.ops,
-            st.bytes,
-            self.max_ops,
-            self.max_bytes
-        );
-        self.counters.note_inflight(st.ops, st.bytes);
+    /// Takes a permit's share of `used` if it fits (one compare-and-swap
+    /// while nothing else changes it).
+    fn take(&self, bytes: usize) -> bool {
+        debug_assert!(bytes <= MAX_BYTES, "one request is at most MAX_RW_BYTES");
+        let mut cur = self.used.load(Ordering::SeqCst);
+        loop {
+            if !self.fits(cur, bytes) {
+                return false;
+            }
+            let next = cur + ONE_OP + bytes as u64;
+            match self
+                .used
+                .compare_exchange_weak(cur, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    // Never more than the budget, except one request larger
+                    // than the whole byte budget, admitted with no bytes in
+                    // flight.
+                    debug_assert!(
+                        ops_of(next) <= self.max_ops
+                            && (bytes_of(next) <= self.max_bytes || bytes_of(next) == bytes),
+                        "in flight {} ops, {} bytes over the budget of {} ops, {} bytes",
+                        ops_of(next),
+                        bytes_of(next),
+                        self.max_ops,
+                        self.max_bytes
+                    );
+                    self.counters.note_inflight(ops_of(next), bytes_of(next));
+                    return true;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
     }
 
+    fn permit(self: &Arc<Self>, bytes: usize) -> Permit {
+        Permit {
+            limiter: self.clone(),
+            bytes,
+        }
+    }
+
+    /// A permit now, if the budget has room and nobody waits for it (a
+    /// waiter is served first: fairness), else `None`.
     pub(crate) fn try_acquire(self: &Arc<Self>, bytes: usize) -> Option<Permit> {
-        let mut st = self.lock();
-        if st.waiters.is_empty() && self.fits(&st, bytes) {
-            self.take(&mut st, bytes);
-            Some(Permit {
-                limiter: self.clone(),
-                bytes,
-            })
+        if self.waiting.load(Ordering::SeqCst) == 0 && self.take(bytes) {
+            Some(self.permit(bytes))
         } else {
             None
         }
@@ -119,23 +158,24 @@ impl Limiter {
             granted: AtomicBool::new(false),
             waker: Mutex::new(None),
         });
-        let mut st = self.lock();
-        // Re-check under the lock: a release may have happened in between.
-        if st.waiters.is_empty() && self.fits(&st, bytes) {
-            self.take(&mut st, bytes);
-            drop(st);
+        let mut queue = self.lock();
+        // Counted in before the last look at `used`: a release after that
+        // look sees the count and grants under the lock (which this holds
+        // until the waiter is queued).
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        if queue.is_empty() && self.take(bytes) {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            drop(queue);
             return Acquire {
                 limiter: self.clone(),
                 bytes,
                 waiter: None,
-                ready: Some(Permit {
-                    limiter: self.clone(),
-                    bytes,
-                }),
+                ready: Some(self.permit(bytes)),
             };
         }
-        st.waiters.push_back(waiter.clone());
-        drop(st);
+        queue.push_back(waiter.clone());
+        debug_assert_eq!(queue.len(), self.waiting.load(Ordering::SeqCst));
+        drop(queue);
         self.counters
             .backpressure_waits
             .fetch_add(1, Ordering::Relaxed);
@@ -148,37 +188,41 @@ impl Limiter {
     }
 
     fn release(&self, bytes: usize) {
+        let before = self.used.fetch_sub(ONE_OP + bytes as u64, Ordering::SeqCst);
+        debug_assert!(
+            ops_of(before) >= 1 && bytes_of(before) >= bytes,
+            "permit released twice"
+        );
+        debug_assert!(
+            ops_of(before) > 1 || bytes_of(before) == bytes,
+            "releases match grants: no bytes in flight without an operation"
+        );
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
         let mut wake = Vec::new();
         {
-            let mut st = self.lock();
-            debug_assert!(st.ops >= 1 && st.bytes >= bytes, "permit released twice");
-            st.ops -= 1;
-            st.bytes -= bytes;
-            debug_assert!(
-                st.ops > 0 || st.bytes == 0,
-                "releases match grants: no bytes in flight without an operation"
-            );
-            self.grant(&mut st, &mut wake);
+            let mut queue = self.lock();
+            self.grant(&mut queue, &mut wake);
         }
         Self::wake_all(wake);
     }
 
     /// Hands permits to waiters at the head of the queue while they fit.
-    fn grant(&self, st: &mut State, wake: &mut Vec<Arc<Waiter>>) {
-        while st.waiters.front().is_some_and(|w| self.fits(st, w.bytes)) {
-            let Some(w) = st.waiters.pop_front() else {
+    fn grant(&self, queue: &mut VecDeque<Arc<Waiter>>, wake: &mut Vec<Arc<Waiter>>) {
+        while queue.front().is_some_and(|w| self.take(w.bytes)) {
+            let Some(w) = queue.pop_front() else {
                 break;
             };
-            self.take(st, w.bytes);
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
             w.granted.store(true, Ordering::Release);
             wake.push(w);
         }
-        // Anything fits an empty budget: a waiter left queued with nothing
-        // in flight would wait for a release that never comes.
-        debug_assert!(
-            st.ops > 0 || st.waiters.is_empty(),
-            "a waiter is queued with nothing in flight"
-        );
+        debug_assert_eq!(queue.len(), self.waiting.load(Ordering::SeqCst));
+        // A waiter left queued is one that did not fit, so something was in
+        // flight when it was looked at (anything fits an empty budget); the
+        // release of that something, even one racing with this loop, sees
+        // `waiting` and grants again under the lock.
     }
 
     fn wake_all(wake: Vec<Arc<Waiter>>) {
@@ -190,8 +234,8 @@ impl Limiter {
     }
 
     pub(crate) fn in_flight(&self) -> (usize, usize) {
-        let st = self.lock();
-        (st.ops, st.bytes)
+        let used = self.used.load(Ordering::SeqCst);
+        (ops_of(used), bytes_of(used))
     }
 
     pub(crate) fn max_bytes(&self) -> usize {
@@ -244,17 +288,18 @@ impl Future for Acquire {
 impl Drop for Acquire {
     fn drop(&mut self) {
         let Some(w) = self.waiter.take() else { return };
-        let mut st = self.limiter.lock();
-        if let Some(pos) = st.waiters.iter().position(|x| Arc::ptr_eq(x, &w)) {
-            st.waiters.remove(pos);
+        let mut queue = self.limiter.lock();
+        if let Some(pos) = queue.iter().position(|x| Arc::ptr_eq(x, &w)) {
+            queue.remove(pos);
+            self.limiter.waiting.fetch_sub(1, Ordering::SeqCst);
             // A smaller request queued behind this one may fit now.
             let mut wake = Vec::new();
-            self.limiter.grant(&mut st, &mut wake);
-            drop(st);
+            self.limiter.grant(&mut queue, &mut wake);
+            drop(queue);
             Limiter::wake_all(wake);
             return;
         }
-        drop(st);
+        drop(queue);
         // Not queued any more: it was granted, so give the budget back.
         if w.granted.load(Ordering::Acquire) {
             drop(Permit {
@@ -262,5 +307,84 @@ impl Drop for Acquire {
                 bytes: self.bytes,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Says that a thread ended (also by a panic).
+    struct Finished(std::sync::mpsc::Sender<()>);
+
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+
+    /// Threads take and give back permits of mixed sizes through both
+    /// paths, waiting, refusing and giving up while queued: the budget is
+    /// never exceeded, every permit is returned, and nobody waits forever (a
+    /// lost grant would hang the test).
+    #[test]
+    fn racing_permits_stay_within_the_budget_and_nobody_is_left_waiting() {
+        const MAX_OPS: usize = 6;
+        const MAX_BYTES: usize = 64 << 10;
+        let limiter = Arc::new(Limiter::new(
+            MAX_OPS,
+            MAX_BYTES,
+            Arc::new(Counters::default()),
+        ));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let threads: Vec<_> = (0..6u64)
+            .map(|t| {
+                let limiter = limiter.clone();
+                let done_tx = done_tx.clone();
+                std::thread::spawn(move || {
+                    let _done = Finished(done_tx);
+                    let mut x = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                    for _ in 0..20_000 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Mostly small, sometimes larger than the whole budget.
+                        let bytes = match x % 16 {
+                            0 => MAX_BYTES + 4096,
+                            1..=4 => 32 << 10,
+                            _ => 4096,
+                        };
+                        let permit = match x % 3 {
+                            0 => limiter.try_acquire(bytes),
+                            _ => Some(crate::block_on(limiter.acquire(bytes))),
+                        };
+                        let (ops, in_bytes) = limiter.in_flight();
+                        assert!(ops <= MAX_OPS, "{ops} operations in flight");
+                        assert!(
+                            in_bytes <= MAX_BYTES || ops == 1,
+                            "{in_bytes} bytes in flight with {ops} operations"
+                        );
+                        if x % 7 == 0 {
+                            // Queue, then give up before the grant (or after).
+                            drop(limiter.acquire(4096));
+                        }
+                        drop(permit);
+                    }
+                })
+            })
+            .collect();
+        drop(done_tx);
+        for _ in 0..threads.len() {
+            // A lost grant leaves a thread waiting forever: fail, not hang.
+            done_rx
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .expect("a thread still waits for a permit after 120 s: a grant was lost");
+        }
+        for t in threads {
+            t.join().expect("a thread failed");
+        }
+        assert_eq!(limiter.in_flight(), (0, 0), "every permit was given back");
+        assert_eq!(limiter.waiting.load(Ordering::SeqCst), 0);
+        assert!(limiter.lock().is_empty());
     }
 }

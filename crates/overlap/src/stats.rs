@@ -120,8 +120,14 @@ pub(crate) struct Counters {
 
 impl Counters {
     pub(crate) fn note_inflight(&self, ops: usize, bytes: usize) {
-        self.ops_hwm.fetch_max(ops, Ordering::Relaxed);
-        self.bytes_hwm.fetch_max(bytes, Ordering::Relaxed);
+        // A load first: at steady state the marks do not move, and a load
+        // leaves the shared cache line alone.
+        if ops > self.ops_hwm.load(Ordering::Relaxed) {
+            self.ops_hwm.fetch_max(ops, Ordering::Relaxed);
+        }
+        if bytes > self.bytes_hwm.load(Ordering::Relaxed) {
+            self.bytes_hwm.fetch_max(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Counts a completion from a driver (fast-path hits are counted apart).

@@ -68,15 +68,6 @@ fn issue(file: &File, rw: Rw, buf: AlignedBuf, offset: u64) -> Op<AlignedBuf> {
     }
 }
 
-async fn timed(
-    op: Op<AlignedBuf>,
-    offset: u64,
-) -> (Duration, u64, overlap::Result<usize>, AlignedBuf) {
-    let t = Instant::now(); // the operation is submitted on its first poll, right after
-    let (res, buf) = op.await;
-    (t.elapsed(), offset, res, buf)
-}
-
 /// What a requester needs.
 #[derive(Clone)]
 struct Req {
@@ -101,7 +92,7 @@ impl Req {
 
 /// One requester keeping `depth` operations in flight with futures.
 async fn requester(r: Req) -> u64 {
-    let mut h = r.lat.local();
+    let h = std::sync::Mutex::new(r.lat.local());
     let Req {
         ref file,
         rw,
@@ -111,33 +102,30 @@ async fn requester(r: Req) -> u64 {
         bs,
         ..
     } = r;
+    // `depth` loops, each with one operation in flight at a time (a W3
+    // requester's shape): nothing is allocated per operation but its cell.
+    let slot = |mut buf: AlignedBuf| {
+        let h = &h;
+        async move {
+            while let Some(i) = claims.claim() {
+                let off = offsets.at(i);
+                let t = Instant::now(); // the operation is submitted on its first poll, right after
+                let (res, b) = issue(file, rw, buf, off).await;
+                h.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .record(t.elapsed());
+                claims.check(res, bs, off);
+                buf = b;
+            }
+        }
+    };
     if depth == 1 {
-        let mut buf = r.buf();
-        while let Some(i) = claims.claim() {
-            let off = offsets.at(i);
-            let t = Instant::now();
-            let (res, b) = issue(file, rw, buf, off).await;
-            h.record(t.elapsed());
-            claims.check(res, bs, off);
-            buf = b;
-        }
-        return h.finish();
+        slot(r.buf()).await;
+    } else {
+        let slots: FuturesUnordered<_> = (0..depth).map(|_| slot(r.buf())).collect();
+        slots.collect::<Vec<()>>().await;
     }
-    let mut inflight = FuturesUnordered::new();
-    for _ in 0..depth {
-        let Some(i) = claims.claim() else { break };
-        let off = offsets.at(i);
-        inflight.push(timed(issue(file, rw, r.buf(), off), off));
-    }
-    while let Some((took, off, res, buf)) = inflight.next().await {
-        h.record(took);
-        claims.check(res, bs, off);
-        if let Some(i) = claims.claim() {
-            let off = offsets.at(i);
-            inflight.push(timed(issue(file, rw, buf, off), off));
-        }
-    }
-    h.finish()
+    h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
 /// One requester keeping `depth` operations in flight through a completion port.
@@ -164,44 +152,54 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
     // An operation refused for lack of budget: (number, first attempt).
     let mut retry: Option<(u64, Instant)> = None;
     loop {
-        while let Some((slot, buf)) = free.pop() {
-            let Some((i, t0)) = retry
-                .take()
-                .or_else(|| claims.claim().map(|i| (i, Instant::now())))
-            else {
-                free.push((slot, buf));
-                break;
-            };
-            let buf = buf.unwrap_or_else(|| r.buf());
-            let off = offsets.at(i);
-            starts[slot] = (t0, off);
-            let wait = port.outstanding() == 0; // nothing of ours holds budget
-            let res = match (rw.is_write(), wait) {
-                (true, true) => port.write_at(file, buf, off, slot as u64),
-                (true, false) => port.try_write_at(file, buf, off, slot as u64),
-                (false, true) => port.read_at(file, buf, off, slot as u64),
-                (false, false) => port.try_read_at(file, buf, off, slot as u64),
-            };
-            match res {
-                Ok(()) => {}
-                Err((overlap::Error::WouldBlock, buf)) => {
-                    free.push((slot, Some(buf)));
-                    retry = Some((i, t0));
+        // Everything submitted in one pass reaches the kernel in one system
+        // call (32 at most per call), as a program at depth would do it.
+        port.batch(|port| {
+            while let Some((slot, buf)) = free.pop() {
+                let Some((i, t0)) = retry
+                    .take()
+                    .or_else(|| claims.claim().map(|i| (i, Instant::now())))
+                else {
+                    free.push((slot, buf));
                     break;
-                }
-                Err((e, buf)) => {
-                    claims.fail(format!("submission at offset {off} refused: {e}"));
-                    free.push((slot, Some(buf)));
-                    break;
+                };
+                let buf = buf.unwrap_or_else(|| r.buf());
+                let off = offsets.at(i);
+                starts[slot] = (t0, off);
+                let wait = port.outstanding() == 0; // nothing of ours holds budget
+                let res = match (rw.is_write(), wait) {
+                    (true, true) => port.write_at(file, buf, off, slot as u64),
+                    (true, false) => port.try_write_at(file, buf, off, slot as u64),
+                    (false, true) => port.read_at(file, buf, off, slot as u64),
+                    (false, false) => port.try_read_at(file, buf, off, slot as u64),
+                };
+                match res {
+                    Ok(()) => {}
+                    Err((overlap::Error::WouldBlock, buf)) => {
+                        free.push((slot, Some(buf)));
+                        retry = Some((i, t0));
+                        break;
+                    }
+                    Err((e, buf)) => {
+                        claims.fail(format!("submission at offset {off} refused: {e}"));
+                        free.push((slot, Some(buf)));
+                        break;
+                    }
                 }
             }
+        });
+        // Waits for one completion, then takes every other one ready, so
+        // that the next pass resubmits them together.
+        let Some(first) = port.next() else { break };
+        let mut next = Some(first);
+        while let Some(c) = next {
+            let slot = c.key as usize;
+            let (t, off) = starts[slot];
+            h.record(t.elapsed());
+            claims.check(c.result, bs, off);
+            free.push((slot, Some(c.buf)));
+            next = port.try_next();
         }
-        let Some(c) = port.next() else { break };
-        let slot = c.key as usize;
-        let (t, off) = starts[slot];
-        h.record(t.elapsed());
-        claims.check(c.result, bs, off);
-        free.push((slot, Some(c.buf)));
     }
     h.finish()
 }

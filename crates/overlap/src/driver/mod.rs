@@ -33,6 +33,9 @@ thread_local! {
 thread_local! {
     /// Wake-ups collected while a driver delivers a batch of completions.
     static DEFERRED: RefCell<Option<Vec<Waker>>> = const { RefCell::new(None) };
+    /// The list of the last batch, emptied, kept for its capacity: a batch
+    /// allocates nothing at steady state.
+    static SPARE_WAKES: Cell<Vec<Waker>> = const { Cell::new(Vec::new()) };
 }
 
 /// Wakes `w`, or, inside [`with_deferred_wakes`], when it ends: the woken
@@ -63,22 +66,24 @@ pub(crate) fn with_deferred_wakes(f: impl FnOnce() -> Option<Panic>) -> Option<P
             let mut d = d.borrow_mut();
             let outermost = d.is_none();
             if outermost {
-                *d = Some(Vec::new());
+                *d = Some(SPARE_WAKES.try_with(Cell::take).unwrap_or_default());
             }
             outermost
         })
         .unwrap_or(false);
     let mut first = f();
     if outermost {
-        let list = DEFERRED
+        let mut list = DEFERRED
             .try_with(|d| d.borrow_mut().take())
             .ok()
             .flatten()
             .unwrap_or_default();
-        for w in list {
+        for w in list.drain(..) {
             let p = contain("wake-up", || w.wake());
             first = first.or(p);
         }
+        // Emptied (each wake-up contained): kept for its capacity.
+        let _ = SPARE_WAKES.try_with(|s| s.set(list));
     }
     first
 }

@@ -23,6 +23,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
 use crate::future::{submit, OpCell, Request, Target};
+use crate::limiter::Permit;
 use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
 
@@ -40,6 +41,26 @@ fn admit<B, G: Gate>(req: Request<B>, fast: FastPath, wait: bool, gate: &G) -> O
 pub(crate) use queue::Queue as PortShared;
 /// A port's own ring, holding the port's operation cells.
 type PortRing<B> = crate::driver::uring::port::PortRing<OpCell<B>>;
+
+/// The cell of a port's operation on its ring: written into a cell the ring
+/// kept from a completed operation when it has one (no allocation at steady
+/// state), else a new one.
+fn ring_cell<B: Send + 'static>(
+    ring: &PortRing<B>,
+    req: Request<B>,
+    key: u64,
+    permit: Option<Permit>,
+) -> Arc<OpCell<B>> {
+    if let Some(mut cell) = ring.take_spare() {
+        if let Some(c) = Arc::get_mut(&mut cell) {
+            // The previous operation's cell (done, emptied) is dropped in
+            // place; its memory holds the new one.
+            *c = OpCell::value(req, Target::Ring(key), permit);
+            return cell;
+        }
+    }
+    OpCell::new(req, Target::Ring(key), permit)
+}
 
 /// A port's ring admits an operation by counting it in
 /// ([`PortRing::admit`](crate::driver::uring::port::PortRing::admit)).
@@ -226,7 +247,7 @@ impl<B: Send + 'static> Port<B> {
                         bytes: 0,
                         fast_path: false,
                     };
-                    ring.submit(OpCell::new(req, Target::Ring(key), None));
+                    ring.submit(ring_cell(ring, req, key, None));
                     return Ok(());
                 }
             },
@@ -243,7 +264,7 @@ impl<B: Send + 'static> Port<B> {
         match &self.inner.mode {
             Mode::Ring(ring) => match admit(req, FastPath::Never, wait, &**ring)? {
                 Admitted::Go(req, permit) => {
-                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
+                    ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
                 }
                 Admitted::Cached(..) => {
                     debug_assert!(false, "a port's ring takes no fast path");
@@ -589,7 +610,7 @@ impl<B: Send + 'static> Port<B> {
         match &self.inner.mode {
             Mode::Ring(ring) => {
                 if let Admitted::Go(req, permit) = Admission::now(req, FastPath::Never, &**ring)? {
-                    ring.submit_admitted(OpCell::new(req, Target::Ring(key), Some(permit)));
+                    ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
                 }
             }
             Mode::Queue(q) => {

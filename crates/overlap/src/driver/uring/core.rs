@@ -22,6 +22,9 @@ use crate::operation::Opcodes;
 const EVENTFD_KEY: u64 = u64::MAX;
 /// User data of the cancellation of that read at teardown.
 const CANCEL_KEY: u64 = u64::MAX - 1;
+/// Set in the user data of a submission's marker (a `NOP` queued behind
+/// what a call submits); the low bits carry the call's number.
+const MARKER_BIT: u64 = 1 << 63;
 
 /// An operation whose result is known, to be completed once the ring is no
 /// longer borrowed (completion runs user code, which may use the ring).
@@ -71,6 +74,10 @@ pub(crate) struct RingCore {
     slab: Slab<(Arc<dyn Completable>, u64)>,
     /// Number of the last submitting `io_uring_enter`.
     batch: u64,
+    /// Number of the last submitting call whose marker has been reaped: an
+    /// operation of a later call whose completion is reaped now was
+    /// completed by the submission itself (inline).
+    marked: u64,
     /// Completions taken from the ring so far (the ring's own included).
     reaped_total: u64,
     /// Belongs to the parent of a `fork`: `Drop` leaks everything.
@@ -90,6 +97,7 @@ impl RingCore {
             ops,
             slab: Slab::new(),
             batch: 0,
+            marked: 0,
             reaped_total: 0,
             forsaken: false,
         }
@@ -173,6 +181,11 @@ impl RingCore {
 
     fn push_entry(&mut self, sqe: &squeue::Entry, done: &mut Vec<Done>) {
         loop {
+            if self.free_slots() < 2 {
+                // The last slot is the marker's (`submit_marked`).
+                self.submit(done);
+                continue;
+            }
             // SAFETY: every pointer in `sqe` refers to memory owned by an
             // operation cell held in `self.slab` (or to `self.eventfd_buf`)
             // until its completion is reaped; `drain` reaps everything
@@ -186,39 +199,70 @@ impl RingCore {
         }
     }
 
+    /// Free entries in the submission queue.
+    fn free_slots(&mut self) -> usize {
+        let sq = self.ring.submission();
+        sq.capacity() - sq.len()
+    }
+
     /// Hands queued entries to the kernel and runs completion work
     /// (`IORING_ENTER_GETEVENTS` with no minimum: with `DEFER_TASKRUN` a
     /// submit-only enter would leave completions waiting for as long as new
-    /// submissions keep coming). Completions found right after it are
-    /// inline if their operation was part of this submission. Returns
-    /// whether a system call submitted anything.
+    /// submissions keep coming). Returns whether a system call submitted
+    /// anything. Which completions are inline: see `submit_marked`.
     pub(crate) fn submit(&mut self, done: &mut Vec<Done>) -> bool {
-        self.submit_reaping(done).0
-    }
-
-    /// As [`submit`](Self::submit); also returns how many completions
-    /// (including the ring's own) were reaped.
-    fn submit_reaping(&mut self, done: &mut Vec<Done>) -> (bool, usize) {
-        let had = self.pending() > 0;
-        if had {
-            self.batch += 1;
-        }
-        self.enter(0, None);
-        (had, self.reap(had, done))
+        self.submit_marked(0, None, done)
     }
 
     /// Submits what is queued and waits until at least one completion (or
-    /// the eventfd read, when armed) arrives, or `timeout` passes.
+    /// the eventfd read, when armed) arrives, or `timeout` passes: one
+    /// system call when something is queued.
     pub(crate) fn wait(&mut self, timeout: Option<std::time::Duration>, done: &mut Vec<Done>) {
-        if self.pending() > 0 {
-            // Submitting and waiting apart keeps "inline" exact: what the
-            // submission completed is reaped before anything is waited for.
-            if self.submit_reaping(done).1 > 0 {
-                return;
-            }
+        self.submit_marked(1, timeout, done);
+    }
+
+    /// One `io_uring_enter` that submits what is queued and waits for
+    /// `want` completions (0: none), then reaps.
+    ///
+    /// Inline, exactly: a `NOP` (the marker) is queued behind the
+    /// submission. The kernel posts the completions of the requests it
+    /// completes while submitting (a page-cache hit, an error) together, in
+    /// submission order, when the submission ends; everything else (a
+    /// device's interrupt, a kernel worker, with `DEFER_TASKRUN` or
+    /// `COOP_TASKRUN` alike) reaches the ring through task work, which runs
+    /// later in the call or after it. So an operation of this call whose
+    /// completion comes before the call's marker completed inline, and one
+    /// that comes after it did not, even though one call both submits and
+    /// waits.
+    fn submit_marked(
+        &mut self,
+        want: usize,
+        timeout: Option<std::time::Duration>,
+        done: &mut Vec<Done>,
+    ) -> bool {
+        let had = self.pending() > 0;
+        if had {
+            self.batch += 1;
+            debug_assert!(
+                self.batch < MARKER_BIT,
+                "call numbers stay below the marker bit"
+            );
+            let marker = opcode::Nop::new()
+                .build()
+                .user_data(MARKER_BIT | self.batch);
+            // SAFETY: a NOP carries no pointer.
+            let pushed = unsafe { self.ring.submission().push(&marker) };
+            // `push_entry` keeps the marker's slot free; only a submission
+            // the kernel refused (EBUSY: its completion queue overflowed)
+            // can leave it taken. Then this call's operations are judged by
+            // the next call's marker (inline if they complete before it).
+            let _ = pushed;
         }
-        self.enter(1, timeout);
-        self.reap(false, done);
+        // The marker's completion is one more to wait for.
+        let want = if want > 0 && had { want + 1 } else { want };
+        self.enter(want, timeout);
+        self.reap(done);
+        had
     }
 
     fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
@@ -263,9 +307,9 @@ impl RingCore {
         }
     }
 
-    /// Takes every completion in the ring into `done`. When `after_submit`,
-    /// completions of the batch just submitted are inline.
-    fn reap(&mut self, after_submit: bool, done: &mut Vec<Done>) -> usize {
+    /// Takes every completion in the ring into `done`; those of operations
+    /// whose submitting call's marker has not been reaped yet are inline.
+    fn reap(&mut self, done: &mut Vec<Done>) -> usize {
         let mut cq = self.ring.completion();
         let mut reaped = 0;
         loop {
@@ -273,14 +317,23 @@ impl RingCore {
             let mut any = false;
             for cqe in &mut cq {
                 any = true;
-                reaped += 1;
                 match cqe.user_data() {
                     EVENTFD_KEY => {
+                        reaped += 1;
                         self.eventfd_armed = false;
                         self.eventfd_reads += 1;
                     }
-                    CANCEL_KEY => {}
+                    CANCEL_KEY => reaped += 1,
+                    marker if marker & MARKER_BIT != 0 => {
+                        let call = marker & !MARKER_BIT;
+                        debug_assert!(
+                            call > self.marked && call <= self.batch,
+                            "markers arrive once each, in the order of their calls"
+                        );
+                        self.marked = call;
+                    }
                     key => {
+                        reaped += 1;
                         let Some((op, batch)) = self.slab.try_remove(key as usize) else {
                             debug_assert!(false, "a completion for an unknown operation");
                             continue;
@@ -289,7 +342,7 @@ impl RingCore {
                         done.push(Done {
                             op,
                             res,
-                            inline: after_submit && batch == self.batch,
+                            inline: batch > self.marked,
                         });
                     }
                 }
@@ -303,7 +356,7 @@ impl RingCore {
 
     /// Takes the completions already in the ring, without a system call.
     pub(crate) fn reap_ready(&mut self, done: &mut Vec<Done>) -> usize {
-        self.reap(false, done)
+        self.reap(done)
     }
 
     /// Makes sure a read of the eventfd is pending, so that writing the
@@ -432,7 +485,7 @@ mod tests {
                 core.enter(0, None); // runs the ring's task work
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            core.reap(false, &mut done);
+            core.reap(&mut done);
             assert_eq!(
                 **core.eventfd_buf, SENTINEL,
                 "{setup}: the kernel wrote the eventfd read's buffer after drain(): \

@@ -46,9 +46,11 @@
 //!
 //! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
 //! global (every ring takes its permits from the one limiter); statistics
-//! stay exact (a completion is inline when it was posted before the
-//! submitting call returned: a batch number on the thread and engine rings,
-//! the completion queue's tail on a port's ring); a dropped future's buffer
+//! stay exact (a completion is inline when the submission itself posted
+//! it: it comes before the `NOP` marker queued behind each submission on
+//! the thread, reactor and engine rings, which lets one `io_uring_enter`
+//! both submit and wait; the completion queue's tail at the submitting
+//! call's return on a port's ring); a dropped future's buffer
 //! stays owned by its cell until the kernel is done. Thread exit: Linux
 //! cancels the queued kernel-worker (io-wq) work of an exiting thread, so
 //! `block_on` never returns with its ring busy (nothing is left for an

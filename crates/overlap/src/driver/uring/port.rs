@@ -128,7 +128,15 @@ pub(crate) struct PortRing<C> {
     /// Operations queued without a system call inside `Port::batch`
     /// (`super::thread::defer`), until the submitting call that flushes them.
     deferred: Mutex<Vec<Arc<C>>>,
+    /// Cells of completed operations, empty (their buffer, permit and file
+    /// taken) and referenced from nowhere else, for the next operations to
+    /// reuse ([`take_spare`](Self::take_spare)): a port at steady state
+    /// allocates nothing per operation. At most [`SPARE_CELLS`].
+    spare: Mutex<Vec<Arc<C>>>,
 }
+
+/// The most spare cells a port's ring keeps (about 200 bytes each).
+const SPARE_CELLS: usize = 1024;
 
 /// A port's ring as an engine shutting down sees it: it takes the ring's
 /// completions into the port's stash, so that it knows when the kernel is
@@ -193,6 +201,7 @@ impl<C: PortOp> PortRing<C> {
             stashed: AtomicUsize::new(0),
             generation: fork_generation(),
             deferred: Mutex::new(Vec::new()),
+            spare: Mutex::new(Vec::new()),
         })
     }
 
@@ -222,6 +231,30 @@ impl<C: PortOp> PortRing<C> {
             return false;
         }
         true
+    }
+
+    /// A completed operation's cell to write the next one into (no
+    /// allocation), if the ring kept one: referenced from nowhere else.
+    pub(crate) fn take_spare(&self) -> Option<Arc<C>> {
+        let cell = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        debug_assert!(
+            cell.as_ref().is_none_or(|c| Arc::strong_count(c) == 1),
+            "a spare cell is referenced from nowhere else"
+        );
+        cell
+    }
+
+    /// Keeps a completed operation's cell for reuse, if nothing else
+    /// references it (the submitter may still hold its own reference for a
+    /// moment) and there is room.
+    fn recycle(&self, mut cell: Arc<C>) {
+        if Arc::get_mut(&mut cell).is_none() {
+            return;
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < SPARE_CELLS {
+            spare.push(cell);
+        }
     }
 
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
@@ -536,7 +569,9 @@ impl<C: PortOp> PortRing<C> {
             // come must return.
             self.wake_all();
         }
-        cell.take_completion(res, inline)
+        let completion = cell.take_completion(res, inline);
+        self.recycle(cell);
+        completion
     }
 
     /// Sleeps in the ring until a completion arrives or `deadline` passes,

@@ -230,6 +230,10 @@ pub(crate) struct Local {
     /// The AIO context this thread last submitted to while in `block_on`:
     /// where it reaps when it waits (`driver::aio::lead`).
     aio: RefCell<Weak<aio::Inner>>,
+    /// An empty list with capacity, lent to each wait for its completions
+    /// so that waiting allocates nothing at steady state (a nested wait,
+    /// finding it lent, makes its own).
+    spare: Cell<Vec<Done>>,
 }
 
 impl Local {
@@ -242,6 +246,7 @@ impl Local {
             waker_obj: Waker::from(waker.clone()),
             waker,
             aio: RefCell::new(Weak::new()),
+            spare: Cell::new(Vec::new()),
         }
     }
 }
@@ -517,24 +522,27 @@ fn finish(done: &mut Vec<Done>) {
 /// Reaps everything in flight on the calling thread's ring.
 pub(crate) fn drain_own_ring(l: &Local) -> Option<Panic> {
     let mut caught = None;
+    let mut done = l.spare.take();
     loop {
-        let mut done = Vec::new();
         {
             let Ok(mut state) = l.ring.try_borrow_mut() else {
-                return caught;
+                break;
             };
             let RingState::Ready(r) = &mut *state else {
-                return caught;
+                break;
             };
             if r.core.in_flight() == 0 || r.generation != fork_generation() {
-                return caught;
+                break;
             }
             r.core.wait(None, &mut done);
             r.charge_syscalls();
         }
         count_out(&done);
         caught = caught.or(complete_all(&mut done));
+        debug_assert!(done.is_empty(), "complete_all takes every completion");
     }
+    l.spare.set(done);
+    caught
 }
 
 /// Called by an engine shutting down: reaps the calling thread's own ring
@@ -552,7 +560,7 @@ pub(crate) fn sleep(l: &Local) {
     // the budget they hold.
     flush_deferred();
     let tw = &l.waker;
-    let mut done = Vec::new();
+    let mut done = l.spare.take();
     let in_ring = {
         let mut state = l.ring.borrow_mut();
         let busy = match &mut *state {
@@ -579,8 +587,11 @@ pub(crate) fn sleep(l: &Local) {
     };
     if in_ring {
         finish(&mut done);
+        debug_assert!(done.is_empty(), "finish takes every completion");
+        l.spare.set(done);
         return;
     }
+    l.spare.set(done);
     let ctx = l.aio.try_borrow().ok().and_then(|w| w.upgrade());
     if let Some(ctx) = ctx {
         if aio::wait(&ctx, &ThreadWaiter(l), None) {
