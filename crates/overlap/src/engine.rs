@@ -159,13 +159,16 @@ impl EngineBuilder {
         self.use_env = false;
         self
     }
-    /// Most operations in flight at once (default 4096).
+    /// Most operations in flight at once (default 4096). At most
+    /// 16,777,215: a larger value means that (the budget keeps operations
+    /// and bytes in one atomic word).
     pub fn max_inflight_ops(mut self, n: usize) -> Self {
         self.max_inflight_ops = n;
         self
     }
-    /// Most bytes in flight at once (default 64 MiB). A single request larger
-    /// than this is admitted only while nothing else is in flight.
+    /// Most bytes in flight at once (default 64 MiB; at most 1 TiB, a larger
+    /// value means that). A single request larger than this is admitted
+    /// only while nothing else is in flight.
     pub fn max_inflight_bytes(mut self, n: usize) -> Self {
         self.max_inflight_bytes = n;
         self
