@@ -123,11 +123,11 @@ impl<B> Admission<B> {
                         Err(end) => return Poll::Ready(end),
                     };
                     // Room in the budget and nobody queued before: no
-                    // waiting future to make (what `acquire` tries first).
+                    // waiting future to make; else it queues.
                     if let Some(permit) = req.shared.limiter.try_acquire(req.bytes) {
                         return Poll::Ready(admitted(req, permit, self.fast, gate));
                     }
-                    let acq = req.shared.limiter.acquire(req.bytes);
+                    let acq = req.shared.limiter.queue(req.bytes);
                     self.stage = Stage::Budget(acq, req);
                 }
                 Stage::Budget(mut acq, req) => match Pin::new(&mut acq).poll(cx) {

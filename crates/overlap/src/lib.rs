@@ -76,8 +76,8 @@
 //!    ports share (`admit::Admission`): it counts it in on the file
 //!    (`Request::start`), tries the page cache on the calling thread for a
 //!    buffered read (`sys::read_nowait`, `preadv2(RWF_NOWAIT)`), and else
-//!    takes a share of the in-flight budget (`Limiter::acquire`, waiting if
-//!    it is full).
+//!    takes a share of the in-flight budget (`Limiter::try_acquire`, else
+//!    `Limiter::queue`, waiting if it is full).
 //! 3. `future::submit` moves the request into an `OpCell`, which owns the buffer
 //!    from now until the kernel is done with it, and picks the ring (on
 //!    io_uring through `driver::uring::submit_on_ring`):

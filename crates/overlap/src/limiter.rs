@@ -142,17 +142,11 @@ impl Limiter {
         }
     }
 
-    /// Queue for a permit. The returned future resolves once the budget has
-    /// room and every earlier waiter has been served.
-    pub(crate) fn acquire(self: &Arc<Self>, bytes: usize) -> Acquire {
-        if let Some(p) = self.try_acquire(bytes) {
-            return Acquire {
-                limiter: self.clone(),
-                bytes,
-                waiter: None,
-                ready: Some(p),
-            };
-        }
+    /// Queue for a permit (the caller's [`try_acquire`](Self::try_acquire)
+    /// found no room): looks once more under the lock, else the returned
+    /// future resolves once the budget has room and every earlier waiter has
+    /// been served.
+    pub(crate) fn queue(self: &Arc<Self>, bytes: usize) -> Acquire {
         let waiter = Arc::new(Waiter {
             bytes,
             granted: AtomicBool::new(false),
@@ -247,7 +241,7 @@ impl Limiter {
     }
 }
 
-/// Future returned by [`Limiter::acquire`].
+/// Future returned by [`Limiter::queue`].
 pub(crate) struct Acquire {
     limiter: Arc<Limiter>,
     bytes: usize,
@@ -356,7 +350,7 @@ mod tests {
                         };
                         let permit = match x % 3 {
                             0 => limiter.try_acquire(bytes),
-                            _ => Some(crate::block_on(limiter.acquire(bytes))),
+                            _ => Some(crate::block_on(limiter.queue(bytes))),
                         };
                         let (ops, in_bytes) = limiter.in_flight();
                         assert!(ops <= MAX_OPS, "{ops} operations in flight");
@@ -366,7 +360,7 @@ mod tests {
                         );
                         if x % 7 == 0 {
                             // Queue, then give up before the grant (or after).
-                            drop(limiter.acquire(4096));
+                            drop(limiter.queue(4096));
                         }
                         drop(permit);
                     }

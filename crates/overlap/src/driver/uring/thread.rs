@@ -588,10 +588,11 @@ pub(crate) fn sleep(l: &Local) {
     if in_ring {
         finish(&mut done);
         debug_assert!(done.is_empty(), "finish takes every completion");
-        l.spare.set(done);
-        return;
     }
     l.spare.set(done);
+    if in_ring {
+        return;
+    }
     let ctx = l.aio.try_borrow().ok().and_then(|w| w.upgrade());
     if let Some(ctx) = ctx {
         if aio::wait(&ctx, &ThreadWaiter(l), None) {
