@@ -20,7 +20,10 @@ pub struct Stats {
     pub completed: u64,
     /// Completions that were synchronous: answered by the fast path on the
     /// caller's thread, or already complete when the submitting system call
-    /// returned.
+    /// returned. On Linux AIO, whose `io_submit` never returns a result, a
+    /// completion reaped before the submitter has recorded that its call
+    /// returned counts here too: a device that answers while the submitter
+    /// is preempted on its way back makes a direct read inline.
     pub completed_inline: u64,
     /// Completions that really overlapped with the caller.
     pub completed_async: u64,

@@ -69,8 +69,17 @@ fn direct_reads_writes_and_syncs_go_to_aio_buffered_ones_to_the_pool() {
         202,
         0,
     );
-    // Direct reads wait for the device: AIO completes them asynchronously.
-    assert!(s1.completed_async - s0.completed_async >= 64, "{s1:?}");
+    // Every operation is counted once, inline or async. Which one a direct
+    // read is depends on the machine: the device usually answers after
+    // `io_submit` returned (async), but when the completion interrupt wakes
+    // the reaper and it runs before the submitter, preempted on its way
+    // back from the call, has recorded the return, the read counts as
+    // inline (seen on a loaded CI machine). So only the sum is asserted.
+    let inline = s1.completed_inline - s0.completed_inline;
+    let asynchronous = s1.completed_async - s0.completed_async;
+    assert_eq!(s1.completed - s0.completed, 64 + 16 + 2, "{s1:?}");
+    assert_eq!(inline + asynchronous, 64 + 16 + 2, "{s1:?}");
+    eprintln!("aio: {asynchronous} completions async, {inline} inline");
 
     // A buffered file goes to the pool; `.wait()` runs it on this thread.
     let path = dir.path().join("buffered");
