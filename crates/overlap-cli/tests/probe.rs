@@ -246,11 +246,26 @@ fn json_run(name: &str, driver: &str) -> (String, Vec<Value>) {
             // port's submitting call runs; on the pool the fast path answers
             // it on the calling thread. Unless something outside the test
             // dropped pages meanwhile (the probe reports it).
+            // The kernel may still refuse a cached read now and then
+            // (`RWF_NOWAIT` and io_uring's first attempt give up on a page
+            // another task holds locked; seen on a loaded CI machine: 63 of
+            // 64 hits): that read goes on to the pool or a kernel worker and
+            // completes asynchronously, and the probe says so.
             if num(v, "cached_before") == 1.0 {
-                assert_eq!(int(v, "inline"), requests, "{v}");
-                let hits = if kind == "uring" { 0 } else { requests };
-                assert_eq!(int(v, "fast_path_hits"), hits, "{v}");
-                assert_eq!(verdict, "sync", "{v}");
+                let inline = int(v, "inline");
+                assert!(inline * 10 >= requests * 9, "nearly all inline: {v}");
+                if kind == "uring" {
+                    assert_eq!(int(v, "fast_path_hits"), 0, "{v}");
+                } else {
+                    // Every hit is inline, every miss went to the pool.
+                    assert_eq!(int(v, "fast_path_hits"), inline, "{v}");
+                    assert_eq!(int(v, "fast_path_misses"), requests - inline, "{v}");
+                }
+                // 90% inline is synchronous, unless a refused read went to
+                // an io_uring kernel worker (checked above).
+                if int(v, "kernel_workers") == 0 {
+                    assert_eq!(verdict, "sync", "{v}");
+                }
             } else {
                 eprintln!("SKIPPED: cached-read checks: pages were evicted meanwhile: {v}");
             }

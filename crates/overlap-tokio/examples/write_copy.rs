@@ -23,8 +23,11 @@
 //! there and removed at the end); SIZE_MIB the source and written size
 //! (default 8), ROUNDS (default 3), TREE_FILES (default 300). The issue's
 //! table: `DIR 1024 5 3000` for the copies, `DIR 512` for the BufWriter
-//! rows. Prints the median of each system and the ratio tokio / overlap
-//! (above 1: overlap is faster).
+//! rows. `WC_WORKS` (a comma-separated list of the workload names above,
+//! e.g. `WC_WORKS="fs::copy warm,tree copy cold"`) runs only those. Prints
+//! the median of each system, the ratio of the medians tokio / overlap
+//! (above 1: overlap is faster) and the median of the per-round ratios
+//! with their range (each round's pair ran back to back).
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -265,6 +268,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size_mib: usize = args.next().map_or(Ok(8), |a| a.parse())?;
     let rounds: usize = args.next().map_or(Ok(3), |a| a.parse())?;
     let tree_files: usize = args.next().map_or(Ok(300), |a| a.parse())?;
+    if rounds == 0 {
+        return Err("ROUNDS must be at least 1".into());
+    }
     let s = Setup {
         src: dir.join("wc-src"),
         out: dir.join("wc-out"),
@@ -277,6 +283,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(src);
     let _ = std::fs::remove_dir_all(&s.tree);
     make_tree(&s.tree, tree_files)?;
+    let works: Vec<Work> = match std::env::var("WC_WORKS") {
+        Ok(list) => {
+            let names: Vec<&str> = list.split(',').map(str::trim).collect();
+            for n in &names {
+                if !WORKS.iter().any(|w| w.name() == *n) {
+                    return Err(format!("WC_WORKS: no workload named {n:?}").into());
+                }
+            }
+            WORKS
+                .into_iter()
+                .filter(|w| names.contains(&w.name()))
+                .collect()
+        }
+        Err(_) => WORKS.to_vec(),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -288,7 +309,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 [Sys::Overlap, Sys::Tokio]
             };
-            for work in WORKS {
+            for &work in &works {
                 for sys in order {
                     let took = run(sys, work, &s).await?;
                     eprintln!(
@@ -313,9 +334,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         size_mib, tree_files, rounds
     );
     println!(
-        "| workload | tokio::fs | overlap_tokio::fs | tokio / overlap |\n| --- | --- | --- | --- |"
+        "| workload | tokio::fs | overlap_tokio::fs | tokio / overlap | per round: median (range) |\n| --- | --- | --- | --- | --- |"
     );
-    for work in WORKS {
+    for &work in &works {
         let of = |sys| {
             median(
                 times
@@ -326,12 +347,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         };
         let (t, o) = (of(Sys::Tokio), of(Sys::Overlap));
+        let of_round = |sys| {
+            times
+                .iter()
+                .filter(move |(w, s, _)| *w == work && *s == sys)
+                .map(|t| t.2.as_secs_f64())
+        };
+        let mut ratios: Vec<f64> = of_round(Sys::Tokio)
+            .zip(of_round(Sys::Overlap))
+            .map(|(t, o)| t / o.max(1e-9))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
         println!(
-            "| {} | {:.3} s | {:.3} s | {:.2}x |",
+            "| {} | {:.3} s | {:.3} s | {:.2}x | {:.2}x ({:.2}-{:.2}) |",
             work.name(),
             t.as_secs_f64(),
             o.as_secs_f64(),
-            t.as_secs_f64() / o.as_secs_f64().max(1e-9)
+            t.as_secs_f64() / o.as_secs_f64().max(1e-9),
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
         );
     }
     Ok(())
