@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarises scripts/bench-c output: per shape, the median reads/s and CPU
-per read of each system, and the ratios of liboverlap (c) to the others,
-medians of the per-round ratios.
+per read of each system, and the ratios of liboverlap (c; c-caller: an
+engine with OVERLAP_ENGINE_WAITS_ON_CALLER) to the others, medians of the
+per-round ratios.
 
     scripts/bench-c-table.py OUT.txt
 """
@@ -19,16 +20,21 @@ shapes = []
 for shape, _ in runs:
     if shape not in shapes:
         shapes.append(shape)
-print("| shape | system | reads/s (median) | CPU us/read | c / system, reads/s | c / system, CPU |")
-print("|---|---|---|---|---|---|")
+mine = ["c", "c-caller"]
+present = [m for m in mine if any(m in v for v in runs.values())]
+head = " | ".join(f"{m} / system, reads/s | {m} / system, CPU" for m in present)
+print(f"| shape | system | reads/s (median) | CPU us/read | {head} |")
+print("|---|---|---|---|" + "---|---|" * len(present))
 for shape in shapes:
     rounds = [v for (s, _), v in runs.items() if s == shape]
-    systems = sorted({w for v in rounds for w in v}, key=lambda w: (w != "c", w))
+    systems = sorted({w for v in rounds for w in v}, key=lambda w: (w not in mine, w))
     for who in systems:
         vals = [v[who] for v in rounds if who in v]
-        ratios = [v["c"][0] / v[who][0] for v in rounds if who in v and "c" in v]
-        cpu = [v["c"][1] / v[who][1] for v in rounds if who in v and "c" in v and v[who][1] > 0]
-        r = "-" if who == "c" else f"{statistics.median(ratios):.3f}"
-        cr = "-" if who == "c" or not cpu else f"{statistics.median(cpu):.3f}"
+        cells = []
+        for m in present:
+            ratios = [v[m][0] / v[who][0] for v in rounds if who in v and m in v]
+            cpu = [v[m][1] / v[who][1] for v in rounds if who in v and m in v and v[who][1] > 0]
+            cells.append("-" if who == m or not ratios else f"{statistics.median(ratios):.3f}")
+            cells.append("-" if who == m or not cpu else f"{statistics.median(cpu):.3f}")
         print(f"| {shape} | {who} | {statistics.median(x[0] for x in vals)/1e3:.1f}k | "
-              f"{statistics.median(x[1] for x in vals):.2f} | {r} | {cr} |")
+              f"{statistics.median(x[1] for x in vals):.2f} | " + " | ".join(cells) + " |")

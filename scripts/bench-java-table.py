@@ -15,7 +15,10 @@ for line in open(sys.argv[1]):
     if not line.startswith("{"):
         continue
     r = json.loads(line)
-    key = (r["params"]["variant"], r["workload"])
+    wl = r["workload"]
+    if "C" in r["params"]:
+        wl = f"{wl}:{r['params']['C']}"
+    key = (r["params"]["variant"], wl)
     rows[key][(r["round"], r["system"])] = r
 
 
@@ -27,7 +30,13 @@ def cpu_us(r):
 print("| executor | workload | overlap-java reads/s | JDK reads/s | overlap / JDK (rounds) "
       "| CPU us/read overlap / JDK | threads overlap / JDK |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
-for (variant, wl), by in sorted(rows.items()):
+def order(item):
+    (variant, wl), _ = item
+    name, _, c = wl.partition(":")
+    return (variant, name, int(c or 0))
+
+
+for (variant, wl), by in sorted(rows.items(), key=order):
     rounds = sorted({rd for rd, _ in by})
     pairs = [(by[(rd, "overlap-java")], by[(rd, "java-afc")]) for rd in rounds
              if (rd, "overlap-java") in by and (rd, "java-afc") in by]

@@ -1,10 +1,13 @@
-/* bench FILE [OPS] [THREADS] [w2|w3|all]: 4 KiB random O_DIRECT reads of FILE (an
- * existing file, read and never written), two shapes (BENCHMARKS.md):
+/* bench FILE [OPS] [THREADS] [w2|w3|w3caller|all]: 4 KiB random O_DIRECT reads of
+ * FILE (an existing file, read and never written), two shapes (BENCHMARKS.md):
  *
  *   W2: 32 reads in flight through one completion port, one thread
  *       submitting and reaping (overlap_port_submit/overlap_port_wait);
  *   W3: THREADS threads, each with one blocking read in flight
- *       (overlap_pread: the calling thread's own ring, depth 1).
+ *       (overlap_pread: the calling thread's own ring, depth 1);
+ *       w3caller: the same on an engine made with
+ *       OVERLAP_ENGINE_WAITS_ON_CALLER (overlap_pread makes the pread
+ *       itself, as psync does).
  *
  * Prints reads/s and CPU microseconds per read (getrusage: user + system,
  * the whole process, kernel work charged to it included). OPS reads per
@@ -129,24 +132,28 @@ static void w3(long ops, int threads) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 5) {
-        fprintf(stderr, "usage: bench FILE [OPS] [THREADS] [w2|w3|all]\n");
+        fprintf(stderr, "usage: bench FILE [OPS] [THREADS] [w2|w3|w3caller|all]\n");
         return 2;
     }
     long ops = argc > 2 ? strtol(argv[2], NULL, 10) : 200000;
     int threads = argc > 3 ? atoi(argv[3]) : 4;
     const char *shape = argc > 4 ? argv[4] : "all";
     int run_w2 = strcmp(shape, "w2") == 0 || strcmp(shape, "all") == 0;
-    int run_w3 = strcmp(shape, "w3") == 0 || strcmp(shape, "all") == 0;
+    int on_caller = strcmp(shape, "w3caller") == 0;
+    int run_w3 = on_caller || strcmp(shape, "w3") == 0 || strcmp(shape, "all") == 0;
     if (!run_w2 && !run_w3) {
-        fprintf(stderr, "bench: the shape is w2, w3 or all\n");
+        fprintf(stderr, "bench: the shape is w2, w3, w3caller or all\n");
         return 2;
     }
     if (ops < 1 || threads < 1 || threads > 4096) {
         fprintf(stderr, "bench: OPS >= 1, THREADS from 1 to 4096\n");
         return 2;
     }
+    overlap_engine_options opts;
+    overlap_engine_options_init(&opts);
+    if (on_caller) opts.flags = OVERLAP_ENGINE_WAITS_ON_CALLER;
     overlap_engine *engine;
-    if (overlap_engine_create(NULL, &engine) < 0) {
+    if (overlap_engine_create(&opts, &engine) < 0) {
         fprintf(stderr, "bench: overlap_engine_create: %s\n", overlap_last_error());
         return 2;
     }
@@ -160,7 +167,8 @@ int main(int argc, char **argv) {
     blocks = (uint64_t)st.st_size / BS;
     char driver[256];
     overlap_engine_driver_text(engine, driver, sizeof driver);
-    printf("driver: %s; file: %s, %" PRIu64 " blocks of 4 KiB, O_DIRECT\n", driver, argv[1], blocks);
+    printf("driver: %s%s; file: %s, %" PRIu64 " blocks of 4 KiB, O_DIRECT\n", driver,
+           on_caller ? " (blocking calls on the caller)" : "", argv[1], blocks);
     if (run_w2) w2(engine, ops);
     if (run_w3) w3(ops, threads);
     overlap_file_free(file);

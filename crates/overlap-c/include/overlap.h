@@ -68,6 +68,20 @@
 #define OVERLAP_DRIVER_POOL 3
 
 /**
+ * Engine flag (overlap_engine_options.flags): a blocking call
+ * (overlap_pread(), overlap_pwrite(), overlap_fsync(), ...) makes its system
+ * call on the calling thread, as `pread` does, whatever the driver, instead
+ * of submitting it to the thread's own io_uring ring (or `io_submit`) and
+ * waiting there. A thread that blocks anyway gains nothing from the
+ * kernel's asynchrony, and a ring's request costs CPU: with 64 threads each
+ * blocking on 4 KiB O_DIRECT reads it brings the blocking calls from about
+ * 0.88x to parity with `pread` (BENCHMARKS.md). Ports are unaffected: they
+ * stay on io_uring. Counted in overlap_stats.ran_on_caller. The thread-pool
+ * driver always does this.
+ */
+#define OVERLAP_ENGINE_WAITS_ON_CALLER 1
+
+/**
  * Open for reading.
  */
 #define OVERLAP_OPEN_READ 1
@@ -228,9 +242,10 @@ typedef struct overlap_engine_options {
    */
   uint32_t max_kernel_workers;
   /**
-   * Zero.
+   * 0 (the default), or `OVERLAP_ENGINE_WAITS_ON_CALLER`; other bits
+   * are refused with `-EINVAL`.
    */
-  uint32_t reserved;
+  uint32_t flags;
 } overlap_engine_options;
 
 /**

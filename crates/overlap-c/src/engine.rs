@@ -23,6 +23,18 @@ pub const OVERLAP_DRIVER_AIO: i32 = 2;
 /// `pool_threads` threads.
 pub const OVERLAP_DRIVER_POOL: i32 = 3;
 
+/// Engine flag (overlap_engine_options.flags): a blocking call
+/// (overlap_pread(), overlap_pwrite(), overlap_fsync(), ...) makes its system
+/// call on the calling thread, as `pread` does, whatever the driver, instead
+/// of submitting it to the thread's own io_uring ring (or `io_submit`) and
+/// waiting there. A thread that blocks anyway gains nothing from the
+/// kernel's asynchrony, and a ring's request costs CPU: with 64 threads each
+/// blocking on 4 KiB O_DIRECT reads it brings the blocking calls from about
+/// 0.88x to parity with `pread` (BENCHMARKS.md). Ports are unaffected: they
+/// stay on io_uring. Counted in overlap_stats.ran_on_caller. The thread-pool
+/// driver always does this.
+pub const OVERLAP_ENGINE_WAITS_ON_CALLER: u32 = 1;
+
 /// An engine: the driver, its threads, the in-flight budget and the
 /// statistics. One per process is the normal case. Opaque.
 pub struct overlap_engine {
@@ -54,8 +66,9 @@ pub struct overlap_engine_options {
     /// At most this many kernel worker threads (io_uring's `iou-wrk`) per
     /// class; 0 (the default) leaves the kernel's limit.
     pub max_kernel_workers: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// 0 (the default), or `OVERLAP_ENGINE_WAITS_ON_CALLER`; other bits
+    /// are refused with `-EINVAL`.
+    pub flags: u32,
 }
 
 /// What overlap_engine_stats() reports; all counts since the engine
@@ -121,7 +134,7 @@ pub extern "C" fn overlap_engine_options_init(opts: *mut overlap_engine_options)
             pool_threads: overlap::DEFAULT_POOL_THREADS as u32,
             ring_entries: overlap::DEFAULT_RING_ENTRIES,
             max_kernel_workers: 0,
-            reserved: 0,
+            flags: 0,
         };
         // SAFETY: the caller passes a writable overlap_engine_options;
         // NULL was refused above.
@@ -159,7 +172,7 @@ pub extern "C" fn overlap_engine_create(
             pool_threads: 0,
             ring_entries: 0,
             max_kernel_workers: 0,
-            reserved: 0,
+            flags: 0,
         };
         overlap_engine_options_init(&mut o);
         if !opts.is_null() {
@@ -191,8 +204,18 @@ pub extern "C" fn overlap_engine_create(
                 )
             }
         };
+        if o.flags & !OVERLAP_ENGINE_WAITS_ON_CALLER != 0 {
+            return fail(
+                libc::EINVAL,
+                format!(
+                    "{F}: opts->flags {:#x} has bits other than OVERLAP_ENGINE_WAITS_ON_CALLER",
+                    o.flags
+                ),
+            );
+        }
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let mut b = Engine::builder()
+            .waits_on_caller(o.flags & OVERLAP_ENGINE_WAITS_ON_CALLER != 0)
             .driver(choice)
             .max_inflight_ops(to_usize(o.max_inflight_ops))
             .max_inflight_bytes(to_usize(o.max_inflight_bytes))

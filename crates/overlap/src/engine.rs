@@ -129,6 +129,7 @@ pub struct EngineBuilder {
     use_env: bool,
     max_kernel_workers: Option<u32>,
     submit_chunk: usize,
+    waits_on_caller: bool,
 }
 
 impl Default for EngineBuilder {
@@ -143,6 +144,7 @@ impl Default for EngineBuilder {
             use_env: true,
             max_kernel_workers: None,
             submit_chunk: 0,
+            waits_on_caller: false,
         }
     }
 }
@@ -193,6 +195,24 @@ impl EngineBuilder {
     /// the last miss is 10 ms old.
     pub fn cache_fast_path(mut self, on: bool) -> Self {
         self.fast_path = on;
+        self
+    }
+
+    /// Make the system call of an operation waited for with
+    /// [`Op::wait`](crate::Op::wait) on the waiting thread, as `pread` does,
+    /// whatever the driver (default off: on io_uring the thread's own ring
+    /// takes it, on Linux AIO `io_submit`; the pool driver always runs it on
+    /// the waiting thread). A thread that blocks until the result gains
+    /// nothing from the kernel's asynchrony, and a ring's request costs CPU:
+    /// with 64 threads each blocking on 4 KiB O_DIRECT reads, fio's own
+    /// io_uring at depth 1 takes about 15% more CPU per read than its
+    /// `pread` (BENCHMARKS.md, the C section). Turn it on for a program whose
+    /// threads mostly block on one operation at a time; futures, ports and
+    /// [`block_on`](crate::block_on) of several operations are unaffected,
+    /// and an operation so run is counted in
+    /// [`Stats::ran_on_caller`](crate::Stats::ran_on_caller) and as inline.
+    pub fn waits_on_caller(mut self, on: bool) -> Self {
+        self.waits_on_caller = on;
         self
     }
 
@@ -349,6 +369,7 @@ impl EngineBuilder {
             driver,
             limiter,
             fast_path: self.fast_path,
+            waits_on_caller: self.waits_on_caller,
             info,
             port_rings: Mutex::new(Vec::new()),
         });
@@ -365,6 +386,8 @@ pub(crate) struct Shared {
     pub driver: DriverHandle,
     pub limiter: Arc<Limiter>,
     pub fast_path: bool,
+    /// [`EngineBuilder::waits_on_caller`].
+    pub waits_on_caller: bool,
     pub info: DriverInfo,
     /// The rings of this engine's ports, which shutdown settles.
     port_rings: Mutex<Vec<Weak<dyn Settle>>>,

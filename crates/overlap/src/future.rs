@@ -471,8 +471,9 @@ impl<B: Send + 'static> Future for Op<B> {
 /// [`ReactorRing::enter`](crate::ReactorRing::enter) goes to that reactor
 /// ring; anything else to the engine's driver. An operation polled by
 /// `Op::wait` on a thread-pool engine (or one the AIO driver leaves to the
-/// pool) runs here, on the waiting thread: the blocking call a worker would
-/// make, without the two hand-offs.
+/// pool, or any on an engine built with `waits_on_caller`) runs here, on the
+/// waiting thread: the blocking call a worker would make, without the two
+/// hand-offs.
 pub(crate) fn submit<B: Send + 'static>(
     req: Request<B>,
     target: Target<B>,
@@ -480,7 +481,8 @@ pub(crate) fn submit<B: Send + 'static>(
     route: Route,
 ) -> Arc<OpCell<B>> {
     let uring = req.shared.driver.is_uring();
-    let inline = route == Route::Inline && req.shared.driver.pool_takes(&req.kind);
+    let inline = route == Route::Inline
+        && (req.shared.waits_on_caller || req.shared.driver.pool_takes(&req.kind));
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     // A thread in `block_on` will wait for the operation, and a port's

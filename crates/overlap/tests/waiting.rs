@@ -14,6 +14,7 @@ per_driver!(
     close_does_not_wait_for_uncollected_port_completions,
     wait_reports_inline_and_async_exactly,
     waiting_threads_stay_within_the_budget,
+    waits_on_caller_makes_the_call_on_the_waiting_thread,
 );
 
 /// Eight threads in `.wait()` with a budget of two operations: on the pool
@@ -252,4 +253,55 @@ fn wait_reports_inline_and_async_exactly(d: Driver) {
          what the submission completed from what came later ({s:?})"
     );
     assert_eq!(s.completed_async - before.completed_async, 8, "{s:?}");
+}
+
+/// `EngineBuilder::waits_on_caller`: an operation waited for with `.wait()`
+/// is performed by the waiting thread itself (as `pread`), whatever the
+/// driver, and counted so; a future driven otherwise is not. The same reads
+/// without the option go to the thread's ring on io_uring and to
+/// `io_submit` on AIO.
+fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
+    let dir = tempdir();
+    let path = dir.path().join("direct");
+    std_create_pattern(&path, 94, 16 * 4096);
+    let pool_driver = !d.is_uring() && !d.is_aio();
+    for on in [false, true] {
+        let engine = d.builder().waits_on_caller(on).build().unwrap();
+        let file = open_direct(&engine, &path);
+        let pool = overlap::AlignedBufPool::for_file(&file, 4096, 16).unwrap();
+        let before = engine.stats();
+        for i in 0..16u64 {
+            let (res, buf) = file.read_at(pool.get(), i * 4096).wait();
+            assert_eq!(res.unwrap(), 4096);
+            assert_pattern(&buf, 94, i * 4096);
+        }
+        let s = engine.stats();
+        assert_eq!(s.completed - before.completed, 16, "{s:?}");
+        let on_caller = s.ran_on_caller - before.ran_on_caller;
+        if on || pool_driver {
+            assert_eq!(on_caller, 16, "waits_on_caller({on}): {s:?}");
+            assert_eq!(s.completed_inline - before.completed_inline, 16, "{s:?}");
+            assert_eq!(s.submitted_aio, before.submitted_aio, "{s:?}");
+            assert_eq!(
+                s.submitted_on_thread_rings, before.submitted_on_thread_rings,
+                "{s:?}"
+            );
+        } else {
+            assert_eq!(on_caller, 0, "waits_on_caller(false): {s:?}");
+            let kernel = (s.submitted_on_thread_rings - before.submitted_on_thread_rings)
+                + (s.submitted_aio - before.submitted_aio);
+            assert_eq!(kernel, 16, "the ring or io_submit took them: {s:?}");
+        }
+        // Several operations driven together by a future are not waits: on
+        // io_uring and AIO they still go to the kernel together.
+        let before = engine.stats();
+        let reads = (0..4u64).map(|i| file.read_at(pool.get(), i * 4096));
+        for (res, _) in futures::executor::block_on(futures::future::join_all(reads)) {
+            assert_eq!(res.unwrap(), 4096);
+        }
+        let s = engine.stats();
+        if !pool_driver {
+            assert_eq!(s.ran_on_caller, before.ran_on_caller, "{s:?}");
+        }
+    }
 }

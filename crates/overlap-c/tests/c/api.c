@@ -237,6 +237,56 @@ static void test_direct_alignment(void) {
     unlink(path);
 }
 
+/* OVERLAP_ENGINE_WAITS_ON_CALLER: blocking calls make their system call on
+ * the calling thread, whatever the driver; a port's operations do not. */
+static void test_waits_on_caller(void) {
+    overlap_engine_options o;
+    overlap_engine *e = NULL;
+    overlap_engine_options_init(&o);
+    CHECK_EQ(o.flags, 0);
+    o.flags = 2;
+    CHECK_ERR(overlap_engine_create(&o, &e), EINVAL);
+    CHECK(strstr(overlap_last_error(), "flags") != NULL);
+    CHECK(e == NULL);
+    for (int on = 0; on <= 1; on++) {
+        overlap_engine_options_init(&o);
+        o.flags = on ? OVERLAP_ENGINE_WAITS_ON_CALLER : 0;
+        e = test_engine(&o);
+        char path[512];
+        test_path(path, sizeof path, "on-caller");
+        overlap_file *f = NULL;
+        CHECK_OK(overlap_file_open(e, path, OVERLAP_OPEN_READ | OVERLAP_OPEN_WRITE | OVERLAP_OPEN_CREATE, 0644, &f));
+        uint8_t buf[BS];
+        fill(buf, BS, 4);
+        overlap_stats before, after;
+        CHECK_OK(overlap_engine_stats(e, &before));
+        for (int i = 0; i < 4; i++) CHECK_EQ(overlap_pwrite(f, buf, BS, (uint64_t)i * BS), BS);
+        CHECK_OK(overlap_fsync(f));
+        CHECK_OK(overlap_engine_stats(e, &after));
+        uint64_t here = after.ran_on_caller - before.ran_on_caller;
+        /* Without the flag: io_uring takes them on the thread's ring; the
+         * pool runs a blocking call on the caller anyway; aio+pool gives the
+         * fsync to io_submit and the buffered writes to its pool. */
+        int32_t d = overlap_engine_driver(e);
+        uint64_t expected = on || d == OVERLAP_DRIVER_POOL ? 5 : d == OVERLAP_DRIVER_AIO ? 4 : 0;
+        CHECK_EQ(here, expected);
+        /* A port's write is no blocking call. */
+        overlap_port *port = NULL;
+        CHECK_OK(overlap_port_create(e, 0, &port));
+        CHECK_OK(overlap_engine_stats(e, &before));
+        CHECK_OK(overlap_port_write(port, f, buf, BS, 0, 1));
+        overlap_completion c;
+        reap(port, &c, 1);
+        CHECK_EQ(c.result, BS);
+        CHECK_OK(overlap_engine_stats(e, &after));
+        CHECK_EQ(after.ran_on_caller, before.ran_on_caller);
+        overlap_port_free(port);
+        overlap_file_free(f);
+        unlink(path);
+        overlap_engine_free(e);
+    }
+}
+
 static void test_port_operations(void) {
     char path[512];
     test_path(path, sizeof path, "port");
@@ -577,6 +627,7 @@ int main(void) {
     engine = test_engine(NULL);
     driver = overlap_engine_driver(engine);
     test_engine_calls();
+    test_waits_on_caller();
     test_files_and_blocking_calls();
     test_direct_alignment();
     test_port_operations();

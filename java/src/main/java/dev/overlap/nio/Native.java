@@ -99,7 +99,7 @@ final class Native {
     static final int COMPLETION_INLINE = 1;
 
     // ---- struct layouts
-    /** overlap_engine_options: u32 size, i32 driver, u64 ops, u64 bytes, u32 pool, u32 ring, u32 kw, u32 reserved */
+    /** overlap_engine_options: u32 size, i32 driver, u64 ops, u64 bytes, u32 pool, u32 ring, u32 kw, u32 flags */
     static final long OPT_SIZE = 40, OPT_DRIVER = 4, OPT_MAX_OPS = 8, OPT_MAX_BYTES = 16, OPT_POOL = 24,
             OPT_RING = 28, OPT_KWORKERS = 32;
     /** overlap_stats: 16 u64 */
