@@ -629,6 +629,30 @@ void overlap_file_free(struct overlap_file *file);
 int64_t overlap_pread(const struct overlap_file *file, void *buf, uint64_t len, uint64_t offset);
 
 /**
+ * Reads into `buf` only if the page cache holds the whole range, on the
+ * calling thread, without ever waiting for the device: one
+ * `preadv2(RWF_NOWAIT)`. Returns the byte count (fewer than `len` only at
+ * end of file, 0 at or past it), or `-EAGAIN` when the kernel could not
+ * answer at once (part of the range is not cached, or its pages are
+ * locked), the file is O_DIRECT, the engine's cache fast path is off, or
+ * recent misses on this file made it skip the attempt: then submit the
+ * read (overlap_port_read()) or block (overlap_pread()). After `-EAGAIN`
+ * the contents of `buf` are unspecified. For a caller that must not block
+ * and wants a cached answer without an operation. An answer counts as an
+ * operation submitted and completed inline (overlap_stats.completed_inline).
+ *
+ * `-EINVAL`: NULL handle, a length above `SSIZE_MAX`, `offset + len` past
+ * the largest file offset. `-EFAULT`: NULL `buf` with a length. `-EBADF`:
+ * closed, or not open for reading. `-ESHUTDOWN`.
+ *
+ * Buffer rule: `buf` must stay valid until the call returns.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_file_free() of this file.
+ */
+int64_t overlap_pread_cached(const struct overlap_file *file, void *buf, uint64_t len, uint64_t offset);
+
+/**
  * Writes `len` bytes of `buf` at `offset` and waits for the result, as
  * `pwrite` does: the byte count (the kernel may write fewer), or
  * `-errno`; as overlap_pread() otherwise (`-EBADF` when not open for

@@ -289,6 +289,59 @@ pub extern "C" fn overlap_pread(
     })
 }
 
+/// Reads into `buf` only if the page cache holds the whole range, on the
+/// calling thread, without ever waiting for the device: one
+/// `preadv2(RWF_NOWAIT)`. Returns the byte count (fewer than `len` only at
+/// end of file, 0 at or past it), or `-EAGAIN` when the kernel could not
+/// answer at once (part of the range is not cached, or its pages are
+/// locked), the file is O_DIRECT, the engine's cache fast path is off, or
+/// recent misses on this file made it skip the attempt: then submit the
+/// read (overlap_port_read()) or block (overlap_pread()). After `-EAGAIN`
+/// the contents of `buf` are unspecified. For a caller that must not block
+/// and wants a cached answer without an operation. An answer counts as an
+/// operation submitted and completed inline (overlap_stats.completed_inline).
+///
+/// `-EINVAL`: NULL handle, a length above `SSIZE_MAX`, `offset + len` past
+/// the largest file offset. `-EFAULT`: NULL `buf` with a length. `-EBADF`:
+/// closed, or not open for reading. `-ESHUTDOWN`.
+///
+/// Buffer rule: `buf` must stay valid until the call returns.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_pread_cached(
+    file: *const overlap_file,
+    buf: *mut c_void,
+    len: u64,
+    offset: u64,
+) -> i64 {
+    const F: &str = "overlap_pread_cached";
+    guard(F, || {
+        let f = handle!(file, "file", F);
+        if let Err((errno, msg)) = CBuf::new(buf, len, F) {
+            return fail(errno, msg);
+        }
+        let slice: &mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: non-NULL (CBuf::new refused NULL with a length),
+            // `len` bytes writable until this call returns (the buffer rule
+            // above), and at most SSIZE_MAX (checked).
+            unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len as usize) }
+        };
+        match f.file.read_cached_at(slice, offset) {
+            Ok(Some(n)) => n as i64,
+            Ok(None) if len == 0 => 0,
+            Ok(None) => fail(
+                libc::EAGAIN,
+                "overlap_pread_cached: not answered from the page cache at once; read it another way",
+            ),
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
 /// Writes `len` bytes of `buf` at `offset` and waits for the result, as
 /// `pwrite` does: the byte count (the kernel may write fewer), or
 /// `-errno`; as overlap_pread() otherwise (`-EBADF` when not open for

@@ -22,27 +22,56 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     let OpKind::Read(read) = &req.kind else {
         return None;
     };
-    let (fd, ptr, len, offset) = (read.fd, read.ptr, read.len, read.offset);
+    // SAFETY: the read's memory is the request's own buffer, exclusively
+    // borrowed through `req` for the duration of this call.
+    unsafe {
+        nowait_into(
+            counters,
+            req.file.as_ref().map(|f| f.inner()),
+            read.fd,
+            read.ptr,
+            read.len as usize,
+            read.offset,
+        )
+    }
+}
+
+/// One attempt of the cache fast path on the calling thread, counted: the
+/// byte count when the kernel answered the whole range from the page cache
+/// (or the file ended within it), else `None` (a partial answer is dropped:
+/// the caller reads the whole range another way).
+///
+/// # Safety
+///
+/// `ptr` must be writable for `len` bytes for the duration of the call, and
+/// `fd` an open descriptor that stays open during it.
+pub(crate) unsafe fn nowait_into(
+    counters: &crate::stats::Counters,
+    file: Option<&crate::file::FileInner>,
+    fd: i32,
+    ptr: *mut u8,
+    len: usize,
+    offset: u64,
+) -> Option<usize> {
     let iov = libc::iovec {
         iov_base: ptr.cast(),
-        iov_len: len as usize,
+        iov_len: len,
     };
-    // SAFETY: iov describes the request's own buffer, exclusively borrowed
-    // through `req` for the duration of this call.
+    // SAFETY: the caller guarantees the memory and the descriptor.
     let r = unsafe { preadv2_nowait(fd, &iov, offset) };
     if r >= 0 && (r as u64 == len as u64 || at_or_past_eof(fd, offset + r as u64)) {
         // A hit counts as submitted, completed and inline through
         // `fast_hits` (see `Counters::snapshot`): two atomics, not five.
         counters.fast_hits.fetch_add(1, Ordering::Relaxed);
         counters.fast_bytes.fetch_add(r as u64, Ordering::Relaxed);
-        if let Some(f) = &req.file {
-            f.inner().fast_path_result(true);
+        if let Some(f) = file {
+            f.fast_path_result(true);
         }
         return Some(r as usize);
     }
     counters.fast_misses.fetch_add(1, Ordering::Relaxed);
-    if let Some(f) = &req.file {
-        f.inner().fast_path_result(false);
+    if let Some(f) = file {
+        f.fast_path_result(false);
     }
     None
 }

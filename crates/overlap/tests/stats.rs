@@ -17,6 +17,7 @@ per_driver!(
     bytes_read_and_written_add_up,
     submissions_are_batched_on_io_uring,
     high_water_marks_stay_within_the_limits,
+    read_cached_at_answers_from_the_page_cache_only,
 );
 
 const KIB16: usize = 16 << 10;
@@ -459,4 +460,82 @@ fn resident_pages(fd: i32, len: usize) -> usize {
     unsafe { libc::munmap(addr, len) };
     assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
     vec.iter().filter(|b| *b & 1 == 1).count()
+}
+
+/// `File::read_cached_at`: an answer from the page cache on the calling
+/// thread, or `None` (never a wait for the device), counted as the fast
+/// path; the errors of a read for a closed or write-only file.
+fn read_cached_at_answers_from_the_page_cache_only(d: Driver) {
+    use std::os::fd::AsRawFd;
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("cached");
+    let file = cached_file(&engine, &path, 111, 1 << 16);
+    let before = engine.stats();
+    let mut buf = vec![0u8; KIB16];
+    assert_eq!(file.read_cached_at(&mut buf, 4096).unwrap(), Some(KIB16));
+    assert_pattern(&buf, 111, 4096);
+    // Short at the end of the file, nothing past it.
+    assert_eq!(
+        file.read_cached_at(&mut buf, (1 << 16) - 100).unwrap(),
+        Some(100)
+    );
+    assert_eq!(file.read_cached_at(&mut buf, 1 << 20).unwrap(), Some(0));
+    let after = engine.stats();
+    assert_eq!(after.fast_path_hits - before.fast_path_hits, 3, "{after:?}");
+    assert_eq!(after.completed_inline - before.completed_inline, 3);
+    assert_eq!(after.bytes_read - before.bytes_read, KIB16 as u64 + 100);
+    assert_eq!(after.submit_syscalls, before.submit_syscalls);
+
+    // Evicted: the kernel does not wait for the device, and says so.
+    file.sync_all().wait().unwrap();
+    let std_file = std::fs::File::open(&path).unwrap();
+    // SAFETY: plain descriptor call.
+    let r = unsafe { libc::posix_fadvise(std_file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0);
+    let before = engine.stats();
+    match file.read_cached_at(&mut buf, 0).unwrap() {
+        None => {
+            let after = engine.stats();
+            assert_eq!(after.fast_path_misses - before.fast_path_misses, 1);
+            assert_eq!(after.completed, before.completed, "no operation");
+        }
+        Some(n) => eprintln!(
+            "SKIPPED: read_cached_at on an evicted file: the kernel kept the pages ({n} bytes answered)"
+        ),
+    }
+
+    // O_DIRECT files have no page cache to ask: no system call (the
+    // buffer is checked as a read's would be).
+    let direct = open_direct(&engine, &path);
+    let mut aligned = overlap::AlignedBufPool::for_file(&direct, 4096, 1)
+        .unwrap()
+        .get();
+    let before = engine.stats();
+    assert_eq!(direct.read_cached_at(&mut aligned, 0).unwrap(), None);
+    assert!(matches!(
+        direct.read_cached_at(&mut buf[1..4097], 0),
+        Err(overlap::Error::Misaligned { .. })
+    ));
+    assert_eq!(engine.stats().fast_path_misses, before.fast_path_misses);
+
+    // An engine without the fast path never tries.
+    let off = d.builder().cache_fast_path(false).build().unwrap();
+    let f = File::open(&off, &path).wait().unwrap();
+    assert_eq!(f.read_cached_at(&mut buf, 0).unwrap(), None);
+
+    let w = overlap::OpenOptions::new()
+        .write(true)
+        .open(&engine, &path)
+        .wait()
+        .unwrap();
+    assert!(matches!(
+        w.read_cached_at(&mut buf, 0),
+        Err(overlap::Error::NotOpenedFor(_))
+    ));
+    file.close().wait().unwrap();
+    assert!(matches!(
+        file.read_cached_at(&mut buf, 0),
+        Err(overlap::Error::Closed)
+    ));
 }

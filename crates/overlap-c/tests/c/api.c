@@ -129,6 +129,28 @@ static void test_files_and_blocking_calls(void) {
     CHECK_OK(overlap_fsync(f));
     CHECK_OK(overlap_fdatasync(f));
 
+    /* From the page cache only: just written, so cached; then evicted. */
+    overlap_stats s0, s1;
+    CHECK_OK(overlap_engine_stats(engine, &s0));
+    memset(r, 0, sizeof r);
+    CHECK_EQ(overlap_pread_cached(f, r, sizeof r, 0), sizeof r);
+    check_fill(r, sizeof r, 1);
+    CHECK_EQ(overlap_pread_cached(f, r, 100, sizeof w - 10), 10); /* short at the end */
+    CHECK_EQ(overlap_pread_cached(f, r, 100, sizeof w + 10), 0);  /* past it */
+    CHECK_EQ(overlap_pread_cached(f, NULL, 0, 0), 0);
+    CHECK_ERR(overlap_pread_cached(f, NULL, 10, 0), EFAULT);
+    CHECK_ERR(overlap_pread_cached(NULL, r, 10, 0), EINVAL);
+    CHECK_OK(overlap_engine_stats(engine, &s1));
+    CHECK_EQ(s1.completed_inline - s0.completed_inline, 3);
+    CHECK_EQ(s1.bytes_read - s0.bytes_read, sizeof r + 10);
+    CHECK_EQ(posix_fadvise(overlap_file_fd(f), 0, 0, POSIX_FADV_DONTNEED), 0);
+    int64_t cold = overlap_pread_cached(f, r, sizeof r, 0);
+    if (cold == -EAGAIN) {
+        CHECK(strstr(overlap_last_error(), "page cache") != NULL);
+    } else {
+        printf("SKIPPED: the evicted read was answered (%" PRId64 "): the kernel kept the pages\n", cold);
+    }
+
     /* Exclusive creation of an existing file; missing files; flags. */
     overlap_file *g = NULL;
     CHECK_ERR(overlap_file_open(engine, path, OVERLAP_OPEN_WRITE | OVERLAP_OPEN_EXCLUSIVE, 0644, &g), EEXIST);

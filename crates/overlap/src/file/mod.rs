@@ -422,6 +422,71 @@ impl File {
         Self::op(self.prepare_read(buf, 0, offset))
     }
 
+    /// Reads into `buf` at `offset` on the calling thread only if the page
+    /// cache holds all of it: one `preadv2(RWF_NOWAIT)`, which never waits
+    /// for the device. `Ok(Some(n))` is the byte count (fewer than
+    /// `buf.len()` only at end of file); `Ok(None)` means the kernel could
+    /// not answer at once (part of the range is not cached, or the pages
+    /// are locked), the file is O_DIRECT, the engine's cache fast path is
+    /// off, or recent misses on this file made it skip the attempt: then
+    /// read with [`read_at`](Self::read_at). Nothing is read into `buf`
+    /// that the caller should use after `Ok(None)`.
+    ///
+    /// For callers that must not block and want a cached answer without an
+    /// operation (the Java channel's `read` that returns a `Future`): what
+    /// [`read_at`](Self::read_at) tries first anyway. Counted as the fast
+    /// path is (`Stats::fast_path_hits`, `fast_path_misses`).
+    ///
+    /// ```
+    /// # let engine = overlap::Engine::new()?;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("f");
+    /// std::fs::write(&path, b"hello")?; // just written: in the page cache
+    /// let file = overlap::File::open(&engine, &path).wait()?;
+    /// let mut buf = [0u8; 16];
+    /// match file.read_cached_at(&mut buf, 0)? {
+    ///     Some(n) => assert_eq!(&buf[..n], b"hello"),
+    ///     None => { /* not cached: file.read_at(...) */ }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`], [`Error::NotOpenedFor`] (a file not opened for
+    /// reading), [`Error::OffsetOverflow`], [`Error::Shutdown`].
+    pub fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>> {
+        let len = buf.len().min(MAX_RW_BYTES);
+        self.check(Need::Read, buf.as_ptr() as usize, offset, len)?;
+        let shared = &self.inner.shared;
+        if shared.is_shut() {
+            return Err(Error::Shutdown);
+        }
+        if self.inner.direct || !shared.fast_path || len == 0 {
+            return Ok(None);
+        }
+        if !self.inner.fast_path_worth_trying() {
+            shared.counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        // Counted in: a close waits for this call, so the descriptor is not
+        // closed (and its number not reused) under it.
+        let mut guard = FileRef::new(self.inner.clone());
+        guard.start()?;
+        // SAFETY: `buf` is exclusively borrowed and `len` bytes long; the
+        // descriptor stays open while `guard` is held.
+        Ok(unsafe {
+            crate::sys::nowait_into(
+                &shared.counters,
+                Some(&self.inner),
+                self.inner.fd(),
+                buf.as_mut_ptr(),
+                len,
+                offset,
+            )
+        })
+    }
+
     /// Writes `buf` at `offset`; returns how many bytes were written (the
     /// kernel may write fewer; [`write_all_at`](Self::write_all_at) goes on).
     pub fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> Op<B> {

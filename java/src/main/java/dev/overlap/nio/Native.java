@@ -132,6 +132,9 @@ final class Native {
     static final MethodHandle file_free = ov("overlap_file_free", FunctionDescriptor.ofVoid(JAVA_LONG));
     static final MethodHandle fsync = ov("overlap_fsync", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle fdatasync = ov("overlap_fdatasync", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+    /** Critical: takes heap segments as they are (no copy), never blocks (RWF_NOWAIT). */
+    static final MethodHandle pread_cached = ov("overlap_pread_cached",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG, JAVA_LONG), Linker.Option.critical(true));
     static final MethodHandle port_create = ov("overlap_port_create",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
     static final MethodHandle port_read = ov("overlap_port_read",

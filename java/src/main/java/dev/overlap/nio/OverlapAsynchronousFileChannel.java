@@ -543,12 +543,18 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         if (!inDefaultGroup && executor.isShutdown()) {
             throw new RejectedExecutionException("the channel's executor is shut down");
         }
+        int remaining = buf.remaining();
+        MemorySegment seg = MemorySegment.ofBuffer(buf);
+        if (!write && handler == null && !direct && remaining <= CACHED_READ_MAX && engine.cachedReads) {
+            Future<Integer> cached = readCached(buf, seg, remaining, position);
+            if (cached != null) {
+                return cached;
+            }
+        }
         OpFuture<Integer> future = handler == null ? new OpFuture<>(this, engine) : null;
         Op op = new Op(this, write, buf, future, handler, attachment, executor);
-        int remaining = buf.remaining();
         long addr;
         long len;
-        MemorySegment seg = MemorySegment.ofBuffer(buf);
         if (buf.isDirect() && memoryStaysValid(seg)) {
             addr = seg.address();
             len = remaining;
@@ -574,6 +580,49 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         op.length = len;
         submit(op, write, addr, len, position);
         return future;
+    }
+
+    /**
+     * A read whose result is a Future, of a buffered file: if the page cache holds the whole range,
+     * the calling thread reads it at once ({@code overlap_pread_cached}: one {@code
+     * preadv2(RWF_NOWAIT)}, which never waits for the device) and the Future is already complete,
+     * as the JDK's channel allows; null when the kernel cannot answer at once (the read is then
+     * submitted as usual). Heap buffers are read into as they are (a critical downcall), so a
+     * cached read costs no copy and no operation. A handler is never run here: it belongs to its
+     * group's threads.
+     */
+    /** The largest read tried from the page cache on the caller (the copy holds off the GC meanwhile). */
+    private static final int CACHED_READ_MAX = 1 << 20;
+
+    private Future<Integer> readCached(ByteBuffer buf, MemorySegment seg, int remaining, long position) {
+        if (buf.isDirect() && !memoryStaysValid(seg)
+                && seg.scope().getClass().getName().endsWith("ConfinedSession")) {
+            return null; // refused on the usual path, with the reason
+        }
+        long n;
+        closeLock.readLock().lock();
+        try {
+            if (closed) {
+                return null;
+            }
+            try {
+                n = (long) Native.pread_cached.invokeExact(file, seg, (long) remaining, position);
+            } catch (IllegalStateException | WrongThreadException e) {
+                return null; // the buffer's arena: the usual path reports it
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+        } finally {
+            closeLock.readLock().unlock();
+        }
+        if (n < 0) {
+            return null; // -EAGAIN, or an error the usual path reports as the JDK would
+        }
+        if (n == 0) {
+            return OpFuture.completed(-1); // end of file (remaining > 0 here)
+        }
+        buf.position(buf.position() + (int) n);
+        return OpFuture.completed((int) n);
     }
 
     private void submit(Op op, boolean write, long addr, long len, long position) {

@@ -76,24 +76,37 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * {@code overlap.driver} ({@code auto}, {@code uring}, {@code aio}, {@code pool}; the
  * {@code OVERLAP_DRIVER} environment variable is honoured by {@code auto}),
  * {@code overlap.maxInflightOps}, {@code overlap.maxInflightBytes}, {@code overlap.poolThreads},
- * {@code overlap.reapers}, {@code overlap.helpers}.
+ * {@code overlap.reapers}, {@code overlap.helpers}, {@code overlap.cachedReads}.
  */
 public final class OverlapEngine implements AutoCloseable {
 
     /** Options of an engine; {@code 0} means the library's default. */
     public record Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers,
                           /** getters that may help reap at once; 0 disables helping, -1: the processors */
-                          int helpers) {
-        /** With the default number of helping getters (the processors). */
+                          int helpers,
+                          /**
+                           * whether a read that returns a Future first asks the page cache on the
+                           * calling thread (one {@code preadv2(RWF_NOWAIT)}: the Future is complete
+                           * on return when the cache holds the range); default true
+                           */
+                          boolean cachedReads) {
+        /** Cached reads on. */
+        public Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers,
+                       int helpers) {
+            this(driver, maxInflightOps, maxInflightBytes, poolThreads, reapers, helpers, true);
+        }
+
+        /** With the default number of helping getters (the processors), cached reads on. */
         public Options(String driver, long maxInflightOps, long maxInflightBytes, int poolThreads, int reapers) {
-            this(driver, maxInflightOps, maxInflightBytes, poolThreads, reapers, -1);
+            this(driver, maxInflightOps, maxInflightBytes, poolThreads, reapers, -1, true);
         }
 
         public static Options fromSystemProperties() {
             return new Options(System.getProperty("overlap.driver", "auto"),
                     Long.getLong("overlap.maxInflightOps", 0), Long.getLong("overlap.maxInflightBytes", 0),
                     Integer.getInteger("overlap.poolThreads", 0), Integer.getInteger("overlap.reapers", 2),
-                    Integer.getInteger("overlap.helpers", -1));
+                    Integer.getInteger("overlap.helpers", -1),
+                    !"false".equals(System.getProperty("overlap.cachedReads", "true")));
         }
     }
 
@@ -180,6 +193,8 @@ public final class OverlapEngine implements AutoCloseable {
     final long handle;
     final long port;
     final long maxInflightBytes;
+    /** {@link Options#cachedReads}. */
+    final boolean cachedReads;
     final ConcurrentHashMap<Long, Op> ops = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong(1);
     private final Reaper[] reapers;
@@ -214,6 +229,7 @@ public final class OverlapEngine implements AutoCloseable {
 
     private OverlapEngine(Options o) {
         maxHelpers = o.helpers() >= 0 ? o.helpers() : Runtime.getRuntime().availableProcessors();
+        cachedReads = o.cachedReads();
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment opts = arena.allocate(Native.OPT_SIZE, 8);
             check((int) Native.engine_options_init.invokeExact(opts.address()), "overlap_engine_options_init");

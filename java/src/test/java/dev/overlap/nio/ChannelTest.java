@@ -39,6 +39,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import static java.nio.file.StandardOpenOption.CREATE;
 import static java.nio.file.StandardOpenOption.READ;
 import static java.nio.file.StandardOpenOption.WRITE;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -580,5 +581,54 @@ class ChannelTest {
         // (other engines are tests')
         assertTrue(lib <= 8, "at most 8 library threads, saw " + names);
         assertNotEquals(0, lib);
+    }
+
+    /**
+     * A Future read of a range the page cache holds is complete when read returns (one preadv2 with
+     * RWF_NOWAIT on the caller, counted by the engine as an inline completion, no port operation);
+     * with cached reads off, or for a handler, it goes through the port. Heap and direct buffers.
+     */
+    @Test
+    void aCachedFutureReadIsCompleteOnReturn() throws Exception {
+        Path f = dir.resolve("cached-future");
+        byte[] data = pattern(1 << 16, 9);
+        Files.write(f, data); // just written: cached
+        for (boolean cached : new boolean[] {true, false}) {
+            try (OverlapEngine e = OverlapEngine.create(new OverlapEngine.Options("auto", 0, 0, 0, 1, -1, cached));
+                 AsynchronousFileChannel ch = OverlapAsynchronousFileChannel.open(e, f, Set.of(READ), named)) {
+                OverlapEngine.Stats before = e.stats();
+                ByteBuffer heap = ByteBuffer.allocate(4096);
+                Future<Integer> r = ch.read(heap, 8192);
+                if (cached) {
+                    assertTrue(r.isDone(), "complete on return");
+                }
+                assertEquals(4096, r.get(10, TimeUnit.SECONDS));
+                assertEquals(4096, heap.position());
+                assertArrayEquals(Arrays.copyOfRange(data, 8192, 8192 + 4096), heap.array());
+                ByteBuffer direct = ByteBuffer.allocateDirect(1000);
+                direct.position(10);
+                assertEquals(990, ch.read(direct, 100).get(10, TimeUnit.SECONDS));
+                byte[] got = new byte[990];
+                direct.position(10);
+                direct.get(got);
+                assertArrayEquals(Arrays.copyOfRange(data, 100, 1090), got);
+                // end of file: -1, and a short read before it
+                assertEquals(-1, ch.read(ByteBuffer.allocate(10), data.length + 5).get(10, TimeUnit.SECONDS));
+                assertEquals(6, ch.read(ByteBuffer.allocate(10), data.length - 6).get(10, TimeUnit.SECONDS));
+                OverlapEngine.Stats after = e.stats();
+                assertEquals(4, after.completed() - before.completed(), "the engine did the reads");
+                if (cached) {
+                    assertEquals(4, after.completedInline() - before.completedInline());
+                    assertEquals(before.submitSyscalls(), after.submitSyscalls(), "nothing submitted");
+                }
+                // a handler is never run by the calling thread: it goes through the port
+                CompletableFuture<Thread> ran = new CompletableFuture<>();
+                ch.read(ByteBuffer.allocate(16), 0, null, new CompletionHandler<Integer, Void>() {
+                    @Override public void completed(Integer n, Void a) { ran.complete(Thread.currentThread()); }
+                    @Override public void failed(Throwable exc, Void a) { ran.completeExceptionally(exc); }
+                });
+                assertNotEquals(Thread.currentThread(), ran.get(10, TimeUnit.SECONDS));
+            }
+        }
     }
 }
