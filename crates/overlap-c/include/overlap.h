@@ -76,8 +76,11 @@
  * kernel's asynchrony, and a ring's request costs CPU: with 64 threads each
  * blocking on 4 KiB O_DIRECT reads it brings the blocking calls from about
  * 0.88x to parity with `pread` (BENCHMARKS.md). Ports are unaffected: they
- * stay on io_uring. Counted in overlap_stats.ran_on_caller. The thread-pool
- * driver always does this.
+ * stay on io_uring, and a blocking call on a thread whose own ring holds
+ * operations still goes through the ring. Counted in
+ * overlap_stats.ran_on_caller. The thread-pool driver always does this. As
+ * there, overlap_engine_shutdown() does not wait for a blocking call in
+ * progress on another thread (its buffer is its caller's until it returns).
  */
 #define OVERLAP_ENGINE_WAITS_ON_CALLER 1
 
@@ -308,8 +311,8 @@ typedef struct overlap_stats {
   uint64_t submitted_pool;
   /**
    * Operations a thread blocked in overlap_pread()/overlap_pwrite() ran
-   * itself as a blocking system call (thread pool, or the pool side of
-   * `aio+pool`).
+   * itself as a blocking system call (thread pool, the pool side of
+   * `aio+pool`, or an engine made with `OVERLAP_ENGINE_WAITS_ON_CALLER`).
    */
   uint64_t ran_on_caller;
   /**
@@ -632,7 +635,8 @@ int64_t overlap_pread(const struct overlap_file *file, void *buf, uint64_t len, 
  * Reads into `buf` only if the page cache holds the whole range, on the
  * calling thread, without ever waiting for the device: one
  * `preadv2(RWF_NOWAIT)`. Returns the byte count (fewer than `len` only at
- * end of file, 0 at or past it), or `-EAGAIN` when the kernel could not
+ * end of file, 0 at or past it, or for a `len` above 0x7fff_f000, Linux's
+ * largest single read, as overlap_pread()), or `-EAGAIN` when the kernel could not
  * answer at once (part of the range is not cached, or its pages are
  * locked), the file is O_DIRECT, the engine's cache fast path is off, or
  * recent misses on this file made it skip the attempt: then submit the
@@ -642,8 +646,11 @@ int64_t overlap_pread(const struct overlap_file *file, void *buf, uint64_t len, 
  * operation submitted and completed inline (overlap_stats.completed_inline).
  *
  * `-EINVAL`: NULL handle, a length above `SSIZE_MAX`, `offset + len` past
- * the largest file offset. `-EFAULT`: NULL `buf` with a length. `-EBADF`:
- * closed, or not open for reading. `-ESHUTDOWN`.
+ * the largest file offset, or on an O_DIRECT file a buffer, offset or
+ * length not aligned as overlap_file_alignment() says (checked as a read's
+ * would be; an aligned request on an O_DIRECT file is `-EAGAIN`).
+ * `-EFAULT`: NULL `buf` with a length. `-EBADF`: closed, or not open for
+ * reading. `-ESHUTDOWN`.
  *
  * Buffer rule: `buf` must stay valid until the call returns.
  *

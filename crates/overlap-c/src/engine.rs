@@ -31,8 +31,11 @@ pub const OVERLAP_DRIVER_POOL: i32 = 3;
 /// kernel's asynchrony, and a ring's request costs CPU: with 64 threads each
 /// blocking on 4 KiB O_DIRECT reads it brings the blocking calls from about
 /// 0.88x to parity with `pread` (BENCHMARKS.md). Ports are unaffected: they
-/// stay on io_uring. Counted in overlap_stats.ran_on_caller. The thread-pool
-/// driver always does this.
+/// stay on io_uring, and a blocking call on a thread whose own ring holds
+/// operations still goes through the ring. Counted in
+/// overlap_stats.ran_on_caller. The thread-pool driver always does this. As
+/// there, overlap_engine_shutdown() does not wait for a blocking call in
+/// progress on another thread (its buffer is its caller's until it returns).
 pub const OVERLAP_ENGINE_WAITS_ON_CALLER: u32 = 1;
 
 /// An engine: the driver, its threads, the in-flight budget and the
@@ -104,8 +107,8 @@ pub struct overlap_stats {
     /// Operations given to the thread pool's workers.
     pub submitted_pool: u64,
     /// Operations a thread blocked in overlap_pread()/overlap_pwrite() ran
-    /// itself as a blocking system call (thread pool, or the pool side of
-    /// `aio+pool`).
+    /// itself as a blocking system call (thread pool, the pool side of
+    /// `aio+pool`, or an engine made with `OVERLAP_ENGINE_WAITS_ON_CALLER`).
     pub ran_on_caller: u64,
     /// Distinct kernel io_uring worker threads (`iou-wrk`) seen doing work:
     /// operations the kernel could not do asynchronously and handed to

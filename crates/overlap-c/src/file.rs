@@ -292,7 +292,8 @@ pub extern "C" fn overlap_pread(
 /// Reads into `buf` only if the page cache holds the whole range, on the
 /// calling thread, without ever waiting for the device: one
 /// `preadv2(RWF_NOWAIT)`. Returns the byte count (fewer than `len` only at
-/// end of file, 0 at or past it), or `-EAGAIN` when the kernel could not
+/// end of file, 0 at or past it, or for a `len` above 0x7fff_f000, Linux's
+/// largest single read, as overlap_pread()), or `-EAGAIN` when the kernel could not
 /// answer at once (part of the range is not cached, or its pages are
 /// locked), the file is O_DIRECT, the engine's cache fast path is off, or
 /// recent misses on this file made it skip the attempt: then submit the
@@ -302,8 +303,11 @@ pub extern "C" fn overlap_pread(
 /// operation submitted and completed inline (overlap_stats.completed_inline).
 ///
 /// `-EINVAL`: NULL handle, a length above `SSIZE_MAX`, `offset + len` past
-/// the largest file offset. `-EFAULT`: NULL `buf` with a length. `-EBADF`:
-/// closed, or not open for reading. `-ESHUTDOWN`.
+/// the largest file offset, or on an O_DIRECT file a buffer, offset or
+/// length not aligned as overlap_file_alignment() says (checked as a read's
+/// would be; an aligned request on an O_DIRECT file is `-EAGAIN`).
+/// `-EFAULT`: NULL `buf` with a length. `-EBADF`: closed, or not open for
+/// reading. `-ESHUTDOWN`.
 ///
 /// Buffer rule: `buf` must stay valid until the call returns.
 ///

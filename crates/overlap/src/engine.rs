@@ -208,9 +208,13 @@ impl EngineBuilder {
     /// io_uring at depth 1 takes about 15% more CPU per read than its
     /// `pread` (BENCHMARKS.md, the C section). Turn it on for a program whose
     /// threads mostly block on one operation at a time; futures, ports and
-    /// [`block_on`](crate::block_on) of several operations are unaffected,
-    /// and an operation so run is counted in
-    /// [`Stats::ran_on_caller`](crate::Stats::ran_on_caller) and as inline.
+    /// [`block_on`](crate::block_on) of several operations are unaffected
+    /// (and a wait on a thread whose own ring holds operations still goes
+    /// through that ring, which submits them). An operation so run is
+    /// counted in [`Stats::ran_on_caller`](crate::Stats::ran_on_caller),
+    /// `submit_syscalls` and as inline. As on the pool driver, a shutdown
+    /// does not wait for a call in progress on a waiting thread (the
+    /// caller's buffer is the caller's until it returns).
     pub fn waits_on_caller(mut self, on: bool) -> Self {
         self.waits_on_caller = on;
         self

@@ -481,8 +481,11 @@ pub(crate) fn submit<B: Send + 'static>(
     route: Route,
 ) -> Arc<OpCell<B>> {
     let uring = req.shared.driver.is_uring();
+    // `waits_on_caller`: the call is made here unless this thread's own
+    // ring holds operations, which only a ring's entry would submit.
     let inline = route == Route::Inline
-        && (req.shared.waits_on_caller || req.shared.driver.pool_takes(&req.kind));
+        && (req.shared.driver.pool_takes(&req.kind)
+            || (req.shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())));
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     // A thread in `block_on` will wait for the operation, and a port's
@@ -498,6 +501,11 @@ pub(crate) fn submit<B: Send + 'static>(
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     if inline && !shared.is_shut() {
+        if uring {
+            // What this thread queued on a port's ring inside
+            // `Port::batch` goes to the kernel before it blocks here.
+            uring::thread::flush_deferred();
+        }
         crate::driver::pool::run_on_caller(op);
         return cell;
     }

@@ -70,10 +70,11 @@ pub struct Stats {
     /// ring was orphaned, or nobody reaped it for a look of the watcher
     /// (see [`ReactorRing`](crate::ReactorRing)).
     pub reaped_by_watcher: u64,
-    /// Operations a thread blocked in `.wait()` ran itself on a thread-pool
-    /// engine (or on the pool side of the AIO driver), as a blocking system
-    /// call, instead of handing them to a pool worker. Counted in
-    /// `completed_inline` too.
+    /// Operations a thread blocked in `.wait()` ran itself as a blocking
+    /// system call: on a thread-pool engine, on the pool side of the AIO
+    /// driver, or on any engine built with
+    /// [`waits_on_caller`](crate::EngineBuilder::waits_on_caller). Counted in
+    /// `completed_inline` and `submit_syscalls` too.
     pub ran_on_caller: u64,
     /// Operations handed to the kernel through Linux AIO (`io_submit`):
     /// O_DIRECT reads and writes, and syncs where the kernel has them, on the

@@ -430,7 +430,9 @@ impl File {
     /// are locked), the file is O_DIRECT, the engine's cache fast path is
     /// off, or recent misses on this file made it skip the attempt: then
     /// read with [`read_at`](Self::read_at). Nothing is read into `buf`
-    /// that the caller should use after `Ok(None)`.
+    /// that the caller should use after `Ok(None)`. As `read_at`, one call
+    /// reads at most 0x7fff_f000 bytes (Linux's largest single read): a
+    /// longer `buf` gets that many, not end of file.
     ///
     /// For callers that must not block and want a cached answer without an
     /// operation (the Java channel's `read` that returns a `Future`): what
@@ -454,7 +456,8 @@ impl File {
     /// # Errors
     ///
     /// [`Error::Closed`], [`Error::NotOpenedFor`] (a file not opened for
-    /// reading), [`Error::OffsetOverflow`], [`Error::Shutdown`].
+    /// reading), [`Error::OffsetOverflow`], [`Error::Shutdown`], and on an
+    /// O_DIRECT file [`Error::Misaligned`] (checked as a read's would be).
     pub fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>> {
         let len = buf.len().min(MAX_RW_BYTES);
         self.check(Need::Read, buf.as_ptr() as usize, offset, len)?;

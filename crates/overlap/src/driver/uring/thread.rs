@@ -545,6 +545,25 @@ pub(crate) fn drain_own_ring(l: &Local) -> Option<Panic> {
     caught
 }
 
+/// Whether the calling thread's own ring holds operations (in flight, or
+/// queued and not yet submitted), or cannot be looked at now (borrowed by
+/// the code that called this): a blocking wait must then go through the
+/// ring, whose entry submits what is queued, rather than make its call on
+/// this thread and leave those waiting.
+pub(crate) fn own_ring_busy() -> bool {
+    LOCAL
+        .try_with(|l| match l.ring.try_borrow_mut() {
+            Ok(mut state) => match &mut *state {
+                RingState::Ready(r) if r.generation == fork_generation() => {
+                    r.core.in_flight() > 0 || r.core.pending() > 0
+                }
+                _ => false,
+            },
+            Err(_) => true,
+        })
+        .unwrap_or(false)
+}
+
 /// Called by an engine shutting down: reaps the calling thread's own ring
 /// (it may hold operations of that engine that nobody else can reap).
 pub(crate) fn drain_current_thread() {

@@ -132,9 +132,16 @@ final class Native {
     static final MethodHandle file_free = ov("overlap_file_free", FunctionDescriptor.ofVoid(JAVA_LONG));
     static final MethodHandle fsync = ov("overlap_fsync", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle fdatasync = ov("overlap_fdatasync", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
-    /** Critical: takes heap segments as they are (no copy), never blocks (RWF_NOWAIT). */
-    static final MethodHandle pread_cached = ov("overlap_pread_cached",
+    /**
+     * overlap_pread_cached into a heap segment, as it is: a critical downcall (no safepoint while it
+     * runs), for a call that does not wait for the device (RWF_NOWAIT, no I/O started) and copies
+     * at most {@code CACHED_READ_MAX} bytes into the Java heap, which cannot fault to a disk.
+     */
+    static final MethodHandle pread_cached_heap = ov("overlap_pread_cached",
             FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG, JAVA_LONG), Linker.Option.critical(true));
+    /** overlap_pread_cached into native memory (a direct buffer may be a file mapping: not critical). */
+    static final MethodHandle pread_cached = ov("overlap_pread_cached",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle port_create = ov("overlap_port_create",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_LONG));
     static final MethodHandle port_read = ov("overlap_port_read",

@@ -50,6 +50,12 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * (the kernel may still finish it: its memory stays allocated until then), and never shuts an
  * executor down. Interrupting a thread does not close the channel.
  *
+ * <p>Cached reads: a read that returns a Future, of a file not opened with O_DIRECT, first asks the
+ * page cache on the calling thread (one {@code preadv2(RWF_NOWAIT)}, which never waits for the
+ * device; at most 1 MiB): when the cache holds the range, the Future is complete on return and no
+ * operation is made ({@link OverlapEngine.Options#cachedReads}, {@code -Doverlap.cachedReads=false}
+ * to turn it off). A heap buffer is read into as it is then.
+ *
  * <p>Buffers: heap buffers are copied through library-owned native memory (within the engine's
  * copy budget: when it is full the calling thread waits, see {@link OverlapEngine}); direct buffers
  * ({@code allocateDirect}, mapped, {@code Arena.global()} and {@code Arena.ofAuto()} segments) are
@@ -582,22 +588,23 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         return future;
     }
 
+    /** The largest read tried from the page cache on the caller (a heap copy holds off safepoints). */
+    private static final int CACHED_READ_MAX = 1 << 20;
+
     /**
      * A read whose result is a Future, of a buffered file: if the page cache holds the whole range,
      * the calling thread reads it at once ({@code overlap_pread_cached}: one {@code
      * preadv2(RWF_NOWAIT)}, which never waits for the device) and the Future is already complete,
      * as the JDK's channel allows; null when the kernel cannot answer at once (the read is then
-     * submitted as usual). Heap buffers are read into as they are (a critical downcall), so a
-     * cached read costs no copy and no operation. A handler is never run here: it belongs to its
-     * group's threads.
+     * submitted as usual). A heap buffer is read into as it is (a critical downcall), a direct
+     * buffer whose memory stays valid by its address; a buffer of an arena another thread may close
+     * is left to the usual path (copied). A handler is never run here: it belongs to its group's
+     * threads.
      */
-    /** The largest read tried from the page cache on the caller (the copy holds off the GC meanwhile). */
-    private static final int CACHED_READ_MAX = 1 << 20;
-
     private Future<Integer> readCached(ByteBuffer buf, MemorySegment seg, int remaining, long position) {
-        if (buf.isDirect() && !memoryStaysValid(seg)
-                && seg.scope().getClass().getName().endsWith("ConfinedSession")) {
-            return null; // refused on the usual path, with the reason
+        boolean heap = !buf.isDirect();
+        if (!heap && !memoryStaysValid(seg)) {
+            return null;
         }
         long n;
         closeLock.readLock().lock();
@@ -606,9 +613,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
                 return null;
             }
             try {
-                n = (long) Native.pread_cached.invokeExact(file, seg, (long) remaining, position);
-            } catch (IllegalStateException | WrongThreadException e) {
-                return null; // the buffer's arena: the usual path reports it
+                n = heap ? (long) Native.pread_cached_heap.invokeExact(file, seg, (long) remaining, position)
+                         : (long) Native.pread_cached.invokeExact(file, seg.address(), (long) remaining, position);
             } catch (Throwable t) {
                 throw Native.fatal(t);
             }

@@ -58,7 +58,8 @@ class InlineHandlerTest {
     }
 
     static OverlapEngine engine(int reapers, int helpers) {
-        return OverlapEngine.create(new OverlapEngine.Options("auto", 0, 0, 0, reapers, helpers));
+        // cached reads off: a Future read must go through the port (getters, reapers, the standby)
+        return OverlapEngine.create(new OverlapEngine.Options("auto", 0, 0, 0, reapers, helpers, false));
     }
 
     Path file(String name, byte[] data) throws Exception {
