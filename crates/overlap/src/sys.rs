@@ -13,12 +13,6 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
         return None;
     }
     let counters = &req.shared.counters;
-    if let Some(f) = &req.file {
-        if !f.inner().fast_path_worth_trying() {
-            counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-    }
     let OpKind::Read(read) = &req.kind else {
         return None;
     };
@@ -39,7 +33,8 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
 /// One attempt of the cache fast path on the calling thread, counted: the
 /// byte count when the kernel answered the whole range from the page cache
 /// (or the file ended within it), else `None` (a partial answer is dropped:
-/// the caller reads the whole range another way).
+/// the caller reads the whole range another way; or recent misses on
+/// `file` made it skip the attempt, counted as skipped).
 ///
 /// # Safety
 ///
@@ -53,6 +48,10 @@ pub(crate) unsafe fn nowait_into(
     len: usize,
     offset: u64,
 ) -> Option<usize> {
+    if file.is_some_and(|f| !f.fast_path_worth_trying()) {
+        counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
     let iov = libc::iovec {
         iov_base: ptr.cast(),
         iov_len: len,
