@@ -46,6 +46,7 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
@@ -104,7 +105,10 @@ impl thfs::Backend for OverlapBackend {
         Box::pin(async move {
             let mut file = crate::fs::File::open(&path).await?;
             file.set_max_buf_size(read_size);
-            Ok(OverlapFile(file))
+            Ok(OverlapFile {
+                file,
+                len: AtomicU64::new(UNKNOWN_LEN),
+            })
         })
     }
 
@@ -115,33 +119,68 @@ impl thfs::Backend for OverlapBackend {
 
 /// A file opened by [`OverlapBackend`]: an
 /// [`overlap_tokio::fs::File`](crate::fs::File) (its reads and seeks).
+///
+/// Once its [`metadata`](thfs::File::metadata) was asked for (`ServeDir`
+/// does, and promises the client that many bytes in `Content-Length`), it
+/// reads no further than the length it reported: the end of the body is
+/// known without a read that returns 0, and a read never asks for more
+/// than is left (a small file's buffer is its size, not 64 KiB). A file
+/// that grows meanwhile is served as long as it was when the response
+/// began, as the response said.
 #[derive(Debug)]
-pub struct OverlapFile(crate::fs::File);
+pub struct OverlapFile {
+    file: crate::fs::File,
+    /// The length `metadata` reported ([`UNKNOWN_LEN`]: not asked).
+    len: AtomicU64,
+}
+
+/// [`OverlapFile::len`] before `metadata` was asked for.
+const UNKNOWN_LEN: u64 = u64::MAX;
 
 impl OverlapFile {
     /// The file underneath.
     pub fn into_inner(self) -> crate::fs::File {
-        self.0
+        self.file
     }
 }
 
 impl AsyncRead for OverlapFile {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        let me = self.get_mut();
+        let len = *me.len.get_mut();
+        let left = match me.file.next_read_offset() {
+            Some(pos) if len != UNKNOWN_LEN => len.saturating_sub(pos),
+            _ => return Pin::new(&mut me.file).poll_read(cx, buf),
+        };
+        if left == 0 {
+            return Poll::Ready(Ok(())); // the end of what metadata reported
+        }
+        if (buf.remaining() as u64) <= left {
+            return Pin::new(&mut me.file).poll_read(cx, buf);
+        }
+        // Ask for no more than is left.
+        let mut part = buf.take(left as usize);
+        let res = Pin::new(&mut me.file).poll_read(cx, &mut part);
+        let n = part.filled().len();
+        // SAFETY: `part` is `buf`'s unfilled memory; the read filled (and so
+        // initialised) its first `n` bytes.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        res
     }
 }
 
 impl AsyncSeek for OverlapFile {
     fn start_seek(mut self: Pin<&mut Self>, position: io::SeekFrom) -> io::Result<()> {
-        Pin::new(&mut self.0).start_seek(position)
+        Pin::new(&mut self.file).start_seek(position)
     }
 
     fn poll_complete(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        Pin::new(&mut self.0).poll_complete(cx)
+        Pin::new(&mut self.file).poll_complete(cx)
     }
 }
 
@@ -155,10 +194,16 @@ impl thfs::File for OverlapFile {
         // not io_uring's STATX, which the kernel always hands to a worker:
         // `ServeDir` asks once per request.
         let st = self
-            .0
+            .file
             .engine_file()
             .stat_cached()
             .map_err(|e| crate::fs::engine_err(e, libc::EBADF));
+        if let Ok(st) = &st {
+            // A regular file's length (a special file's says nothing).
+            if st.is_file() {
+                self.len.store(st.len, Ordering::Relaxed);
+            }
+        }
         Box::pin(std::future::ready(st.map(OverlapMetadata)))
     }
 }

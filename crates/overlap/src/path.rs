@@ -262,6 +262,16 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
     let path = cpath(path);
     Task::new(async move {
         let path = path?;
+        let shared = engine.shared();
+        if shared.fast_path && !shared.is_shut() {
+            // A path the dentry cache holds, on a local file system: answered
+            // here, not by a kernel worker (`sys::statx_cached`).
+            match crate::sys::statx_cached(&shared.counters, &path, flags) {
+                Some(Ok(st)) => return Ok(Stat::from_statx(&st)),
+                Some(Err(errno)) => return Err(std::io::Error::from_raw_os_error(errno).into()),
+                None => {}
+            }
+        }
         // SAFETY: statx is plain old data; all-zero is a valid value.
         let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
         // The box's heap memory does not move when the box moves into the

@@ -112,3 +112,159 @@ fn at_or_past_eof(fd: i32, offset: u64) -> bool {
     // SAFETY: st is a valid, writable stat buffer.
     unsafe { libc::fstat(fd, &mut st) == 0 && offset >= st.st_size as u64 }
 }
+
+/// The dentry-cache fast path of `statx` by path, on the caller's thread:
+/// io_uring hands every `IORING_OP_STATX` to a kernel worker (a thread
+/// wake-up and a switch each), though a path whose every component is in
+/// the dentry cache, on a local file system, is answered from memory.
+///
+/// `openat2(path, O_PATH, RESOLVE_CACHED)` walks the path only through the
+/// dentry cache (`EAGAIN` when a component would have to be read from the
+/// device, or revalidated: a network file system); `statx` of that
+/// descriptor with `AT_STATX_DONT_SYNC` reads the in-memory inode, which on
+/// the local file systems listed in [`is_local_fs`] is what a synced
+/// `statx` gives too. Returns `None` (the caller goes through the driver)
+/// for anything else: not cached, another kind of file system, an error
+/// other than "does not exist", a kernel without `RESOLVE_CACHED`
+/// (before 5.12) or a sandbox refusing `openat2` (then never tried again).
+/// An answer is counted as an operation submitted and completed inline.
+pub(crate) fn statx_cached(
+    counters: &crate::stats::Counters,
+    path: &std::ffi::CStr,
+    flags: i32,
+) -> Option<std::result::Result<libc::statx, i32>> {
+    use std::sync::atomic::AtomicBool;
+    /// Cleared when the kernel refused `openat2` or `RESOLVE_CACHED`.
+    static WORKS: AtomicBool = AtomicBool::new(true);
+    /// `RESOLVE_CACHED` (linux/openat2.h; Linux 5.12).
+    const RESOLVE_CACHED: u64 = 0x20;
+    /// `struct open_how` (linux/openat2.h): extensible, 24 bytes in 5.6+.
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    debug_assert_eq!(
+        flags & !libc::AT_SYMLINK_NOFOLLOW,
+        0,
+        "statx_cached takes AT_SYMLINK_NOFOLLOW only"
+    );
+    if !WORKS.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut open_flags = libc::O_PATH | libc::O_CLOEXEC;
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+        // O_PATH | O_NOFOLLOW opens a final symbolic link itself.
+        open_flags |= libc::O_NOFOLLOW;
+    }
+    let how = OpenHow {
+        flags: open_flags as u64,
+        mode: 0,
+        resolve: RESOLVE_CACHED,
+    };
+    // SAFETY: `path` is NUL-terminated and `how` a valid open_how whose size
+    // is passed; the kernel only reads both.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD as libc::c_long,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        return match errno {
+            // Absent, with every component that says so in the cache: as
+            // statx itself would answer.
+            libc::ENOENT | libc::ENOTDIR => {
+                count_inline(counters, true);
+                Some(Err(errno))
+            }
+            libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG => {
+                WORKS.store(false, Ordering::Relaxed);
+                None
+            }
+            _ => None, // EAGAIN (not all cached), or for the driver to report
+        };
+    }
+    // SAFETY: `openat2` just returned this descriptor to us alone.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: statx is plain old data; all-zero is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is writable and `fd` open for the duration of the call.
+    let r = unsafe {
+        crate::operation::statx_fd(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::AT_STATX_DONT_SYNC,
+            &mut st,
+        )
+    };
+    if r < 0 || !is_local_fs(&fd, &st) {
+        return None;
+    }
+    count_inline(counters, false);
+    Some(Ok(st))
+}
+
+use std::os::fd::FromRawFd;
+
+fn count_inline(counters: &crate::stats::Counters, error: bool) {
+    counters.submitted.fetch_add(1, Ordering::Relaxed);
+    counters.completed.fetch_add(1, Ordering::Relaxed);
+    counters.inline.fetch_add(1, Ordering::Relaxed);
+    if error {
+        counters.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether the file system holding `fd` keeps attributes in memory that a
+/// synced `statx` would not refresh (local file systems), by its magic
+/// number, remembered per device in a few slots (a miss costs an
+/// `fstatfs`).
+fn is_local_fs(fd: &std::os::fd::OwnedFd, st: &libc::statx) -> bool {
+    use std::sync::atomic::AtomicU64;
+    const SLOTS: usize = 16;
+    /// 0: empty; else `(device << 1 | local) + 1`.
+    static KNOWN: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    let dev = (u64::from(st.stx_dev_major) << 32) | u64::from(st.stx_dev_minor);
+    for slot in &KNOWN {
+        let v = slot.load(Ordering::Relaxed);
+        if v == 0 {
+            break;
+        }
+        if (v - 1) >> 1 == dev {
+            return (v - 1) & 1 == 1;
+        }
+    }
+    // SAFETY: `sfs` is a writable statfs, `fd` open.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(fd), &mut sfs) } != 0 {
+        return false;
+    }
+    const LOCAL: &[i64] = &[
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x8584_58F6, // ramfs
+        0xF2F5_2010, // f2fs
+        0x794C_7630, // overlayfs
+        0x2FC1_2FC1, // zfs
+        0xCA45_1A4E, // bcachefs
+    ];
+    #[allow(clippy::unnecessary_cast)] // f_type is i64 on x86-64, not everywhere
+    let local = LOCAL.contains(&(sfs.f_type as i64));
+    let v = ((dev << 1) | u64::from(local)) + 1;
+    for slot in &KNOWN {
+        match slot.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(seen) if seen == v => break,
+            Err(_) => {}
+        }
+    }
+    local
+}

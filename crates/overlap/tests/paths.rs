@@ -28,6 +28,7 @@ per_driver!(
     append_writes_go_to_the_end,
     reads_and_writes_on_a_pipe_ignore_the_offset,
     dropped_path_operations_still_complete,
+    metadata_of_a_cached_path_is_answered_on_the_caller,
 );
 
 /// The kind std gives an errno (named kinds newer than the MSRV included).
@@ -471,4 +472,89 @@ fn dropped_path_operations_still_complete(d: Driver) {
         let s = engine.stats();
         s.completed == s.submitted
     }));
+}
+
+/// `metadata` of a path the dentry cache holds, on a local file system, is
+/// answered on the calling thread (`openat2(RESOLVE_CACHED)` + `statx`),
+/// not by a kernel worker: counted as one operation completed inline, with
+/// the same answer as with the fast path off; what it cannot answer (a
+/// file system not known to be local: /proc) goes through the driver.
+fn metadata_of_a_cached_path_is_answered_on_the_caller(d: Driver) {
+    let dir = tempdir(); // on the repository's file system (ext4 here)
+    let f = dir.path().join("f");
+    std::fs::write(&f, vec![1u8; 5000]).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink("f", &link).unwrap();
+    let std_meta = std::fs::metadata(&f).unwrap();
+    // Walked once, so that every component is in the dentry cache.
+    let on = d.engine();
+    let off = d.builder().cache_fast_path(false).build().unwrap();
+
+    let before = on.stats();
+    let fast = path::metadata(&on, &f).wait().unwrap();
+    let after = on.stats();
+    let local = matches!(
+        nix_fs_type(dir.path()),
+        0xEF53 | 0x5846_5342 | 0x9123_683E | 0x0102_1994 | 0xF2F5_2010 | 0x794C_7630
+    );
+    assert_eq!(after.submitted - before.submitted, 1);
+    assert_eq!(after.completed - before.completed, 1);
+    if local {
+        assert_eq!(
+            after.completed_inline - before.completed_inline,
+            1,
+            "a cached path on a local file system is answered inline"
+        );
+    } else {
+        eprintln!(
+            "SKIPPED (partly): {} is not a file system the fast path knows as local",
+            dir.path().display()
+        );
+    }
+    let slow = path::metadata(&off, &f).wait().unwrap();
+    assert_eq!(fast.len, 5000);
+    assert_eq!(
+        (fast.ino, fast.dev, fast.len),
+        (slow.ino, slow.dev, slow.len)
+    );
+    assert_eq!(fast.modified, Some(std_meta.modified().unwrap()));
+    assert_eq!(fast.modified, slow.modified);
+
+    // A symbolic link: followed by metadata, itself by symlink_metadata.
+    assert!(path::metadata(&on, &link).wait().unwrap().is_file());
+    let itself = path::symlink_metadata(&on, &link).wait().unwrap();
+    assert!(itself.is_symlink());
+    assert_eq!(itself.len, 1);
+
+    // Absent: ENOENT (and ENOTDIR below a file), as the kernel's statx says.
+    let before = on.stats();
+    assert_errno(
+        path::metadata(&on, dir.path().join("absent")).wait(),
+        libc::ENOENT,
+        ErrorKind::NotFound,
+    );
+    assert_errno(
+        path::metadata(&on, f.join("below")).wait(),
+        libc::ENOTDIR,
+        kind_of(libc::ENOTDIR),
+    );
+    let after = on.stats();
+    assert_eq!(after.completed - before.completed, 2);
+    assert_eq!(after.errors - before.errors, 2);
+
+    // /proc is not a file system the fast path trusts: the driver answers.
+    let proc = path::metadata(&on, "/proc/self/status").wait().unwrap();
+    assert!(proc.is_file());
+}
+
+/// The file system type (`statfs.f_type`) of `p`.
+fn nix_fs_type(p: &std::path::Path) -> i64 {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statfs is plain old data; `c` is NUL-terminated.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut s) }, 0);
+    #[allow(clippy::unnecessary_cast)]
+    let t = s.f_type as i64;
+    t
 }

@@ -24,6 +24,7 @@ rt_tests!(
     chunks_are_at_most_the_read_size,
     serve_file_serves_awkward_names,
     serve_file_of_a_directory_or_missing_file_is_404,
+    a_file_reads_no_further_than_the_length_its_metadata_gave,
 );
 
 async fn get<S>(svc: S, uri: &str, headers: &[(header::HeaderName, &str)]) -> Response<Bytes>
@@ -354,4 +355,49 @@ async fn serve_file_of_a_directory_or_missing_file_is_404() {
             "no content type on a 404"
         );
     }
+}
+
+/// `ServeDir` promises `Content-Length` from the file's metadata: the
+/// backend's file then stops there (no read that returns 0 at the end, and
+/// a file that grows meanwhile is served as long as it was), and before its
+/// metadata was asked for it reads to the end of the file as any file.
+async fn a_file_reads_no_further_than_the_length_its_metadata_gave() {
+    use std::io::{SeekFrom, Write};
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    use tower_http::services::fs::{Backend, File as _, Metadata as _};
+
+    let dir = tempdir();
+    let path = dir.path().join("grows.bin");
+    let content = data(10_000, 9);
+    std::fs::write(&path, &content).unwrap();
+    let grow = || {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&[7u8; 5_000])
+            .unwrap()
+    };
+    let backend = OverlapBackend::new();
+
+    let mut file = backend.open(path.clone()).await.unwrap();
+    assert_eq!(file.metadata().await.unwrap().len(), 10_000);
+    grow();
+    let mut body = Vec::new();
+    file.read_to_end(&mut body).await.unwrap();
+    assert_eq!(body, content, "the 10,000 bytes the metadata promised");
+    // A range within it, and one starting at its end.
+    file.seek(SeekFrom::Start(9_000)).await.unwrap();
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).await.unwrap();
+    assert_eq!(tail, &content[9_000..]);
+    file.seek(SeekFrom::Start(10_000)).await.unwrap();
+    assert_eq!(file.read(&mut [0u8; 16]).await.unwrap(), 0);
+
+    // Without metadata: the whole file, as it is now.
+    let mut file = backend.open(path.clone()).await.unwrap();
+    let mut all = Vec::new();
+    file.read_to_end(&mut all).await.unwrap();
+    assert_eq!(all.len(), 15_000);
+    assert_eq!(&all[..10_000], &content[..]);
 }

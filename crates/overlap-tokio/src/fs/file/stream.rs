@@ -433,6 +433,24 @@ async fn seek_op(
     (Operation::Seek(res), buf)
 }
 
+impl File {
+    /// Where the next read would start, when that is known without waiting:
+    /// nothing in flight, nothing read ahead, a cursor no clone moves and not
+    /// at an append's unknown end. For readers that know how far the file
+    /// goes (`tower_http`'s backend, from the length its response promised).
+    #[cfg_attr(not(feature = "tower-http"), allow(dead_code))]
+    pub(crate) fn next_read_offset(&mut self) -> Option<u64> {
+        let inner = self.inner.get_mut();
+        match &inner.state {
+            State::Idle(buf) if buf.remaining() == 0 && !self.cursor.is_shared() => {
+                let pos = self.cursor.get();
+                (pos != AT_END).then_some(pos)
+            }
+            _ => None,
+        }
+    }
+}
+
 impl AsyncRead for File {
     fn poll_read(
         self: Pin<&mut Self>,
