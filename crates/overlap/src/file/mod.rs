@@ -1,5 +1,6 @@
 //! Files and how to open them.
 
+use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -78,6 +79,15 @@ enum Need {
 pub(crate) enum Prepared<B> {
     Done(Result<usize>, B),
     Req(Request<B>),
+}
+
+impl<B> Prepared<B> {
+    /// No page-cache attempt on the submitting thread for this request.
+    fn skip_fast_path(&mut self) {
+        if let Prepared::Req(req) = self {
+            req.fast_path = false;
+        }
+    }
 }
 
 impl File {
@@ -442,6 +452,23 @@ impl File {
     /// reading), [`Error::OffsetOverflow`], [`Error::Shutdown`], and on an
     /// O_DIRECT file [`Error::Misaligned`] (checked as a read's would be).
     pub fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>> {
+        // SAFETY: initialised bytes viewed as possibly uninitialised ones; the
+        // kernel writes only initialised bytes into them.
+        let uninit = unsafe {
+            std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<MaybeUninit<u8>>(), buf.len())
+        };
+        self.read_cached_at_uninit(uninit, offset)
+    }
+
+    /// [`read_cached_at`](Self::read_cached_at) into memory that need not be
+    /// initialised (a `tokio::io::ReadBuf`'s unfilled part, a `Vec`'s spare
+    /// capacity): `Some(n)` means its first `n` bytes are now initialised,
+    /// the bytes of the file from `offset`.
+    pub fn read_cached_at_uninit(
+        &self,
+        buf: &mut [MaybeUninit<u8>],
+        offset: u64,
+    ) -> Result<Option<usize>> {
         let len = buf.len().min(MAX_RW_BYTES);
         self.check(Need::Read, buf.as_ptr() as usize, offset, len)?;
         let shared = &self.inner.shared;
@@ -455,18 +482,31 @@ impl File {
         // closed (and its number not reused) under it.
         let mut guard = FileRef::new(self.inner.clone());
         guard.start()?;
-        // SAFETY: `buf` is exclusively borrowed and `len` bytes long; the
-        // descriptor stays open while `guard` is held.
-        Ok(unsafe {
+        // SAFETY: `buf` is exclusively borrowed and `len` bytes long (the
+        // kernel only writes it); the descriptor stays open while `guard` is
+        // held.
+        let n = unsafe {
             crate::sys::nowait_into(
                 &shared.counters,
                 Some(&self.inner),
                 self.inner.fd(),
-                buf.as_mut_ptr(),
+                buf.as_mut_ptr().cast::<u8>(),
                 len,
                 offset,
             )
-        })
+        };
+        debug_assert!(n.is_none_or(|n| n <= len));
+        Ok(n)
+    }
+
+    /// As [`read_at`](Self::read_at), without the page-cache attempt on the
+    /// calling thread that a buffered read makes first: for a caller whose
+    /// [`read_cached_at`](Self::read_cached_at) of the same range just
+    /// answered `None`, so that a miss costs one `preadv2`, not two.
+    pub fn read_at_after_miss<B: IoBufMut>(&self, buf: B, offset: u64) -> Op<B> {
+        let mut prepared = self.prepare_read(buf, 0, offset);
+        prepared.skip_fast_path();
+        Self::op(prepared)
     }
 
     /// Writes `buf` at `offset`; returns how many bytes were written (the

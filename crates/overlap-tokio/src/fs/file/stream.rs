@@ -267,11 +267,15 @@ impl Inner {
 
 /// Reads up to `len` bytes at the cursor into `buf`'s vector, and moves the
 /// cursor past what it read.
+///
+/// `after_miss`: the caller's page-cache attempt at the cursor just missed,
+/// so the engine does not make another first.
 async fn read_op(
     file: overlap::File,
     cursor: Arc<Cursor>,
     mut buf: Buf,
     len: usize,
+    after_miss: bool,
 ) -> (Operation, Buf) {
     // Started only with nothing left read ahead.
     buf.discard();
@@ -287,7 +291,12 @@ async fn read_op(
     } else {
         data.truncate(len);
     }
-    let (res, data) = on_ring(file.read_at(data, offset)).await;
+    let op = if after_miss {
+        file.read_at_after_miss(data, offset)
+    } else {
+        file.read_at(data, offset)
+    };
+    let (res, data) = on_ring(op).await;
     match res {
         Ok(n) => {
             cursor.set(offset + n as u64);
@@ -467,8 +476,28 @@ impl AsyncRead for File {
                         return Poll::Ready(Ok(()));
                     }
                     let len = dst.remaining().min(me.max_buf_size);
+                    // The page cache first, straight into the caller's
+                    // buffer: no operation, no copy (`read_cached_at_uninit`,
+                    // one `preadv2(RWF_NOWAIT)` on this thread). Only with
+                    // the cursor ours alone (a clone's read may hold it).
+                    let pos = me.cursor.get();
+                    let tried = !me.cursor.is_shared() && pos != AT_END;
+                    if tried {
+                        // SAFETY: only written (by the kernel), never
+                        // de-initialised, as `unfilled_mut` requires.
+                        let spare = unsafe { &mut dst.unfilled_mut()[..len] };
+                        if let Ok(Some(n)) = me.file.read_cached_at_uninit(spare, pos) {
+                            // SAFETY: the kernel wrote the first `n` bytes.
+                            unsafe { dst.assume_init(n) };
+                            dst.advance(n);
+                            me.cursor.set(pos + n as u64);
+                            return Poll::Ready(Ok(()));
+                        }
+                        // Not in the cache (or an error, which the operation
+                        // reports as before): read through the engine.
+                    }
                     let buf = std::mem::take(buf);
-                    let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len);
+                    let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len, tried);
                     inner.state = State::Busy(Box::pin(fut));
                 }
                 State::Busy(fut) => {
