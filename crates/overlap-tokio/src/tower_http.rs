@@ -7,10 +7,15 @@
 //! `Last-Modified` are made from: of an open file, the attributes the kernel
 //! holds in memory, read on the calling thread with `AT_STATX_DONT_SYNC` as
 //! [`overlap::File::stat_cached`] does, no I/O and no kernel worker; of a
-//! path, through the engine, following symbolic links), and reads
-//! them as [`overlap_tokio::fs::File`](crate::fs::File)s: a range request
-//! seeks (no system call), and the body is read 64 KiB at a time (see
-//! [`OverlapBackend::with_read_size`]). Nothing goes to tokio's blocking pool.
+//! path, following symbolic links, by [`overlap::path::metadata`]: on the
+//! calling thread when the dentry cache holds the whole path, else through
+//! the engine), and reads them as
+//! [`overlap_tokio::fs::File`](crate::fs::File)s: a range request seeks (no
+//! system call), the body is read 64 KiB at a time (see
+//! [`OverlapBackend::with_read_size`]), from the page cache straight into
+//! the body's buffer when it is there, and no further than the length the
+//! response announced ([`OverlapFile`]). Nothing goes to tokio's blocking
+//! pool.
 //!
 //! The change in an axum or tower application is one line:
 //!
@@ -123,10 +128,13 @@ impl thfs::Backend for OverlapBackend {
 /// Once its [`metadata`](thfs::File::metadata) was asked for (`ServeDir`
 /// does, and promises the client that many bytes in `Content-Length`), it
 /// reads no further than the length it reported: the end of the body is
-/// known without a read that returns 0, and a read never asks for more
-/// than is left (a small file's buffer is its size, not 64 KiB). A file
-/// that grows meanwhile is served as long as it was when the response
-/// began, as the response said.
+/// known without a read that returns 0, and a read never asks the engine
+/// for more than is left (a miss of a 4 KiB file reads 4 KiB, not 64 KiB;
+/// the body's own buffer is `ServeDir`'s). A file that grows meanwhile is
+/// served as long as it was when the response began, and one that shrank
+/// ends cleanly where it ends now (a short body, as any server sending a
+/// file that changed under it), never with more bytes than the response
+/// announced.
 #[derive(Debug)]
 pub struct OverlapFile {
     file: crate::fs::File,

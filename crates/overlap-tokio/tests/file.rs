@@ -38,6 +38,8 @@ rt_tests!(
     small_writes_behind_a_write_in_flight_return_at_once,
     an_error_of_a_write_in_flight_drops_the_bytes_behind_it,
     write_behind_keeps_positions_and_appends,
+    cached_reads_fill_the_callers_buffer_and_keep_the_cursor,
+    cached_reads_of_clones_and_appending_files_keep_positions,
 );
 
 /// A FIFO at `dir/name`, its read end (not read yet, so that a write
@@ -898,4 +900,84 @@ async fn set_max_buf_size_zero_panics_as_tokio() {
     let o = msg(o.expect_err("overlap-tokio panics as tokio does"));
     assert_eq!(o, t);
     assert_eq!(ours.max_buf_size(), 2 * 1024 * 1024, "unchanged");
+}
+
+/// A read the page cache can answer goes straight into the caller's
+/// `ReadBuf` (after what it already holds), moves the cursor by what it
+/// read, and seeks afterwards start from there.
+async fn cached_reads_fill_the_callers_buffer_and_keep_the_cursor() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let content = data(200_000, 7);
+    std::fs::write(&p, &content).unwrap(); // just written: in the cache
+    let engine = overlap_tokio::engine();
+    let hits = engine.stats().fast_path_hits;
+    let mut f = File::open(&p).await.unwrap();
+
+    // A Vec with a prefix: the read appends after it.
+    let mut got = b"prefix".to_vec();
+    got.reserve(1000);
+    let n = f.read_buf(&mut got).await.unwrap();
+    assert!(n > 0);
+    assert_eq!(&got[..6], b"prefix");
+    assert_eq!(&got[6..], &content[..n]);
+    assert_eq!(f.stream_position().await.unwrap(), n as u64);
+
+    // Exact reads across the cursor, then relative and absolute seeks.
+    let mut buf = vec![0u8; 5000];
+    f.read_exact(&mut buf).await.unwrap();
+    assert_eq!(buf, content[n..n + 5000]);
+    let at = f.seek(SeekFrom::Current(-100)).await.unwrap();
+    assert_eq!(at, (n + 4900) as u64);
+    f.read_exact(&mut buf[..100]).await.unwrap();
+    assert_eq!(&buf[..100], &content[n + 4900..n + 5000]);
+    f.seek(SeekFrom::Start(199_990)).await.unwrap();
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).await.unwrap();
+    assert_eq!(tail, content[199_990..]);
+    assert_eq!(f.read(&mut buf).await.unwrap(), 0, "end of file");
+    assert!(
+        engine.stats().fast_path_hits > hits,
+        "the cached reads were answered from the page cache"
+    );
+}
+
+/// The page-cache path is taken only with the cursor the file's alone:
+/// clones share it (and read distinct bytes in turn), and an O_APPEND file
+/// that wrote reads from the end, as std and tokio do.
+async fn cached_reads_of_clones_and_appending_files_keep_positions() {
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let content = data(10_000, 9);
+    std::fs::write(&p, &content).unwrap();
+    let mut a = File::open(&p).await.unwrap();
+    let mut b = a.try_clone().await.unwrap();
+    let mut x = vec![0u8; 3000];
+    a.read_exact(&mut x).await.unwrap();
+    assert_eq!(x, content[..3000]);
+    b.read_exact(&mut x).await.unwrap();
+    assert_eq!(
+        x,
+        content[3000..6000],
+        "the clone goes on from the shared cursor"
+    );
+    drop(b);
+    a.read_exact(&mut x).await.unwrap();
+    assert_eq!(x, content[6000..9000], "and so does the file, alone again");
+
+    let mut w = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(&p)
+        .await
+        .unwrap();
+    w.write_all(b"tail").await.unwrap();
+    w.flush().await.unwrap();
+    let mut rest = Vec::new();
+    w.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty(), "after an append the cursor is at the end");
+    w.seek(SeekFrom::Start(9_998)).await.unwrap();
+    w.read_to_end(&mut rest).await.unwrap();
+    assert_eq!(&rest[..2], &content[9_998..]);
+    assert_eq!(&rest[2..], b"tail");
 }

@@ -192,7 +192,9 @@ impl EngineBuilder {
     /// and no thread hand-off. On a miss the kernel starts the disk read on
     /// the calling thread, so after 4 consecutive misses on a file the fast
     /// path is skipped for that file, and retried on one read in 32 or once
-    /// the last miss is 10 ms old.
+    /// the last miss is 10 ms old. It also governs `path::metadata` and
+    /// `path::symlink_metadata` of paths the dentry cache holds (answered on
+    /// the caller: see [`crate::path::metadata`]).
     pub fn cache_fast_path(mut self, on: bool) -> Self {
         self.fast_path = on;
         self

@@ -140,9 +140,9 @@
 //! buffered read of uncached data, buffered write, a pipe read that only
 //! completes when written to, open): the right result, the budget back, no
 //! descriptor or thread left behind, within a time limit. The documented
-//! failures: an [`OpenOptions::open`] in flight at shutdown may end with
-//! [`Error::Shutdown`] (it is an open and then a `statx`, and the engine
-//! refuses the second); an operation started after shutdown began is
+//! failures: an [`OpenOptions::open`] of an O_DIRECT file in flight at
+//! shutdown may end with [`Error::Shutdown`] (it is an open and then a
+//! `statx` for the file's alignment, and the engine refuses the second); an operation started after shutdown began is
 //! refused with [`Error::Shutdown`]. What waits: shutdown, `.wait()` and a
 //! dropped [`Port`] wait as long as the kernel does (for a pipe read, until
 //! a writer writes); [`ReactorRing::orphan`] never waits, nor does dropping

@@ -1,7 +1,9 @@
 //! Operations on paths: rename, remove, create directories, links and
 //! `statx`, each through the engine like a read or a write (an io_uring
 //! opcode where the kernel has it, its blocking system call on the thread
-//! pool or where the opcode is missing).
+//! pool or where the opcode is missing); a `statx` the dentry and inode
+//! caches can answer on a local file system is answered on the calling
+//! thread instead ([`metadata`]).
 //!
 //! Paths are relative to the process's working directory unless absolute
 //! (`AT_FDCWD`). Each operation copies its paths into NUL-terminated
@@ -232,12 +234,21 @@ pub fn symlink(
 }
 
 /// `statx` of `path`, following symbolic links.
+///
+/// When the dentry cache holds every component of the path and the file is
+/// on a local file system (ext4, xfs, btrfs, tmpfs, ...), the answer comes
+/// from memory on the calling thread (`openat2(O_PATH, RESOLVE_CACHED)` and
+/// `statx` of that descriptor), counted as an operation completed inline:
+/// io_uring hands every `statx` to a kernel worker, a thread wake-up each.
+/// Anything else goes through the engine. Off with
+/// [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path)`(false)`.
 pub fn metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
     statx(engine, path.as_ref(), 0)
 }
 
 /// `statx` of `path` itself: a symbolic link is reported as one
-/// (`AT_SYMLINK_NOFOLLOW`).
+/// (`AT_SYMLINK_NOFOLLOW`). Answered from memory when it can be, as
+/// [`metadata`].
 pub fn symlink_metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
     statx(engine, path.as_ref(), libc::AT_SYMLINK_NOFOLLOW)
 }

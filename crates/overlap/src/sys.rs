@@ -123,19 +123,24 @@ fn at_or_past_eof(fd: i32, offset: u64) -> bool {
 /// device, or revalidated: a network file system); `statx` of that
 /// descriptor with `AT_STATX_DONT_SYNC` reads the in-memory inode, which on
 /// the local file systems listed in [`is_local_fs`] is what a synced
-/// `statx` gives too. Returns `None` (the caller goes through the driver)
+/// `statx` gives too. Which file system that is comes from the mount's
+/// superblock in memory (`statmount`, Linux 6.8), never from `fstatfs`,
+/// which asks the file system itself (an RPC on NFS, a request to the
+/// daemon on FUSE). Returns `None` (the caller goes through the driver)
 /// for anything else: not cached, another kind of file system, an error
-/// other than "does not exist", a kernel without `RESOLVE_CACHED`
-/// (before 5.12) or a sandbox refusing `openat2` (then never tried again).
-/// An answer is counted as an operation submitted and completed inline.
+/// other than "does not exist", or a kernel without `RESOLVE_CACHED`,
+/// `STATX_MNT_ID_UNIQUE` or `statmount` (before 6.8), or a sandbox
+/// refusing one of them (then never tried again). An answer is counted as
+/// an operation submitted and completed inline.
+///
+/// Before Linux 6.5, closing the `O_PATH` descriptor raised an fsnotify
+/// close event (`IN_CLOSE_NOWRITE`) that a plain `statx` does not: an
+/// inotify watcher on the directory sees one per call.
 pub(crate) fn statx_cached(
     counters: &crate::stats::Counters,
     path: &std::ffi::CStr,
     flags: i32,
 ) -> Option<std::result::Result<libc::statx, i32>> {
-    use std::sync::atomic::AtomicBool;
-    /// Cleared when the kernel refused `openat2` or `RESOLVE_CACHED`.
-    static WORKS: AtomicBool = AtomicBool::new(true);
     /// `RESOLVE_CACHED` (linux/openat2.h; Linux 5.12).
     const RESOLVE_CACHED: u64 = 0x20;
     /// `struct open_how` (linux/openat2.h): extensible, 24 bytes in 5.6+.
@@ -150,7 +155,7 @@ pub(crate) fn statx_cached(
         0,
         "statx_cached takes AT_SYMLINK_NOFOLLOW only"
     );
-    if !WORKS.load(Ordering::Relaxed) {
+    if !CACHED_STATX_WORKS.load(Ordering::Relaxed) {
         return None;
     }
     let mut open_flags = libc::O_PATH | libc::O_CLOEXEC;
@@ -184,7 +189,7 @@ pub(crate) fn statx_cached(
                 Some(Err(errno))
             }
             libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG => {
-                WORKS.store(false, Ordering::Relaxed);
+                CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
                 None
             }
             _ => None, // EAGAIN (not all cached), or for the driver to report
@@ -194,20 +199,35 @@ pub(crate) fn statx_cached(
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
     // SAFETY: statx is plain old data; all-zero is a valid value.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is writable and `fd` open for the duration of the call.
+    // SAFETY: `st` is writable for the call; the empty path with
+    // AT_EMPTY_PATH names `fd`, open for the call.
     let r = unsafe {
-        crate::operation::statx_fd(
+        libc::statx(
             std::os::fd::AsRawFd::as_raw_fd(&fd),
-            libc::AT_STATX_DONT_SYNC,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            crate::operation::STATX_MASK | libc::STATX_MNT_ID_UNIQUE,
             &mut st,
         )
     };
-    if r < 0 || !is_local_fs(&fd, &st) {
+    if r != 0 {
+        return None;
+    }
+    if st.stx_mask & libc::STATX_MNT_ID_UNIQUE == 0 {
+        // Before 6.8: no way to name the file system without asking it.
+        CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
+        return None;
+    }
+    if !is_local_fs(st.stx_mnt_id) {
         return None;
     }
     count_inline(counters, false);
     Some(Ok(st))
 }
+
+/// Cleared when the kernel (or a sandbox) refused a call the dentry-cache
+/// `statx` needs: it is then never tried again.
+static CACHED_STATX_WORKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 use std::os::fd::FromRawFd;
 
@@ -220,51 +240,105 @@ fn count_inline(counters: &crate::stats::Counters, error: bool) {
     }
 }
 
-/// Whether the file system holding `fd` keeps attributes in memory that a
-/// synced `statx` would not refresh (local file systems), by its magic
-/// number, remembered per device in a few slots (a miss costs an
-/// `fstatfs`).
-fn is_local_fs(fd: &std::os::fd::OwnedFd, st: &libc::statx) -> bool {
+/// Magic numbers (`statfs.f_type`, `statmount.sb_magic`) of the file
+/// systems whose in-memory attributes are what a synced `statx` returns:
+/// local ones, whose inode is the truth, not a cache of a server's.
+const LOCAL_FS_MAGIC: &[u32] = &[
+    0xEF53,      // ext2, ext3, ext4
+    0x5846_5342, // xfs
+    0x9123_683E, // btrfs
+    0x0102_1994, // tmpfs
+    0x8584_58F6, // ramfs
+    0xF2F5_2010, // f2fs
+    0x794C_7630, // overlayfs
+    0x2FC1_2FC1, // zfs
+    0xCA45_1A4E, // bcachefs
+    0x7371_7368, // squashfs
+    0xE0F5_E1E2, // erofs
+    0x4D44,      // vfat, msdos
+    0x2011_BAB0, // exfat
+    0x7366_746E, // ntfs3
+    0x9660,      // iso9660
+];
+
+/// Whether `magic` names a file system in [`LOCAL_FS_MAGIC`].
+fn is_local_magic(magic: u64) -> bool {
+    u32::try_from(magic).is_ok_and(|m| LOCAL_FS_MAGIC.contains(&m))
+}
+
+/// Whether the mount whose unique id (`STATX_MNT_ID_UNIQUE`, never reused
+/// while the system runs) is `mnt_id` holds a local file system, by the
+/// magic number of its superblock as `statmount(STATMOUNT_SB_BASIC)` reads
+/// it from memory. Remembered in a small direct-mapped cache, so a mount
+/// costs one `statmount` until another mount takes its slot.
+fn is_local_fs(mnt_id: u64) -> bool {
     use std::sync::atomic::AtomicU64;
-    const SLOTS: usize = 16;
-    /// 0: empty; else `(device << 1 | local) + 1`.
+    const SLOTS: usize = 64;
+    /// 0: empty; else `(mnt_id << 1 | local) + 1`.
     static KNOWN: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
-    let dev = (u64::from(st.stx_dev_major) << 32) | u64::from(st.stx_dev_minor);
-    for slot in &KNOWN {
+    /// `statmount` (Linux 6.8): 457 on every architecture with the unified
+    /// system call table (all but alpha and mips).
+    const SYS_STATMOUNT: libc::c_long = 457;
+    const STATMOUNT_SB_BASIC: u64 = 0x1;
+    /// `struct mnt_id_req`, version 0 (linux/mount.h).
+    #[repr(C)]
+    struct MntIdReq {
+        size: u32,
+        spare: u32,
+        mnt_id: u64,
+        param: u64,
+    }
+    /// `struct statmount` up to `sb_magic`, padded to the 512 bytes of
+    /// its version 0 (the kernel writes no more than the size given).
+    #[repr(C)]
+    struct StatMount {
+        size: u32,
+        spare1: u32,
+        mask: u64,
+        sb_dev_major: u32,
+        sb_dev_minor: u32,
+        sb_magic: u64,
+        rest: [u64; 60],
+    }
+    const _: () = assert!(std::mem::size_of::<StatMount>() == 512);
+    // Unique ids count up from 2^32; the shift below keeps 63 bits.
+    let cacheable = mnt_id < 1 << 62;
+    let slot = &KNOWN[(mnt_id as usize).wrapping_mul(0x9E37_79B9) % SLOTS];
+    if cacheable {
         let v = slot.load(Ordering::Relaxed);
-        if v == 0 {
-            break;
-        }
-        if (v - 1) >> 1 == dev {
+        if v != 0 && (v - 1) >> 1 == mnt_id {
             return (v - 1) & 1 == 1;
         }
     }
-    // SAFETY: `sfs` is a writable statfs, `fd` open.
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(fd), &mut sfs) } != 0 {
-        return false;
-    }
-    const LOCAL: &[i64] = &[
-        0xEF53,      // ext2, ext3, ext4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0x8584_58F6, // ramfs
-        0xF2F5_2010, // f2fs
-        0x794C_7630, // overlayfs
-        0x2FC1_2FC1, // zfs
-        0xCA45_1A4E, // bcachefs
-    ];
-    #[allow(clippy::unnecessary_cast)] // f_type is i64 on x86-64, not everywhere
-    let local = LOCAL.contains(&(sfs.f_type as i64));
-    let v = ((dev << 1) | u64::from(local)) + 1;
-    for slot in &KNOWN {
-        match slot.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => break,
-            Err(seen) if seen == v => break,
-            Err(_) => {}
+    let req = MntIdReq {
+        size: std::mem::size_of::<MntIdReq>() as u32,
+        spare: 0,
+        mnt_id,
+        param: STATMOUNT_SB_BASIC,
+    };
+    // SAFETY: StatMount is plain old data; all-zero is a valid value.
+    let mut sm: StatMount = unsafe { std::mem::zeroed() };
+    // SAFETY: `req` is a valid mnt_id_req the kernel only reads; `sm` is
+    // writable for the size passed.
+    let r = unsafe {
+        libc::syscall(
+            SYS_STATMOUNT,
+            &req as *const MntIdReq,
+            &mut sm as *mut StatMount,
+            std::mem::size_of::<StatMount>(),
+            0 as libc::c_uint,
+        )
+    };
+    if r != 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if matches!(errno, libc::ENOSYS | libc::EPERM | libc::EINVAL) {
+            CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
         }
+        return false; // ENOENT: unmounted meanwhile
+    }
+    let local = sm.mask & STATMOUNT_SB_BASIC != 0 && is_local_magic(sm.sb_magic);
+    if cacheable {
+        slot.store(((mnt_id << 1) | u64::from(local)) + 1, Ordering::Relaxed);
     }
     local
 }

@@ -368,17 +368,9 @@ fn run_cell(d: Driver, front: Front, event: Event, kind: Kind, env: Env) -> Resu
     if let Some(f) = feeder {
         f.join().map_err(|_| "the feeder panicked".to_string())?;
     }
-    match res {
-        // `OpenOptions::open` is an open and then a `statx` (for the
-        // file's alignment): shut down between the two, the engine refuses
-        // the second with its documented error, and the descriptor the
-        // open made is closed.
-        Err(e)
-            if event == Event::Shutdown
-                && kind == Kind::Open
-                && e.contains(&overlap::Error::Shutdown.to_string()) => {}
-        other => other?,
-    }
+    // An open (without O_DIRECT) is one operation: in flight when the
+    // engine shuts down, it completes with its file.
+    res?;
     if !wait_until(CELL_LIMIT, || engine.in_flight() == (0, 0)) {
         return Err(format!(
             "budget not released: {:?} in flight",

@@ -1,6 +1,8 @@
 //! What a path is: [`metadata`], [`symlink_metadata`] and
 //! [`set_permissions`] (std's, on the blocking pool), and [`statx`],
-//! [`symlink_statx`], [`try_exists`] (`statx` through the engine).
+//! [`symlink_statx`], [`try_exists`] (`statx` through the engine, or on
+//! the calling thread from memory when the dentry cache holds the path on a
+//! local file system: `overlap::path::metadata`).
 
 use std::io;
 use std::path::Path;
@@ -48,8 +50,9 @@ pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Met
     asyncify(move || std::fs::symlink_metadata(path)).await
 }
 
-/// Beyond tokio: what [`metadata`] reports, by `statx` through the engine,
-/// as the engine's [`overlap::path::Stat`].
+/// Beyond tokio: what [`metadata`] reports, by `statx` through the engine
+/// (or from memory on the calling thread, as `overlap::path::metadata`
+/// answers a cached path), as the engine's [`overlap::path::Stat`].
 ///
 /// ```
 /// # tokio::runtime::Runtime::new()?.block_on(async {
@@ -68,14 +71,14 @@ pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
 }
 
 /// Beyond tokio: what [`symlink_metadata`] reports, by `statx` with
-/// `AT_SYMLINK_NOFOLLOW` through the engine.
+/// `AT_SYMLINK_NOFOLLOW` through the engine (or from memory, as [`statx`]).
 pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
     let task = overlap::path::symlink_metadata(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Returns `Ok(true)` if the path points at an existing entity, following
-/// symbolic links (`statx` through the engine). `Ok(false)` only when the
+/// symbolic links (`statx`, as [`statx`] runs it). `Ok(false)` only when the
 /// path does not exist; an error (such as permission denied) means that
 /// existence cannot be told. A broken symbolic link is `Ok(false)`.
 ///

@@ -10,7 +10,7 @@
 //!
 //! | item | runs on | how |
 //! | --- | --- | --- |
-//! | [`File::open`], [`File::create`], [`File::create_new`], [`OpenOptions::open`] | engine | `openat` (then `statx` for the direct-I/O alignment) |
+//! | [`File::open`], [`File::create`], [`File::create_new`], [`OpenOptions::open`] | engine | `openat` (with O_DIRECT, then `statx` for the alignment) |
 //! | `File` as `AsyncRead` | engine | `read` at the file's own cursor (positional, no `lseek`) |
 //! | `File` as `AsyncWrite` (also vectored), `flush`, `shutdown` | engine | `write` at the cursor (`O_APPEND`: at the end); writes made while one is in flight are taken at once and written after it as one `write` (write-behind, below) |
 //! | `File` as `AsyncSeek` | engine / none | `SeekFrom::End` asks `statx`; `Start` and `Current` need no system call |
@@ -27,7 +27,7 @@
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
 //! | [`rename`] | engine | `renameat` |
 //! | [`hard_link`], [`symlink`] | engine | `linkat`, `symlinkat` |
-//! | [`try_exists`] | engine | `statx` |
+//! | [`try_exists`] | engine (or calling thread) | `statx`; of a path the dentry cache holds, on a local file system, on the calling thread from memory (see `overlap::path::metadata`) |
 //! | [`metadata`], [`symlink_metadata`] | blocking pool | `statx` by std: a `std::fs::Metadata` can only come from std ([`statx`], [`symlink_statx`] use the engine) |
 //! | [`read_dir`], [`ReadDir`], [`DirEntry::metadata`], [`DirEntry::file_type`] | blocking pool | `getdents64`: no opcode |
 //! | [`remove_dir_all`] | blocking pool | std's (it guards against symbolic-link races with `openat` and `unlinkat` relative to directory descriptors) |

@@ -62,7 +62,7 @@ impl std::fmt::Debug for File {
         f.debug_struct("File")
             .field("fd", &self.inner.fd())
             .field("direct", &self.inner.direct)
-            .field("alignment", &self.inner.align())
+            .field("alignment", &self.inner.align.get())
             .finish()
     }
 }
@@ -107,9 +107,25 @@ impl File {
     }
 
     /// The direct-I/O alignment this file requires (enforced when it was
-    /// opened with `direct(true)`).
+    /// opened with `direct(true)`, and then read when it was opened). Of a
+    /// file opened without O_DIRECT, the first call reads it on the calling
+    /// thread (`statx` with `AT_STATX_DONT_SYNC` of the descriptor, and the
+    /// device's logical block size from sysfs when the file system does not
+    /// report one).
     pub fn alignment(&self) -> Alignment {
-        self.inner.align()
+        if let Some(a) = self.inner.align.get() {
+            return *a;
+        }
+        // SAFETY: statx is plain old data; all-zero is a valid value.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        let fd = self.inner.fd();
+        // SAFETY: `st` is writable for the call; a closed file's -1 makes
+        // statx fail with EBADF, nothing else.
+        let r = unsafe { operation::statx_fd(fd, libc::AT_STATX_DONT_SYNC, &mut st) };
+        if r != 0 {
+            return self.inner.align(); // closed: the default, not remembered
+        }
+        *self.inner.align.get_or_init(|| alignment_of(&st))
     }
 
     /// Whether the file was opened with O_DIRECT.

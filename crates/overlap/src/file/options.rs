@@ -202,20 +202,15 @@ impl OpenOptions {
                 inner: Arc::new(inner),
                 engine: engine.clone(),
             };
-            // The alignment, from the inode the kernel holds in memory (as
-            // `File::stat_cached`): on this thread, since io_uring hands every
-            // STATX to a kernel worker (a wake-up and a switch per open). Only
-            // if that fails, through the engine.
-            // SAFETY: statx is plain old data; all-zero is a valid value.
-            let mut st: libc::statx = unsafe { std::mem::zeroed() };
-            // SAFETY: `st` is writable; `fd` is open, owned by `file`.
-            let r = unsafe { operation::statx_fd(fd, libc::AT_STATX_DONT_SYNC, &mut st) };
-            let alignment = if r == 0 {
-                super::alignment_of(&st)
-            } else {
-                file.metadata().await?.alignment
-            };
-            let _ = file.inner.align.set(alignment);
+            // A direct file's alignment is checked on every operation: read
+            // it now, through the engine (a `statx` that may ask the file
+            // system; an engine shut down meanwhile refuses it, and the
+            // file, dropped, closes its descriptor). Other files learn it
+            // when `File::alignment` is first asked.
+            if file.inner.direct {
+                let meta = file.metadata().await?;
+                let _ = file.inner.align.set(meta.alignment);
+            }
             Ok(file)
         })
     }
