@@ -220,6 +220,41 @@ fn serves_files_ranges_404_and_health_in_each_io_mode() {
     }
 }
 
+/// `--read-size` changes the body's chunks, not the body: the file and a
+/// range come back whole at the smallest size in each mode, and a size out
+/// of range is refused before anything starts.
+#[test]
+fn read_size_changes_chunks_not_bodies() {
+    for mode in MODES {
+        let (dir, content) = site(&format!("chunks-{mode}"));
+        let server = Server::start(&dir, &["--io", mode, "--read-size", "4096"]);
+        let r = request(server.addr, "GET", "/big.bin", &[]);
+        assert_eq!(r.status, 200, "{mode}");
+        assert!(r.body == content, "{mode}: the body is the file");
+        let r = request(
+            server.addr,
+            "GET",
+            "/big.bin",
+            &[("Range", "bytes=4095-12289")],
+        );
+        assert_eq!(r.status, 206, "{mode}");
+        assert!(r.body == content[4095..=12289], "{mode}: the range");
+        let (status, err) = server.stop(libc::SIGTERM);
+        assert!(status.success(), "{mode}: {status}: {err}");
+    }
+    let (dir, _) = site("chunks-refused");
+    let out =
+        run_bounded(
+            overlap()
+                .arg("serve")
+                .arg(&dir)
+                .args(["--port", "0", "--read-size", "100"]),
+        );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("--read-size"), "{err}");
+}
+
 #[test]
 fn health_touches_no_file() {
     // The directory goes away after the start: /health still answers.

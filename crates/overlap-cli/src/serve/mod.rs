@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// Runtime worker threads (default: one per CPU, as tokio).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
+    /// Bytes a body chunk holds, and so what one read of a file asks for
+    /// (tower-http's default: 64 KiB; 4 KiB to 16 MiB), in every `--io`.
+    #[arg(long, default_value_t = 64 << 10,
+          value_parser = clap::value_parser!(u32).range(4096..=16 << 20))]
+    read_size: u32,
 }
 
 /// `--io`.
@@ -103,13 +108,18 @@ pub fn run(args: ServeArgs) -> Result<()> {
 }
 
 fn router(args: &ServeArgs) -> Router {
+    let chunk = args.read_size as usize;
     let files = match args.io {
-        IoMode::Overlap => {
-            Router::new().fallback_service(ServeDir::with_backend(&args.dir, OverlapBackend::new()))
+        IoMode::Overlap => Router::new().fallback_service(
+            ServeDir::with_backend(&args.dir, OverlapBackend::new().with_read_size(chunk))
+                .with_buf_chunk_size(chunk),
+        ),
+        IoMode::TokioFs => {
+            Router::new().fallback_service(ServeDir::new(&args.dir).with_buf_chunk_size(chunk))
         }
-        IoMode::TokioFs => Router::new().fallback_service(ServeDir::new(&args.dir)),
-        IoMode::Blocking => Router::new()
-            .fallback_service(ServeDir::with_backend(&args.dir, blocking::BlockingBackend)),
+        IoMode::Blocking => Router::new().fallback_service(
+            ServeDir::with_backend(&args.dir, blocking::BlockingBackend).with_buf_chunk_size(chunk),
+        ),
     };
     let app = Router::new().route("/health", get(health)).merge(files);
     if args.access_log {
