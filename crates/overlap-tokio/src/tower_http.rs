@@ -15,7 +15,9 @@
 //! [`OverlapBackend::with_read_size`]), from the page cache straight into
 //! the body's buffer when it is there, and no further than the length the
 //! response announced ([`OverlapFile`]). Nothing goes to tokio's blocking
-//! pool.
+//! pool. At most 32 reads of files not in the page cache are in flight at
+//! once ([`OverlapBackend::with_max_uncached_reads`]), so that the kernel's
+//! read-ahead for them fits in memory however many clients ask at once.
 //!
 //! The change in an axum or tower application is one line:
 //!
@@ -51,22 +53,59 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use tokio::io::{AsyncRead, AsyncSeek, ReadBuf};
+use tokio::sync::Semaphore;
+use tokio_util::sync::PollSemaphore;
 use tower_http::services::fs::{self as thfs, DefaultServeDirFallback, ServeDir};
 
 /// How much one read of a served file asks for: tower-http's default body
 /// chunk.
 pub const DEFAULT_READ_SIZE: usize = 64 << 10;
 
+/// How many reads of files not in the page cache an [`OverlapBackend`]
+/// keeps in flight at once by default: as many as nginx's `aio threads`
+/// pool has threads.
+pub const DEFAULT_MAX_UNCACHED_READS: usize = 32;
+
+/// What the files of one [`OverlapBackend`] read ahead of their readers at
+/// most, shared among those reading from the device (64 MiB, the engine's
+/// default in-flight budget): one reader gets [`MAX_READ_AHEAD`], a
+/// thousand three reads' worth each.
+pub const READ_AHEAD_BUDGET: u64 = 64 << 20;
+
+/// The read-ahead window of a lone reader (2 MiB).
+pub const MAX_READ_AHEAD: u64 = 2 << 20;
+
+/// How many of a backend's files may read from the device with the
+/// kernel's own read-ahead by default
+/// ([`OverlapBackend::with_kernel_read_ahead_streams`]): a file opened when as many are already
+/// reading from the device reads ahead itself, within
+/// [`READ_AHEAD_BUDGET`]. Measured here: the kernel's read-ahead (8 MiB on
+/// the virtio disk) served 256 readers of 1 MiB files in a 256 MiB cgroup
+/// at full speed, and 1024 at a third of it (its pages reclaimed before
+/// their readers reached them); the bounded window is 15-20% slower at 64
+/// and 256 readers (small folios, `posix_fadvise`'s), 2.2x faster at 1024.
+pub const KERNEL_READ_AHEAD_STREAMS: usize = 256;
+
 /// tower-http's file-system [`Backend`](thfs::Backend) on the overlap
-/// engine: give it to `ServeDir::with_backend`.
+/// engine: give it to `ServeDir::with_backend`. Its clones share one limit
+/// of uncached reads ([`with_max_uncached_reads`](Self::with_max_uncached_reads)).
 #[derive(Clone, Debug)]
 pub struct OverlapBackend {
     read_size: usize,
+    /// Permits for reads that may go to the device (`None`: no limit).
+    uncached: Option<Arc<Semaphore>>,
+    /// Their number.
+    max_uncached: usize,
+    /// See [`KERNEL_READ_AHEAD_STREAMS`].
+    kernel_read_ahead_streams: usize,
+    /// How many of its files are reading ahead from the device now.
+    streams: Arc<AtomicUsize>,
 }
 
 impl Default for OverlapBackend {
@@ -80,7 +119,51 @@ impl OverlapBackend {
     pub fn new() -> Self {
         OverlapBackend {
             read_size: DEFAULT_READ_SIZE,
+            uncached: Some(Arc::new(Semaphore::new(DEFAULT_MAX_UNCACHED_READS))),
+            max_uncached: DEFAULT_MAX_UNCACHED_READS,
+            kernel_read_ahead_streams: KERNEL_READ_AHEAD_STREAMS,
+            streams: Arc::default(),
         }
+    }
+
+    /// At most `n` reads of data not in the page cache in flight at once,
+    /// over every file this backend (and its clones) opened; 0: no limit.
+    /// Default [`DEFAULT_MAX_UNCACHED_READS`].
+    ///
+    /// Why: a buffered read that misses the page cache starts the kernel's
+    /// read-ahead, which reads up to the device's `read_ahead_kb` (often
+    /// megabytes) beyond it into the page cache at once. A thousand
+    /// clients each fetching a large uncached file start a thousand
+    /// read-aheads; when that is more than the memory the server may use
+    /// (its cgroup's limit), the pages read ahead are reclaimed before
+    /// their reader reaches them and read again, and the device's
+    /// bandwidth goes to waste (measured in BENCHMARKS.md: 1 MiB files,
+    /// 1024 connections, 256 MiB of memory). With the limit, the other
+    /// readers wait for a permit: a read whose bytes are all in the page
+    /// cache (`cachestat`, Linux 6.5) never waits, nor does any read while
+    /// permits are left; a permit is held only while a read is in flight,
+    /// so a client that stops reading holds none.
+    pub fn with_max_uncached_reads(mut self, n: usize) -> Self {
+        self.max_uncached = n.min(Semaphore::MAX_PERMITS);
+        self.uncached = (n > 0).then(|| Arc::new(Semaphore::new(self.max_uncached)));
+        self
+    }
+
+    /// How many reads of uncached data hold a permit now (of
+    /// [`with_max_uncached_reads`](Self::with_max_uncached_reads)'s `n`).
+    pub fn uncached_reads_in_flight(&self) -> usize {
+        self.uncached.as_ref().map_or(0, |s| {
+            self.max_uncached.saturating_sub(s.available_permits())
+        })
+    }
+
+    /// How many of this backend's files may read from the device with the
+    /// kernel's read-ahead before the next ones read ahead themselves, a
+    /// bounded window (default [`KERNEL_READ_AHEAD_STREAMS`]; 0: every file
+    /// reads ahead itself).
+    pub fn with_kernel_read_ahead_streams(mut self, n: usize) -> Self {
+        self.kernel_read_ahead_streams = n;
+        self
     }
 
     /// How much each read of a served file asks the kernel for at most
@@ -107,12 +190,34 @@ impl thfs::Backend for OverlapBackend {
 
     fn open(&self, path: PathBuf) -> Self::OpenFuture {
         let read_size = self.read_size;
+        let gate = self.uncached.clone().map(Gate::new);
+        let streams = self.streams.clone();
+        let kernel_streams = self.kernel_read_ahead_streams;
         Box::pin(async move {
             let mut file = crate::fs::File::open(&path).await?;
             file.set_max_buf_size(read_size);
+            // With many files already reading from the device, no kernel
+            // read-ahead for this one: it reads up to the device's
+            // `read_ahead_kb` (often megabytes) ahead of every reader, which
+            // a thousand slow readers cannot hold in memory; the file reads
+            // ahead itself, a bounded window (`OverlapFile::read_ahead`).
+            let bounded = streams.load(Ordering::Relaxed) >= kernel_streams;
+            if bounded {
+                use std::os::fd::AsRawFd;
+                // SAFETY: advice on a descriptor this file owns; no memory.
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            }
             Ok(OverlapFile {
                 file,
                 len: AtomicU64::new(UNKNOWN_LEN),
+                gate,
+                read_size: read_size as u64,
+                bounded,
+                ahead_to: 0,
+                streams: Streams {
+                    count: streams,
+                    counted: false,
+                },
             })
         })
     }
@@ -135,11 +240,164 @@ impl thfs::Backend for OverlapBackend {
 /// ends cleanly where it ends now (a short body, as any server sending a
 /// file that changed under it), never with more bytes than the response
 /// announced.
+///
+/// A read that may go to the device waits for one of the backend's
+/// permits ([`OverlapBackend::with_max_uncached_reads`]).
 #[derive(Debug)]
 pub struct OverlapFile {
     file: crate::fs::File,
     /// The length `metadata` reported ([`UNKNOWN_LEN`]: not asked).
     len: AtomicU64,
+    gate: Option<Gate>,
+    read_size: u64,
+    /// Read ahead by this file, kernel read-ahead off (see
+    /// [`KERNEL_READ_AHEAD_STREAMS`]).
+    bounded: bool,
+    /// Where what was asked to be read ahead ends (0: nothing asked yet).
+    ahead_to: u64,
+    streams: Streams,
+}
+
+/// A file's place in its backend's count of files reading ahead from the
+/// device: counted from its first read-ahead from the device until it is
+/// dropped.
+#[derive(Debug)]
+struct Streams {
+    count: Arc<AtomicUsize>,
+    counted: bool,
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        if self.counted {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One file's share of its backend's limit of uncached reads.
+#[derive(Debug)]
+struct Gate {
+    sem: Arc<Semaphore>,
+    poll: PollSemaphore,
+    /// `poll` is waiting for a permit for us.
+    acquiring: bool,
+    /// The permit of a read in flight, given back when it completes.
+    pending: Option<Arc<Release>>,
+}
+
+impl Gate {
+    fn new(sem: Arc<Semaphore>) -> Gate {
+        Gate {
+            poll: PollSemaphore::new(sem.clone()),
+            sem,
+            acquiring: false,
+            pending: None,
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if let Some(rel) = self.pending.take() {
+            rel.release();
+        }
+    }
+}
+
+/// The waker a read in flight holding a permit is polled with: its wake-up
+/// (the read's completion) gives the permit back at once, then wakes the
+/// task. So a permit is never held by a response waiting for its client to
+/// take the bytes (hyper polls the body only when it can send more).
+#[derive(Debug)]
+struct Release {
+    sem: Arc<Semaphore>,
+    held: AtomicBool,
+    waker: std::sync::Mutex<std::task::Waker>,
+}
+
+impl Release {
+    fn release(&self) {
+        if self.held.swap(false, Ordering::AcqRel) {
+            self.sem.add_permits(1);
+        }
+    }
+
+    fn set_waker(&self, waker: &std::task::Waker) {
+        let mut w = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+        if !w.will_wake(waker) {
+            w.clone_from(waker);
+        }
+    }
+}
+
+impl std::task::Wake for Release {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.release();
+        self.waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .wake_by_ref();
+    }
+}
+
+/// Whether the page cache holds every page of `len` bytes at `offset` of
+/// `fd` (`cachestat`, Linux 6.5: asks the page cache only, starts no
+/// read-ahead). `false` where the kernel lacks it.
+fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
+    /// `cachestat` (Linux 6.5): 451 on every architecture with the unified
+    /// system call table (all but alpha and mips).
+    const SYS_CACHESTAT: libc::c_long = 451;
+    static WORKS: AtomicBool = AtomicBool::new(true);
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct CacheStat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    if len == 0 {
+        return true;
+    }
+    if !WORKS.load(Ordering::Relaxed) {
+        return false;
+    }
+    let range = Range { off: offset, len };
+    let mut st = CacheStat::default();
+    // SAFETY: `range` is read and `st` written by the kernel during the
+    // call only; both are live locals of the sizes the kernel expects.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd as libc::c_long,
+            &range as *const Range,
+            &mut st as *mut CacheStat,
+            0 as libc::c_uint,
+        )
+    };
+    if r != 0 {
+        let errno = io::Error::last_os_error().raw_os_error();
+        if matches!(errno, Some(libc::ENOSYS | libc::EPERM)) {
+            WORKS.store(false, Ordering::Relaxed);
+        }
+        return false;
+    }
+    const PAGE: u64 = 4096;
+    let pages = (offset + len).div_ceil(PAGE) - offset / PAGE;
+    // A larger page size makes `pages` an over-count: "not all cached",
+    // the safe answer (the read waits for a permit).
+    st.nr_cache >= pages
 }
 
 /// [`OverlapFile::len`] before `metadata` was asked for.
@@ -159,6 +417,160 @@ impl AsyncRead for OverlapFile {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        let res = me.poll_read_gated(cx, buf);
+        if res.is_pending() && !me.streams.counted {
+            // Waiting for the device (or for a permit to ask it).
+            me.streams.counted = true;
+            me.streams.count.fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+}
+
+impl OverlapFile {
+    /// Asks the kernel to read the next bytes of the file into the page
+    /// cache (`posix_fadvise(WILLNEED)`: starts the reads, waits for none),
+    /// so that a body's next reads find their data there and the device
+    /// sees large requests; nothing when the page cache already holds it
+    /// (`cachestat`). Kernel read-ahead is off for these files: this one
+    /// is bounded, its window [`READ_AHEAD_BUDGET`] shared among the
+    /// backend's files reading from the device (at most
+    /// [`MAX_READ_AHEAD`], at least three reads' worth), asked for in
+    /// pieces of two thirds of it.
+    fn read_ahead(&mut self, end: u64) {
+        if !self.bounded {
+            return;
+        }
+        let len = *self.len.get_mut();
+        if len == UNKNOWN_LEN || len <= end.saturating_add(self.read_size) {
+            return; // the length is unknown, or the next read takes the rest
+        }
+        let streams =
+            self.streams.count.load(Ordering::Relaxed) as u64 + u64::from(!self.streams.counted);
+        let window = (READ_AHEAD_BUDGET / streams.max(1))
+            .clamp(3 * self.read_size, MAX_READ_AHEAD.max(3 * self.read_size));
+        let target = end.saturating_add(window).min(len);
+        let from = self.ahead_to.max(end);
+        if target <= from || target - from < (window * 2 / 3).min(len - end) {
+            return;
+        }
+        use std::os::fd::AsRawFd;
+        let fd = self.file.as_raw_fd();
+        if !all_cached(fd, from, target - from) {
+            if !self.streams.counted {
+                self.streams.counted = true;
+                self.streams.count.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: advice on a descriptor this file owns; no memory.
+            unsafe {
+                libc::posix_fadvise(
+                    fd,
+                    from as libc::off_t,
+                    (target - from) as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
+        }
+        self.ahead_to = target;
+    }
+
+    /// The read, after a permit when the backend's limit of uncached reads
+    /// says so.
+    fn poll_read_gated(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self;
+        let Some(gate) = me.gate.as_mut() else {
+            return me.poll_read_within_len(cx, buf);
+        };
+        // A read still in flight with its permit: polled again (before its
+        // completion woke us), it keeps the permit.
+        if let Some(rel) = gate.pending.take() {
+            if rel.held.load(Ordering::Acquire) {
+                rel.set_waker(cx.waker());
+                let waker = std::task::Waker::from(rel.clone());
+                let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf);
+                match res {
+                    Poll::Ready(_) => rel.release(),
+                    Poll::Pending => {
+                        if let Some(gate) = me.gate.as_mut() {
+                            gate.pending = Some(rel);
+                        }
+                    }
+                }
+                return res;
+            }
+        }
+        if !gate.acquiring {
+            let taken = gate.sem.try_acquire().map(|p| p.forget()).is_ok();
+            if !taken {
+                // None left: a read the page cache answers whole goes on
+                // without one (asking the cache starts no read-ahead; a read
+                // that misses would).
+                let len = *me.len.get_mut();
+                let hot = me.file.next_read_offset().is_some_and(|pos| {
+                    let want = (buf.remaining() as u64).min(len.saturating_sub(pos));
+                    use std::os::fd::AsRawFd;
+                    all_cached(me.file.as_raw_fd(), pos, want)
+                });
+                if hot {
+                    return me.poll_read_within_len(cx, buf);
+                }
+                gate.acquiring = true;
+            }
+        }
+        if gate.acquiring {
+            match gate.poll.poll_acquire(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(permit)) => permit.forget(),
+                Poll::Ready(None) => {
+                    // Closed: never (no one closes it). Go on unlimited.
+                    gate.acquiring = false;
+                    return me.poll_read_within_len(cx, buf);
+                }
+            }
+            gate.acquiring = false;
+        }
+        // A permit is ours (taken and forgotten: given back by hand).
+        let sem = gate.sem.clone();
+        let res = me.poll_read_within_len(cx, buf);
+        if res.is_ready() {
+            sem.add_permits(1); // answered at once: the page cache had it
+            return res;
+        }
+        // In flight: from now on its completion gives the permit back.
+        let rel = Arc::new(Release {
+            sem,
+            held: AtomicBool::new(true),
+            waker: std::sync::Mutex::new(cx.waker().clone()),
+        });
+        let waker = std::task::Waker::from(rel.clone());
+        let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf);
+        match res {
+            Poll::Ready(_) => rel.release(),
+            Poll::Pending => {
+                if let Some(gate) = me.gate.as_mut() {
+                    gate.pending = Some(rel);
+                }
+            }
+        }
+        res
+    }
+}
+
+impl OverlapFile {
+    /// The read itself, no further than the length `metadata` reported.
+    fn poll_read_within_len(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self;
+        if let Some(pos) = me.file.next_read_offset() {
+            me.read_ahead(pos);
+        }
         let len = *me.len.get_mut();
         let left = match me.file.next_read_offset() {
             Some(pos) if len != UNKNOWN_LEN => len.saturating_sub(pos),

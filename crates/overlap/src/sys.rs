@@ -206,14 +206,14 @@ pub(crate) fn statx_cached(
             std::os::fd::AsRawFd::as_raw_fd(&fd),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            crate::operation::STATX_MASK | libc::STATX_MNT_ID_UNIQUE,
+            crate::operation::STATX_MASK | STATX_MNT_ID_UNIQUE,
             &mut st,
         )
     };
     if r != 0 {
         return None;
     }
-    if st.stx_mask & libc::STATX_MNT_ID_UNIQUE == 0 {
+    if st.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
         // Before 6.8: no way to name the file system without asking it.
         CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
         return None;
@@ -224,6 +224,10 @@ pub(crate) fn statx_cached(
     count_inline(counters, false);
     Some(Ok(st))
 }
+
+/// `STATX_MNT_ID_UNIQUE` (linux/stat.h; Linux 6.8): `stx_mnt_id` is the
+/// mount's unique id, never reused while the system runs.
+const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
 
 /// Cleared when the kernel (or a sandbox) refused a call the dentry-cache
 /// `statx` needs: it is then never tried again.

@@ -25,7 +25,105 @@ rt_tests!(
     serve_file_serves_awkward_names,
     serve_file_of_a_directory_or_missing_file_is_404,
     a_file_reads_no_further_than_the_length_its_metadata_gave,
+    uncached_reads_wait_for_permits_and_give_them_back,
+    files_reading_ahead_themselves_serve_whole_bodies_and_ranges,
 );
+
+/// Writes `n` files of `len` bytes, out of the page cache.
+fn evicted_files(dir: &std::path::Path, n: usize, len: usize) -> Vec<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    (0..n)
+        .map(|i| {
+            let content = data(len, i as u8);
+            let p = dir.join(format!("f{i}"));
+            std::fs::write(&p, &content).unwrap();
+            let f = std::fs::File::open(&p).unwrap();
+            f.sync_all().unwrap();
+            // SAFETY: advice on a descriptor we own.
+            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            content
+        })
+        .collect()
+}
+
+/// With one permit for reads of uncached data, concurrent requests for
+/// evicted files all complete whole; every permit comes back, also from a
+/// body dropped half-read.
+async fn uncached_reads_wait_for_permits_and_give_them_back() {
+    let dir = tempdir();
+    let contents = evicted_files(dir.path(), 8, (1 << 20) + 5);
+    let backend = OverlapBackend::new().with_max_uncached_reads(1);
+    let svc = ServeDir::with_backend(dir.path(), backend.clone());
+    let gets = (0..8).map(|i| {
+        let svc = svc.clone();
+        tokio::spawn(async move { get(svc, &format!("/f{i}"), &[]).await })
+    });
+    let gets: Vec<_> = gets.collect();
+    for (i, g) in gets.into_iter().enumerate() {
+        let res = g.await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(
+            res.body()[..] == contents[i][..],
+            "f{i}: the body is the file"
+        );
+    }
+    assert_eq!(
+        backend.uncached_reads_in_flight(),
+        0,
+        "every permit came back"
+    );
+
+    // A body dropped after its first frame (its next read may be in flight).
+    evicted_files(dir.path(), 1, 3 << 20);
+    let res = svc
+        .clone()
+        .oneshot(Request::get("/f0").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let mut body = res.into_body();
+    let first = body.frame().await.expect("a frame").expect("data");
+    assert!(first.is_data());
+    drop(body);
+    let back = async {
+        while backend.uncached_reads_in_flight() != 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), back)
+        .await
+        .expect("the dropped body's permit came back");
+    let res = get(svc, "/f1", &[]).await;
+    assert!(res.body()[..] == contents[1][..]);
+}
+
+/// Files opened with every other file counted as reading from the device
+/// read ahead themselves (kernel read-ahead off): bodies and ranges are
+/// still the file's bytes, evicted or cached.
+async fn files_reading_ahead_themselves_serve_whole_bodies_and_ranges() {
+    let dir = tempdir();
+    let contents = evicted_files(dir.path(), 4, (5 << 20) + 4097);
+    let svc = ServeDir::with_backend(
+        dir.path(),
+        OverlapBackend::new().with_kernel_read_ahead_streams(0),
+    );
+    for round in 0..2 {
+        for (i, content) in contents.iter().enumerate() {
+            let res = get(svc.clone(), &format!("/f{i}"), &[]).await;
+            assert!(res.body()[..] == content[..], "round {round}, f{i}");
+            let res = get(
+                svc.clone(),
+                &format!("/f{i}"),
+                &[(header::RANGE, "bytes=3000000-4200000")],
+            )
+            .await;
+            assert_eq!(res.status(), StatusCode::PARTIAL_CONTENT);
+            assert!(
+                res.body()[..] == content[3_000_000..=4_200_000],
+                "round {round}, f{i}: the range"
+            );
+        }
+    }
+}
 
 async fn get<S>(svc: S, uri: &str, headers: &[(header::HeaderName, &str)]) -> Response<Bytes>
 where
