@@ -15,9 +15,10 @@
 //! [`OverlapBackend::with_read_size`]), from the page cache straight into
 //! the body's buffer when it is there, and no further than the length the
 //! response announced ([`OverlapFile`]). Nothing goes to tokio's blocking
-//! pool. At most 32 reads of files not in the page cache are in flight at
-//! once ([`OverlapBackend::with_max_uncached_reads`]), so that the kernel's
-//! read-ahead for them fits in memory however many clients ask at once.
+//! pool. About 32 reads of files not in the page cache are in flight at
+//! once ([`OverlapBackend::with_max_uncached_reads`]), and with many files
+//! reading from the device each reads ahead a bounded window, so that what
+//! is read ahead fits in memory however many clients ask at once.
 //!
 //! The change in an axum or tower application is one line:
 //!
@@ -143,6 +144,14 @@ impl OverlapBackend {
     /// cache (`cachestat`, Linux 6.5) never waits, nor does any read while
     /// permits are left; a permit is held only while a read is in flight,
     /// so a client that stops reading holds none.
+    ///
+    /// The bound is close, not exact: a read judged cached may find a page
+    /// reclaimed meanwhile, a read-ahead asked for by a file (see
+    /// [`with_kernel_read_ahead_streams`](Self::with_kernel_read_ahead_streams))
+    /// is not counted, and a read whose file was dropped goes on without
+    /// its permit. Asking for a read-ahead (`posix_fadvise(WILLNEED)`)
+    /// allocates its pages and submits the reads on the calling thread, as
+    /// a buffered read that misses does.
     pub fn with_max_uncached_reads(mut self, n: usize) -> Self {
         self.max_uncached = n.min(Semaphore::MAX_PERMITS);
         self.uncached = (n > 0).then(|| Arc::new(Semaphore::new(self.max_uncached)));
@@ -345,9 +354,27 @@ impl std::task::Wake for Release {
     }
 }
 
+/// The system's page size.
+fn page_size() -> u64 {
+    static PAGE: AtomicU64 = AtomicU64::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf reads a constant of the system.
+            let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            let p = u64::try_from(p).ok().filter(|p| *p > 0).unwrap_or(4096);
+            PAGE.store(p, Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
 /// Whether the page cache holds every page of `len` bytes at `offset` of
 /// `fd` (`cachestat`, Linux 6.5: asks the page cache only, starts no
-/// read-ahead). `false` where the kernel lacks it.
+/// read-ahead). `false` where the kernel lacks it, and for a file the
+/// caller could not write and does not own (the kernel's rule for
+/// `cachestat`): then a read of it waits for a permit whenever none is
+/// left, cached or not.
 fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
     /// `cachestat` (Linux 6.5): 451 on every architecture with the unified
     /// system call table (all but alpha and mips).
@@ -387,16 +414,16 @@ fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
         )
     };
     if r != 0 {
-        let errno = io::Error::last_os_error().raw_os_error();
-        if matches!(errno, Some(libc::ENOSYS | libc::EPERM)) {
+        // ENOSYS: before 6.5 (or a sandbox): never asked again. EPERM: the
+        // kernel answers only for files the caller could write (or owns),
+        // and a server reads others' files: "not known to be cached".
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
             WORKS.store(false, Ordering::Relaxed);
         }
         return false;
     }
-    const PAGE: u64 = 4096;
-    let pages = (offset + len).div_ceil(PAGE) - offset / PAGE;
-    // A larger page size makes `pages` an over-count: "not all cached",
-    // the safe answer (the read waits for a permit).
+    let page = page_size();
+    let pages = (offset + len).div_ceil(page) - offset / page;
     st.nr_cache >= pages
 }
 
@@ -404,7 +431,8 @@ fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
 const UNKNOWN_LEN: u64 = u64::MAX;
 
 impl OverlapFile {
-    /// The file underneath.
+    /// The file underneath (with `POSIX_FADV_RANDOM` set, if it was one of
+    /// the files reading ahead themselves).
     pub fn into_inner(self) -> crate::fs::File {
         self.file
     }
@@ -483,15 +511,24 @@ impl OverlapFile {
     ) -> Poll<io::Result<()>> {
         let me = self;
         let Some(gate) = me.gate.as_mut() else {
-            return me.poll_read_within_len(cx, buf);
+            return me.poll_read_within_len(cx, buf, true);
         };
         // A read still in flight with its permit: polled again (before its
-        // completion woke us), it keeps the permit.
+        // completion woke us), it keeps the permit. Its permit given back
+        // (the completion woke us), the read is first polled as it is: done,
+        // it needs no permit to hand its bytes over.
         if let Some(rel) = gate.pending.take() {
-            if rel.held.load(Ordering::Acquire) {
+            if !rel.held.load(Ordering::Acquire) {
+                let res = me.poll_read_within_len(cx, buf, false);
+                if res.is_ready() {
+                    return res;
+                }
+                // Woken early (by the engine's budget, say): on as a new
+                // read, for a permit.
+            } else {
                 rel.set_waker(cx.waker());
                 let waker = std::task::Waker::from(rel.clone());
-                let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf);
+                let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf, true);
                 match res {
                     Poll::Ready(_) => rel.release(),
                     Poll::Pending => {
@@ -503,6 +540,9 @@ impl OverlapFile {
                 return res;
             }
         }
+        let Some(gate) = me.gate.as_mut() else {
+            return me.poll_read_within_len(cx, buf, true);
+        };
         if !gate.acquiring {
             let taken = gate.sem.try_acquire().map(|p| p.forget()).is_ok();
             if !taken {
@@ -516,7 +556,8 @@ impl OverlapFile {
                     all_cached(me.file.as_raw_fd(), pos, want)
                 });
                 if hot {
-                    return me.poll_read_within_len(cx, buf);
+                    // Without a permit: no read-ahead either.
+                    return me.poll_read_within_len(cx, buf, false);
                 }
                 gate.acquiring = true;
             }
@@ -528,14 +569,14 @@ impl OverlapFile {
                 Poll::Ready(None) => {
                     // Closed: never (no one closes it). Go on unlimited.
                     gate.acquiring = false;
-                    return me.poll_read_within_len(cx, buf);
+                    return me.poll_read_within_len(cx, buf, true);
                 }
             }
             gate.acquiring = false;
         }
         // A permit is ours (taken and forgotten: given back by hand).
         let sem = gate.sem.clone();
-        let res = me.poll_read_within_len(cx, buf);
+        let res = me.poll_read_within_len(cx, buf, true);
         if res.is_ready() {
             sem.add_permits(1); // answered at once: the page cache had it
             return res;
@@ -547,7 +588,7 @@ impl OverlapFile {
             waker: std::sync::Mutex::new(cx.waker().clone()),
         });
         let waker = std::task::Waker::from(rel.clone());
-        let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf);
+        let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf, false);
         match res {
             Poll::Ready(_) => rel.release(),
             Poll::Pending => {
@@ -561,15 +602,19 @@ impl OverlapFile {
 }
 
 impl OverlapFile {
-    /// The read itself, no further than the length `metadata` reported.
+    /// The read itself, no further than the length `metadata` reported;
+    /// with `ahead`, after asking for what comes next ([`Self::read_ahead`]).
     fn poll_read_within_len(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
+        ahead: bool,
     ) -> Poll<io::Result<()>> {
         let me = self;
-        if let Some(pos) = me.file.next_read_offset() {
-            me.read_ahead(pos);
+        if ahead {
+            if let Some(pos) = me.file.next_read_offset() {
+                me.read_ahead(pos);
+            }
         }
         let len = *me.len.get_mut();
         let left = match me.file.next_read_offset() {

@@ -240,7 +240,9 @@ pub fn symlink(
 /// from memory on the calling thread (`openat2(O_PATH, RESOLVE_CACHED)` and
 /// `statx` of that descriptor), counted as an operation completed inline:
 /// io_uring hands every `statx` to a kernel worker, a thread wake-up each.
-/// Anything else goes through the engine. Off with
+/// Anything else goes through the engine: other file systems (network ones,
+/// FUSE, overlayfs, whose layers may be either), kernels before 6.8 (the
+/// file system is named by `statmount`, never by asking it). Off with
 /// [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path)`(false)`.
 pub fn metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
     statx(engine, path.as_ref(), 0)

@@ -246,7 +246,9 @@ fn count_inline(counters: &crate::stats::Counters, error: bool) {
 
 /// Magic numbers (`statfs.f_type`, `statmount.sb_magic`) of the file
 /// systems whose in-memory attributes are what a synced `statx` returns:
-/// local ones, whose inode is the truth, not a cache of a server's.
+/// local ones, whose inode is the truth, not a cache of a server's. Not
+/// overlayfs: it passes `AT_STATX_DONT_SYNC` on to its layers, which may
+/// be a network file system.
 const LOCAL_FS_MAGIC: &[u32] = &[
     0xEF53,      // ext2, ext3, ext4
     0x5846_5342, // xfs
@@ -254,7 +256,6 @@ const LOCAL_FS_MAGIC: &[u32] = &[
     0x0102_1994, // tmpfs
     0x8584_58F6, // ramfs
     0xF2F5_2010, // f2fs
-    0x794C_7630, // overlayfs
     0x2FC1_2FC1, // zfs
     0xCA45_1A4E, // bcachefs
     0x7371_7368, // squashfs
@@ -333,14 +334,20 @@ fn is_local_fs(mnt_id: u64) -> bool {
             0 as libc::c_uint,
         )
     };
-    if r != 0 {
+    let local = if r == 0 {
+        sm.mask & STATMOUNT_SB_BASIC != 0 && is_local_magic(sm.sb_magic)
+    } else {
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if matches!(errno, libc::ENOSYS | libc::EPERM | libc::EINVAL) {
+        if matches!(errno, libc::ENOSYS | libc::EINVAL) {
+            // No statmount (before 6.8), or a sandbox refusing it.
             CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
+            return false;
         }
-        return false; // ENOENT: unmounted meanwhile
-    }
-    let local = sm.mask & STATMOUNT_SB_BASIC != 0 && is_local_magic(sm.sb_magic);
+        // EPERM (a mount outside the caller's root: chroot, /proc/PID/root),
+        // ENOENT (another namespace's, or unmounted meanwhile), a security
+        // module's refusal: this mount is not answered here; others are.
+        false
+    };
     if cacheable {
         slot.store(((mnt_id << 1) | u64::from(local)) + 1, Ordering::Relaxed);
     }

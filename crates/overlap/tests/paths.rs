@@ -500,7 +500,7 @@ fn metadata_of_a_cached_path_is_answered_on_the_caller(d: Driver) {
     // 6.8).
     let local = matches!(
         nix_fs_type(dir.path()),
-        0xEF53 | 0x5846_5342 | 0x9123_683E | 0x0102_1994 | 0xF2F5_2010 | 0x794C_7630
+        0xEF53 | 0x5846_5342 | 0x9123_683E | 0x0102_1994 | 0xF2F5_2010
     ) && kernel_at_least(6, 8);
     assert_eq!(after.submitted - before.submitted, 1);
     assert_eq!(after.completed - before.completed, 1);

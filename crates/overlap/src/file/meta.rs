@@ -154,12 +154,17 @@ impl File {
     /// otherwise.
     pub fn stat_cached(&self) -> Result<crate::path::Stat> {
         self.check(Need::Open, 0, 0, 0)?;
+        // Counted in as an operation: a concurrent close waits, so the
+        // descriptor's number cannot be freed and reused meanwhile.
+        if !self.inner.try_start() {
+            return Err(Error::Closed);
+        }
         // SAFETY: statx is plain old data; all-zero is a valid value.
         let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: `st` is a writable statx. (The descriptor is open: `check`
-        // saw the file open and this handle keeps its inner alive; a stale
-        // number at worst gives EBADF.)
+        // SAFETY: `st` is a writable statx; the descriptor stays open until
+        // `finish`.
         let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        self.inner.finish();
         if r < 0 {
             return Err(std::io::Error::from_raw_os_error(-r as i32).into());
         }

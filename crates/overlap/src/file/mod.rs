@@ -116,14 +116,20 @@ impl File {
         if let Some(a) = self.inner.align.get() {
             return *a;
         }
+        // Counted in as an operation, so that a concurrent close cannot
+        // free the descriptor's number (and another open reuse it) while
+        // it is asked.
+        if !self.inner.try_start() {
+            return self.inner.align(); // closed: the default, not remembered
+        }
         // SAFETY: statx is plain old data; all-zero is a valid value.
         let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        let fd = self.inner.fd();
-        // SAFETY: `st` is writable for the call; a closed file's -1 makes
-        // statx fail with EBADF, nothing else.
-        let r = unsafe { operation::statx_fd(fd, libc::AT_STATX_DONT_SYNC, &mut st) };
+        // SAFETY: `st` is writable for the call; the descriptor stays open
+        // until `finish` (the close waits for it).
+        let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        self.inner.finish();
         if r != 0 {
-            return self.inner.align(); // closed: the default, not remembered
+            return self.inner.align();
         }
         *self.inner.align.get_or_init(|| alignment_of(&st))
     }
