@@ -227,7 +227,18 @@ fn serves_files_ranges_404_and_health_in_each_io_mode() {
 fn read_size_changes_chunks_not_bodies() {
     for mode in MODES {
         let (dir, content) = site(&format!("chunks-{mode}"));
-        let server = Server::start(&dir, &["--io", mode, "--read-size", "4096"]);
+        // One permit for uncached reads (overlap's): still whole bodies.
+        let server = Server::start(
+            &dir,
+            &[
+                "--io",
+                mode,
+                "--read-size",
+                "4096",
+                "--max-uncached-reads",
+                "1",
+            ],
+        );
         let r = request(server.addr, "GET", "/big.bin", &[]);
         assert_eq!(r.status, 200, "{mode}");
         assert!(r.body == content, "{mode}: the body is the file");

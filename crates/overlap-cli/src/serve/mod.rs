@@ -64,6 +64,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 64 << 10,
           value_parser = clap::value_parser!(u32).range(4096..=16 << 20))]
     read_size: u32,
+    /// With `--io overlap`: reads of data not in the page cache in flight
+    /// at once, at most (0: no limit; see
+    /// `OverlapBackend::with_max_uncached_reads`).
+    #[arg(long, default_value_t = overlap_tokio::tower_http::DEFAULT_MAX_UNCACHED_READS)]
+    max_uncached_reads: usize,
 }
 
 /// `--io`.
@@ -111,8 +116,13 @@ fn router(args: &ServeArgs) -> Router {
     let chunk = args.read_size as usize;
     let files = match args.io {
         IoMode::Overlap => Router::new().fallback_service(
-            ServeDir::with_backend(&args.dir, OverlapBackend::new().with_read_size(chunk))
-                .with_buf_chunk_size(chunk),
+            ServeDir::with_backend(
+                &args.dir,
+                OverlapBackend::new()
+                    .with_read_size(chunk)
+                    .with_max_uncached_reads(args.max_uncached_reads),
+            )
+            .with_buf_chunk_size(chunk),
         ),
         IoMode::TokioFs => {
             Router::new().fallback_service(ServeDir::new(&args.dir).with_buf_chunk_size(chunk))
