@@ -276,6 +276,16 @@ struct Streams {
     counted: bool,
 }
 
+impl Streams {
+    /// Counts the file in, once.
+    fn count_in(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 impl Drop for Streams {
     fn drop(&mut self) {
         if self.counted {
@@ -446,10 +456,9 @@ impl AsyncRead for OverlapFile {
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
         let res = me.poll_read_gated(cx, buf);
-        if res.is_pending() && !me.streams.counted {
+        if res.is_pending() {
             // Waiting for the device (or for a permit to ask it).
-            me.streams.counted = true;
-            me.streams.count.fetch_add(1, Ordering::Relaxed);
+            me.streams.count_in();
         }
         res
     }
@@ -485,10 +494,7 @@ impl OverlapFile {
         use std::os::fd::AsRawFd;
         let fd = self.file.as_raw_fd();
         if !all_cached(fd, from, target - from) {
-            if !self.streams.counted {
-                self.streams.counted = true;
-                self.streams.count.fetch_add(1, Ordering::Relaxed);
-            }
+            self.streams.count_in();
             // SAFETY: advice on a descriptor this file owns; no memory.
             unsafe {
                 libc::posix_fadvise(
@@ -527,17 +533,7 @@ impl OverlapFile {
                 // read, for a permit.
             } else {
                 rel.set_waker(cx.waker());
-                let waker = std::task::Waker::from(rel.clone());
-                let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf, true);
-                match res {
-                    Poll::Ready(_) => rel.release(),
-                    Poll::Pending => {
-                        if let Some(gate) = me.gate.as_mut() {
-                            gate.pending = Some(rel);
-                        }
-                    }
-                }
-                return res;
+                return me.poll_holding(rel, buf, true);
             }
         }
         let Some(gate) = me.gate.as_mut() else {
@@ -587,12 +583,24 @@ impl OverlapFile {
             held: AtomicBool::new(true),
             waker: std::sync::Mutex::new(cx.waker().clone()),
         });
+        me.poll_holding(rel, buf, false)
+    }
+
+    /// Polls the read holding `rel`'s permit with `rel` as its waker (its
+    /// completion gives the permit back); the permit is given back at once
+    /// when the read is done, else kept as the gate's pending one.
+    fn poll_holding(
+        &mut self,
+        rel: Arc<Release>,
+        buf: &mut ReadBuf<'_>,
+        ahead: bool,
+    ) -> Poll<io::Result<()>> {
         let waker = std::task::Waker::from(rel.clone());
-        let res = me.poll_read_within_len(&mut Context::from_waker(&waker), buf, false);
+        let res = self.poll_read_within_len(&mut Context::from_waker(&waker), buf, ahead);
         match res {
             Poll::Ready(_) => rel.release(),
             Poll::Pending => {
-                if let Some(gate) = me.gate.as_mut() {
+                if let Some(gate) = self.gate.as_mut() {
                     gate.pending = Some(rel);
                 }
             }
@@ -611,13 +619,12 @@ impl OverlapFile {
         ahead: bool,
     ) -> Poll<io::Result<()>> {
         let me = self;
-        if ahead {
-            if let Some(pos) = me.file.next_read_offset() {
-                me.read_ahead(pos);
-            }
+        let pos = me.file.next_read_offset();
+        if let (true, Some(pos)) = (ahead, pos) {
+            me.read_ahead(pos);
         }
         let len = *me.len.get_mut();
-        let left = match me.file.next_read_offset() {
+        let left = match pos {
             Some(pos) if len != UNKNOWN_LEN => len.saturating_sub(pos),
             _ => return Pin::new(&mut me.file).poll_read(cx, buf),
         };
