@@ -804,6 +804,46 @@ int32_t overlap_port_fallocate(const struct overlap_port *port, const struct ove
 int64_t overlap_port_submit(const struct overlap_port *port, const struct overlap_op *ops, uint64_t n);
 
 /**
+ * Begins a batch on `port` for the calling thread: until
+ * overlap_port_batch_end() on the same thread, the operations this thread
+ * submits to the port reach the kernel together, one system call for
+ * every 32 and one for the rest at the end, instead of one each. They are
+ * also submitted before the thread waits in any call of this library
+ * (overlap_port_wait() included), but not before it blocks elsewhere:
+ * inside a batch, block only in this library's calls, or end the batch
+ * first. Returns 1 if a batch began, 0 if there is nothing to batch (the
+ * port has no ring of its own, or the thread is already in a batch on
+ * it; submissions then go at once, as without), or `-EINVAL` (NULL
+ * handle).
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port, which must not run before the batch
+ * ends.
+ */
+int32_t overlap_port_batch_begin(const struct overlap_port *port);
+
+/**
+ * Ends the calling thread's batch on `port` (overlap_port_batch_begin()):
+ * submits what it queued. Returns 1 if a batch ended, 0 if the thread had
+ * none on the port, or `-EINVAL` (NULL handle).
+ *
+ * Thread safety: as overlap_port_batch_begin().
+ */
+int32_t overlap_port_batch_end(const struct overlap_port *port);
+
+/**
+ * Submits what any thread queued on `port` inside a batch
+ * (overlap_port_batch_begin()) and has not submitted yet: for a thread
+ * that watches over threads which may block, inside a batch, outside this
+ * library. No system call when nothing is queued. Returns 0, or
+ * `-EINVAL` (NULL handle).
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int32_t overlap_port_flush(const struct overlap_port *port);
+
+/**
  * Takes completions into `out` (room for `max`): waits until at least
  * `min` were taken or `timeout_ns` nanoseconds passed (negative: no time
  * limit; 0 with `min` 0: a poll), then takes whatever else is ready, up

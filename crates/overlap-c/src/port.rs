@@ -399,6 +399,85 @@ pub extern "C" fn overlap_port_submit(
 }
 
 thread_local! {
+    /// The batches the calling thread began (overlap_port_batch_begin()),
+    /// by port address: each ends (submits) when removed.
+    static BATCHES: RefCell<Vec<(usize, overlap::Batch)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Begins a batch on `port` for the calling thread: until
+/// overlap_port_batch_end() on the same thread, the operations this thread
+/// submits to the port reach the kernel together, one system call for
+/// every 32 and one for the rest at the end, instead of one each. They are
+/// also submitted before the thread waits in any call of this library
+/// (overlap_port_wait() included), but not before it blocks elsewhere:
+/// inside a batch, block only in this library's calls, or end the batch
+/// first. Returns 1 if a batch began, 0 if there is nothing to batch (the
+/// port has no ring of its own, or the thread is already in a batch on
+/// it; submissions then go at once, as without), or `-EINVAL` (NULL
+/// handle).
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_port_free() of this port, which must not run before the batch
+/// ends.
+#[no_mangle]
+pub extern "C" fn overlap_port_batch_begin(port: *const overlap_port) -> i32 {
+    const F: &str = "overlap_port_batch_begin";
+    guard(F, || {
+        let p = handle!(port, "port", F);
+        match p.port.begin_batch() {
+            Some(b) => {
+                let pushed = BATCHES
+                    .try_with(|l| l.borrow_mut().push((port as usize, b)))
+                    .is_ok();
+                i32::from(pushed)
+            }
+            None => 0,
+        }
+    })
+}
+
+/// Ends the calling thread's batch on `port` (overlap_port_batch_begin()):
+/// submits what it queued. Returns 1 if a batch ended, 0 if the thread had
+/// none on the port, or `-EINVAL` (NULL handle).
+///
+/// Thread safety: as overlap_port_batch_begin().
+#[no_mangle]
+pub extern "C" fn overlap_port_batch_end(port: *const overlap_port) -> i32 {
+    const F: &str = "overlap_port_batch_end";
+    guard(F, || {
+        let _ = handle!(port, "port", F);
+        let batch = BATCHES
+            .try_with(|l| {
+                let mut l = l.borrow_mut();
+                let i = l.iter().position(|(k, _)| *k == port as usize)?;
+                Some(l.swap_remove(i).1)
+            })
+            .ok()
+            .flatten();
+        // Dropped with the list released: the drop submits.
+        i32::from(batch.is_some())
+    })
+}
+
+/// Submits what any thread queued on `port` inside a batch
+/// (overlap_port_batch_begin()) and has not submitted yet: for a thread
+/// that watches over threads which may block, inside a batch, outside this
+/// library. No system call when nothing is queued. Returns 0, or
+/// `-EINVAL` (NULL handle).
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_port_free() of this port.
+#[no_mangle]
+pub extern "C" fn overlap_port_flush(port: *const overlap_port) -> i32 {
+    const F: &str = "overlap_port_flush";
+    guard(F, || {
+        let p = handle!(port, "port", F);
+        p.port.flush();
+        0
+    })
+}
+
+thread_local! {
     /// The calling thread's completions between taking and copying out.
     static TAKEN: RefCell<Vec<Completion<CBuf>>> = const { RefCell::new(Vec::new()) };
 }

@@ -183,6 +183,6 @@ pub use engine::{
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
 pub use future::{Op, Task};
-pub use port::{Completion, Port};
+pub use port::{Batch, Completion, Port};
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;

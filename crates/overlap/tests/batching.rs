@@ -22,6 +22,8 @@ per_driver!(
     a_port_batch_submits_before_its_thread_waits_in_block_on,
     a_port_batch_submits_before_its_thread_polls_the_port,
     a_port_batch_waiting_for_budget_does_not_hang,
+    a_batch_guard_submits_when_it_drops,
+    another_thread_flushes_a_batch_whose_thread_blocks_elsewhere,
 );
 
 const N: u64 = 64;
@@ -294,4 +296,89 @@ fn a_port_batch_waiting_for_budget_does_not_hang(d: Driver) {
     taker.join().unwrap();
     keys.sort_unstable();
     assert_eq!(keys, (0..N).collect::<Vec<_>>());
+}
+
+fn a_batch_guard_submits_when_it_drops(d: Driver) {
+    if !d.is_uring() {
+        eprintln!("SKIPPED: only a port's own ring (io_uring) defers submission");
+        let engine = d.engine();
+        let port: Port<AlignedBuf> = Port::new(&engine);
+        assert!(
+            port.begin_batch().is_none(),
+            "nothing to batch without a ring"
+        );
+        return;
+    }
+    let engine = d.engine();
+    let dir = tempdir();
+    let (file, pool) = direct_file(&engine, &dir);
+    let blen = pool.buf_len() as u64;
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let calls_since = |s: &overlap::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
+    let before = engine.stats();
+    let batch = port.begin_batch().expect("a ring's port batches");
+    assert!(
+        port.begin_batch().is_none(),
+        "a thread has one batch per port at a time"
+    );
+    for i in 0..4 {
+        port.read_at(&file, pool.get(), i * blen, i)
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+    }
+    assert_eq!(calls_since(&before), 0, "four reads stay queued");
+    drop(batch);
+    assert_eq!(
+        calls_since(&before),
+        1,
+        "the guard's drop submits them, at once"
+    );
+    take_all(&port, blen, 4);
+}
+
+fn another_thread_flushes_a_batch_whose_thread_blocks_elsewhere(d: Driver) {
+    if !d.is_uring() {
+        eprintln!("SKIPPED: only a port's own ring (io_uring) defers submission");
+        return;
+    }
+    let engine = d.engine();
+    let dir = tempdir();
+    let (file, pool) = direct_file(&engine, &dir);
+    let blen = pool.buf_len() as u64;
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let r = within(Duration::from_secs(20), move || {
+        let (queued_tx, queued_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        // The batching thread queues a read, then blocks outside the
+        // engine (a channel) until the read's completion was seen.
+        let batcher = {
+            let port = port.clone();
+            std::thread::spawn(move || {
+                let _batch = port.begin_batch().expect("a ring's port batches");
+                port.read_at(&file, pool.get(), 7 * blen, 7)
+                    .unwrap_or_else(|(e, _)| panic!("{e}"));
+                queued_tx.send(()).unwrap();
+                done_rx.recv_timeout(Duration::from_secs(15)).is_ok()
+            })
+        };
+        queued_rx.recv().unwrap();
+        // Looking at the ring enters no system call: the read is not in
+        // the kernel yet.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(port.try_next().is_none(), "a queued read is not submitted");
+        port.flush();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = None;
+        while got.is_none() && Instant::now() < deadline {
+            got = port.try_next().map(|c| c.key);
+            std::thread::yield_now();
+        }
+        let _ = done_tx.send(());
+        assert!(batcher.join().unwrap(), "the batching thread was released");
+        got
+    });
+    assert_eq!(
+        r.expect("no hang"),
+        Some(7),
+        "the other thread's flush submitted the read"
+    );
 }

@@ -424,6 +424,29 @@ static void test_port_operations(void) {
     overlap_port_free(op2);
     overlap_engine_free(other);
 
+    /* Batches: what a thread submits between begin and end goes to the
+     * kernel at the end (one call); flush submits it from any thread; a
+     * port without a ring of its own (aio, pool) has nothing to batch. */
+    CHECK_ERR(overlap_port_batch_begin(NULL), EINVAL);
+    CHECK_ERR(overlap_port_batch_end(NULL), EINVAL);
+    CHECK_ERR(overlap_port_flush(NULL), EINVAL);
+    CHECK_EQ(overlap_port_batch_end(port), 0); /* none began */
+    int32_t began = overlap_port_batch_begin(port);
+    CHECK_EQ(began, driver == OVERLAP_DRIVER_URING ? 1 : 0);
+    if (began) CHECK_EQ(overlap_port_batch_begin(port), 0); /* one per thread and port */
+    overlap_stats s0, s1;
+    CHECK_OK(overlap_engine_stats(engine, &s0));
+    for (int i = 0; i < 4; i++) CHECK_OK(overlap_port_read(port, f, r[i], BS, (uint64_t)i * BS, 700 + i));
+    CHECK_OK(overlap_engine_stats(engine, &s1));
+    if (began) CHECK_EQ(s1.submit_syscalls, s0.submit_syscalls); /* queued, not entered */
+    CHECK_OK(overlap_port_flush(port));
+    CHECK_EQ(overlap_port_batch_end(port), began);
+    reap(port, c, 4);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(find(c, 4, 700 + i)->result, BS);
+        check_fill(r[i], BS, (uint8_t)(10 + i));
+    }
+
     CHECK_EQ(overlap_port_outstanding(port), 0);
     overlap_port_free(port);
     overlap_file_free(f);

@@ -433,6 +433,34 @@ impl<B: Send + 'static> Port<B> {
         f(self)
     }
 
+    /// [`batch`](Self::batch) as a guard, for a caller that cannot pass a
+    /// closure (a C caller's begin and end calls): until the returned
+    /// [`Batch`] is dropped, on this thread, what the thread queues on the
+    /// port reaches the kernel together, under `batch`'s rules (submitted
+    /// before the thread waits anywhere in the engine, every 32 entries,
+    /// and when the guard drops). `None` where there is nothing to batch (no
+    /// ring of its own) or the thread already batches on this port.
+    pub fn begin_batch(&self) -> Option<Batch> {
+        match &self.inner.mode {
+            Mode::Ring(r) => {
+                let ring: Arc<dyn crate::driver::uring::thread::Deferred> = r.clone();
+                crate::driver::uring::thread::defer(ring).map(|g| Batch { _guard: g })
+            }
+            Mode::Queue(_) => None,
+        }
+    }
+
+    /// Submits what any thread queued on the port inside a batch
+    /// ([`batch`](Self::batch), [`begin_batch`](Self::begin_batch)) and has
+    /// not submitted yet: for a thread that watches over batching threads
+    /// which may be blocked outside the engine. Nothing happens (no system
+    /// call) when nothing is queued.
+    pub fn flush(&self) {
+        if let Mode::Ring(r) = &self.inner.mode {
+            r.flush_queued();
+        }
+    }
+
     /// Waits for the next completion, from any operation of this port.
     /// Returns `None` when nothing is outstanding (so a worker loop ends
     /// instead of waiting forever).
@@ -694,5 +722,17 @@ impl<B: Send + 'static> Port<B> {
                 r.wait(deadline);
             },
         }
+    }
+}
+
+/// A thread's batch on a port ([`Port::begin_batch`]): dropping it submits
+/// what the thread queued. It stays on the thread that began it.
+pub struct Batch {
+    _guard: crate::driver::uring::thread::DeferGuard,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Batch")
     }
 }

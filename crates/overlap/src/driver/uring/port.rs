@@ -348,6 +348,13 @@ impl<C: PortOp> PortRing<C> {
         self.submitted(&[cell_ref]);
     }
 
+    /// [`flush`](Self::flush), from any thread ([`crate::Port::flush`]).
+    pub(crate) fn flush_queued(&self) {
+        if !self.inherited() {
+            self.flush();
+        }
+    }
+
     fn defer_cell(&self, cell: Arc<C>) {
         self.deferred
             .lock()

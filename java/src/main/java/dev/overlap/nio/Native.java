@@ -150,6 +150,12 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle port_wait = ov("overlap_port_wait",
             FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+    static final MethodHandle port_batch_begin = ov("overlap_port_batch_begin",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+    static final MethodHandle port_batch_end = ov("overlap_port_batch_end",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+    static final MethodHandle port_flush = ov("overlap_port_flush",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle port_post = ov("overlap_port_post",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
 

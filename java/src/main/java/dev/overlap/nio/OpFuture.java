@@ -148,6 +148,7 @@ final class OpFuture<V> implements Future<V> {
     @Override
     public V get() throws InterruptedException, ExecutionException {
         if (!haveResult) {
+            OverlapEngine.beforeWaiting();
             helpUntilDone(false, 0);
         }
         if (!haveResult) {
@@ -162,6 +163,7 @@ final class OpFuture<V> implements Future<V> {
     @Override
     public V get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException, TimeoutException {
         if (!haveResult) {
+            OverlapEngine.beforeWaiting();
             long nanos = unit.toNanos(timeout);
             long deadline = System.nanoTime() + nanos;
             helpUntilDone(true, deadline);
