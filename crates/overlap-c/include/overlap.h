@@ -806,15 +806,17 @@ int64_t overlap_port_submit(const struct overlap_port *port, const struct overla
 /**
  * Begins a batch on `port` for the calling thread: until
  * overlap_port_batch_end() on the same thread, the operations this thread
- * submits to the port reach the kernel together, one system call for
- * every 32 and one for the rest at the end, instead of one each. They are
- * also submitted before the thread waits in any call of this library
- * (overlap_port_wait() included), but not before it blocks elsewhere:
- * inside a batch, block only in this library's calls, or end the batch
- * first. Returns 1 if a batch began, 0 if there is nothing to batch (the
- * port has no ring of its own, or the thread is already in a batch on
- * it; submissions then go at once, as without), or `-EINVAL` (NULL
- * handle).
+ * submits to the port wait in the port's submission queue and reach the
+ * kernel together: at the latest when 32 are queued, when the batch ends,
+ * or when the thread waits in any call of this library
+ * (overlap_port_wait() included); earlier if another thread's submission
+ * or overlap_port_flush() takes them. Not before the thread blocks
+ * elsewhere: inside a batch, block only in this library's calls, end the
+ * batch first, or have another thread call overlap_port_flush(). End it
+ * before the thread exits. Returns 1 if a batch began, 0 if there is
+ * nothing to batch (the port has no ring of its own, or the thread is
+ * already in a batch on it; submissions then go at once, as without), or
+ * `-EINVAL` (NULL handle).
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_port_free() of this port, which must not run before the batch
@@ -835,8 +837,8 @@ int32_t overlap_port_batch_end(const struct overlap_port *port);
  * Submits what any thread queued on `port` inside a batch
  * (overlap_port_batch_begin()) and has not submitted yet: for a thread
  * that watches over threads which may block, inside a batch, outside this
- * library. No system call when nothing is queued. Returns 0, or
- * `-EINVAL` (NULL handle).
+ * library. No system call when no batch queued anything since the last
+ * submission. Returns 0, or `-EINVAL` (NULL handle).
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_port_free() of this port.

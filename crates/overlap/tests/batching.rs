@@ -24,6 +24,7 @@ per_driver!(
     a_port_batch_waiting_for_budget_does_not_hang,
     a_batch_guard_submits_when_it_drops,
     another_thread_flushes_a_batch_whose_thread_blocks_elsewhere,
+    a_forked_child_does_not_submit_the_parents_batch,
 );
 
 const N: u64 = 64;
@@ -381,4 +382,45 @@ fn another_thread_flushes_a_batch_whose_thread_blocks_elsewhere(d: Driver) {
         Some(7),
         "the other thread's flush submitted the read"
     );
+}
+
+/// After `fork`, the child's copy of a batch is the parent's: ending it in
+/// the child (or any wait there) must not submit the parent's queued read,
+/// which the kernel would then perform into the child's copy of the
+/// buffer, leaving the parent a completion with unchanged bytes.
+fn a_forked_child_does_not_submit_the_parents_batch(d: Driver) {
+    if !d.is_uring() {
+        eprintln!("SKIPPED: only a port's own ring (io_uring) defers submission");
+        return;
+    }
+    let engine = d.engine();
+    let dir = tempdir();
+    let (file, pool) = direct_file(&engine, &dir);
+    let blen = pool.buf_len() as u64;
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let r = within(Duration::from_secs(30), move || {
+        let mut buf = pool.get();
+        buf.fill(0xAA);
+        let batch = port.begin_batch().expect("a ring's port batches");
+        port.read_at(&file, buf, 3 * blen, 3)
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+        // SAFETY: the child only drops the batch (the ring's calls return
+        // at once in a child) and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            drop(batch);
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(0) };
+        }
+        let status = wait_pid_within(pid, Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("the child: {e}"));
+        assert!(libc::WIFEXITED(status), "child status {status}");
+        drop(batch);
+        let c = port.next().expect("the parent's read completes");
+        (c.result.map_err(|e| e.to_string()), c.buf)
+    });
+    let (res, buf) = r.expect("no hang");
+    assert_eq!(res, Ok(blen as usize));
+    assert_pattern(&buf, 124, 3 * blen);
 }

@@ -453,8 +453,9 @@ impl<B: Send + 'static> Port<B> {
     /// Submits what any thread queued on the port inside a batch
     /// ([`batch`](Self::batch), [`begin_batch`](Self::begin_batch)) and has
     /// not submitted yet: for a thread that watches over batching threads
-    /// which may be blocked outside the engine. Nothing happens (no system
-    /// call) when nothing is queued.
+    /// which may be blocked outside the engine (a wait in the port submits
+    /// nothing but the waiting thread's own). No system call when no batch
+    /// queued anything since the last submission.
     pub fn flush(&self) {
         if let Mode::Ring(r) = &self.inner.mode {
             r.flush_queued();

@@ -216,6 +216,14 @@ impl<B: Send + 'static> Queue<B> {
             if deadline.is_some_and(|d| now >= d) {
                 return None;
             }
+            // What this thread queued in a batch on a ring's port must be in
+            // the kernel before it sleeps here (it may wait for it).
+            drop(st);
+            crate::driver::uring::thread::flush_deferred();
+            st = self.lock();
+            if !st.ready.is_empty() {
+                continue;
+            }
             if let Some(ctx) = aio.filter(|_| !aio_idle && st.outstanding > 0) {
                 drop(st);
                 aio_idle = !aio::wait(ctx, &PortWaiter(self), deadline);

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, IoUring};
 
 use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
 use super::thread::{deferral, flush_deferred, Deferral, Deferred};
@@ -62,6 +62,24 @@ const CANCEL: u64 = 1;
 
 /// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
 const IORING_ENTER_GETEVENTS: u32 = 1;
+/// `IORING_ENTER_EXT_ARG`: the argument is an `io_uring_getevents_arg`.
+const IORING_ENTER_EXT_ARG: u32 = 8;
+
+/// The kernel's `struct io_uring_getevents_arg` (Linux 5.11).
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+/// The kernel's `struct __kernel_timespec`.
+#[repr(C)]
+struct KernelTimespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
 
 /// The longest a worker sleeps in the ring before it checks whether any
 /// completion is still to come.
@@ -128,6 +146,9 @@ pub(crate) struct PortRing<C> {
     /// Operations queued without a system call inside `Port::batch`
     /// (`super::thread::defer`), until the submitting call that flushes them.
     deferred: Mutex<Vec<Arc<C>>>,
+    /// `deferred`'s length as last stored under its lock: a look without
+    /// the lock on every system call that may submit.
+    listed_count: AtomicUsize,
     /// Cells of completed operations, empty (their buffer, permit and file
     /// taken) and referenced from nowhere else, for the next operations to
     /// reuse ([`take_spare`](Self::take_spare)): a port at steady state
@@ -201,6 +222,7 @@ impl<C: PortOp> PortRing<C> {
             stashed: AtomicUsize::new(0),
             generation: fork_generation(),
             deferred: Mutex::new(Vec::new()),
+            listed_count: AtomicUsize::new(0),
             spare: Mutex::new(Vec::new()),
         })
     }
@@ -344,8 +366,8 @@ impl<C: PortOp> PortRing<C> {
                 return self.flush();
             }
         }
-        self.enter_submit();
-        self.submitted(&[cell_ref]);
+        let counted = self.enter_submit();
+        self.submitted(&[cell_ref], !counted);
     }
 
     /// [`flush`](Self::flush), from any thread ([`crate::Port::flush`]).
@@ -356,34 +378,65 @@ impl<C: PortOp> PortRing<C> {
     }
 
     fn defer_cell(&self, cell: Arc<C>) {
-        self.deferred
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(cell);
+        let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        list.push(cell);
+        self.listed_count.store(list.len(), Ordering::Release);
     }
 
     /// Submits the operations queued by [`enqueue`](Self::enqueue) inside
-    /// a batch, in one system call.
+    /// a batch, in one system call: every thread's, since the submission
+    /// queue is the ring's. Nothing (no system call) when no batch listed
+    /// an operation since the last submitting call; nothing in a child
+    /// after `fork` (the queued entries, like the ring, are the parent's:
+    /// submitting them from here would have the kernel read into the
+    /// child's copies of the parent's buffers).
     fn flush(&self) {
-        let lock = || self.deferred.lock().unwrap_or_else(|p| p.into_inner());
-        let mut cells = std::mem::take(&mut *lock());
+        if self.inherited() {
+            return;
+        }
+        if self.listed_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // `enter_submit` settles what is listed (`settle`).
+        self.enter_submit();
+    }
+
+    /// Takes the cells listed by batches, before a system call that will
+    /// submit every entry queued so far: their entries were pushed before
+    /// they were listed, so that call submits them (`settled` does their
+    /// bookkeeping after it). A cell listed after this look, whose entry
+    /// the same call may also take, is settled by the next call.
+    fn take_listed(&self) -> Vec<Arc<C>> {
+        if self.listed_count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        self.listed_count.store(0, Ordering::Release);
+        std::mem::take(&mut *list)
+    }
+
+    /// After a system call that submitted the cells [`take_listed`]
+    /// gave: their bookkeeping as for any submission (`count_call`: the
+    /// call is counted here, not by its caller), and the list's capacity
+    /// back for the next batch unless a new list was started meanwhile.
+    ///
+    /// [`take_listed`]: Self::take_listed
+    fn settled(&self, mut cells: Vec<Arc<C>>, count_call: bool) {
         if cells.is_empty() {
             return;
         }
-        self.enter_submit();
-        self.submitted(&cells);
-        // The list's capacity goes back for the next batch (no allocation
-        // per batch), unless another thread has started a new list since.
+        self.submitted(&cells, count_call);
         cells.clear();
-        let mut list = lock();
+        let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
         if list.is_empty() {
             *list = cells;
         }
     }
 
     /// After the submitting call for `cells`: releases their files if the
-    /// kernel took every entry, counts the call, records what was inline.
-    fn submitted(&self, cells: &[Arc<C>]) {
+    /// kernel took every entry, counts the call (`count_call`), records
+    /// what was inline.
+    fn submitted(&self, cells: &[Arc<C>], count_call: bool) {
         let Some(first) = cells.first() else { return };
         let cell_ref = first;
         // The kernel takes its own reference to the file when it consumes
@@ -395,11 +448,13 @@ impl<C: PortOp> PortRing<C> {
                 cell.release_file();
             }
         }
-        cell_ref
-            .shared()
-            .counters
-            .submit_syscalls
-            .fetch_add(1, Ordering::Relaxed);
+        if count_call {
+            cell_ref
+                .shared()
+                .counters
+                .submit_syscalls
+                .fetch_add(1, Ordering::Relaxed);
+        }
         // Completions at queue positions before the tail seen now were
         // posted before the submitting call returned: inline. A worker that
         // takes one before the tail is recorded (the flag still set)
@@ -449,15 +504,22 @@ impl<C: PortOp> PortRing<C> {
         empty
     }
 
-    fn enter_submit(&self) {
+    /// `io_uring_enter` submitting every queued entry; settles what batches
+    /// listed before it (`take_listed`). Returns whether it counted the
+    /// call (it does when it settled listed cells).
+    fn enter_submit(&self) -> bool {
+        let listed = self.take_listed();
         loop {
             match self.ring.submitter().submit() {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 // EBUSY/EAGAIN: the kernel takes the entries with a later
                 // submission; any other error leaves them queued as well.
-                _ => return,
+                _ => break,
             }
         }
+        let counted = !listed.is_empty();
+        self.settled(listed, true);
+        counted
     }
 
     /// The next completion if one is in the ring.
@@ -528,13 +590,16 @@ impl<C: PortOp> PortRing<C> {
             let n = unsafe { self.ring.submission_shared() }.len() as u32;
             n
         };
+        let listed = self.take_listed();
         // SAFETY: no argument but the flag; the kernel takes at most the
         // entries queued (pushed under `sq`, their cells alive in the ring).
-        unsafe {
+        let r = unsafe {
             self.ring
                 .submitter()
                 .enter::<libc::sigset_t>(queued, 0, IORING_ENTER_GETEVENTS, None)
-        }
+        };
+        self.settled(listed, true);
+        r
     }
 
     fn pop(&self) -> Option<Taken<C>> {
@@ -592,17 +657,33 @@ impl<C: PortOp> PortRing<C> {
         }
         flush_deferred();
         let recheck = Instant::now() + RECHECK;
-        let deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
-        let r = match deadline {
-            Some(d) => {
-                let Some(left) = d.checked_duration_since(Instant::now()) else {
-                    return;
-                };
-                let ts = types::Timespec::from(left);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-            None => self.ring.submitter().submit_and_wait(1),
+        let deadline = deadline.map_or(recheck, |d| d.min(recheck));
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            return;
+        };
+        // The wait submits nothing (`to_submit` 0): what another thread
+        // queued in a batch is submitted by that thread's own calls (or a
+        // flush), which account for it (`submitted`); a wait that took
+        // those entries would leave them counted as inline until then.
+        let ts = KernelTimespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let arg = GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 0,
+            min_wait_usec: 0,
+            ts: &ts as *const KernelTimespec as u64,
+        };
+        // SAFETY: `arg` is the kernel's `io_uring_getevents_arg` (EXT_ARG
+        // with its size), its `ts` points at `ts`; both outlive the call.
+        let r = unsafe {
+            self.ring.submitter().enter(
+                0,
+                1,
+                IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                Some(&arg),
+            )
         };
         if let Err(e) = r {
             if !matches!(

@@ -30,13 +30,15 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  *
  * <p><b>Batches.</b> The reads and writes a batch's handlers start on a reaper are queued in the
  * ring and reach the kernel together when the batch's last handler returned, in one system call
- * (one per 32), not one each ({@code overlap_port_batch_begin}/{@code _end}; fast device, 4 KiB
- * O_DIRECT reads: 1.1-1.6x the reads per second at 32 to 1024 chains, at 0.6-0.7x the CPU per
- * read; {@code -Doverlap.batch=false} submits each at once). What a reaper queued goes to the
- * kernel before the reaper waits anywhere in the library ({@code Future.get()}, a full budget,
+ * per 32 at most (earlier if another thread submits meanwhile), not one each
+ * ({@code overlap_port_batch_begin}/{@code _end}; fast device, 4 KiB O_DIRECT reads: 1.1-1.6x the
+ * reads per second at 32 to 1024 chains, at 0.6-0.7x the CPU per read;
+ * {@code -Doverlap.batch=false} submits each at once). What a reaper queued goes to the kernel
+ * before the reaper waits anywhere in the library ({@code Future.get()}, a full budget,
  * {@link #close}); a handler that blocks elsewhere (a latch, a lock, a sleep) while a read an
  * earlier handler of its batch started is still queued has that read submitted by the standby,
- * which finds the reaper held, within {@link #STUCK_NANOS} or two.
+ * which finds the reaper held, within {@link #STUCK_NANOS} or two (a wait in the port submits
+ * nothing but its own thread's). Reapers that are virtual threads do not batch.
  *
  * <p><b>The standby.</b> A handler may block (on a lock, a latch, a full budget); while it does,
  * its reaper reaps nothing. Each engine therefore has one more thread, {@code overlap-standby-E},
@@ -583,7 +585,8 @@ public final class OverlapEngine implements AutoCloseable {
             }
         }
         progressed();
-        boolean batch = BATCH && left > 1 && beginBatch(self);
+        // (not on a virtual thread: the native batch belongs to its carrier, which may change)
+        boolean batch = BATCH && left > 1 && !Thread.currentThread().isVirtual() && beginBatch(self);
         try {
             for (int i = 0; i < left; i++) {
                 Op op = (Op) SLOT.getAndSet(self.pending, i, (Op) null);

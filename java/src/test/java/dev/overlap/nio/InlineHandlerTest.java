@@ -511,9 +511,10 @@ class InlineHandlerTest {
      * A reaper submits what its batch's handlers start when the batch's last handler returned;
      * a handler that waits outside the library (a latch) for a read an earlier handler of its
      * batch started must still see it complete: the standby, which finds the reaper held, submits
-     * what the batch queued (and hands the read's handler to the pool). Both reads of a round are
-     * page-cache hits that complete during submission, so one wait of the reaper usually takes
-     * both: the round then exercises exactly that case.
+     * what the batch queued (and hands the read's handler to the pool). Nothing else would: the
+     * other reaper's waits in the port submit nothing of another thread's batch. Both reads of a
+     * round are page-cache hits that complete during submission, so one wait of the reaper
+     * usually takes both: the round then exercises exactly that case.
      */
     @Test
     void aHandlerWaitingOutsideTheLibraryForAReadItsBatchStartedSeesItComplete() throws Exception {
@@ -586,10 +587,14 @@ class InlineHandlerTest {
                 noFailure(failure);
             }
             // (only a port with a ring of its own, io_uring, queues a batch's submissions)
+            boolean batches = OverlapEngine.BATCH && e.driver().equals("uring");
+            if (batches) {
+                // else the rounds never had the case this test is for (about 40% of them do)
+                assertTrue(waitedForTheBatch.get() > 0, "no round had the waiting handler in the batch");
+            }
             System.out.printf("overlap-java: %d of %d rounds had the waiting handler on the reaper of the read"
                             + " it waited for, before that read's handler ran (%s: %s)%n", waitedForTheBatch.get(),
-                    rounds, e.driver(), OverlapEngine.BATCH && e.driver().equals("uring")
-                            ? "its submission was queued in the batch" : "no batches on this driver");
+                    rounds, e.driver(), batches ? "its submission was queued in the batch" : "no batches on this driver");
         }
     }
 
