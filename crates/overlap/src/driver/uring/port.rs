@@ -661,10 +661,20 @@ impl<C: PortOp> PortRing<C> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return;
         };
-        // The wait submits nothing (`to_submit` 0): what another thread
-        // queued in a batch is submitted by that thread's own calls (or a
-        // flush), which account for it (`submitted`); a wait that took
-        // those entries would leave them counted as inline until then.
+        // While a batch has listed operations, the wait submits nothing
+        // (`to_submit` 0): what another thread queued in a batch is
+        // submitted by that thread's own calls (or a flush), which account
+        // for it (`submitted`); a wait that took those entries would leave
+        // them counted as inline until then. Otherwise it submits what is
+        // queued: entries a submitting call left there (`EBUSY`) go now.
+        let to_submit = if self.listed_count.load(Ordering::Acquire) == 0 {
+            let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: `sq` serialises every user of the submission queue.
+            let n = unsafe { self.ring.submission_shared() }.len() as u32;
+            n
+        } else {
+            0
+        };
         let ts = KernelTimespec {
             tv_sec: left.as_secs() as i64,
             tv_nsec: i64::from(left.subsec_nanos()),
@@ -679,7 +689,7 @@ impl<C: PortOp> PortRing<C> {
         // with its size), its `ts` points at `ts`; both outlive the call.
         let r = unsafe {
             self.ring.submitter().enter(
-                0,
+                to_submit,
                 1,
                 IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
                 Some(&arg),
