@@ -458,7 +458,7 @@ impl<B: Send + 'static> Port<B> {
     /// queued anything since the last submission.
     pub fn flush(&self) {
         if let Mode::Ring(r) = &self.inner.mode {
-            r.flush_queued();
+            r.flush();
         }
     }
 

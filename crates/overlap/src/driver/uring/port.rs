@@ -370,13 +370,6 @@ impl<C: PortOp> PortRing<C> {
         self.submitted(&[cell_ref], !counted);
     }
 
-    /// [`flush`](Self::flush), from any thread ([`crate::Port::flush`]).
-    pub(crate) fn flush_queued(&self) {
-        if !self.inherited() {
-            self.flush();
-        }
-    }
-
     fn defer_cell(&self, cell: Arc<C>) {
         let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
         list.push(cell);
@@ -389,8 +382,9 @@ impl<C: PortOp> PortRing<C> {
     /// an operation since the last submitting call; nothing in a child
     /// after `fork` (the queued entries, like the ring, are the parent's:
     /// submitting them from here would have the kernel read into the
-    /// child's copies of the parent's buffers).
-    fn flush(&self) {
+    /// child's copies of the parent's buffers). Any thread may call it
+    /// ([`crate::Port::flush`]).
+    pub(crate) fn flush(&self) {
         if self.inherited() {
             return;
         }
@@ -497,11 +491,16 @@ impl<C: PortOp> PortRing<C> {
         }
     }
 
-    fn submission_empty(&self) -> bool {
+    /// Entries in the submission queue, not yet taken by the kernel.
+    fn queued(&self) -> u32 {
         let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `sq` serialises every user of the submission queue.
-        let empty = unsafe { self.ring.submission_shared() }.is_empty();
-        empty
+        let n = unsafe { self.ring.submission_shared() }.len() as u32;
+        n
+    }
+
+    fn submission_empty(&self) -> bool {
+        self.queued() == 0
     }
 
     /// `io_uring_enter` submitting every queued entry; settles what batches
@@ -584,12 +583,7 @@ impl<C: PortOp> PortRing<C> {
     /// (a batch another thread has not flushed yet), runs the calling
     /// thread's completion work, flushes an overflowed completion queue.
     fn enter_getevents(&self) -> std::io::Result<usize> {
-        let queued = {
-            let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
-            // SAFETY: `sq` serialises every user of the submission queue.
-            let n = unsafe { self.ring.submission_shared() }.len() as u32;
-            n
-        };
+        let queued = self.queued();
         let listed = self.take_listed();
         // SAFETY: no argument but the flag; the kernel takes at most the
         // entries queued (pushed under `sq`, their cells alive in the ring).
@@ -668,10 +662,7 @@ impl<C: PortOp> PortRing<C> {
         // them counted as inline until then. Otherwise it submits what is
         // queued: entries a submitting call left there (`EBUSY`) go now.
         let to_submit = if self.listed_count.load(Ordering::Acquire) == 0 {
-            let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
-            // SAFETY: `sq` serialises every user of the submission queue.
-            let n = unsafe { self.ring.submission_shared() }.len() as u32;
-            n
+            self.queued()
         } else {
             0
         };
