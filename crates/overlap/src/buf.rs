@@ -99,6 +99,9 @@ pub struct AlignedBuf {
     len: usize,
     layout: Layout,
     home: Option<Arc<PoolShared>>,
+    /// A slice of its pool's [`Arena`] (which frees the memory), not an
+    /// allocation of its own.
+    in_arena: bool,
 }
 
 // SAFETY: AlignedBuf uniquely owns its allocation, like Box<[u8]>.
@@ -135,6 +138,7 @@ impl AlignedBuf {
             len,
             layout,
             home: None,
+            in_arena: false,
         })
     }
 
@@ -198,15 +202,29 @@ impl fmt::Debug for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        debug_assert!(
+            !self.in_arena || self.home.is_some(),
+            "a slice of an arena belongs to the arena's pool"
+        );
         if let Some(home) = self.home.take() {
-            let mut free = home.free.lock().unwrap_or_else(|p| p.into_inner());
-            if free.len() < home.max_idle {
-                free.push(RawBuf {
-                    ptr: self.ptr,
-                    layout: self.layout,
-                });
-                return;
+            // A slice of the arena always goes back (the arena frees it); a
+            // buffer of its own is kept within `max_idle`, except by a pool
+            // with an arena, which gives the arena's slices out first.
+            if self.in_arena || home.arena.is_none() {
+                let mut free = home.free.lock().unwrap_or_else(|p| p.into_inner());
+                if self.in_arena || free.len() < home.max_idle {
+                    free.push(RawBuf {
+                        ptr: self.ptr,
+                        layout: self.layout,
+                        in_arena: self.in_arena,
+                    });
+                    return;
+                }
             }
+        }
+        if self.in_arena {
+            // Unreachable (asserted above): the arena frees its memory.
+            return;
         }
         // SAFETY: ptr was allocated by alloc_zeroed with this exact layout and
         // has not been freed or handed elsewhere.
@@ -233,6 +251,8 @@ unsafe impl IoBufMut for AlignedBuf {
 struct RawBuf {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// A slice of the pool's arena (never freed by itself).
+    in_arena: bool,
 }
 // SAFETY: a RawBuf is an owned, currently unused allocation.
 unsafe impl Send for RawBuf {}
@@ -240,16 +260,57 @@ unsafe impl Send for RawBuf {}
 struct PoolShared {
     free: Mutex<Vec<RawBuf>>,
     max_idle: usize,
+    /// The one allocation a contiguous pool's buffers are slices of.
+    arena: Option<Arc<Arena>>,
 }
 
 impl Drop for PoolShared {
     fn drop(&mut self) {
         let free = self.free.get_mut().unwrap_or_else(|p| p.into_inner());
         for raw in free.drain(..) {
+            if raw.in_arena {
+                continue; // the arena's own memory (`Arena`'s drop)
+            }
             // SAFETY: each RawBuf came from an AlignedBuf's allocation with
             // this layout, and only the pool holds it now.
             unsafe { alloc::dealloc(raw.ptr.as_ptr(), raw.layout) }
         }
+    }
+}
+
+/// The one allocation a contiguous pool ([`AlignedBufPool::contiguous`])
+/// carves its buffers from. A port that registered it with the kernel
+/// (`READ_FIXED`) holds it too, so the memory the kernel pinned stays this
+/// process's for as long as the kernel may use it.
+pub(crate) struct Arena {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the arena owns its allocation; its slices are handed out one
+// owner at a time (`AlignedBuf`), and the arena itself only gives its range.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// The arena's first byte's address.
+    pub(crate) fn start(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated by alloc_zeroed with this layout in
+        // `AlignedBufPool::contiguous`; every slice's owner (a buffer or the
+        // pool's free list) holds the pool, which holds this arena.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -292,6 +353,7 @@ impl AlignedBufPool {
             shared: Arc::new(PoolShared {
                 free: Mutex::new(Vec::new()),
                 max_idle,
+                arena: None,
             }),
             len,
             align,
@@ -322,6 +384,74 @@ impl AlignedBufPool {
         AlignedBufPool::new(len, align, max_idle)
     }
 
+    /// A pool of `count` buffers of `len` bytes aligned to `align`, carved
+    /// from one allocation of `count` times `len` (rounded up to `align`),
+    /// page-aligned and zeroed, which a port can register with the kernel
+    /// ([`Port::register_buffers`](crate::Port::register_buffers)) so that
+    /// its reads and writes into these buffers skip pinning their pages each
+    /// time (io_uring's `READ_FIXED`/`WRITE_FIXED`). The allocation is made
+    /// now and freed when the pool and every buffer from it are gone (and
+    /// every port that registered it). With all `count` buffers in use,
+    /// [`get`](Self::get) makes a buffer of its own, which works as any
+    /// other but is not registered, and is freed when dropped.
+    ///
+    /// ```
+    /// use overlap::AlignedBufPool;
+    /// let pool = AlignedBufPool::contiguous(4096, 4096, 4).unwrap();
+    /// let (a, b) = (pool.get(), pool.get());
+    /// assert_eq!(b.as_ptr() as usize - a.as_ptr() as usize, 4096);
+    /// ```
+    pub fn contiguous(len: usize, align: usize, count: usize) -> Result<AlignedBufPool> {
+        let probe = AlignedBuf::new(len, align)?; // validates len and align
+        let cap = probe.capacity();
+        drop(probe);
+        if count == 0 {
+            return Err(Error::InvalidInput(
+                "a contiguous pool needs at least one buffer".into(),
+            ));
+        }
+        let total = cap
+            .checked_mul(count)
+            .filter(|&t| t <= isize::MAX as usize / 2)
+            .ok_or_else(|| {
+                Error::InvalidInput(format!("{count} buffers of {len} bytes are too many"))
+            })?;
+        let layout = Layout::from_size_align(total, align.max(page_size().min(MAX_ALIGN)))
+            .map_err(|e| Error::InvalidInput(format!("{count} buffers of {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size (count >= 1, cap >= 1).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let arena = Arc::new(Arena { ptr, layout });
+        let slice = Layout::from_size_align(cap, align)
+            .map_err(|e| Error::InvalidInput(format!("buffer of {len} bytes: {e}")))?;
+        // Reversed, so that `get` hands out the lowest addresses first.
+        let free = (0..count)
+            .rev()
+            .map(|i| RawBuf {
+                // SAFETY: i * cap + cap <= total: inside the allocation.
+                ptr: unsafe { NonNull::new_unchecked(ptr.as_ptr().add(i * cap)) },
+                layout: slice,
+                in_arena: true,
+            })
+            .collect();
+        Ok(AlignedBufPool {
+            shared: Arc::new(PoolShared {
+                free: Mutex::new(free),
+                max_idle: count,
+                arena: Some(arena),
+            }),
+            len,
+            align,
+        })
+    }
+
+    /// The arena of a contiguous pool.
+    pub(crate) fn arena(&self) -> Option<&Arc<Arena>> {
+        self.shared.arena.as_ref()
+    }
+
     /// The length of each buffer.
     pub fn buf_len(&self) -> usize {
         self.len
@@ -349,6 +479,7 @@ impl AlignedBufPool {
                 len: self.len,
                 layout: raw.layout,
                 home: None,
+                in_arena: raw.in_arena,
             },
             // The parameters were validated in `new`, so this cannot fail.
             None => AlignedBuf::new(self.len, self.align).unwrap_or_else(|e| unreachable!("{e}")),

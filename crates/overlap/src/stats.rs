@@ -91,6 +91,11 @@ pub struct Stats {
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
     pub kernel_workers_seen: u64,
+    /// Reads and writes a port submitted as `READ_FIXED`/`WRITE_FIXED`, into
+    /// memory registered with the kernel
+    /// ([`Port::register_buffers`](crate::Port::register_buffers)): the
+    /// kernel did not pin the buffer's pages for each of them.
+    pub fixed_buffer_ops: u64,
 }
 
 #[derive(Default)]
@@ -119,6 +124,7 @@ pub(crate) struct Counters {
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
+    pub fixed_buffer_ops: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -197,6 +203,7 @@ impl Counters {
                 .unwrap_or_else(|p| p.into_inner())
                 .seen
                 .len() as u64,
+            fixed_buffer_ops: self.fixed_buffer_ops.load(Ordering::Relaxed),
         }
     }
 }

@@ -30,6 +30,7 @@ mod ops;
 mod paths;
 mod port;
 mod port_batch;
+mod registered;
 mod runtimes;
 mod stats;
 mod taskrun;

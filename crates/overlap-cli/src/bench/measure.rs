@@ -80,6 +80,8 @@ pub(crate) struct EngineFigures {
     pub submit_syscalls: u64,
     /// Most operations in flight at once inside the engine.
     pub inflight_ops_high_water: u64,
+    /// Reads and writes into buffers registered with the kernel (READ_FIXED).
+    pub fixed_buffer_ops: u64,
 }
 
 /// Latency histograms shared by all requesters: a few shards behind

@@ -227,6 +227,11 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     pub(crate) no_fast_path: bool,
 
+    /// Register the buffers with the kernel (io_uring's READ_FIXED and
+    /// WRITE_FIXED: no page pinning per operation); `--requester port` only.
+    #[arg(long)]
+    pub(crate) fixed_buffers: bool,
+
     /// Buffered reads: read the whole file into the page cache first and keep
     /// it there (without it, cached pages of the file are dropped before each
     /// result, as fio's invalidate=1 does).

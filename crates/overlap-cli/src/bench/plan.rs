@@ -35,6 +35,8 @@ pub(crate) struct Job {
     pub pool_threads: Option<usize>,
     pub max_kernel_workers: Option<u32>,
     pub fast_path: bool,
+    /// Buffers registered with the port's ring (`Port::register_buffers`).
+    pub fixed_buffers: bool,
     pub requester: Requester,
     pub seed: u64,
 }
@@ -196,6 +198,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         pool_threads,
         max_kernel_workers,
         fast_path: !args.no_fast_path,
+        fixed_buffers: args.fixed_buffers,
         requester: args.requester,
         seed: args.seed,
     })?;
@@ -290,6 +293,11 @@ fn refuse_contradictions(
             "--rw {} would write to --file {}: refused (pass --allow-write to overwrite it, or use --dir for a scratch file)",
             rw.as_str(),
             args.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+        );
+    }
+    if args.fixed_buffers && args.requester != Requester::Port {
+        bail!(
+            "--fixed-buffers registers the buffers with a port's ring: it needs --requester port"
         );
     }
     if args.prealloc && !rw.is_write() {

@@ -79,6 +79,8 @@ struct Req {
     offsets: Offsets,
     bs: usize,
     lat: Arc<LatSink>,
+    /// Register `pool` with the port (`--fixed-buffers`).
+    fixed: bool,
 }
 
 impl Req {
@@ -149,6 +151,13 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
         ..
     } = *r;
     let port: Port<AlignedBuf> = Port::new(engine);
+    if r.fixed {
+        match port.register_buffers(&r.pool) {
+            Ok(true) => {}
+            Ok(false) => claims.fail("--fixed-buffers: this driver's port has no ring".into()),
+            Err(e) => claims.fail(format!("--fixed-buffers: registering the buffers: {e}")),
+        }
+    }
     let mut h = r.lat.local();
     let mut starts = vec![(Instant::now(), 0u64); depth];
     // Slots free to submit into, with their buffer once they have one.
@@ -269,7 +278,11 @@ fn run_engine(
     // kernel worker (measured: 8 iou-wrk threads and 5x fewer IOPS on
     // preallocated appends with 512-byte aligned buffers).
     let align = (a.memory.max(a.offset) as usize).clamp(PAGE, overlap::MAX_ALIGN);
-    let pool = AlignedBufPool::new(job.bs, align, job.in_flight())?;
+    let pool = if job.fixed_buffers {
+        AlignedBufPool::contiguous(job.bs, align, job.in_flight())?
+    } else {
+        AlignedBufPool::new(job.bs, align, job.in_flight())?
+    };
     let lat = LatSink::new();
     let req = Req {
         file: file.clone(),
@@ -280,6 +293,7 @@ fn run_engine(
         offsets,
         bs: job.bs,
         lat: lat.clone(),
+        fixed: job.fixed_buffers,
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
@@ -349,6 +363,7 @@ fn engine_measured(
         backpressure_waits: s1.backpressure_waits - s0.backpressure_waits,
         submit_syscalls: s1.submit_syscalls - s0.submit_syscalls,
         inflight_ops_high_water: s1.inflight_ops_high_water,
+        fixed_buffer_ops: s1.fixed_buffer_ops - s0.fixed_buffer_ops,
     };
     let mut m = Measured::without_engine(ops, w, hist, requester);
     m.kernel_workers = m.kernel_workers.max(

@@ -450,6 +450,34 @@ impl<B: Send + 'static> Port<B> {
         }
     }
 
+    /// Registers the memory of `pool`, a contiguous pool
+    /// ([`AlignedBufPool::contiguous`](crate::AlignedBufPool::contiguous)),
+    /// with the kernel for this port: from now on its reads and writes into
+    /// the pool's buffers go to the kernel as io_uring's `READ_FIXED` and
+    /// `WRITE_FIXED`, which skip pinning the buffer's pages for every
+    /// operation (on a fast device, several percent of a read's CPU;
+    /// counted in [`Stats::fixed_buffer_ops`](crate::Stats)). Nothing
+    /// changes for other buffers. The port keeps the pool's memory
+    /// allocated until it is dropped.
+    ///
+    /// Returns `Ok(false)` where the port has no ring of its own (the
+    /// thread-pool and AIO drivers): its operations work as before. Errors:
+    /// [`Error::InvalidInput`] for a pool that is not contiguous or a ninth
+    /// pool; [`Error::Io`] when the kernel refuses (`ENOMEM` when the pages
+    /// exceed `RLIMIT_MEMLOCK` for a process without `CAP_IPC_LOCK`).
+    /// Registering a pool again does nothing.
+    pub fn register_buffers(&self, pool: &crate::AlignedBufPool) -> Result<bool> {
+        let Some(arena) = pool.arena() else {
+            return Err(Error::InvalidInput(
+                "register_buffers takes a pool made with AlignedBufPool::contiguous".into(),
+            ));
+        };
+        match &self.inner.mode {
+            Mode::Ring(ring) => ring.register_arena(arena).map(|()| true),
+            Mode::Queue(_) => Ok(false),
+        }
+    }
+
     /// Submits what any thread queued on the port inside a batch
     /// ([`batch`](Self::batch), [`begin_batch`](Self::begin_batch)) and has
     /// not submitted yet: for a thread that watches over batching threads

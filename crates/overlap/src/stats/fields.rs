@@ -248,6 +248,7 @@ mod tests {
             submitted_pool,
             aio_reaped_by_waiters,
             kernel_workers_seen,
+            fixed_buffer_ops,
         } = &mut s;
         let expected: Vec<(&str, &mut u64)> = vec![
             ("submitted", submitted),
@@ -273,6 +274,7 @@ mod tests {
             ("submitted_pool", submitted_pool),
             ("aio_reaped_by_waiters", aio_reaped_by_waiters),
             ("kernel_workers_seen", kernel_workers_seen),
+            ("fixed_buffer_ops", fixed_buffer_ops),
         ];
         let expected: Vec<(&str, u64)> = expected
             .into_iter()

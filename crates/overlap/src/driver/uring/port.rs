@@ -25,14 +25,16 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use io_uring::{opcode, squeue, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
 
 use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
 use super::thread::{deferral, flush_deferred, Deferral, Deferred};
+use crate::buf::Arena;
 use crate::cell::{fork_generation, Completable, EngineState};
+use crate::error::Error;
 use crate::operation::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
@@ -154,7 +156,26 @@ pub(crate) struct PortRing<C> {
     /// reuse ([`take_spare`](Self::take_spare)): a port at steady state
     /// allocates nothing per operation. At most [`SPARE_CELLS`].
     spare: Mutex<Vec<Arc<C>>>,
+    /// Memory registered with the kernel (`register_buffers_update`), in
+    /// the order registered: slot `i` is the kernel's buffer index `i`. Set
+    /// once each and never removed, so that a read of the list needs no
+    /// lock; each holds its arena, so the memory stays allocated for as long
+    /// as the ring (and the kernel's registration) lives.
+    fixed: [OnceLock<Region>; MAX_REGIONS],
+    /// Serialises registrations; how many slots of `fixed` are set.
+    fixed_count: Mutex<usize>,
 }
+
+/// A pool's arena registered with the kernel as one buffer.
+struct Region {
+    start: usize,
+    end: usize,
+    arena: Arc<Arena>,
+}
+
+/// The most pools a port registers (the kernel's table is made this size
+/// at the first registration).
+pub(crate) const MAX_REGIONS: usize = 8;
 
 /// The most spare cells a port's ring keeps (about 200 bytes each).
 const SPARE_CELLS: usize = 1024;
@@ -224,6 +245,84 @@ impl<C: PortOp> PortRing<C> {
             deferred: Mutex::new(Vec::new()),
             listed_count: AtomicUsize::new(0),
             spare: Mutex::new(Vec::new()),
+            fixed: Default::default(),
+            fixed_count: Mutex::new(0),
+        })
+    }
+
+    /// Registers `arena` with the kernel, so that reads and writes into it
+    /// go as `READ_FIXED`/`WRITE_FIXED` (`fixed_entry`): the kernel pinned
+    /// its pages once, now, instead of for every operation. Registering an
+    /// arena again does nothing.
+    pub(crate) fn register_arena(&self, arena: &Arc<Arena>) -> Result<(), Error> {
+        if self.inherited() {
+            return Err(Error::Forked(
+                "this port was made before fork: make a new one in the child",
+            ));
+        }
+        let mut count = self.fixed_count.lock().unwrap_or_else(|p| p.into_inner());
+        let known = self.fixed[..*count]
+            .iter()
+            .filter_map(OnceLock::get)
+            .any(|r| Arc::ptr_eq(&r.arena, arena));
+        if known {
+            return Ok(());
+        }
+        if *count == MAX_REGIONS {
+            return Err(Error::InvalidInput(format!(
+                "a port registers at most {MAX_REGIONS} pools"
+            )));
+        }
+        if !self.ops.has(opcode::ReadFixed::CODE) || !self.ops.has(opcode::WriteFixed::CODE) {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this kernel has no READ_FIXED/WRITE_FIXED",
+            )));
+        }
+        let submitter = self.ring.submitter();
+        if *count == 0 {
+            submitter.register_buffers_sparse(MAX_REGIONS as u32)?;
+        }
+        let iov = libc::iovec {
+            iov_base: arena.start() as *mut libc::c_void,
+            iov_len: arena.len(),
+        };
+        // SAFETY: the iovec is the arena's allocation, which `Region` keeps
+        // alive (its `Arc`) for as long as the ring lives: the kernel never
+        // reaches memory this process has freed through the registration.
+        unsafe { submitter.register_buffers_update(*count as u32, &[iov], None) }?;
+        let region = Region {
+            start: arena.start(),
+            end: arena.start() + arena.len(),
+            arena: arena.clone(),
+        };
+        let set = self.fixed[*count].set(region).is_ok();
+        debug_assert!(set, "slots are set in order, once, under fixed_count");
+        *count += 1;
+        Ok(())
+    }
+
+    /// The operation as `READ_FIXED`/`WRITE_FIXED`, if it is a read or a
+    /// write whose buffer lies in a registered arena.
+    fn fixed_entry(&self, kind: &OpKind) -> Option<squeue::Entry> {
+        // One load on a port that registered nothing.
+        self.fixed[0].get()?;
+        let (addr, len) = match kind {
+            OpKind::Read(r) => (r.ptr as usize, r.len as usize),
+            OpKind::Write(w) => (w.ptr as usize, w.len as usize),
+            _ => return None,
+        };
+        let index = self.fixed.iter().map_while(OnceLock::get).position(|r| {
+            addr >= r.start && addr.checked_add(len).is_some_and(|end| end <= r.end)
+        })? as u16;
+        Some(match kind {
+            OpKind::Read(r) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
+                .offset(r.offset)
+                .build(),
+            OpKind::Write(w) => opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
+                .offset(w.offset)
+                .build(),
+            _ => return None,
         })
     }
 
@@ -340,7 +439,14 @@ impl<C: PortOp> PortRing<C> {
     /// Hands the cell's operation to the kernel (again, after a
     /// cancellation it did not ask for).
     fn enqueue(&self, cell: Arc<C>) {
-        let sqe = match cell.kind().entry(&self.ops) {
+        let fixed = self.fixed_entry(cell.kind());
+        if fixed.is_some() {
+            cell.shared()
+                .counters
+                .fixed_buffer_ops
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let sqe = match fixed.or_else(|| cell.kind().entry(&self.ops)) {
             Some(sqe) => sqe,
             None => {
                 // No opcode on this kernel: perform it here and let the ring
