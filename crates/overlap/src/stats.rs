@@ -96,6 +96,10 @@ pub struct Stats {
     /// ([`Port::register_buffers`](crate::Port::register_buffers)): the
     /// kernel did not pin the buffer's pages for each of them.
     pub fixed_buffer_ops: u64,
+    /// Reads and writes a port submitted by a registered file
+    /// ([`Port::register_file`](crate::Port::register_file)): the kernel
+    /// skipped looking the descriptor up for each of them.
+    pub fixed_file_ops: u64,
 }
 
 #[derive(Default)]
@@ -125,6 +129,7 @@ pub(crate) struct Counters {
     pub pool_submitted: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,
+    pub fixed_file_ops: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
 }
 
@@ -204,6 +209,7 @@ impl Counters {
                 .seen
                 .len() as u64,
             fixed_buffer_ops: self.fixed_buffer_ops.load(Ordering::Relaxed),
+            fixed_file_ops: self.fixed_file_ops.load(Ordering::Relaxed),
         }
     }
 }

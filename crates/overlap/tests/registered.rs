@@ -1,19 +1,37 @@
-//! Buffers registered with a port's ring (`Port::register_buffers`,
-//! io_uring's `READ_FIXED`/`WRITE_FIXED`): the bytes are right both ways,
-//! only buffers inside the registered pool go fixed (counted in
-//! `Stats::fixed_buffer_ops`), the port keeps the pool's memory after the
-//! pool and its buffers are gone, and bad pools are refused with a typed
-//! error. On the drivers without a port ring, registering says so
-//! (`Ok(false)`) and the same reads work unregistered.
+//! Buffers and files registered with a port's ring.
+//!
+//! Buffers (`Port::register_buffers`, io_uring's `READ_FIXED`/`WRITE_FIXED`):
+//! the bytes are right both ways, only buffers inside the registered pool
+//! go fixed (counted in `Stats::fixed_buffer_ops`), the port keeps the
+//! pool's memory after the pool and its buffers are gone, and bad pools are
+//! refused with a typed error.
+//!
+//! Files (`Port::register_file`): the bytes are right, the operations go by
+//! the registered file (`Stats::fixed_file_ops`), and closing, dropping or
+//! giving away the file really releases it (its `flock` goes with the last
+//! reference to the open file, which the ring's table would otherwise
+//! keep); a file opened later under the same descriptor number is read as
+//! itself.
+//!
+//! On the drivers without a port ring, registering says so (`Ok(false)`)
+//! and the same operations work unregistered.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
 
 use crate::common::*;
-use overlap::{AlignedBuf, AlignedBufPool, Error, Port};
+use overlap::{AlignedBuf, AlignedBufPool, Engine, Error, File, Port};
 
 per_driver!(
     registered_buffers_read_and_write_the_right_bytes,
     only_buffers_inside_the_pool_go_fixed,
     the_port_keeps_a_registered_pool_alive,
     bad_pools_are_refused,
+    registered_files_read_and_write_the_right_bytes,
+    closing_a_registered_file_releases_it,
+    dropping_a_registered_file_releases_it,
+    giving_away_a_registered_file_releases_it,
+    bad_files_are_refused,
 );
 
 const BLK: usize = 4096;
@@ -199,5 +217,165 @@ fn bad_pools_are_refused(d: Driver) {
         );
     } else {
         assert!(matches!(ninth, Ok(false)));
+    }
+}
+
+/// Whether another open file description of `path` can take an exclusive
+/// `flock` now (it cannot while any reference to the first one's open file
+/// holds its lock).
+fn lock_is_free(path: &Path) -> bool {
+    let other = std::fs::File::open(path).expect("open the path again");
+    // SAFETY: flock on a descriptor this function owns.
+    let r = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    r == 0
+}
+
+/// A file opened through `engine`, holding an exclusive `flock`, registered
+/// with `port` (when the port has a ring); read once through the port.
+fn locked_registered_file(
+    engine: &Engine,
+    port: &Port<AlignedBuf>,
+    path: &Path,
+    d: Driver,
+) -> File {
+    std_create_pattern(path, 41, 4 * BLK);
+    let file = open_direct(engine, path);
+    // SAFETY: flock on the file's descriptor, which it keeps open.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert!(!lock_is_free(path), "the lock holds while the file is open");
+    assert_eq!(port.register_file(&file).unwrap(), d.is_uring());
+    port.read_at(&file, AlignedBuf::new(BLK, BLK).unwrap(), 0, 0)
+        .unwrap();
+    for (_, buf) in drain(port, 1) {
+        assert_pattern(&buf, 41, 0);
+    }
+    file
+}
+
+fn registered_files_read_and_write_the_right_bytes(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 51, 16 * BLK);
+    let file = open_direct(&engine, &path);
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let registered = port.register_file(&file).unwrap();
+    assert_eq!(registered, d.is_uring());
+    assert_eq!(
+        port.register_file(&file).unwrap(),
+        registered,
+        "again: nothing changes"
+    );
+    // With registered buffers too, for half of the operations.
+    let pool = AlignedBufPool::contiguous(BLK, BLK, 4).unwrap();
+    port.register_buffers(&pool).unwrap();
+    let s0 = engine.stats();
+    for block in 0..8u64 {
+        let buf = if block % 2 == 0 {
+            pool.get()
+        } else {
+            AlignedBuf::new(BLK, BLK).unwrap()
+        };
+        port.read_at(&file, buf, block * BLK as u64, block).unwrap();
+    }
+    for (block, buf) in drain(&port, 8) {
+        assert_pattern(&buf, 51, block * BLK as u64);
+    }
+    for block in 8..16u64 {
+        let mut b = AlignedBuf::new(BLK, BLK).unwrap();
+        fill_pattern(&mut b, 52, block * BLK as u64);
+        port.write_at(&file, b, block * BLK as u64, block).unwrap();
+    }
+    drain(&port, 8);
+    assert_eq!(
+        std_read(&path, 8 * BLK as u64, 8 * BLK),
+        pattern(52, 8 * BLK as u64, 8 * BLK)
+    );
+    let s1 = engine.stats();
+    let (files, bufs) = if registered { (16, 4) } else { (0, 0) };
+    assert_eq!(
+        s1.fixed_file_ops - s0.fixed_file_ops,
+        files,
+        "by the registered file"
+    );
+    assert_eq!(
+        s1.fixed_buffer_ops - s0.fixed_buffer_ops,
+        bufs,
+        "into registered buffers"
+    );
+}
+
+fn closing_a_registered_file_releases_it(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let file = locked_registered_file(&engine, &port, &path, d);
+    file.close().wait().unwrap();
+    assert!(lock_is_free(&path), "closed: no table keeps the file open");
+    // A new file, probably under the same descriptor number, is itself.
+    let other = dir.path().join("g");
+    std_create_pattern(&other, 42, 4 * BLK);
+    let f2 = open_direct(&engine, &other);
+    let s0 = engine.stats().fixed_file_ops;
+    port.read_at(&f2, AlignedBuf::new(BLK, BLK).unwrap(), BLK as u64, 1)
+        .unwrap();
+    for (_, buf) in drain(&port, 1) {
+        assert_pattern(&buf, 42, BLK as u64);
+    }
+    assert_eq!(
+        engine.stats().fixed_file_ops - s0,
+        0,
+        "the new file is not registered"
+    );
+}
+
+fn dropping_a_registered_file_releases_it(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let file = locked_registered_file(&engine, &port, &path, d);
+    drop(file);
+    assert!(lock_is_free(&path), "dropped: no table keeps the file open");
+}
+
+fn giving_away_a_registered_file_releases_it(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let file = locked_registered_file(&engine, &port, &path, d);
+    let fd = file.into_fd().map_err(|_| "into_fd").unwrap();
+    assert!(
+        !lock_is_free(&path),
+        "the caller's descriptor holds the lock"
+    );
+    drop(fd);
+    assert!(
+        lock_is_free(&path),
+        "the caller closed it: no table keeps the file open"
+    );
+}
+
+fn bad_files_are_refused(d: Driver) {
+    let engine = d.engine();
+    let other_engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 61, BLK);
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let foreign = open_direct(&other_engine, &path);
+    assert!(matches!(
+        port.register_file(&foreign),
+        Err(Error::InvalidInput(_))
+    ));
+    let file = open_direct(&engine, &path);
+    file.close().wait().unwrap();
+    let r = port.register_file(&file);
+    if d.is_uring() {
+        assert!(matches!(r, Err(Error::Closed)), "a closed file: {r:?}");
+    } else {
+        assert!(matches!(r, Ok(false)), "no ring: {r:?}");
     }
 }

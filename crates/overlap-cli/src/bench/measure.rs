@@ -82,6 +82,8 @@ pub(crate) struct EngineFigures {
     pub inflight_ops_high_water: u64,
     /// Reads and writes into buffers registered with the kernel (READ_FIXED).
     pub fixed_buffer_ops: u64,
+    /// Reads and writes by a file registered with the kernel.
+    pub fixed_file_ops: u64,
 }
 
 /// Latency histograms shared by all requesters: a few shards behind

@@ -232,6 +232,11 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     pub(crate) fixed_buffers: bool,
 
+    /// Register the file with the kernel (io_uring's registered files: no
+    /// descriptor lookup per operation); `--requester port` only.
+    #[arg(long)]
+    pub(crate) fixed_files: bool,
+
     /// Buffered reads: read the whole file into the page cache first and keep
     /// it there (without it, cached pages of the file are dropped before each
     /// result, as fio's invalidate=1 does).

@@ -37,6 +37,8 @@ pub(crate) struct Job {
     pub fast_path: bool,
     /// Buffers registered with the port's ring (`Port::register_buffers`).
     pub fixed_buffers: bool,
+    /// The file registered with the port's ring (`Port::register_file`).
+    pub fixed_files: bool,
     pub requester: Requester,
     pub seed: u64,
 }
@@ -199,6 +201,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         max_kernel_workers,
         fast_path: !args.no_fast_path,
         fixed_buffers: args.fixed_buffers,
+        fixed_files: args.fixed_files,
         requester: args.requester,
         seed: args.seed,
     })?;

@@ -81,6 +81,8 @@ struct Req {
     lat: Arc<LatSink>,
     /// Register `pool` with the port (`--fixed-buffers`).
     fixed: bool,
+    /// Register `file` with the port (`--fixed-files`).
+    fixed_files: bool,
 }
 
 impl Req {
@@ -156,6 +158,13 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
             Ok(true) => {}
             Ok(false) => claims.fail("--fixed-buffers: this driver's port has no ring".into()),
             Err(e) => claims.fail(format!("--fixed-buffers: registering the buffers: {e}")),
+        }
+    }
+    if r.fixed_files {
+        match port.register_file(file) {
+            Ok(true) => {}
+            Ok(false) => claims.fail("--fixed-files: the port cannot register the file".into()),
+            Err(e) => claims.fail(format!("--fixed-files: registering the file: {e}")),
         }
     }
     let mut h = r.lat.local();
@@ -294,6 +303,7 @@ fn run_engine(
         bs: job.bs,
         lat: lat.clone(),
         fixed: job.fixed_buffers,
+        fixed_files: job.fixed_files,
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
@@ -364,6 +374,7 @@ fn engine_measured(
         submit_syscalls: s1.submit_syscalls - s0.submit_syscalls,
         inflight_ops_high_water: s1.inflight_ops_high_water,
         fixed_buffer_ops: s1.fixed_buffer_ops - s0.fixed_buffer_ops,
+        fixed_file_ops: s1.fixed_file_ops - s0.fixed_file_ops,
     };
     let mut m = Measured::without_engine(ops, w, hist, requester);
     m.kernel_workers = m.kernel_workers.max(

@@ -3,7 +3,7 @@
 //! path's miss streak.
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Waker;
 
 use super::Alignment;
@@ -34,6 +34,17 @@ pub(crate) struct FileInner {
     pub(super) skipped: AtomicU32,
     /// When the last miss happened (ns on CLOCK_MONOTONIC).
     pub(super) last_miss_ns: AtomicU64,
+    /// The port rings that registered the descriptor with the kernel
+    /// (`Port::register_file`): each is told before the descriptor is closed
+    /// or given away, since a registered file stays open in the ring's table.
+    pub(crate) registered: Mutex<Vec<Weak<dyn FixedFiles>>>,
+}
+
+/// A ring whose kernel table holds registered descriptors.
+pub(crate) trait FixedFiles: Send + Sync {
+    /// Removes `fd` from the table: called before the descriptor is closed
+    /// or given away, when no operation of the file is in flight or queued.
+    fn forget(&self, fd: i32);
 }
 
 /// After this many consecutive misses the fast path is skipped: on a miss the
@@ -72,6 +83,18 @@ impl FileInner {
             writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
             direct: flags & libc::O_DIRECT != 0,
             align: OnceLock::new(),
+            registered: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Tells every ring that registered the descriptor to drop it from its
+    /// table (`FixedFiles::forget`), before `fd` is closed or given away.
+    pub(crate) fn forget_registrations(&self, fd: i32) {
+        let rings = std::mem::take(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()));
+        for ring in rings {
+            if let Some(ring) = ring.upgrade() {
+                ring.forget(fd);
+            }
         }
     }
 
@@ -138,6 +161,7 @@ impl Drop for FileInner {
     fn drop(&mut self) {
         let fd = self.fd.swap(-1, Ordering::AcqRel);
         if fd >= 0 {
+            self.forget_registrations(fd);
             // SAFETY: we own fd, and no operation holds this FileInner any more.
             unsafe { libc::close(fd) };
         }

@@ -25,7 +25,7 @@ mod options;
 use align::alignment_of;
 pub use align::Alignment;
 use inner::CLOSED;
-pub(crate) use inner::{FileInner, FileRef};
+pub(crate) use inner::{FileInner, FileRef, FixedFiles};
 pub use meta::Metadata;
 pub use options::{Access, OpenOptions};
 
@@ -139,6 +139,11 @@ impl File {
         self.inner.direct
     }
 
+    /// The state the file's handles share.
+    pub(crate) fn shared_inner(&self) -> &Arc<FileInner> {
+        &self.inner
+    }
+
     /// The raw descriptor (for diagnostics; `-1` once closed).
     pub fn as_raw_fd(&self) -> i32 {
         self.inner.fd()
@@ -222,6 +227,9 @@ impl File {
                         engine,
                     });
                 }
+                // The caller owns the descriptor from here: no ring's table
+                // may keep the file open behind its back.
+                inner.forget_registrations(fd);
                 // SAFETY: the descriptor was this file's alone, no operation
                 // uses it, and swapping -1 in keeps FileInner from closing it.
                 Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -257,6 +265,7 @@ impl File {
             writable: i.writable,
             direct: i.direct,
             align: OnceLock::new(),
+            registered: Mutex::new(Vec::new()),
         };
         if let Some(a) = i.align.get() {
             let _ = inner.align.set(*a);
@@ -689,6 +698,9 @@ impl File {
             if fd < 0 {
                 return Err(Error::Closed);
             }
+            // No operation is in flight or queued: the rings that registered
+            // the descriptor drop it before it is closed.
+            inner.forget_registrations(fd);
             // From here the close operation owns the descriptor: whatever
             // happens to this future or the engine, it is closed once.
             run_op(

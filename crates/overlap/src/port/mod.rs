@@ -478,6 +478,31 @@ impl<B: Send + 'static> Port<B> {
         }
     }
 
+    /// Registers `file`'s descriptor with the kernel for this port: from
+    /// now on the port's reads and writes of it skip the kernel's lookup of
+    /// the descriptor for every operation (io_uring's registered files;
+    /// counted in [`Stats::fixed_file_ops`](crate::Stats)). The registration
+    /// ends by itself when the file is closed, dropped or given away with
+    /// [`File::into_fd`] (the kernel's table would otherwise keep the file
+    /// open), or when the port is dropped.
+    ///
+    /// Returns `Ok(false)` where the port has no ring of its own (the
+    /// thread-pool and AIO drivers) and for a descriptor number beyond the
+    /// port's table (4096 slots, or `RLIMIT_NOFILE` if lower): its
+    /// operations work as before. Errors: [`Error::InvalidInput`] for a file
+    /// of another engine, [`Error::Closed`] for a closed file,
+    /// [`Error::Io`] when the kernel refuses. Registering again does
+    /// nothing. The descriptor must only be closed through the engine (as
+    /// for any [`File`]): one closed behind its back stays open in the
+    /// port's table under its number.
+    pub fn register_file(&self, file: &File) -> Result<bool> {
+        self.check_engine(file)?;
+        match &self.inner.mode {
+            Mode::Ring(ring) => ring.register_file(file.shared_inner()),
+            Mode::Queue(_) => Ok(false),
+        }
+    }
+
     /// Submits what any thread queued on the port inside a batch
     /// ([`batch`](Self::batch), [`begin_batch`](Self::begin_batch)) and has
     /// not submitted yet: for a thread that watches over batching threads

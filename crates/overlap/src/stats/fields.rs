@@ -249,6 +249,7 @@ mod tests {
             aio_reaped_by_waiters,
             kernel_workers_seen,
             fixed_buffer_ops,
+            fixed_file_ops,
         } = &mut s;
         let expected: Vec<(&str, &mut u64)> = vec![
             ("submitted", submitted),
@@ -275,6 +276,7 @@ mod tests {
             ("aio_reaped_by_waiters", aio_reaped_by_waiters),
             ("kernel_workers_seen", kernel_workers_seen),
             ("fixed_buffer_ops", fixed_buffer_ops),
+            ("fixed_file_ops", fixed_file_ops),
         ];
         let expected: Vec<(&str, u64)> = expected
             .into_iter()

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -35,6 +35,7 @@ use super::thread::{deferral, flush_deferred, Deferral, Deferred};
 use crate::buf::Arena;
 use crate::cell::{fork_generation, Completable, EngineState};
 use crate::error::Error;
+use crate::file::{FileInner, FixedFiles};
 use crate::operation::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
@@ -164,7 +165,45 @@ pub(crate) struct PortRing<C> {
     fixed: [OnceLock<Region>; MAX_REGIONS],
     /// Serialises registrations; how many slots of `fixed` are set.
     fixed_count: Mutex<usize>,
+    /// Descriptors registered with the kernel (`register_file`), a bit
+    /// each, with the table's size; the kernel's slot for descriptor `fd` is
+    /// `fd` itself, so an entry built with the descriptor becomes the
+    /// registered file by its `FIXED_FILE` flag alone. Made at the first
+    /// registration.
+    files: OnceLock<FileTable>,
+    /// Serialises registrations and removals of files.
+    files_lock: Mutex<()>,
 }
+
+/// The bits of [`PortRing::files`].
+struct FileTable {
+    slots: u32,
+    bits: Box<[AtomicU64]>,
+}
+
+impl FileTable {
+    fn has(&self, fd: i32) -> bool {
+        let Ok(fd) = u32::try_from(fd) else {
+            return false;
+        };
+        fd < self.slots
+            && self.bits[(fd / 64) as usize].load(Ordering::Acquire) & (1 << (fd % 64)) != 0
+    }
+
+    fn set(&self, fd: u32, on: bool) {
+        let bit = 1u64 << (fd % 64);
+        let word = &self.bits[(fd / 64) as usize];
+        if on {
+            word.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            word.fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The most descriptors a port's file table has slots for (fewer when
+/// `RLIMIT_NOFILE` is lower: the kernel refuses a larger table).
+const FILE_SLOTS: u32 = 4096;
 
 /// A pool's arena registered with the kernel as one buffer.
 struct Region {
@@ -214,6 +253,44 @@ impl<C: PortOp> Settle for PortRing<C> {
     }
 }
 
+impl<C: PortOp> FixedFiles for PortRing<C> {
+    fn forget(&self, fd: i32) {
+        if self.inherited() {
+            return;
+        }
+        let Ok(slot) = u32::try_from(fd) else { return };
+        let _g = self.files_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(table) = self.files.get() else {
+            return;
+        };
+        if !table.has(fd) {
+            return;
+        }
+        table.set(slot, false);
+        // The kernel drops its reference to the file once no request uses
+        // it (none is in flight or queued: the file's close waited).
+        if let Err(e) = self.ring.submitter().register_files_update(slot, &[-1]) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "overlap: removing descriptor {fd} from a port's file table failed: {e}"
+            );
+        }
+    }
+}
+
+/// `RLIMIT_NOFILE`'s soft limit, which bounds a registered file table.
+fn nofile_limit() -> u32 {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 1024;
+    }
+    u32::try_from(rl.rlim_cur).unwrap_or(u32::MAX)
+}
+
 impl<C: PortOp> Deferred for PortRing<C> {
     fn flush(&self) {
         PortRing::flush(self);
@@ -247,7 +324,70 @@ impl<C: PortOp> PortRing<C> {
             spare: Mutex::new(Vec::new()),
             fixed: Default::default(),
             fixed_count: Mutex::new(0),
+            files: OnceLock::new(),
+            files_lock: Mutex::new(()),
         })
+    }
+
+    /// Registers the file's descriptor with the kernel, in the slot of the
+    /// same number, so that this port's reads and writes of it skip the
+    /// kernel's descriptor lookup (`FIXED_FILE`). `Ok(false)` when the
+    /// descriptor is beyond the table. The file forgets the registration
+    /// (`FixedFiles::forget`) before its descriptor is closed or given away.
+    pub(crate) fn register_file(self: &Arc<Self>, file: &Arc<FileInner>) -> Result<bool, Error> {
+        if self.inherited() {
+            return Err(Error::Forked(
+                "this port was made before fork: make a new one in the child",
+            ));
+        }
+        // Counted in like an operation, so that a close waits for the
+        // registration to be listed on the file before it tells the rings.
+        if !file.try_start() {
+            return Err(Error::Closed);
+        }
+        struct Claim<'a>(&'a FileInner);
+        impl Drop for Claim<'_> {
+            fn drop(&mut self) {
+                self.0.finish();
+            }
+        }
+        let _claim = Claim(file);
+        let fd = file.fd();
+        let Ok(slot) = u32::try_from(fd) else {
+            return Err(Error::Closed);
+        };
+        let _g = self.files_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let submitter = self.ring.submitter();
+        let table = match self.files.get() {
+            Some(t) => t,
+            None => {
+                let slots = FILE_SLOTS.min(nofile_limit());
+                submitter.register_files_sparse(slots)?;
+                self.files.get_or_init(|| FileTable {
+                    slots,
+                    bits: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                })
+            }
+        };
+        if slot >= table.slots {
+            return Ok(false);
+        }
+        if table.has(fd) {
+            return Ok(true);
+        }
+        submitter.register_files_update(slot, &[fd])?;
+        table.set(slot, true);
+        let me: Arc<dyn FixedFiles> = self.clone();
+        file.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&me));
+        Ok(true)
+    }
+
+    /// Whether an operation on `fd` goes by the registered file.
+    fn file_registered(&self, fd: i32) -> bool {
+        self.files.get().is_some_and(|t| t.has(fd))
     }
 
     /// Registers `arena` with the kernel, so that reads and writes into it
@@ -447,7 +587,24 @@ impl<C: PortOp> PortRing<C> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let sqe = match fixed.or_else(|| cell.kind().entry(&self.ops)) {
-            Some(sqe) => sqe,
+            Some(sqe) => match cell.kind() {
+                // The kernel's slot `fd` holds the same file (`files`).
+                OpKind::Read(op) if self.file_registered(op.fd) => {
+                    cell.shared()
+                        .counters
+                        .fixed_file_ops
+                        .fetch_add(1, Ordering::Relaxed);
+                    sqe.flags(squeue::Flags::FIXED_FILE)
+                }
+                OpKind::Write(op) if self.file_registered(op.fd) => {
+                    cell.shared()
+                        .counters
+                        .fixed_file_ops
+                        .fetch_add(1, Ordering::Relaxed);
+                    sqe.flags(squeue::Flags::FIXED_FILE)
+                }
+                _ => sqe,
+            },
             None => {
                 // No opcode on this kernel: perform it here and let the ring
                 // deliver the result (a no-op wakes a waiting worker).
