@@ -15,7 +15,7 @@ mod queue;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running};
+use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running, Verdict};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::cell::{to_result, FORKED_PORT};
 use crate::driver::uring::Route;
@@ -262,14 +262,28 @@ impl<B: Send + 'static> Port<B> {
         // takes it). The ring's gate also counts the operation in for
         // shutdown to wait for, unless shutdown already began.
         match &self.inner.mode {
-            Mode::Ring(ring) => match admit(req, FastPath::Never, wait, &**ring)? {
-                Admitted::Go(req, permit) => {
-                    ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
+            Mode::Ring(ring) => {
+                // In place first: the request moves once, into its cell.
+                let mut req = req;
+                match crate::admit::now_in_place(&mut req, FastPath::Never, &**ring) {
+                    Verdict::Go(permit) => {
+                        ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
+                    }
+                    Verdict::Refused(e) => return Err((e, req.buf)),
+                    Verdict::Full if wait => match admit(req, FastPath::Never, true, &**ring)? {
+                        Admitted::Go(req, permit) => {
+                            ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
+                        }
+                        Admitted::Cached(..) => {
+                            debug_assert!(false, "a port's ring takes no fast path");
+                        }
+                    },
+                    Verdict::Full => return Err((Error::WouldBlock, req.buf)),
+                    Verdict::Cached(..) => {
+                        debug_assert!(false, "a port's ring takes no fast path");
+                    }
                 }
-                Admitted::Cached(..) => {
-                    debug_assert!(false, "a port's ring takes no fast path");
-                }
-            },
+            }
             Mode::Queue(q) => match admit(req, FastPath::AfterBudget, wait, &Running)? {
                 Admitted::Go(req, permit) => {
                     // Counted before the driver can complete it (`take`
