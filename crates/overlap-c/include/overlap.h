@@ -846,6 +846,25 @@ int32_t overlap_port_batch_end(const struct overlap_port *port);
 int32_t overlap_port_flush(const struct overlap_port *port);
 
 /**
+ * Registers `file` with the kernel for `port` (io_uring's registered
+ * files): the port's reads and writes of it then skip the kernel's lookup
+ * of the descriptor for every operation. The registration ends by itself
+ * when the file is closed (overlap_file_close()) or freed, or the port is
+ * freed; the descriptor must not be closed in any other way meanwhile.
+ *
+ * Returns 1 once registered (again: nothing changes), 0 when the port
+ * cannot register it and works as before (no ring of its own: the AIO and
+ * thread-pool drivers; a descriptor number beyond the port's table of
+ * 4096, or `RLIMIT_NOFILE` if lower), or `-EINVAL` (NULL handle, a file of
+ * another engine), `-EBADF` (closed), `-ECHILD` (a port of the parent
+ * after `fork()`), or the kernel's `-errno`.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port and overlap_file_free() of this file.
+ */
+int32_t overlap_port_register_file(const struct overlap_port *port, const struct overlap_file *file);
+
+/**
  * Takes completions into `out` (room for `max`): waits until at least
  * `min` were taken or `timeout_ns` nanoseconds passed (negative: no time
  * limit; 0 with `min` 0: a poll), then takes whatever else is ready, up

@@ -482,6 +482,37 @@ pub extern "C" fn overlap_port_flush(port: *const overlap_port) -> i32 {
     })
 }
 
+/// Registers `file` with the kernel for `port` (io_uring's registered
+/// files): the port's reads and writes of it then skip the kernel's lookup
+/// of the descriptor for every operation. The registration ends by itself
+/// when the file is closed (overlap_file_close()) or freed, or the port is
+/// freed; the descriptor must not be closed in any other way meanwhile.
+///
+/// Returns 1 once registered (again: nothing changes), 0 when the port
+/// cannot register it and works as before (no ring of its own: the AIO and
+/// thread-pool drivers; a descriptor number beyond the port's table of
+/// 4096, or `RLIMIT_NOFILE` if lower), or `-EINVAL` (NULL handle, a file of
+/// another engine), `-EBADF` (closed), `-ECHILD` (a port of the parent
+/// after `fork()`), or the kernel's `-errno`.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_port_free() of this port and overlap_file_free() of this file.
+#[no_mangle]
+pub extern "C" fn overlap_port_register_file(
+    port: *const overlap_port,
+    file: *const overlap_file,
+) -> i32 {
+    const F: &str = "overlap_port_register_file";
+    guard(F, || {
+        let p = handle!(port, "port", F);
+        let f = handle!(file, "file", F);
+        match p.port.register_file(&f.file) {
+            Ok(registered) => i32::from(registered),
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
 thread_local! {
     /// The calling thread's completions between taking and copying out.
     static TAKEN: RefCell<Vec<Completion<CBuf>>> = const { RefCell::new(Vec::new()) };

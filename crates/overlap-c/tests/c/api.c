@@ -447,7 +447,27 @@ static void test_port_operations(void) {
         check_fill(r[i], BS, (uint8_t)(10 + i));
     }
 
+    /* A registered file: its reads go by the kernel's table (counted), and
+     * closing the file ends the registration; registering a closed file is
+     * -EBADF. */
+    CHECK_ERR(overlap_port_register_file(NULL, f), EINVAL);
+    CHECK_ERR(overlap_port_register_file(port, NULL), EINVAL);
+    int32_t reg = overlap_port_register_file(port, f);
+    CHECK_EQ(reg, driver == OVERLAP_DRIVER_URING ? 1 : 0);
+    CHECK_EQ(overlap_port_register_file(port, f), reg);
+    for (int i = 0; i < 4; i++) CHECK_OK(overlap_port_read(port, f, r[i], BS, (uint64_t)i * BS, 800 + i));
+    reap(port, c, 4);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(find(c, 4, 800 + i)->result, BS);
+        check_fill(r[i], BS, (uint8_t)(10 + i));
+    }
+
     CHECK_EQ(overlap_port_outstanding(port), 0);
+    overlap_file *g2 = NULL;
+    CHECK_OK(overlap_file_open(engine, path, OVERLAP_OPEN_READ, 0, &g2));
+    CHECK_OK(overlap_file_close(g2));
+    CHECK_ERR(overlap_port_register_file(port, g2), driver == OVERLAP_DRIVER_URING ? EBADF : 0);
+    overlap_file_free(g2);
     overlap_port_free(port);
     overlap_file_free(f);
     unlink(path);

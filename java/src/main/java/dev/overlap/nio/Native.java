@@ -156,6 +156,8 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle port_flush = ov("overlap_port_flush",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
+    static final MethodHandle port_register_file = ov("overlap_port_register_file",
+            FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG));
     static final MethodHandle port_post = ov("overlap_port_post",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
 

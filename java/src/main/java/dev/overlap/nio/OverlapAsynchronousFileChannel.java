@@ -631,6 +631,28 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         return OpFuture.completed((int) n);
     }
 
+    /**
+     * A channel registers its file with the engine's port (io_uring's registered files: the kernel
+     * then skips looking the descriptor up for each read and write) once it has sent this many
+     * operations through the port: two system calls (registering, and ending it at close) that a
+     * channel opened for a read or two would not earn back. {@code -Doverlap.registerFiles=false}
+     * never registers.
+     */
+    static final int REGISTER_AFTER_OPS = 64;
+    /** Operations sent through the port, until the file is registered (racy: a miss or a second try is harmless). */
+    private int portOps;
+    private volatile boolean fileRegistered = !OverlapEngine.REGISTER_FILES;
+
+    /**
+     * Registers the file (under the close lock's read side). 1 registered, 0 the port cannot (no
+     * ring of its own, or a descriptor number beyond its table), -errno: all leave the operations
+     * as they were, so the result only ends the attempts.
+     */
+    private void registerFile() throws Throwable {
+        fileRegistered = true;
+        int ignored = (int) Native.port_register_file.invokeExact(engine.port, file);
+    }
+
     private void submit(Op op, boolean write, long addr, long len, long position) {
         long id = engine.nextId();
         op.id = id;
@@ -646,6 +668,9 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
                 engine.ops.put(id, op);
                 int r;
                 try {
+                    if (!fileRegistered && ++portOps >= REGISTER_AFTER_OPS) {
+                        registerFile();
+                    }
                     r = write ? (int) Native.port_write.invokeExact(engine.port, file, addr, len, position, id)
                               : (int) Native.port_read.invokeExact(engine.port, file, addr, len, position, id);
                 } catch (Throwable t) {

@@ -166,6 +166,14 @@ public final class OverlapEngine implements AutoCloseable {
      */
     static final boolean BATCH = Boolean.parseBoolean(System.getProperty("overlap.batch", "true"));
     /**
+     * Channels register their file with the engine's port after their first operations (io_uring's
+     * registered files: the kernel skips looking the descriptor up for every read and write;
+     * {@code OverlapAsynchronousFileChannel.REGISTER_AFTER_OPS}). {@code
+     * -Doverlap.registerFiles=false} leaves them unregistered.
+     */
+    static final boolean REGISTER_FILES =
+            Boolean.parseBoolean(System.getProperty("overlap.registerFiles", "true"));
+    /**
      * How often the standby looks at the reapers while handlers run: a reaper inside the same
      * handler at two looks is held in it ({@link #standby}).
      */
