@@ -114,33 +114,54 @@ impl<B> Admission<B> {
     /// Drives the admission; `Pending` while it waits for budget (woken
     /// through `cx` when a permit is granted).
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>, gate: &impl Gate) -> Poll<Outcome<B>> {
+        match self.poll_verdict(cx, gate) {
+            Poll::Ready(v) => match self.take() {
+                Some(req) => Poll::Ready(outcome(req, v)),
+                None => Poll::Pending,
+            },
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// [`poll`](Self::poll) with the request left where it is: the verdict
+    /// (never [`Verdict::Full`]: a full budget queues), after which
+    /// [`take`](Self::take) moves the request out, once. A future's poll
+    /// moves its request a single time this way, into its cell.
+    pub(crate) fn poll_verdict(&mut self, cx: &mut Context<'_>, gate: &impl Gate) -> Poll<Verdict> {
         loop {
-            match std::mem::replace(&mut self.stage, Stage::Done) {
-                Stage::Init(mut req) => {
+            match &mut self.stage {
+                Stage::Init(req) => {
                     // Room in the budget and nobody queued before: no
                     // waiting future to make; else it queues.
-                    match now_in_place(&mut req, self.fast, gate) {
+                    match now_in_place(req, self.fast, gate) {
                         Verdict::Full => {}
-                        v => return Poll::Ready(outcome(req, v)),
+                        v => return Poll::Ready(v),
                     }
                     let acq = req.shared.limiter.queue(req.bytes);
-                    self.stage = Stage::Budget(acq, req);
-                }
-                Stage::Budget(mut acq, mut req) => match Pin::new(&mut acq).poll(cx) {
-                    Poll::Ready(permit) => {
-                        let v = admitted(&mut req, permit, self.fast, gate);
-                        return Poll::Ready(outcome(req, v));
-                    }
-                    Poll::Pending => {
+                    if let Stage::Init(req) = std::mem::replace(&mut self.stage, Stage::Done) {
                         self.stage = Stage::Budget(acq, req);
-                        return Poll::Pending;
                     }
-                },
+                }
+                Stage::Budget(acq, req) => {
+                    return match Pin::new(acq).poll(cx) {
+                        Poll::Ready(permit) => Poll::Ready(admitted(req, permit, self.fast, gate)),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
                 Stage::Done => {
                     debug_assert!(false, "admission polled after its outcome");
                     return Poll::Pending;
                 }
             }
+        }
+    }
+
+    /// The request, once [`poll_verdict`](Self::poll_verdict) gave its
+    /// verdict (`None` after that: it was taken).
+    pub(crate) fn take(&mut self) -> Option<Request<B>> {
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Init(req) | Stage::Budget(_, req) => Some(req),
+            Stage::Done => None,
         }
     }
 

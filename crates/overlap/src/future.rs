@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use crate::admit::{Admission, Admitted, FastPath, Running};
+use crate::admit::{Admission, FastPath, Running, Verdict};
 use crate::cell::{to_result, Completable, EngineLink, EngineState, ENGINE_ACROSS_FORK};
 use crate::driver::uring::port::PortOp;
 use crate::driver::uring::{self, Route};
@@ -438,20 +438,36 @@ impl<B: Send + 'static> Future for Op<B> {
             },
             // The one admission path (`crate::admit`); then the future is
             // submitted where who polls it waits.
-            Stage::Admitting(adm) => match adm.poll(cx, &Running) {
-                Poll::Ready(Ok(Admitted::Go(req, permit))) => {
-                    let route = uring::route_for(cx.waker());
-                    this.stage = Stage::InFlight(submit(req, Target::Future, Some(permit), route));
-                    // Polled again at once: an inline completion is ready.
-                    Pin::new(this).poll(cx)
-                }
-                Poll::Ready(Ok(Admitted::Cached(n, buf, _))) => {
-                    this.stage = Stage::Finished;
-                    Poll::Ready((Ok(n), buf))
-                }
-                Poll::Ready(Err((e, buf))) => {
-                    this.stage = Stage::Finished;
-                    Poll::Ready((Err(e), buf))
+            // The request stays in the admission until the verdict, then
+            // moves once, into its cell.
+            Stage::Admitting(adm) => match adm.poll_verdict(cx, &Running) {
+                Poll::Ready(v) => {
+                    let Some(req) = adm.take() else {
+                        debug_assert!(false, "a verdict leaves the request to take");
+                        return Poll::Pending;
+                    };
+                    match v {
+                        Verdict::Go(permit) => {
+                            let route = uring::route_for(cx.waker());
+                            this.stage =
+                                Stage::InFlight(submit(req, Target::Future, Some(permit), route));
+                            // Polled again at once: an inline completion is ready.
+                            Pin::new(this).poll(cx)
+                        }
+                        Verdict::Cached(n, _) => {
+                            this.stage = Stage::Finished;
+                            Poll::Ready((Ok(n), req.buf))
+                        }
+                        Verdict::Refused(e) => {
+                            this.stage = Stage::Finished;
+                            Poll::Ready((Err(e), req.buf))
+                        }
+                        Verdict::Full => {
+                            debug_assert!(false, "a full budget queues, it is no verdict");
+                            this.stage = Stage::Finished;
+                            Poll::Ready((Err(Error::WouldBlock), req.buf))
+                        }
+                    }
                 }
                 Poll::Pending => Poll::Pending,
             },
