@@ -490,8 +490,9 @@ pub extern "C" fn overlap_port_flush(port: *const overlap_port) -> i32 {
 ///
 /// Returns 1 once registered (again: nothing changes), 0 when the port
 /// cannot register it and works as before (no ring of its own: the AIO and
-/// thread-pool drivers; a descriptor number beyond the port's table of
-/// 4096, or `RLIMIT_NOFILE` if lower), or `-EINVAL` (NULL handle, a file of
+/// thread-pool drivers; a kernel before 6.13, which releases a removed file
+/// late; a descriptor number beyond the port's table of 4096, or
+/// `RLIMIT_NOFILE` if lower), or `-EINVAL` (NULL handle, a file of
 /// another engine), `-EBADF` (closed), `-ECHILD` (a port of the parent
 /// after `fork()`), or the kernel's `-errno`.
 ///

@@ -18,6 +18,7 @@
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::common::*;
 use overlap::{AlignedBuf, AlignedBufPool, Engine, Error, File, Port};
@@ -31,7 +32,10 @@ per_driver!(
     closing_a_registered_file_releases_it,
     dropping_a_registered_file_releases_it,
     giving_away_a_registered_file_releases_it,
+    dropping_the_port_first_releases_its_files,
     bad_files_are_refused,
+    a_pool_too_large_to_register_leaves_the_port_usable,
+    a_batch_larger_than_the_submission_queue_completes,
 );
 
 const BLK: usize = 4096;
@@ -378,4 +382,66 @@ fn bad_files_are_refused(d: Driver) {
     } else {
         assert!(matches!(r, Ok(false)), "no ring: {r:?}");
     }
+}
+
+fn dropping_the_port_first_releases_its_files(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let file = locked_registered_file(&engine, &port, &path, d);
+    // The port's table goes with the port, before the ring closes (the
+    // kernel frees a closed ring's tables later, asynchronously).
+    drop(port);
+    file.close().wait().unwrap();
+    assert!(
+        lock_is_free(&path),
+        "the dropped port's table keeps the file open"
+    );
+}
+
+fn a_pool_too_large_to_register_leaves_the_port_usable(d: Driver) {
+    let engine = d.engine();
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    // 1 GiB and 1 MiB: more than the kernel takes as one registered buffer
+    // (allocated lazily by the system: untouched pages cost nothing).
+    let big = AlignedBufPool::contiguous(1 << 20, BLK, 1025).unwrap();
+    let r = port.register_buffers(&big);
+    if d.is_uring() {
+        assert!(matches!(r, Err(Error::InvalidInput(_))), "too large: {r:?}");
+    } else {
+        assert!(matches!(r, Ok(false)));
+    }
+    drop(big);
+    let small = AlignedBufPool::contiguous(BLK, BLK, 4).unwrap();
+    assert_eq!(
+        port.register_buffers(&small).unwrap(),
+        d.is_uring(),
+        "the next pool registers"
+    );
+}
+
+fn a_batch_larger_than_the_submission_queue_completes(d: Driver) {
+    let engine = d.builder().ring_entries(8).build().expect("engine builds");
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 71, 32 * BLK);
+    let file = open_direct(&engine, &path);
+    // 20 reads in one batch through an 8-entry queue: pushing the ninth
+    // submits the queue first, which must not wait on the pusher's own lock.
+    let r = within(Duration::from_secs(60), move || {
+        let port: Port<AlignedBuf> = Port::new(&engine);
+        port.batch(|p| {
+            for i in 0..20u64 {
+                p.read_at(&file, AlignedBuf::new(BLK, BLK).unwrap(), i * BLK as u64, i)
+                    .unwrap();
+            }
+        });
+        let mut got = drain(&port, 20);
+        got.sort_by_key(|(k, _)| *k);
+        for (i, buf) in got {
+            assert_pattern(&buf, 71, i * BLK as u64);
+        }
+    });
+    r.expect("a batch of 20 through 8 submission entries");
 }

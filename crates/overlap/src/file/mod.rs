@@ -242,14 +242,25 @@ impl File {
     /// independent handle on the same open file description (they share
     /// the file offset and flags, not closing).
     pub fn try_clone(&self) -> Result<File> {
+        // Claimed like an operation: a close waits, so the number duplicated
+        // is this file's, not a descriptor reused by another file meanwhile.
+        if !self.inner.try_start() {
+            return Err(Error::Closed);
+        }
         let fd = self.inner.fd();
+        let dup = if fd < 0 {
+            -1
+        } else {
+            // SAFETY: a plain descriptor call; a new descriptor comes back.
+            unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) }
+        };
+        let err = std::io::Error::last_os_error();
+        self.inner.finish();
         if fd < 0 {
             return Err(Error::Closed);
         }
-        // SAFETY: a plain descriptor call; a new descriptor comes back.
-        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
         if dup < 0 {
-            return Err(Error::Io(std::io::Error::last_os_error()));
+            return Err(Error::Io(err));
         }
         let i = &self.inner;
         let inner = FileInner {

@@ -476,8 +476,9 @@ impl<B: Send + 'static> Port<B> {
     ///
     /// Returns `Ok(false)` where the port has no ring of its own (the
     /// thread-pool and AIO drivers): its operations work as before. Errors:
-    /// [`Error::InvalidInput`] for a pool that is not contiguous or a ninth
-    /// pool; [`Error::Io`] when the kernel refuses (`ENOMEM` when the pages
+    /// [`Error::InvalidInput`] for a pool that is not contiguous, holds
+    /// more than 1 GiB (the kernel's limit for one registered buffer), or is
+    /// a ninth pool; [`Error::Io`] when the kernel refuses (`ENOMEM` when the pages
     /// exceed `RLIMIT_MEMLOCK` for a process without `CAP_IPC_LOCK`).
     /// Registering a pool again does nothing.
     pub fn register_buffers(&self, pool: &crate::AlignedBufPool) -> Result<bool> {
@@ -501,9 +502,11 @@ impl<B: Send + 'static> Port<B> {
     /// open), or when the port is dropped.
     ///
     /// Returns `Ok(false)` where the port has no ring of its own (the
-    /// thread-pool and AIO drivers) and for a descriptor number beyond the
-    /// port's table (4096 slots, or `RLIMIT_NOFILE` if lower): its
-    /// operations work as before. Errors: [`Error::InvalidInput`] for a file
+    /// thread-pool and AIO drivers), on kernels before 6.13 (which release a
+    /// file removed from the table late, so a `close` would return with the
+    /// file still open), and for a descriptor number beyond the port's table
+    /// (4096 slots, or `RLIMIT_NOFILE` if lower): its operations work as
+    /// before. Errors: [`Error::InvalidInput`] for a file
     /// of another engine, [`Error::Closed`] for a closed file,
     /// [`Error::Io`] when the kernel refuses. Registering again does
     /// nothing. The descriptor must only be closed through the engine (as

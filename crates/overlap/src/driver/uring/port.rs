@@ -163,8 +163,9 @@ pub(crate) struct PortRing<C> {
     /// lock; each holds its arena, so the memory stays allocated for as long
     /// as the ring (and the kernel's registration) lives.
     fixed: [OnceLock<Region>; MAX_REGIONS],
-    /// Serialises registrations; how many slots of `fixed` are set.
-    fixed_count: Mutex<usize>,
+    /// Serialises registrations of buffers: whether the kernel's (sparse)
+    /// table exists, and how many slots of `fixed` are set.
+    fixed_count: Mutex<(bool, usize)>,
     /// Descriptors registered with the kernel (`register_file`), a bit
     /// each, with the table's size; the kernel's slot for descriptor `fd` is
     /// `fd` itself, so an entry built with the descriptor becomes the
@@ -216,6 +217,10 @@ struct Region {
 /// at the first registration).
 pub(crate) const MAX_REGIONS: usize = 8;
 
+/// The most bytes one registered pool holds: the kernel takes no larger
+/// buffer (`io_buffer_validate`: 1 GiB).
+const MAX_REGION_BYTES: usize = 1 << 30;
+
 /// The most spare cells a port's ring keeps (about 200 bytes each).
 const SPARE_CELLS: usize = 1024;
 
@@ -253,6 +258,27 @@ impl<C: PortOp> Settle for PortRing<C> {
     }
 }
 
+impl<C> Drop for PortRing<C> {
+    /// Ends the registrations before the ring's descriptor closes: the
+    /// kernel frees a closed ring's tables later, asynchronously, which
+    /// would keep registered files open (their locks held) and registered
+    /// memory pinned past the port's drop. The port drained its operations
+    /// before this (nothing is in flight).
+    fn drop(&mut self) {
+        if self.generation != fork_generation() {
+            return; // a child's copy: the tables are the parent's
+        }
+        let submitter = self.ring.submitter();
+        if self.files.get().is_some() {
+            let _ = submitter.unregister_files();
+        }
+        let buffers = self.fixed_count.get_mut().map_or(true, |(table, _)| *table);
+        if buffers {
+            let _ = submitter.unregister_buffers();
+        }
+    }
+}
+
 impl<C: PortOp> FixedFiles for PortRing<C> {
     fn forget(&self, fd: i32) {
         if self.inherited() {
@@ -276,6 +302,37 @@ impl<C: PortOp> FixedFiles for PortRing<C> {
             );
         }
     }
+}
+
+/// Whether this kernel releases a file removed from a ring's table at
+/// once when no request uses it (Linux 6.13's resource rework). Before it,
+/// a removed file waited for delayed work (up to a second) or for every
+/// earlier request of the ring that used a registered resource, so a
+/// `close` would return with the file still open (its locks held, an
+/// unlinked file's blocks not freed): ports register no files there.
+fn removal_is_prompt() -> bool {
+    static PROMPT: OnceLock<bool> = OnceLock::new();
+    *PROMPT.get_or_init(|| kernel_version().is_some_and(|v| v >= (6, 13)))
+}
+
+/// The running kernel's major and minor version (`uname`).
+fn kernel_version() -> Option<(u32, u32)> {
+    // SAFETY: uname writes into the local struct.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a local utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let release: String = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8 as char)
+        .collect();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// `RLIMIT_NOFILE`'s soft limit, which bounds a registered file table.
@@ -323,7 +380,7 @@ impl<C: PortOp> PortRing<C> {
             listed_count: AtomicUsize::new(0),
             spare: Mutex::new(Vec::new()),
             fixed: Default::default(),
-            fixed_count: Mutex::new(0),
+            fixed_count: Mutex::new((false, 0)),
             files: OnceLock::new(),
             files_lock: Mutex::new(()),
         })
@@ -356,6 +413,9 @@ impl<C: PortOp> PortRing<C> {
         let Ok(slot) = u32::try_from(fd) else {
             return Err(Error::Closed);
         };
+        if !removal_is_prompt() {
+            return Ok(false);
+        }
         let _g = self.files_lock.lock().unwrap_or_else(|p| p.into_inner());
         let submitter = self.ring.submitter();
         let table = match self.files.get() {
@@ -378,10 +438,10 @@ impl<C: PortOp> PortRing<C> {
         submitter.register_files_update(slot, &[fd])?;
         table.set(slot, true);
         let me: Arc<dyn FixedFiles> = self.clone();
-        file.registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::downgrade(&me));
+        let mut rings = file.registered.lock().unwrap_or_else(|p| p.into_inner());
+        // Ports dropped since need no word at close.
+        rings.retain(|w| w.strong_count() > 0);
+        rings.push(Arc::downgrade(&me));
         Ok(true)
     }
 
@@ -400,7 +460,8 @@ impl<C: PortOp> PortRing<C> {
                 "this port was made before fork: make a new one in the child",
             ));
         }
-        let mut count = self.fixed_count.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.fixed_count.lock().unwrap_or_else(|p| p.into_inner());
+        let (table, count) = &mut *guard;
         let known = self.fixed[..*count]
             .iter()
             .filter_map(OnceLock::get)
@@ -413,6 +474,13 @@ impl<C: PortOp> PortRing<C> {
                 "a port registers at most {MAX_REGIONS} pools"
             )));
         }
+        if arena.len() > MAX_REGION_BYTES {
+            return Err(Error::InvalidInput(format!(
+                "a registered pool holds at most {MAX_REGION_BYTES} bytes (the kernel's limit for one \
+                 registered buffer); this one holds {}",
+                arena.len()
+            )));
+        }
         if !self.ops.has(opcode::ReadFixed::CODE) || !self.ops.has(opcode::WriteFixed::CODE) {
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
@@ -420,8 +488,9 @@ impl<C: PortOp> PortRing<C> {
             )));
         }
         let submitter = self.ring.submitter();
-        if *count == 0 {
+        if !*table {
             submitter.register_buffers_sparse(MAX_REGIONS as u32)?;
+            *table = true;
         }
         let iov = libc::iovec {
             iov_base: arena.start() as *mut libc::c_void,
@@ -733,8 +802,8 @@ impl<C: PortOp> PortRing<C> {
     // already freed) as new ones.
 
     fn push(&self, sqe: &squeue::Entry) {
-        let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         loop {
+            let g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: `sq` serialises every user of the submission queue.
             // The entry's pointers refer to memory owned by its cell, which
             // the ring keeps alive (`user_data`) until its completion is
@@ -747,9 +816,13 @@ impl<C: PortOp> PortRing<C> {
                 );
                 sq.push(sqe)
             };
+            drop(g);
             if pushed.is_ok() {
                 return;
             }
+            // A full queue: submit it, without `sq` (the submitting call
+            // settles what batches listed, which looks at the queue under
+            // `sq`), and try again.
             self.enter_submit();
         }
     }
