@@ -232,6 +232,11 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     pub(crate) fixed_buffers: bool,
 
+    /// Worker threads of the tokio runtime that runs --concurrency tasks and
+    /// the tokio baselines [default: one per CPU].
+    #[arg(long, value_name = "N", value_parser = parse_ops)]
+    pub(crate) tokio_workers: Option<u64>,
+
     /// Register the file with the kernel (io_uring's registered files: no
     /// descriptor lookup per operation); `--requester port` only.
     #[arg(long)]

@@ -39,6 +39,8 @@ pub(crate) struct Job {
     pub fixed_buffers: bool,
     /// The file registered with the port's ring (`Port::register_file`).
     pub fixed_files: bool,
+    /// Worker threads of the tokio runtime (`--tokio-workers`).
+    pub tokio_workers: Option<usize>,
     pub requester: Requester,
     pub seed: u64,
 }
@@ -202,6 +204,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         fast_path: !args.no_fast_path,
         fixed_buffers: args.fixed_buffers,
         fixed_files: args.fixed_files,
+        tokio_workers: args.tokio_workers.map(|n| n as usize),
         requester: args.requester,
         seed: args.seed,
     })?;

@@ -315,7 +315,7 @@ fn run_engine(
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
-        Some(super::tokio_baselines::runtime()?)
+        Some(super::tokio_baselines::runtime(job.tokio_workers)?)
     } else {
         None
     };

@@ -23,9 +23,11 @@ use super::{Driver, Job, Target};
 
 /// A multi-thread runtime as the engine's tokio requesters get: one worker
 /// per CPU (the blocking pool grows on demand, up to tokio's 512).
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .worker_threads(
+            workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        )
         .thread_name("bench-tokio")
         .enable_all()
         .build()
@@ -40,7 +42,7 @@ pub(crate) fn run(
     offsets: Offsets,
     bar: ProgressBar,
 ) -> Result<Measured> {
-    let rt = runtime()?;
+    let rt = runtime(job.tokio_workers)?;
     let lat = LatSink::new();
     let std_file = Arc::new(
         std::fs::OpenOptions::new()
