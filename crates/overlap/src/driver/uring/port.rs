@@ -655,25 +655,22 @@ impl<C: PortOp> PortRing<C> {
                 .fixed_buffer_ops
                 .fetch_add(1, Ordering::Relaxed);
         }
+        // A read or write of a registered descriptor: the kernel's slot `fd`
+        // holds the same file (`files`).
+        let by_slot = match cell.kind() {
+            OpKind::Read(op) => self.file_registered(op.fd),
+            OpKind::Write(op) => self.file_registered(op.fd),
+            _ => false,
+        };
         let sqe = match fixed.or_else(|| cell.kind().entry(&self.ops)) {
-            Some(sqe) => match cell.kind() {
-                // The kernel's slot `fd` holds the same file (`files`).
-                OpKind::Read(op) if self.file_registered(op.fd) => {
-                    cell.shared()
-                        .counters
-                        .fixed_file_ops
-                        .fetch_add(1, Ordering::Relaxed);
-                    sqe.flags(squeue::Flags::FIXED_FILE)
-                }
-                OpKind::Write(op) if self.file_registered(op.fd) => {
-                    cell.shared()
-                        .counters
-                        .fixed_file_ops
-                        .fetch_add(1, Ordering::Relaxed);
-                    sqe.flags(squeue::Flags::FIXED_FILE)
-                }
-                _ => sqe,
-            },
+            Some(sqe) if by_slot => {
+                cell.shared()
+                    .counters
+                    .fixed_file_ops
+                    .fetch_add(1, Ordering::Relaxed);
+                sqe.flags(squeue::Flags::FIXED_FILE)
+            }
+            Some(sqe) => sqe,
             None => {
                 // No opcode on this kernel: perform it here and let the ring
                 // deliver the result (a no-op wakes a waiting worker).
