@@ -846,6 +846,31 @@ int32_t overlap_port_batch_end(const struct overlap_port *port);
 int32_t overlap_port_flush(const struct overlap_port *port);
 
 /**
+ * Registers `len` bytes of memory at `addr` with the kernel for `port`
+ * (io_uring's registered buffers, as liburing's
+ * io_uring_register_buffers()): the port's reads and writes whose buffers
+ * lie inside it then skip pinning their pages for every operation. Meant
+ * for a buffer pool allocated once. At most 8 ranges per port, each at most
+ * 1 GiB; registering the same range again does nothing.
+ *
+ * Memory rule: the range must stay allocated, neither freed nor unmapped,
+ * until overlap_port_free() of this port: the kernel keeps its pages
+ * pinned, and an operation into an address of the range goes to those
+ * pages.
+ *
+ * Returns 1 once registered, 0 when the port has no ring of its own (the
+ * AIO and thread-pool drivers: operations work as before), or `-EINVAL`
+ * (NULL handle or address, zero length, over 1 GiB, a ninth range),
+ * `-ECHILD` (a port of the parent after `fork()`), or the kernel's
+ * `-errno` (`-ENOMEM` when the pages exceed `RLIMIT_MEMLOCK` for a process
+ * without `CAP_IPC_LOCK`).
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int32_t overlap_port_register_memory(const struct overlap_port *port, void *addr, uint64_t len);
+
+/**
  * Registers `file` with the kernel for `port` (io_uring's registered
  * files): the port's reads and writes of it then skip the kernel's lookup
  * of the descriptor for every operation. The registration ends by itself

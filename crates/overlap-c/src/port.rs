@@ -482,6 +482,51 @@ pub extern "C" fn overlap_port_flush(port: *const overlap_port) -> i32 {
     })
 }
 
+/// Registers `len` bytes of memory at `addr` with the kernel for `port`
+/// (io_uring's registered buffers, as liburing's
+/// io_uring_register_buffers()): the port's reads and writes whose buffers
+/// lie inside it then skip pinning their pages for every operation. Meant
+/// for a buffer pool allocated once. At most 8 ranges per port, each at most
+/// 1 GiB; registering the same range again does nothing.
+///
+/// Memory rule: the range must stay allocated, neither freed nor unmapped,
+/// until overlap_port_free() of this port: the kernel keeps its pages
+/// pinned, and an operation into an address of the range goes to those
+/// pages.
+///
+/// Returns 1 once registered, 0 when the port has no ring of its own (the
+/// AIO and thread-pool drivers: operations work as before), or `-EINVAL`
+/// (NULL handle or address, zero length, over 1 GiB, a ninth range),
+/// `-ECHILD` (a port of the parent after `fork()`), or the kernel's
+/// `-errno` (`-ENOMEM` when the pages exceed `RLIMIT_MEMLOCK` for a process
+/// without `CAP_IPC_LOCK`).
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_port_free() of this port.
+#[no_mangle]
+pub extern "C" fn overlap_port_register_memory(
+    port: *const overlap_port,
+    addr: *mut c_void,
+    len: u64,
+) -> i32 {
+    const F: &str = "overlap_port_register_memory";
+    guard(F, || {
+        let p = handle!(port, "port", F);
+        if addr.is_null() {
+            return fail(libc::EINVAL, format!("{F}: addr is NULL"));
+        }
+        let Ok(len) = usize::try_from(len) else {
+            return fail(libc::EINVAL, format!("{F}: len {len} is too large"));
+        };
+        // SAFETY: the header's memory rule: the caller keeps the range
+        // allocated until overlap_port_free() of this port.
+        match unsafe { p.port.register_memory(addr.cast(), len) } {
+            Ok(registered) => i32::from(registered),
+            Err(e) => fail_with(F, &e),
+        }
+    })
+}
+
 /// Registers `file` with the kernel for `port` (io_uring's registered
 /// files): the port's reads and writes of it then skip the kernel's lookup
 /// of the descriptor for every operation. The registration ends by itself

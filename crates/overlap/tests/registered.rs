@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common::*;
-use overlap::{AlignedBuf, AlignedBufPool, Engine, Error, File, Port};
+use overlap::{AlignedBuf, AlignedBufPool, Engine, Error, File, IoBuf, IoBufMut, Port};
 
 per_driver!(
     registered_buffers_read_and_write_the_right_bytes,
@@ -36,6 +36,7 @@ per_driver!(
     bad_files_are_refused,
     a_pool_too_large_to_register_leaves_the_port_usable,
     a_batch_larger_than_the_submission_queue_completes,
+    registered_memory_of_the_callers_own_is_read_into,
 );
 
 const BLK: usize = 4096;
@@ -444,4 +445,77 @@ fn a_batch_larger_than_the_submission_queue_completes(d: Driver) {
         }
     });
     r.expect("a batch of 20 through 8 submission entries");
+}
+
+/// A slice of memory the test owns, as a C caller's buffer: the operation
+/// gets its address and length, not the memory.
+struct Slice {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the test keeps the memory alive and untouched while the slice is
+// in flight (it owns the backing buffer past every completion).
+unsafe impl Send for Slice {}
+// SAFETY: as above; the pointer does not move.
+unsafe impl IoBuf for Slice {
+    fn stable_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+    fn bytes_len(&self) -> usize {
+        self.len
+    }
+}
+// SAFETY: as above; any byte is a valid u8.
+unsafe impl IoBufMut for Slice {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+fn registered_memory_of_the_callers_own_is_read_into(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 81, 8 * BLK);
+    let file = open_direct(&engine, &path);
+    let mut backing = AlignedBuf::new(8 * BLK, BLK).unwrap();
+    let base = backing.as_mut_ptr();
+    let port: Port<Slice> = Port::new(&engine);
+    // SAFETY: `backing` outlives the port (dropped after it, below).
+    let registered = unsafe { port.register_memory(base, 8 * BLK) }.unwrap();
+    assert_eq!(registered, d.is_uring());
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { port.register_memory(base, 8 * BLK) }.unwrap(),
+        registered
+    );
+    if registered {
+        // SAFETY: nothing is registered: the range is refused first.
+        let empty = unsafe { port.register_memory(base, 0) };
+        assert!(matches!(empty, Err(Error::InvalidInput(_))), "{empty:?}");
+    }
+    let s0 = engine.stats().fixed_buffer_ops;
+    for i in 0..8u64 {
+        // SAFETY: inside `backing`, one block each.
+        let ptr = unsafe { base.add(i as usize * BLK) };
+        let slice = Slice { ptr, len: BLK };
+        port.read_at(&file, slice, (7 - i) * BLK as u64, i)
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+    let mut n = 0;
+    while let Some(c) = port.next() {
+        assert_eq!(c.result.unwrap(), BLK);
+        n += 1;
+    }
+    assert_eq!(n, 8);
+    for i in 0..8u64 {
+        let at = i as usize * BLK;
+        assert_pattern(&backing[at..at + BLK], 81, (7 - i) * BLK as u64);
+    }
+    let fixed = engine.stats().fixed_buffer_ops - s0;
+    assert_eq!(fixed, if registered { 8 } else { 0 });
+    drop(port);
+    drop(backing);
 }

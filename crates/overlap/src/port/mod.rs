@@ -493,6 +493,28 @@ impl<B: Send + 'static> Port<B> {
         }
     }
 
+    /// Registers `len` bytes of memory at `ptr`, which the caller owns (a
+    /// buffer pool allocated once, as a database keeps), with the kernel for
+    /// this port, as [`register_buffers`](Self::register_buffers) does a
+    /// pool's: reads and writes whose buffers lie inside it go as
+    /// `READ_FIXED`/`WRITE_FIXED`. Same results and errors (at most 1 GiB,
+    /// 8 pools or ranges a port).
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay allocated, neither freed nor unmapped, until the
+    /// port is dropped: the kernel keeps its pages pinned, and an operation
+    /// into an address of the range goes to those pages (after an unmap
+    /// and a new mapping at the same address, to the old ones).
+    pub unsafe fn register_memory(&self, ptr: *mut u8, len: usize) -> Result<bool> {
+        match &self.inner.mode {
+            // SAFETY: the caller's contract above, for as long as the port
+            // (and so its ring) lives.
+            Mode::Ring(ring) => unsafe { ring.register_memory(ptr as usize, len) }.map(|()| true),
+            Mode::Queue(_) => Ok(false),
+        }
+    }
+
     /// Registers `file`'s descriptor with the kernel for this port: from
     /// now on the port's reads and writes of it skip the kernel's lookup of
     /// the descriptor for every operation (io_uring's registered files;

@@ -206,11 +206,14 @@ impl FileTable {
 /// `RLIMIT_NOFILE` is lower: the kernel refuses a larger table).
 const FILE_SLOTS: u32 = 4096;
 
-/// A pool's arena registered with the kernel as one buffer.
+/// A pool's arena, or memory a caller owns, registered with the kernel as
+/// one buffer.
 struct Region {
     start: usize,
     end: usize,
-    arena: Arc<Arena>,
+    /// The pool's memory, kept alive; `None` for a caller's range (the
+    /// caller keeps it, `register_memory`).
+    arena: Option<Arc<Arena>>,
 }
 
 /// The most pools a port registers (the kernel's table is made this size
@@ -455,30 +458,67 @@ impl<C: PortOp> PortRing<C> {
     /// its pages once, now, instead of for every operation. Registering an
     /// arena again does nothing.
     pub(crate) fn register_arena(&self, arena: &Arc<Arena>) -> Result<(), Error> {
+        // SAFETY: the region keeps the arena (its `Arc`) for as long as the
+        // ring lives: the kernel never reaches memory this process freed.
+        unsafe { self.register_region(arena.start(), arena.len(), Some(arena)) }
+    }
+
+    /// Registers `len` bytes at `start`, memory the caller owns (a C
+    /// program's buffer pool), as [`register_arena`](Self::register_arena)
+    /// does a pool's. Registering the same range again does nothing.
+    ///
+    /// # Safety
+    ///
+    /// The memory stays allocated (not freed, not unmapped) until the ring
+    /// is dropped: the kernel keeps its pages pinned, and operations whose
+    /// buffers lie in the range go to those pages.
+    pub(crate) unsafe fn register_memory(&self, start: usize, len: usize) -> Result<(), Error> {
+        // SAFETY: the caller's contract above.
+        unsafe { self.register_region(start, len, None) }
+    }
+
+    /// # Safety
+    ///
+    /// `start..start + len` stays allocated until the ring is dropped
+    /// (`keep` holds it, or the caller promises it).
+    unsafe fn register_region(
+        &self,
+        start: usize,
+        len: usize,
+        keep: Option<&Arc<Arena>>,
+    ) -> Result<(), Error> {
         if self.inherited() {
             return Err(Error::Forked(
                 "this port was made before fork: make a new one in the child",
             ));
         }
+        let Some(end) = start.checked_add(len).filter(|_| len > 0 && start > 0) else {
+            return Err(Error::InvalidInput(format!(
+                "memory to register: {len} bytes at {start:#x} is not a range"
+            )));
+        };
         let mut guard = self.fixed_count.lock().unwrap_or_else(|p| p.into_inner());
         let (table, count) = &mut *guard;
         let known = self.fixed[..*count]
             .iter()
             .filter_map(OnceLock::get)
-            .any(|r| Arc::ptr_eq(&r.arena, arena));
+            .any(|r| match (&r.arena, keep) {
+                (Some(a), Some(k)) => Arc::ptr_eq(a, k),
+                (None, None) => r.start == start && r.end == end,
+                _ => false,
+            });
         if known {
             return Ok(());
         }
         if *count == MAX_REGIONS {
             return Err(Error::InvalidInput(format!(
-                "a port registers at most {MAX_REGIONS} pools"
+                "a port registers at most {MAX_REGIONS} pools or ranges"
             )));
         }
-        if arena.len() > MAX_REGION_BYTES {
+        if len > MAX_REGION_BYTES {
             return Err(Error::InvalidInput(format!(
-                "a registered pool holds at most {MAX_REGION_BYTES} bytes (the kernel's limit for one \
-                 registered buffer); this one holds {}",
-                arena.len()
+                "a registered pool or range holds at most {MAX_REGION_BYTES} bytes (the kernel's \
+                 limit for one registered buffer); this one holds {len}"
             )));
         }
         if !self.ops.has(opcode::ReadFixed::CODE) || !self.ops.has(opcode::WriteFixed::CODE) {
@@ -493,17 +533,17 @@ impl<C: PortOp> PortRing<C> {
             *table = true;
         }
         let iov = libc::iovec {
-            iov_base: arena.start() as *mut libc::c_void,
-            iov_len: arena.len(),
+            iov_base: start as *mut libc::c_void,
+            iov_len: len,
         };
-        // SAFETY: the iovec is the arena's allocation, which `Region` keeps
-        // alive (its `Arc`) for as long as the ring lives: the kernel never
-        // reaches memory this process has freed through the registration.
+        // SAFETY: the range stays allocated for as long as the ring lives
+        // (this function's contract): the kernel never reaches memory this
+        // process freed through the registration.
         unsafe { submitter.register_buffers_update(*count as u32, &[iov], None) }?;
         let region = Region {
-            start: arena.start(),
-            end: arena.start() + arena.len(),
-            arena: arena.clone(),
+            start,
+            end,
+            arena: keep.cloned(),
         };
         let set = self.fixed[*count].set(region).is_ok();
         debug_assert!(set, "slots are set in order, once, under fixed_count");
