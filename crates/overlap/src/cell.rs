@@ -11,11 +11,34 @@
 //! graph flows one way (`scripts/import-graph` checks it).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::error::{Error, Result};
 use crate::operation::OpKind;
 use crate::stats::Counters;
+
+/// A ring whose kernel table holds registered descriptors (a port's
+/// ring): told before a registered descriptor is closed or given away.
+pub(crate) trait FixedFiles: Send + Sync {
+    /// Removes `fd` from the table: called before the descriptor is closed
+    /// or given away, when no operation of the file is in flight or queued.
+    fn forget(&self, fd: i32);
+}
+
+/// What a ring needs of a file to register its descriptor
+/// (`crate::file::FileInner`).
+pub(crate) trait RegisteredFile {
+    /// Counts a use in, as an operation does (a close waits for it);
+    /// `false` once the file is closed.
+    fn claim(&self) -> bool;
+    /// Counts the use out.
+    fn unclaim(&self);
+    /// The descriptor; negative once closed.
+    fn descriptor(&self) -> i32;
+    /// Lists `ring`, to be told ([`FixedFiles::forget`]) before the
+    /// descriptor is closed or given away.
+    fn note_ring(&self, ring: Weak<dyn FixedFiles>);
+}
 
 /// What a driver sees of an operation.
 pub(crate) trait Completable: Send + Sync {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Waker;
 
 use super::Alignment;
+use crate::cell::{FixedFiles, RegisteredFile};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 
@@ -38,13 +39,6 @@ pub(crate) struct FileInner {
     /// (`Port::register_file`): each is told before the descriptor is closed
     /// or given away, since a registered file stays open in the ring's table.
     pub(crate) registered: Mutex<Vec<Weak<dyn FixedFiles>>>,
-}
-
-/// A ring whose kernel table holds registered descriptors.
-pub(crate) trait FixedFiles: Send + Sync {
-    /// Removes `fd` from the table: called before the descriptor is closed
-    /// or given away, when no operation of the file is in flight or queued.
-    fn forget(&self, fd: i32);
 }
 
 /// After this many consecutive misses the fast path is skipped: on a miss the
@@ -165,6 +159,24 @@ impl Drop for FileInner {
             // SAFETY: we own fd, and no operation holds this FileInner any more.
             unsafe { libc::close(fd) };
         }
+    }
+}
+
+impl RegisteredFile for FileInner {
+    fn claim(&self) -> bool {
+        self.try_start()
+    }
+    fn unclaim(&self) {
+        self.finish();
+    }
+    fn descriptor(&self) -> i32 {
+        self.fd()
+    }
+    fn note_ring(&self, ring: Weak<dyn FixedFiles>) {
+        let mut rings = self.registered.lock().unwrap_or_else(|p| p.into_inner());
+        // Rings dropped since need no word at close.
+        rings.retain(|w| w.strong_count() > 0);
+        rings.push(ring);
     }
 }
 

@@ -25,7 +25,7 @@ mod options;
 use align::alignment_of;
 pub use align::Alignment;
 use inner::CLOSED;
-pub(crate) use inner::{FileInner, FileRef, FixedFiles};
+pub(crate) use inner::{FileInner, FileRef};
 pub use meta::Metadata;
 pub use options::{Access, OpenOptions};
 

@@ -488,7 +488,9 @@ impl<B: Send + 'static> Port<B> {
             ));
         };
         match &self.inner.mode {
-            Mode::Ring(ring) => ring.register_arena(arena).map(|()| true),
+            Mode::Ring(ring) => ring
+                .register_arena(arena.start(), arena.len(), arena.clone())
+                .map(|()| true),
             Mode::Queue(_) => Ok(false),
         }
     }
@@ -537,7 +539,7 @@ impl<B: Send + 'static> Port<B> {
     pub fn register_file(&self, file: &File) -> Result<bool> {
         self.check_engine(file)?;
         match &self.inner.mode {
-            Mode::Ring(ring) => ring.register_file(file.shared_inner()),
+            Mode::Ring(ring) => ring.register_file(&**file.shared_inner()),
             Mode::Queue(_) => Ok(false),
         }
     }

@@ -32,10 +32,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
 use super::thread::{deferral, flush_deferred, Deferral, Deferred};
-use crate::buf::Arena;
-use crate::cell::{fork_generation, Completable, EngineState};
+use crate::cell::{fork_generation, Completable, EngineState, FixedFiles, RegisteredFile};
 use crate::error::Error;
-use crate::file::{FileInner, FixedFiles};
 use crate::operation::{OpKind, Opcodes};
 
 const WAKE: u64 = 0;
@@ -206,14 +204,23 @@ impl FileTable {
 /// `RLIMIT_NOFILE` is lower: the kernel refuses a larger table).
 const FILE_SLOTS: u32 = 4096;
 
+/// What keeps a registered pool's memory allocated: the pool's arena,
+/// type-erased (the driver knows only its range).
+pub(crate) type Keep = Arc<dyn Send + Sync>;
+
+/// Whether two keeps hold the same allocation.
+fn same_keep(a: &Keep, b: &Keep) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
 /// A pool's arena, or memory a caller owns, registered with the kernel as
 /// one buffer.
 struct Region {
     start: usize,
     end: usize,
-    /// The pool's memory, kept alive; `None` for a caller's range (the
-    /// caller keeps it, `register_memory`).
-    arena: Option<Arc<Arena>>,
+    /// The pool's memory (`crate::buf`'s arena), kept alive; `None` for a
+    /// caller's range (the caller keeps it, `register_memory`).
+    arena: Option<Keep>,
 }
 
 /// The most pools a port registers (the kernel's table is made this size
@@ -394,7 +401,10 @@ impl<C: PortOp> PortRing<C> {
     /// kernel's descriptor lookup (`FIXED_FILE`). `Ok(false)` when the
     /// descriptor is beyond the table. The file forgets the registration
     /// (`FixedFiles::forget`) before its descriptor is closed or given away.
-    pub(crate) fn register_file(self: &Arc<Self>, file: &Arc<FileInner>) -> Result<bool, Error> {
+    pub(crate) fn register_file(
+        self: &Arc<Self>,
+        file: &dyn RegisteredFile,
+    ) -> Result<bool, Error> {
         if self.inherited() {
             return Err(Error::Forked(
                 "this port was made before fork: make a new one in the child",
@@ -402,17 +412,17 @@ impl<C: PortOp> PortRing<C> {
         }
         // Counted in like an operation, so that a close waits for the
         // registration to be listed on the file before it tells the rings.
-        if !file.try_start() {
+        if !file.claim() {
             return Err(Error::Closed);
         }
-        struct Claim<'a>(&'a FileInner);
+        struct Claim<'a>(&'a dyn RegisteredFile);
         impl Drop for Claim<'_> {
             fn drop(&mut self) {
-                self.0.finish();
+                self.0.unclaim();
             }
         }
         let _claim = Claim(file);
-        let fd = file.fd();
+        let fd = file.descriptor();
         let Ok(slot) = u32::try_from(fd) else {
             return Err(Error::Closed);
         };
@@ -441,10 +451,7 @@ impl<C: PortOp> PortRing<C> {
         submitter.register_files_update(slot, &[fd])?;
         table.set(slot, true);
         let me: Arc<dyn FixedFiles> = self.clone();
-        let mut rings = file.registered.lock().unwrap_or_else(|p| p.into_inner());
-        // Ports dropped since need no word at close.
-        rings.retain(|w| w.strong_count() > 0);
-        rings.push(Arc::downgrade(&me));
+        file.note_ring(Arc::downgrade(&me));
         Ok(true)
     }
 
@@ -457,10 +464,16 @@ impl<C: PortOp> PortRing<C> {
     /// go as `READ_FIXED`/`WRITE_FIXED` (`fixed_entry`): the kernel pinned
     /// its pages once, now, instead of for every operation. Registering an
     /// arena again does nothing.
-    pub(crate) fn register_arena(&self, arena: &Arc<Arena>) -> Result<(), Error> {
-        // SAFETY: the region keeps the arena (its `Arc`) for as long as the
-        // ring lives: the kernel never reaches memory this process freed.
-        unsafe { self.register_region(arena.start(), arena.len(), Some(arena)) }
+    pub(crate) fn register_arena(
+        &self,
+        start: usize,
+        len: usize,
+        arena: Keep,
+    ) -> Result<(), Error> {
+        // SAFETY: `arena` holds `start..start + len` allocated, and the
+        // region keeps it for as long as the ring lives: the kernel never
+        // reaches memory this process freed.
+        unsafe { self.register_region(start, len, Some(arena)) }
     }
 
     /// Registers `len` bytes at `start`, memory the caller owns (a C
@@ -485,7 +498,7 @@ impl<C: PortOp> PortRing<C> {
         &self,
         start: usize,
         len: usize,
-        keep: Option<&Arc<Arena>>,
+        keep: Option<Keep>,
     ) -> Result<(), Error> {
         if self.inherited() {
             return Err(Error::Forked(
@@ -502,8 +515,8 @@ impl<C: PortOp> PortRing<C> {
         let known = self.fixed[..*count]
             .iter()
             .filter_map(OnceLock::get)
-            .any(|r| match (&r.arena, keep) {
-                (Some(a), Some(k)) => Arc::ptr_eq(a, k),
+            .any(|r| match (&r.arena, &keep) {
+                (Some(a), Some(k)) => same_keep(a, k),
                 (None, None) => r.start == start && r.end == end,
                 _ => false,
             });
@@ -543,7 +556,7 @@ impl<C: PortOp> PortRing<C> {
         let region = Region {
             start,
             end,
-            arena: keep.cloned(),
+            arena: keep,
         };
         let set = self.fixed[*count].set(region).is_ok();
         debug_assert!(set, "slots are set in order, once, under fixed_count");
