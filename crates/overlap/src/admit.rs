@@ -104,10 +104,8 @@ impl<B> Admission<B> {
     pub(crate) fn now(req: Request<B>, fast: FastPath, gate: &impl Gate) -> Outcome<B> {
         let mut req = req;
         match now_in_place(&mut req, fast, gate) {
-            Verdict::Go(permit) => Ok(Admitted::Go(req, permit)),
-            Verdict::Cached(n, permit) => Ok(Admitted::Cached(n, req.buf, permit)),
-            Verdict::Refused(e) => Err((e, req.buf)),
             Verdict::Full => Err((Error::WouldBlock, req.buf)),
+            v => outcome(req, v),
         }
     }
 

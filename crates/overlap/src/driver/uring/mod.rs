@@ -89,6 +89,7 @@ pub(crate) mod core;
 pub(crate) mod engine_thread;
 pub(crate) mod port;
 pub(crate) mod reactor;
+pub(crate) mod registry;
 pub(crate) mod setup;
 pub(crate) mod thread;
 

@@ -24,12 +24,13 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, IoUring};
 
+use super::registry::{Keep, Registry};
 use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
 use super::thread::{deferral, flush_deferred, Deferral, Deferred};
 use crate::cell::{fork_generation, Completable, EngineState, FixedFiles, RegisteredFile};
@@ -155,81 +156,9 @@ pub(crate) struct PortRing<C> {
     /// reuse ([`take_spare`](Self::take_spare)): a port at steady state
     /// allocates nothing per operation. At most [`SPARE_CELLS`].
     spare: Mutex<Vec<Arc<C>>>,
-    /// Memory registered with the kernel (`register_buffers_update`), in
-    /// the order registered: slot `i` is the kernel's buffer index `i`. Set
-    /// once each and never removed, so that a read of the list needs no
-    /// lock; each holds its arena, so the memory stays allocated for as long
-    /// as the ring (and the kernel's registration) lives.
-    fixed: [OnceLock<Region>; MAX_REGIONS],
-    /// Serialises registrations of buffers: whether the kernel's (sparse)
-    /// table exists, and how many slots of `fixed` are set.
-    fixed_count: Mutex<(bool, usize)>,
-    /// Descriptors registered with the kernel (`register_file`), a bit
-    /// each, with the table's size; the kernel's slot for descriptor `fd` is
-    /// `fd` itself, so an entry built with the descriptor becomes the
-    /// registered file by its `FIXED_FILE` flag alone. Made at the first
-    /// registration.
-    files: OnceLock<FileTable>,
-    /// Serialises registrations and removals of files.
-    files_lock: Mutex<()>,
+    /// Buffers and descriptors registered with the kernel (`Registry`).
+    registry: Registry,
 }
-
-/// The bits of [`PortRing::files`].
-struct FileTable {
-    slots: u32,
-    bits: Box<[AtomicU64]>,
-}
-
-impl FileTable {
-    fn has(&self, fd: i32) -> bool {
-        let Ok(fd) = u32::try_from(fd) else {
-            return false;
-        };
-        fd < self.slots
-            && self.bits[(fd / 64) as usize].load(Ordering::Acquire) & (1 << (fd % 64)) != 0
-    }
-
-    fn set(&self, fd: u32, on: bool) {
-        let bit = 1u64 << (fd % 64);
-        let word = &self.bits[(fd / 64) as usize];
-        if on {
-            word.fetch_or(bit, Ordering::AcqRel);
-        } else {
-            word.fetch_and(!bit, Ordering::AcqRel);
-        }
-    }
-}
-
-/// The most descriptors a port's file table has slots for (fewer when
-/// `RLIMIT_NOFILE` is lower: the kernel refuses a larger table).
-const FILE_SLOTS: u32 = 4096;
-
-/// What keeps a registered pool's memory allocated: the pool's arena,
-/// type-erased (the driver knows only its range).
-pub(crate) type Keep = Arc<dyn Send + Sync>;
-
-/// Whether two keeps hold the same allocation.
-fn same_keep(a: &Keep, b: &Keep) -> bool {
-    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
-}
-
-/// A pool's arena, or memory a caller owns, registered with the kernel as
-/// one buffer.
-struct Region {
-    start: usize,
-    end: usize,
-    /// The pool's memory (`crate::buf`'s arena), kept alive; `None` for a
-    /// caller's range (the caller keeps it, `register_memory`).
-    arena: Option<Keep>,
-}
-
-/// The most pools a port registers (the kernel's table is made this size
-/// at the first registration).
-pub(crate) const MAX_REGIONS: usize = 8;
-
-/// The most bytes one registered pool holds: the kernel takes no larger
-/// buffer (`io_buffer_validate`: 1 GiB).
-const MAX_REGION_BYTES: usize = 1 << 30;
 
 /// The most spare cells a port's ring keeps (about 200 bytes each).
 const SPARE_CELLS: usize = 1024;
@@ -269,93 +198,23 @@ impl<C: PortOp> Settle for PortRing<C> {
 }
 
 impl<C> Drop for PortRing<C> {
-    /// Ends the registrations before the ring's descriptor closes: the
-    /// kernel frees a closed ring's tables later, asynchronously, which
-    /// would keep registered files open (their locks held) and registered
-    /// memory pinned past the port's drop. The port drained its operations
+    /// Ends the registrations before the ring's descriptor closes
+    /// ([`Registry::unregister_all`]). The port drained its operations
     /// before this (nothing is in flight).
     fn drop(&mut self) {
         if self.generation != fork_generation() {
             return; // a child's copy: the tables are the parent's
         }
-        let submitter = self.ring.submitter();
-        if self.files.get().is_some() {
-            let _ = submitter.unregister_files();
-        }
-        let buffers = self.fixed_count.get_mut().map_or(true, |(table, _)| *table);
-        if buffers {
-            let _ = submitter.unregister_buffers();
-        }
+        self.registry.unregister_all(&self.ring);
     }
 }
 
 impl<C: PortOp> FixedFiles for PortRing<C> {
     fn forget(&self, fd: i32) {
-        if self.inherited() {
-            return;
-        }
-        let Ok(slot) = u32::try_from(fd) else { return };
-        let _g = self.files_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(table) = self.files.get() else {
-            return;
-        };
-        if !table.has(fd) {
-            return;
-        }
-        table.set(slot, false);
-        // The kernel drops its reference to the file once no request uses
-        // it (none is in flight or queued: the file's close waited).
-        if let Err(e) = self.ring.submitter().register_files_update(slot, &[-1]) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "overlap: removing descriptor {fd} from a port's file table failed: {e}"
-            );
+        if !self.inherited() {
+            self.registry.forget(&self.ring, fd);
         }
     }
-}
-
-/// Whether this kernel releases a file removed from a ring's table at
-/// once when no request uses it (Linux 6.13's resource rework). Before it,
-/// a removed file waited for delayed work (up to a second) or for every
-/// earlier request of the ring that used a registered resource, so a
-/// `close` would return with the file still open (its locks held, an
-/// unlinked file's blocks not freed): ports register no files there.
-fn removal_is_prompt() -> bool {
-    static PROMPT: OnceLock<bool> = OnceLock::new();
-    *PROMPT.get_or_init(|| kernel_version().is_some_and(|v| v >= (6, 13)))
-}
-
-/// The running kernel's major and minor version (`uname`).
-fn kernel_version() -> Option<(u32, u32)> {
-    // SAFETY: uname writes into the local struct.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a local utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    let release: String = u
-        .release
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8 as char)
-        .collect();
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
-/// `RLIMIT_NOFILE`'s soft limit, which bounds a registered file table.
-fn nofile_limit() -> u32 {
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the local struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return 1024;
-    }
-    u32::try_from(rl.rlim_cur).unwrap_or(u32::MAX)
 }
 
 impl<C: PortOp> Deferred for PortRing<C> {
@@ -389,96 +248,43 @@ impl<C: PortOp> PortRing<C> {
             deferred: Mutex::new(Vec::new()),
             listed_count: AtomicUsize::new(0),
             spare: Mutex::new(Vec::new()),
-            fixed: Default::default(),
-            fixed_count: Mutex::new((false, 0)),
-            files: OnceLock::new(),
-            files_lock: Mutex::new(()),
+            registry: Registry::new(),
         })
     }
 
-    /// Registers the file's descriptor with the kernel, in the slot of the
-    /// same number, so that this port's reads and writes of it skip the
-    /// kernel's descriptor lookup (`FIXED_FILE`). `Ok(false)` when the
-    /// descriptor is beyond the table. The file forgets the registration
-    /// (`FixedFiles::forget`) before its descriptor is closed or given away.
+    /// Registers the file's descriptor with the kernel for this port
+    /// ([`Registry::register_file`]): `Ok(false)` when it cannot.
     pub(crate) fn register_file(
         self: &Arc<Self>,
         file: &dyn RegisteredFile,
     ) -> Result<bool, Error> {
-        if self.inherited() {
-            return Err(Error::Forked(
-                "this port was made before fork: make a new one in the child",
-            ));
-        }
-        // Counted in like an operation, so that a close waits for the
-        // registration to be listed on the file before it tells the rings.
-        if !file.claim() {
-            return Err(Error::Closed);
-        }
-        struct Claim<'a>(&'a dyn RegisteredFile);
-        impl Drop for Claim<'_> {
-            fn drop(&mut self) {
-                self.0.unclaim();
-            }
-        }
-        let _claim = Claim(file);
-        let fd = file.descriptor();
-        let Ok(slot) = u32::try_from(fd) else {
-            return Err(Error::Closed);
-        };
-        if !removal_is_prompt() {
-            return Ok(false);
-        }
-        let _g = self.files_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let submitter = self.ring.submitter();
-        let table = match self.files.get() {
-            Some(t) => t,
-            None => {
-                let slots = FILE_SLOTS.min(nofile_limit());
-                submitter.register_files_sparse(slots)?;
-                self.files.get_or_init(|| FileTable {
-                    slots,
-                    bits: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                })
-            }
-        };
-        if slot >= table.slots {
-            return Ok(false);
-        }
-        if table.has(fd) {
-            return Ok(true);
-        }
-        submitter.register_files_update(slot, &[fd])?;
-        table.set(slot, true);
+        self.check_not_inherited()?;
         let me: Arc<dyn FixedFiles> = self.clone();
-        file.note_ring(Arc::downgrade(&me));
-        Ok(true)
+        self.registry
+            .register_file(&self.ring, file, Arc::downgrade(&me))
     }
 
-    /// Whether an operation on `fd` goes by the registered file.
-    fn file_registered(&self, fd: i32) -> bool {
-        self.files.get().is_some_and(|t| t.has(fd))
-    }
-
-    /// Registers `arena` with the kernel, so that reads and writes into it
-    /// go as `READ_FIXED`/`WRITE_FIXED` (`fixed_entry`): the kernel pinned
-    /// its pages once, now, instead of for every operation. Registering an
-    /// arena again does nothing.
+    /// Registers a pool's memory, which `arena` keeps allocated
+    /// ([`Registry::register_region`]).
     pub(crate) fn register_arena(
         &self,
         start: usize,
         len: usize,
         arena: Keep,
     ) -> Result<(), Error> {
+        self.check_not_inherited()?;
         // SAFETY: `arena` holds `start..start + len` allocated, and the
-        // region keeps it for as long as the ring lives: the kernel never
+        // registry keeps it for as long as the ring lives: the kernel never
         // reaches memory this process freed.
-        unsafe { self.register_region(start, len, Some(arena)) }
+        unsafe {
+            self.registry
+                .register_region(&self.ring, &self.ops, start, len, Some(arena))
+        }
     }
 
     /// Registers `len` bytes at `start`, memory the caller owns (a C
     /// program's buffer pool), as [`register_arena`](Self::register_arena)
-    /// does a pool's. Registering the same range again does nothing.
+    /// does a pool's.
     ///
     /// # Safety
     ///
@@ -486,106 +292,23 @@ impl<C: PortOp> PortRing<C> {
     /// is dropped: the kernel keeps its pages pinned, and operations whose
     /// buffers lie in the range go to those pages.
     pub(crate) unsafe fn register_memory(&self, start: usize, len: usize) -> Result<(), Error> {
+        self.check_not_inherited()?;
         // SAFETY: the caller's contract above.
-        unsafe { self.register_region(start, len, None) }
+        unsafe {
+            self.registry
+                .register_region(&self.ring, &self.ops, start, len, None)
+        }
     }
 
-    /// # Safety
-    ///
-    /// `start..start + len` stays allocated until the ring is dropped
-    /// (`keep` holds it, or the caller promises it).
-    unsafe fn register_region(
-        &self,
-        start: usize,
-        len: usize,
-        keep: Option<Keep>,
-    ) -> Result<(), Error> {
+    /// Refuses a registration in a child after `fork` (the ring and its
+    /// tables are the parent's).
+    fn check_not_inherited(&self) -> Result<(), Error> {
         if self.inherited() {
             return Err(Error::Forked(
                 "this port was made before fork: make a new one in the child",
             ));
         }
-        let Some(end) = start.checked_add(len).filter(|_| len > 0 && start > 0) else {
-            return Err(Error::InvalidInput(format!(
-                "memory to register: {len} bytes at {start:#x} is not a range"
-            )));
-        };
-        let mut guard = self.fixed_count.lock().unwrap_or_else(|p| p.into_inner());
-        let (table, count) = &mut *guard;
-        let known = self.fixed[..*count]
-            .iter()
-            .filter_map(OnceLock::get)
-            .any(|r| match (&r.arena, &keep) {
-                (Some(a), Some(k)) => same_keep(a, k),
-                (None, None) => r.start == start && r.end == end,
-                _ => false,
-            });
-        if known {
-            return Ok(());
-        }
-        if *count == MAX_REGIONS {
-            return Err(Error::InvalidInput(format!(
-                "a port registers at most {MAX_REGIONS} pools or ranges"
-            )));
-        }
-        if len > MAX_REGION_BYTES {
-            return Err(Error::InvalidInput(format!(
-                "a registered pool or range holds at most {MAX_REGION_BYTES} bytes (the kernel's \
-                 limit for one registered buffer); this one holds {len}"
-            )));
-        }
-        if !self.ops.has(opcode::ReadFixed::CODE) || !self.ops.has(opcode::WriteFixed::CODE) {
-            return Err(Error::Io(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "this kernel has no READ_FIXED/WRITE_FIXED",
-            )));
-        }
-        let submitter = self.ring.submitter();
-        if !*table {
-            submitter.register_buffers_sparse(MAX_REGIONS as u32)?;
-            *table = true;
-        }
-        let iov = libc::iovec {
-            iov_base: start as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: the range stays allocated for as long as the ring lives
-        // (this function's contract): the kernel never reaches memory this
-        // process freed through the registration.
-        unsafe { submitter.register_buffers_update(*count as u32, &[iov], None) }?;
-        let region = Region {
-            start,
-            end,
-            arena: keep,
-        };
-        let set = self.fixed[*count].set(region).is_ok();
-        debug_assert!(set, "slots are set in order, once, under fixed_count");
-        *count += 1;
         Ok(())
-    }
-
-    /// The operation as `READ_FIXED`/`WRITE_FIXED`, if it is a read or a
-    /// write whose buffer lies in a registered arena.
-    fn fixed_entry(&self, kind: &OpKind) -> Option<squeue::Entry> {
-        // One load on a port that registered nothing.
-        self.fixed[0].get()?;
-        let (addr, len) = match kind {
-            OpKind::Read(r) => (r.ptr as usize, r.len as usize),
-            OpKind::Write(w) => (w.ptr as usize, w.len as usize),
-            _ => return None,
-        };
-        let index = self.fixed.iter().map_while(OnceLock::get).position(|r| {
-            addr >= r.start && addr.checked_add(len).is_some_and(|end| end <= r.end)
-        })? as u16;
-        Some(match kind {
-            OpKind::Read(r) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
-                .offset(r.offset)
-                .build(),
-            OpKind::Write(w) => opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
-                .offset(w.offset)
-                .build(),
-            _ => return None,
-        })
     }
 
     /// Submitted and not yet taken; none in a child after `fork` (what was
@@ -701,28 +424,10 @@ impl<C: PortOp> PortRing<C> {
     /// Hands the cell's operation to the kernel (again, after a
     /// cancellation it did not ask for).
     fn enqueue(&self, cell: Arc<C>) {
-        let fixed = self.fixed_entry(cell.kind());
-        if fixed.is_some() {
-            cell.shared()
-                .counters
-                .fixed_buffer_ops
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        // A read or write of a registered descriptor: the kernel's slot `fd`
-        // holds the same file (`files`).
-        let by_slot = match cell.kind() {
-            OpKind::Read(op) => self.file_registered(op.fd),
-            OpKind::Write(op) => self.file_registered(op.fd),
-            _ => false,
-        };
-        let sqe = match fixed.or_else(|| cell.kind().entry(&self.ops)) {
-            Some(sqe) if by_slot => {
-                cell.shared()
-                    .counters
-                    .fixed_file_ops
-                    .fetch_add(1, Ordering::Relaxed);
-                sqe.flags(squeue::Flags::FIXED_FILE)
-            }
+        let sqe = match self
+            .registry
+            .entry(cell.kind(), &self.ops, &cell.shared().counters)
+        {
             Some(sqe) => sqe,
             None => {
                 // No opcode on this kernel: perform it here and let the ring
