@@ -56,7 +56,7 @@ public class Durability {
                 long tf = System.nanoTime();
                 long dAfterForce = dirtyKb();
                 System.out.printf(Locale.ROOT, "{\"mode\": \"%s\", \"channel\": \"%s\", \"records\": %d, \"size\": %d, \"writes_ms\": %.2f, \"force_ms\": %.2f, "
-                        + "\"dirty_kb_before\": %d, \"dirty_kb_after_writes\": %d, \"dirty_kb_after_force\": %d, \"on_stable_storage_when_calls_return\": %s}%n",
+                        + "\"dirty_kb_before\": %d, \"dirty_kb_after_writes\": %d, \"dirty_kb_after_force\": %d, \"promised_on_stable_storage_when_calls_return\": %s}%n",
                         mode, ch.getClass().getSimpleName(), records, size, (tw - t0) / 1e6, (tf - tw) / 1e6, d0, dAfterWrites, dAfterForce,
                         mode.equals("none") ? "false" : "true");
             }

@@ -184,7 +184,12 @@ final class Native {
     // Linux x86-64 values
     static final int O_RDONLY = 0, O_WRONLY = 1, O_RDWR = 2, O_CREAT = 0100, O_EXCL = 0200, O_TRUNC = 01000,
             O_DSYNC = 010000, O_DIRECT = 040000, O_NOFOLLOW = 0400000, O_CLOEXEC = 02000000, O_SYNC = 04010000;
-    static final int F_SETLK = 6, F_RDLCK = 0, F_WRLCK = 1, F_UNLCK = 2;
+    /**
+     * fcntl commands: F_SETLK, the process's POSIX record lock; F_OFD_SETLK (Linux 3.15), the lock
+     * of the open file description, which closing another descriptor of the file does not release.
+     */
+    static final int F_SETLK = 6, F_OFD_SETLK = 37, F_RDLCK = 0, F_WRLCK = 1, F_UNLCK = 2;
+    static final int EINVAL = 22;
     static final int EINTR = 4, EAGAIN = 11, EACCES = 13, EEXIST = 17, ENOENT = 2, EISDIR = 21, ELOOP = 40,
             EBADF = 9, ESHUTDOWN = 108, ENOSPC = 28, ENOTDIR = 20, EPERM = 1;
     /** struct stat (x86-64): st_dev at 0, st_ino at 8, st_size at 48; 144 bytes. */

@@ -71,12 +71,16 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * which; heap buffers are copied into aligned memory. {@code SYNC} and {@code DSYNC} open with
  * O_SYNC and O_DSYNC. {@code APPEND} is refused (UnsupportedOperationException), as by the JDK.
  *
- * <p>Locks are POSIX byte-range locks (fcntl), so they exclude {@code FileChannel.lock} of another
- * process. {@code lock} tries at once; while another process holds a conflicting lock it tries
+ * <p>Locks are POSIX byte-range locks of the channel's open file description (fcntl
+ * {@code F_OFD_SETLK}; the process's {@code F_SETLK} on kernels before 3.15), so they exclude
+ * {@code FileChannel.lock} of another process, and of this one. Unlike the JDK's own locks (which
+ * are the process's), closing another descriptor of the same file (another channel, a
+ * {@code Files.readAllBytes}) does not release them: only releasing the lock or closing this
+ * channel does. {@code lock} tries at once; while a conflicting lock is held it tries
  * again with a backoff (1 ms doubling to 50 ms) on one daemon thread shared by all channels,
  * holding no thread meanwhile; {@code close} fails a pending lock with
- * AsynchronousCloseException at once. As POSIX locks are granted to the process, a waiter may be
- * overtaken by a later one.
+ * AsynchronousCloseException at once. As a waiting lock is retried, not queued in the kernel, a
+ * waiter may be overtaken by a later one.
  */
 public final class OverlapAsynchronousFileChannel extends AsynchronousFileChannel {
 
@@ -696,9 +700,20 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
 
     // ------------------------------------------------------------------ locks
 
-    /** fcntl(F_SETLK): true if granted, false if another process holds a conflicting lock. */
+    /**
+     * The fcntl command of the channels' locks: the open file description's lock (F_OFD_SETLK),
+     * or, on a kernel before 3.15 that refuses it (EINVAL), the process's (F_SETLK).
+     */
+    private static volatile int lockCommand = Native.F_OFD_SETLK;
+
+    /**
+     * fcntl(F_OFD_SETLK): true if granted, false if a conflicting lock is held, by another
+     * process or by another open file description of the file (a JDK FileChannel's lock in this
+     * process).
+     */
     boolean fcntlLock(int type, long position, long size) throws IOException {
         try (Arena arena = Arena.ofConfined()) {
+            // zeroed: l_pid is 0, as an open file description lock requires
             MemorySegment fl = arena.allocate(Native.FLOCK_SIZE, 8);
             fl.set(JAVA_SHORT, 0, (short) type);
             fl.set(JAVA_SHORT, 2, (short) 0); // SEEK_SET
@@ -706,7 +721,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             fl.set(JAVA_LONG, 16, size == Long.MAX_VALUE ? 0 : size);
             MemorySegment cap = arena.allocate(Native.CAPTURE_LAYOUT);
             for (;;) {
-                int r = (int) Native.fcntl_lock.invokeExact(cap, fd, Native.F_SETLK, fl.address());
+                int cmd = lockCommand;
+                int r = (int) Native.fcntl_lock.invokeExact(cap, fd, cmd, fl.address());
                 if (r == 0) {
                     return true;
                 }
@@ -714,10 +730,14 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
                 if (e == Native.EINTR) {
                     continue;
                 }
+                if (e == Native.EINVAL && cmd == Native.F_OFD_SETLK) {
+                    lockCommand = Native.F_SETLK; // a kernel without open file description locks
+                    continue;
+                }
                 if (e == Native.EAGAIN || e == Native.EACCES) {
                     return false;
                 }
-                throw Errors.io(e, "fcntl(F_SETLK)");
+                throw Errors.io(e, cmd == Native.F_OFD_SETLK ? "fcntl(F_OFD_SETLK)" : "fcntl(F_SETLK)");
             }
         } catch (IOException | RuntimeException | Error e) {
             throw e;

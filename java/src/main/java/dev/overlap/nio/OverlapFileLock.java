@@ -10,11 +10,12 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A POSIX byte-range lock (fcntl F_SETLK) held by an {@link OverlapAsynchronousFileChannel}; it
- * excludes conflicting locks of other processes (FileChannel.lock of another JVM included). Within
- * this JVM the table below refuses overlapping locks on the same file (by device and inode) with
- * OverlappingFileLockException, as the JDK's FileLockTable does, since POSIX locks of one process
- * never exclude each other.
+ * A POSIX byte-range lock of the channel's open file description (fcntl F_OFD_SETLK) held by an
+ * {@link OverlapAsynchronousFileChannel}; it excludes conflicting locks of other processes
+ * (FileChannel.lock of another JVM included) and of other descriptions of the file in this one,
+ * and closing another descriptor of the file does not release it. Within this JVM the table below
+ * refuses overlapping locks of overlap's channels on the same file (by device and inode) with
+ * OverlappingFileLockException at the call, as the JDK's FileLockTable does.
  */
 final class OverlapFileLock extends FileLock {
     private final OverlapAsynchronousFileChannel ch;

@@ -2,10 +2,13 @@ package dev.overlap.nio;
 
 import java.nio.channels.AsynchronousCloseException;
 import java.nio.channels.AsynchronousFileChannel;
+import java.nio.channels.CompletionHandler;
+import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.channels.OverlappingFileLockException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -85,10 +88,82 @@ class LockTest {
                 FileLock l = p2.get(10, TimeUnit.SECONDS);
                 assertSame(ch2, l.acquiredBy());
                 assertTrue(l.isValid());
-                // a cancelled pending lock gives its place back
-                Future<FileLock> p3 = OverlapAsynchronousFileChannel.open(f, READ, WRITE).lock(200, 10, false);
-                assertTrue(p3.isDone(), "no conflict: granted at once");
             }
+        }
+    }
+
+    @Test
+    void closingAnotherDescriptorOfTheFileKeepsTheLock() throws Exception {
+        Path f = dir.resolve("others");
+        Files.write(f, new byte[100]);
+        try (AsynchronousFileChannel ch = OverlapAsynchronousFileChannel.open(f, READ, WRITE)) {
+            FileLock l = ch.lock(0, 100, false).get(10, TimeUnit.SECONDS);
+            // a process's POSIX locks (F_SETLK, the JDK's) go with the first close of any of its
+            // descriptors of the file; the open file description's do not
+            Files.readAllBytes(f);
+            try (FileChannel jdk = FileChannel.open(f, READ)) {
+                jdk.size();
+            }
+            AsynchronousFileChannel.open(f, READ).close(); // the JDK's own channel
+            OverlapAsynchronousFileChannel.open(f, READ).close();
+            assertTrue(l.isValid());
+            try (var other = new TestSupport.OtherJvm("try", f.toString(), "0", "10")) {
+                assertEquals("BUSY", other.line(), "still held after other descriptors closed");
+            }
+            // and a JDK FileChannel lock in this JVM is excluded too
+            try (FileChannel jdk = FileChannel.open(f, READ, WRITE)) {
+                assertNull(jdk.tryLock(0, 10, false), "a JDK lock on another description conflicts");
+            }
+            l.release();
+            try (var other = new TestSupport.OtherJvm("try", f.toString(), "0", "10")) {
+                assertEquals("LOCKED", other.line(), "released");
+            }
+        }
+    }
+
+    @Test
+    void theHandlerFormIsGrantedAndFailedByClose() throws Exception {
+        Path f = dir.resolve("handler");
+        Files.write(f, new byte[100]);
+        try (var other = new TestSupport.OtherJvm("hold", f.toString(), "50", "50")) {
+            assertEquals("HELD", other.line());
+            AsynchronousFileChannel ch = OverlapAsynchronousFileChannel.open(f, READ, WRITE);
+            CompletableFuture<Object[]> granted = new CompletableFuture<>();
+            ch.lock(0, 50, false, "a", new CompletionHandler<FileLock, String>() {
+                @Override
+                public void completed(FileLock l, String att) {
+                    granted.complete(new Object[] {l, att});
+                }
+
+                @Override
+                public void failed(Throwable x, String att) {
+                    granted.completeExceptionally(x);
+                }
+            });
+            Object[] got = granted.get(10, TimeUnit.SECONDS);
+            FileLock l = (FileLock) got[0];
+            assertEquals("a", got[1], "the attachment");
+            assertSame(ch, l.acquiredBy());
+            assertTrue(l.isValid());
+            CompletableFuture<Object> failed = new CompletableFuture<>();
+            ch.lock(60, 10, true, "b", new CompletionHandler<FileLock, String>() {
+                @Override
+                public void completed(FileLock l2, String att) {
+                    failed.complete(l2);
+                }
+
+                @Override
+                public void failed(Throwable x, String att) {
+                    failed.complete(new Object[] {x, att});
+                }
+            });
+            Thread.sleep(200);
+            assertFalse(failed.isDone(), "the other JVM holds 50..100: the lock waits");
+            ch.close();
+            Object[] f2 = assertInstanceOf(Object[].class, failed.get(2, TimeUnit.SECONDS));
+            assertInstanceOf(AsynchronousCloseException.class, f2[0]);
+            assertEquals("b", f2[1]);
+            assertFalse(l.isValid(), "closing the channel invalidates its lock");
         }
     }
 

@@ -62,8 +62,11 @@ class ProviderTest {
             assertEquals(11, ch.read(b, 0).get(10, TimeUnit.SECONDS));
         }
         OverlapEngine.Stats after = OverlapEngine.shared().stats();
+        // this JVM runs with the shipped defaults (pom.xml): the read may be answered by the page
+        // cache on the calling thread (overlap_pread_cached), which the engine counts as well
         assertTrue(after.submitted() - before.submitted() >= 2);
         assertTrue(after.bytesWritten() - before.bytesWritten() >= 11);
+        assertTrue(after.bytesRead() - before.bytesRead() >= 11, "the engine read the bytes");
         assertEquals("hello world", Files.readString(f), "the rest of the JDK sees the bytes");
     }
 
