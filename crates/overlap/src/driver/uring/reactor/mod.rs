@@ -254,10 +254,11 @@ impl ReactorRing {
         if self.inner.inherited() {
             return 0;
         }
-        let mut done = Vec::new();
+        let mut done = spare_done();
         lock(&self.inner.core).reap_ready(&mut done);
         let n = done.len();
         finish(&mut done);
+        keep_done(done);
         n
     }
 
@@ -300,10 +301,11 @@ impl ReactorRing {
         if self.inner.inherited() {
             return;
         }
-        let mut done = Vec::new();
+        let mut done = spare_done();
         let left = {
             let mut core = lock(&self.inner.core);
             if core.pending() == 0 {
+                keep_done(done);
                 return;
             }
             if core.submit(&mut done) {
@@ -318,6 +320,7 @@ impl ReactorRing {
             self.inner.wake_flusher();
         }
         finish(&mut done);
+        keep_done(done);
     }
 
     /// Blocks until every operation in flight on this ring has completed,
@@ -490,6 +493,34 @@ fn lock_registry<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
+/// The most completions a thread's spare list keeps room for between
+/// batches (a larger batch's list is let go).
+const SPARE_DONE_MAX: usize = 1024;
+
+thread_local! {
+    /// An empty list of completions with room in it, so that reaping and
+    /// submitting on a reactor ring allocate nothing per batch.
+    static SPARE_DONE: Cell<Vec<Done>> = const { Cell::new(Vec::new()) };
+}
+
+/// This thread's spare list of completions (empty), or a new one.
+fn spare_done() -> Vec<Done> {
+    let v = SPARE_DONE.try_with(Cell::take).unwrap_or_default();
+    debug_assert!(v.is_empty(), "a spare list is kept empty");
+    v
+}
+
+/// Keeps `done` (completed, so empty) as this thread's spare list.
+fn keep_done(done: Vec<Done>) {
+    debug_assert!(
+        done.is_empty(),
+        "completions are finished before the list is kept"
+    );
+    if done.is_empty() && done.capacity() <= SPARE_DONE_MAX {
+        let _ = SPARE_DONE.try_with(|s| s.set(done));
+    }
+}
+
 /// Completes reaped operations with the ring unlocked (completion runs user
 /// code: wakers, a dropped future's buffer); resumes the first panic once
 /// all are recorded.
@@ -595,7 +626,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         op.engine().nudge();
     }
     counters.reactor_submitted.fetch_add(1, Ordering::Relaxed);
-    let mut done = Vec::new();
+    let mut done = spare_done();
     let wake_flusher = {
         let mut core = lock(&inner.core);
         if inner.orphaned.load(Ordering::Acquire) {
@@ -624,6 +655,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         inner.wake_flusher();
     }
     finish(&mut done);
+    keep_done(done);
     Ok(())
 }
 
