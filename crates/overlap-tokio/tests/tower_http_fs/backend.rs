@@ -27,6 +27,7 @@ rt_tests!(
     a_file_reads_no_further_than_the_length_its_metadata_gave,
     uncached_reads_wait_for_permits_and_give_them_back,
     files_reading_ahead_themselves_serve_whole_bodies_and_ranges,
+    errors_of_open_and_metadata_answer_as_tokio_backend,
 );
 
 /// Writes `n` files of `len` bytes, out of the page cache.
@@ -123,6 +124,63 @@ async fn files_reading_ahead_themselves_serve_whole_bodies_and_ranges() {
             );
         }
     }
+}
+
+/// tower-http's own error-path tests (`unexpected_open_error_returns_internal_server_error`,
+/// `try_call_returns_metadata_error`) run on an in-memory backend that
+/// fails on purpose; here the file system fails for real, and each status
+/// must be the one tower-http's default backend (tokio::fs) gives: a
+/// symbolic-link loop (ELOOP), a dangling link (ENOENT), a name longer than
+/// the file system allows (ENAMETOOLONG), a path through a file (ENOTDIR),
+/// a socket (ENXIO on open), a directory without an index. (A FIFO is
+/// left out: opening it for reading waits for a writer, on both backends.)
+async fn errors_of_open_and_metadata_answer_as_tokio_backend() {
+    let dir = tempdir();
+    let d = dir.path();
+    std::os::unix::fs::symlink(d.join("loop-b"), d.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink(d.join("loop-a"), d.join("loop-b")).unwrap();
+    std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling")).unwrap();
+    std::fs::write(d.join("plain"), b"plain").unwrap();
+    std::fs::create_dir(d.join("empty-dir")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(d.join("socket")).unwrap();
+    let long = format!("/{}", "n".repeat(300));
+    let uris = [
+        "/loop-a",
+        "/dangling",
+        long.as_str(),
+        "/plain/below",
+        "/socket",
+        "/empty-dir/",
+        "/empty-dir",
+        "/plain",
+    ];
+    for uri in uris {
+        let ours = get(ServeDir::with_backend(d, OverlapBackend::new()), uri, &[]).await;
+        let theirs = get(ServeDir::new(d), uri, &[]).await;
+        assert_eq!(
+            ours.status(),
+            theirs.status(),
+            "{uri}: overlap against tokio::fs"
+        );
+        if theirs.status() == StatusCode::OK {
+            assert_eq!(ours.body(), theirs.body(), "{uri}");
+        }
+    }
+    // and the statuses are the errors they should be, not all 200
+    let plain = get(
+        ServeDir::with_backend(d, OverlapBackend::new()),
+        "/plain",
+        &[],
+    )
+    .await;
+    assert_eq!(plain.status(), StatusCode::OK);
+    let looped = get(
+        ServeDir::with_backend(d, OverlapBackend::new()),
+        "/loop-a",
+        &[],
+    )
+    .await;
+    assert_ne!(looped.status(), StatusCode::OK);
 }
 
 async fn get<S>(svc: S, uri: &str, headers: &[(header::HeaderName, &str)]) -> Response<Bytes>

@@ -6,7 +6,9 @@
 // Changes, each marked "overlap:": the fixture paths, and the tests that do
 // not serve files through a backend left out.
 
-use super::helpers::{to_bytes, Body, ServeDir};
+// overlap: `ServeFile` is the helpers' (`overlap_tokio::tower_http::serve_file`),
+// so the fallback below is on the engine too.
+use super::helpers::{to_bytes, Body, ServeDir, ServeFile};
 use brotli::BrotliDecompress;
 use bytes::Bytes;
 use flate2::bufread::{DeflateDecoder, GzDecoder};
@@ -19,7 +21,6 @@ use std::convert::Infallible;
 use std::fs;
 use std::io::Read;
 use tower::{service_fn, ServiceExt};
-use tower_http::services::ServeFile;
 
 /// Expected prefix of the decompressed content in precompressed test files.
 const EXPECTED_CONTENT_PREFIX: &str = "Test file";
