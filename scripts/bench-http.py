@@ -74,8 +74,9 @@ def freeport():
 
 
 def readsectors(path):
-    """Sectors read by the block device holding PATH (/proc/diskstats);
-    the whole disk's line when PATH is on a partition, 0 if unknown."""
+    """Sectors read by the block device (or partition) holding PATH: its own
+    line of /proc/diskstats; 0 where it has none (an overlay, btrfs or tmpfs
+    has an anonymous device number), which the caller warns about."""
     dev = os.stat(path).st_dev
     major, minor = os.major(dev), os.minor(dev)
     with open("/proc/diskstats") as f:
