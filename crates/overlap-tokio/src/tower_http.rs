@@ -203,7 +203,38 @@ impl thfs::Backend for OverlapBackend {
         let streams = self.streams.clone();
         let kernel_streams = self.kernel_read_ahead_streams;
         Box::pin(async move {
-            let mut file = crate::fs::File::open(&path).await?;
+            // Only regular files are served. O_NONBLOCK lets the open of a
+            // FIFO return at once (without it the open waits for a writer,
+            // holding the request, and where the engine runs on its thread
+            // pool a pool thread, as with tower-http's default backend); the
+            // type is then checked on the open file (no race with a rename).
+            let mut file = crate::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .await?;
+            let st = file
+                .engine_file()
+                .stat_cached()
+                .map_err(|e| crate::fs::engine_err(e, libc::EBADF))?;
+            if !st.is_file() && !st.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "not a regular file (a FIFO, socket or device is not served)",
+                ));
+            }
+            {
+                use std::os::fd::AsRawFd;
+                // The flag goes before any read: io_uring fails a read of
+                // uncached data from a file open with O_NONBLOCK (EAGAIN)
+                // instead of waiting for the device.
+                // SAFETY: sets the status flags of a descriptor this file
+                // owns; of those F_SETFL sets (O_APPEND, O_ASYNC, O_DIRECT,
+                // O_NOATIME, O_NONBLOCK) this read-only open set O_NONBLOCK only.
+                if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             file.set_max_buf_size(read_size);
             // With many files already reading from the device, no kernel
             // read-ahead for this one: it reads up to the device's
@@ -218,6 +249,7 @@ impl thfs::Backend for OverlapBackend {
             }
             Ok(OverlapFile {
                 file,
+                opened: std::sync::Mutex::new(Some(st)),
                 len: AtomicU64::new(UNKNOWN_LEN),
                 gate,
                 read_size: read_size as u64,
@@ -255,6 +287,9 @@ impl thfs::Backend for OverlapBackend {
 #[derive(Debug)]
 pub struct OverlapFile {
     file: crate::fs::File,
+    /// What `statx` said as the file was opened, for the first `metadata`
+    /// (`ServeDir` asks right after the open): one system call, not two.
+    opened: std::sync::Mutex<Option<overlap::path::Stat>>,
     /// The length `metadata` reported ([`UNKNOWN_LEN`]: not asked).
     len: AtomicU64,
     gate: Option<Gate>,
@@ -665,11 +700,15 @@ impl thfs::File for OverlapFile {
         // thread (`overlap::File::stat_cached`: no I/O, about a microsecond),
         // not io_uring's STATX, which the kernel always hands to a worker:
         // `ServeDir` asks once per request.
-        let st = self
-            .file
-            .engine_file()
-            .stat_cached()
-            .map_err(|e| crate::fs::engine_err(e, libc::EBADF));
+        let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let st = match opened {
+            Some(st) => Ok(st),
+            None => self
+                .file
+                .engine_file()
+                .stat_cached()
+                .map_err(|e| crate::fs::engine_err(e, libc::EBADF)),
+        };
         if let Ok(st) = &st {
             // A regular file's length (a special file's says nothing).
             if st.is_file() {
