@@ -52,6 +52,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -224,7 +225,6 @@ impl thfs::Backend for OverlapBackend {
                 ));
             }
             {
-                use std::os::fd::AsRawFd;
                 // The flag goes before any read: io_uring fails a read of
                 // uncached data from a file open with O_NONBLOCK (EAGAIN)
                 // instead of waiting for the device.
@@ -243,7 +243,6 @@ impl thfs::Backend for OverlapBackend {
             // ahead itself, a bounded window (`OverlapFile::read_ahead`).
             let bounded = streams.load(Ordering::Relaxed) >= kernel_streams;
             if bounded {
-                use std::os::fd::AsRawFd;
                 // SAFETY: advice on a descriptor this file owns; no memory.
                 unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
             }
@@ -526,7 +525,6 @@ impl OverlapFile {
         if target <= from || target - from < (window * 2 / 3).min(len - end) {
             return;
         }
-        use std::os::fd::AsRawFd;
         let fd = self.file.as_raw_fd();
         if !all_cached(fd, from, target - from) {
             self.streams.count_in();
@@ -583,7 +581,6 @@ impl OverlapFile {
                 let len = *me.len.get_mut();
                 let hot = me.file.next_read_offset().is_some_and(|pos| {
                     let want = (buf.remaining() as u64).min(len.saturating_sub(pos));
-                    use std::os::fd::AsRawFd;
                     all_cached(me.file.as_raw_fd(), pos, want)
                 });
                 if hot {

@@ -34,6 +34,38 @@ pub(crate) struct Done {
     pub inline: bool,
 }
 
+/// The most completions a thread's spare list keeps room for between
+/// batches (a larger batch's list is let go).
+const SPARE_DONE_MAX: usize = 1024;
+
+thread_local! {
+    /// An empty list of completions with room in it, lent to each reap of a
+    /// thread's or a reactor's ring on this thread, so that reaping
+    /// allocates nothing per batch at steady state (a nested reap, finding
+    /// it lent, makes its own).
+    static SPARE_DONE: std::cell::Cell<Vec<Done>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// This thread's spare list of completions (empty), or a new one.
+pub(crate) fn spare_done() -> Vec<Done> {
+    let v = SPARE_DONE
+        .try_with(std::cell::Cell::take)
+        .unwrap_or_default();
+    debug_assert!(v.is_empty(), "a spare list is kept empty");
+    v
+}
+
+/// Gives `done` (completed, so empty) back as this thread's spare list.
+pub(crate) fn keep_done(done: Vec<Done>) {
+    debug_assert!(
+        done.is_empty(),
+        "completions are finished before the list is kept"
+    );
+    if done.is_empty() && done.capacity() <= SPARE_DONE_MAX {
+        let _ = SPARE_DONE.try_with(|s| s.set(done));
+    }
+}
+
 /// Completes `done` operations, containing panics in user code, with the
 /// wake-ups of the batch deferred to its end. Returns the first panic's
 /// payload (on a driver thread panics are reported instead; a thread that

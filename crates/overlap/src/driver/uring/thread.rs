@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Wake, Waker};
 use std::thread::Thread;
 
-use super::core::{complete_all, Done, RingCore};
+use super::core::{complete_all, keep_done, spare_done, Done, RingCore};
 use super::setup::{self, Issuers};
 use crate::cell::{fork_generation, Completable};
 use crate::driver::aio;
@@ -230,10 +230,6 @@ pub(crate) struct Local {
     /// The AIO context this thread last submitted to while in `block_on`:
     /// where it reaps when it waits (`driver::aio::lead`).
     aio: RefCell<Weak<aio::Inner>>,
-    /// An empty list with capacity, lent to each wait for its completions
-    /// so that waiting allocates nothing at steady state (a nested wait,
-    /// finding it lent, makes its own).
-    spare: Cell<Vec<Done>>,
 }
 
 impl Local {
@@ -246,7 +242,6 @@ impl Local {
             waker_obj: Waker::from(waker.clone()),
             waker,
             aio: RefCell::new(Weak::new()),
-            spare: Cell::new(Vec::new()),
         }
     }
 }
@@ -522,7 +517,7 @@ fn finish(done: &mut Vec<Done>) {
 /// Reaps everything in flight on the calling thread's ring.
 pub(crate) fn drain_own_ring(l: &Local) -> Option<Panic> {
     let mut caught = None;
-    let mut done = l.spare.take();
+    let mut done = spare_done();
     loop {
         {
             let Ok(mut state) = l.ring.try_borrow_mut() else {
@@ -541,7 +536,7 @@ pub(crate) fn drain_own_ring(l: &Local) -> Option<Panic> {
         caught = caught.or(complete_all(&mut done));
         debug_assert!(done.is_empty(), "complete_all takes every completion");
     }
-    l.spare.set(done);
+    keep_done(done);
     caught
 }
 
@@ -579,7 +574,7 @@ pub(crate) fn sleep(l: &Local) {
     // the budget they hold.
     flush_deferred();
     let tw = &l.waker;
-    let mut done = l.spare.take();
+    let mut done = spare_done();
     let in_ring = {
         let mut state = l.ring.borrow_mut();
         let busy = match &mut *state {
@@ -608,7 +603,7 @@ pub(crate) fn sleep(l: &Local) {
         finish(&mut done);
         debug_assert!(done.is_empty(), "finish takes every completion");
     }
-    l.spare.set(done);
+    keep_done(done);
     if in_ring {
         return;
     }

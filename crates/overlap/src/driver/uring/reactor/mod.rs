@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 
-use super::core::{complete_all, Done, RingCore};
+use super::core::{complete_all, keep_done, spare_done, Done, RingCore};
 use super::setup::{self, Issuers};
 use super::thread::count_out;
 use crate::cell::{fork_generation, Completable, EngineState, ENGINE_ACROSS_FORK};
@@ -490,34 +490,6 @@ fn lock_registry<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
             }
             Err(std::sync::TryLockError::WouldBlock) => return None,
         }
-    }
-}
-
-/// The most completions a thread's spare list keeps room for between
-/// batches (a larger batch's list is let go).
-const SPARE_DONE_MAX: usize = 1024;
-
-thread_local! {
-    /// An empty list of completions with room in it, so that reaping and
-    /// submitting on a reactor ring allocate nothing per batch.
-    static SPARE_DONE: Cell<Vec<Done>> = const { Cell::new(Vec::new()) };
-}
-
-/// This thread's spare list of completions (empty), or a new one.
-fn spare_done() -> Vec<Done> {
-    let v = SPARE_DONE.try_with(Cell::take).unwrap_or_default();
-    debug_assert!(v.is_empty(), "a spare list is kept empty");
-    v
-}
-
-/// Keeps `done` (completed, so empty) as this thread's spare list.
-fn keep_done(done: Vec<Done>) {
-    debug_assert!(
-        done.is_empty(),
-        "completions are finished before the list is kept"
-    );
-    if done.is_empty() && done.capacity() <= SPARE_DONE_MAX {
-        let _ = SPARE_DONE.try_with(|s| s.set(done));
     }
 }
 
