@@ -46,6 +46,18 @@ impl Drop for Depth<'_> {
 /// its wake-up for up to 20 us (yielding the CPU; `OVERLAP_SPIN_US` changes
 /// it, 0 turns it off), then parks.
 ///
+/// The thread's own ring takes the operations polled with this
+/// `block_on`'s own waker: the future itself, `join!`, `select!`,
+/// `futures::future::join_all` of up to 30 futures, or a loop that polls
+/// many with its own context. A combinator that gives each future a waker
+/// of its own (`FuturesUnordered`, `join_all` of more than 30) cannot be
+/// told from another executor nested inside, which would park the thread
+/// without reaping its ring: its operations go through the engine's thread
+/// instead: correct, and at 256 reads in flight on the fast device 0.85x
+/// the reads/s at 1.3x the CPU per read of the thread's own ring (even at
+/// 1024; BENCHMARKS.md). For many operations in flight on one thread, poll
+/// them with this context or use a [`Port`](crate::Port).
+///
 /// ```
 /// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);
 /// ```

@@ -86,7 +86,8 @@ pub(crate) enum Requester {
     /// A port when --iodepth is above 1, a future awaited in a loop at 1 (the
     /// cheaper of the two for each; see BENCHMARKS.md).
     Auto,
-    /// N futures in a `FuturesUnordered`, polled on one thread.
+    /// N futures polled together on one thread with its own context (as
+    /// `join!` does): in `overlap::block_on`, on the thread's own ring.
     Futures,
     /// A completion port with N outstanding, resubmitting on each completion.
     Port,
