@@ -57,6 +57,10 @@ pub(crate) struct OpCell<B> {
     inline_before: AtomicU32,
     /// Times a port's ring submitted it again after its submitter exited.
     resubmits: AtomicU8,
+    /// Set once the result is in the slot (after `finish` left the lock):
+    /// a future polled again with the waker it registered returns `Pending`
+    /// without taking the lock while this is false ([`OpCell::poll_done`]).
+    done: AtomicBool,
     /// Everything that changes hands at completion, under one lock: the
     /// driver takes it once in `finish`, the future once when it is done.
     slot: Mutex<Slot<B>>,
@@ -75,17 +79,25 @@ struct Slot<B> {
 }
 
 impl<B: Send + 'static> OpCell<B> {
+    /// `waker`: a future's, registered before anyone else can see the
+    /// cell (no lock, and no window in which a completion finds none).
     pub(crate) fn new(
         req: Request<B>,
         target: Target<B>,
         permit: Option<Permit>,
+        waker: Option<Waker>,
     ) -> Arc<OpCell<B>> {
-        Arc::new(OpCell::value(req, target, permit))
+        Arc::new(OpCell::value(req, target, permit, waker))
     }
 
     /// The cell `new` puts in its `Arc` (a port's ring writes it into a
     /// recycled one instead: [`crate::port`]'s spare cells).
-    pub(crate) fn value(req: Request<B>, target: Target<B>, permit: Option<Permit>) -> OpCell<B> {
+    pub(crate) fn value(
+        req: Request<B>,
+        target: Target<B>,
+        permit: Option<Permit>,
+        waker: Option<Waker>,
+    ) -> OpCell<B> {
         let Request {
             shared,
             file,
@@ -100,8 +112,9 @@ impl<B: Send + 'static> OpCell<B> {
             submitting: AtomicBool::new(false),
             inline_before: AtomicU32::new(0),
             resubmits: AtomicU8::new(0),
+            done: AtomicBool::new(false),
             slot: Mutex::new(Slot {
-                state: State::Waiting(None),
+                state: State::Waiting(waker),
                 buf: Some(buf),
                 permit,
                 file,
@@ -114,7 +127,16 @@ impl<B: Send + 'static> OpCell<B> {
     }
 
     /// The result and the buffer once done, or registers the waker.
-    fn poll_done(&self, cx: &mut Context<'_>) -> Poll<(i64, B)> {
+    /// `registered`: the identity of the waker this future registered last
+    /// (`None` before the first), kept by the future: polled again with
+    /// it while the operation is not done (a `join!` polls every future
+    /// it holds on each wake-up), it returns `Pending` without the lock.
+    /// That waker, or one equal to it (`Waker::will_wake`), is woken by
+    /// `finish`, which sets `done` only after it took the waker.
+    fn poll_done(&self, cx: &mut Context<'_>, registered: &mut Option<WakerId>) -> Poll<(i64, B)> {
+        if *registered == Some(WakerId::of(cx.waker())) && !self.done.load(Ordering::Acquire) {
+            return Poll::Pending;
+        }
         let mut slot = self.slot();
         match &mut slot.state {
             State::Done(res) => {
@@ -128,10 +150,11 @@ impl<B: Send + 'static> OpCell<B> {
                 }
             }
             State::Waiting(w) => {
-                match w {
-                    Some(old) if old.will_wake(cx.waker()) => {}
-                    _ => *w = Some(cx.waker().clone()),
-                }
+                let stored = match w {
+                    Some(old) if old.will_wake(cx.waker()) => old,
+                    _ => w.insert(cx.waker().clone()),
+                };
+                *registered = Some(WakerId::of(stored));
                 Poll::Pending
             }
             State::Taken => {
@@ -164,6 +187,7 @@ impl<B: Send + 'static> OpCell<B> {
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {
         self.slot().state = State::Done(res);
+        self.done.store(true, Ordering::Release);
     }
 
     pub(crate) fn set_submitting(&self, on: bool) {
@@ -268,6 +292,9 @@ impl<B: Send + 'static> Completable for OpCell<B> {
             };
             (slot.file.take(), slot.permit.take(), waker, buf)
         };
+        // After the lock: a poll that sees it finds the result; one that
+        // does not is woken below through the waker taken above.
+        self.done.store(true, Ordering::Release);
         // Side effects outside the lock: closing waits for the file count,
         // and releasing budget may wake submitters.
         drop(file);
@@ -374,10 +401,22 @@ impl<B> Request<B> {
     }
 }
 
+/// A waker's identity: what `Waker::will_wake` compares (its data and
+/// vtable pointers), kept as numbers so that the future stays `Send`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct WakerId(usize, usize);
+
+impl WakerId {
+    fn of(w: &Waker) -> WakerId {
+        WakerId(w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+    }
+}
+
 enum Stage<B> {
     Ready(Result<usize>, B),
     Admitting(Admission<B>),
-    InFlight(Arc<OpCell<B>>),
+    /// With the identity of the waker registered last (`OpCell::poll_done`).
+    InFlight(Arc<OpCell<B>>, Option<WakerId>),
     Finished,
 }
 
@@ -429,7 +468,7 @@ impl<B: Send + 'static> Future for Op<B> {
         // a pending poll moves nothing (an admission holds the request, a
         // few hundred bytes).
         match &mut this.stage {
-            Stage::InFlight(cell) => match cell.poll_done(cx) {
+            Stage::InFlight(cell, registered) => match cell.poll_done(cx, registered) {
                 Poll::Ready((res, buf)) => {
                     this.stage = Stage::Finished;
                     Poll::Ready((to_result(res), buf))
@@ -449,8 +488,18 @@ impl<B: Send + 'static> Future for Op<B> {
                     match v {
                         Verdict::Go(permit) => {
                             let route = uring::route_for(cx.waker());
-                            this.stage =
-                                Stage::InFlight(submit(req, Target::Future, Some(permit), route));
+                            // Registered in the new cell, without its lock;
+                            // not for `.wait()`, whose operation the thread
+                            // pool runs here and now (no wake-up needed).
+                            let (waker, id) = if route == Route::Inline {
+                                (None, None)
+                            } else {
+                                let w = cx.waker().clone();
+                                let id = WakerId::of(&w);
+                                (Some(w), Some(id))
+                            };
+                            let cell = submit(req, Target::Future, Some(permit), route, waker);
+                            this.stage = Stage::InFlight(cell, id);
                             // Polled again at once: an inline completion is ready.
                             Pin::new(this).poll(cx)
                         }
@@ -495,6 +544,7 @@ pub(crate) fn submit<B: Send + 'static>(
     target: Target<B>,
     permit: Option<Permit>,
     route: Route,
+    waker: Option<Waker>,
 ) -> Arc<OpCell<B>> {
     let uring = req.shared.driver.is_uring();
     // `waits_on_caller`: the call is made here unless this thread's own
@@ -512,8 +562,9 @@ pub(crate) fn submit<B: Send + 'static>(
         Target::Port(q, _) => !(req.shared.driver.aio().is_some() && q.has_sleepers()),
         Target::Ring(_) => true,
     };
-    let cell = OpCell::new(req, target, permit);
-    let shared = cell.shared.clone();
+    let cell = OpCell::new(req, target, permit, waker);
+    // Borrowed from the cell, which outlives every use below.
+    let shared: &Shared = &cell.shared;
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     if inline && !shared.is_shut() {
@@ -595,7 +646,7 @@ impl<B> std::fmt::Debug for Op<B> {
             Stage::Ready(..) => "ready",
             Stage::Admitting(ref a) if a.waiting() => "waiting for budget",
             Stage::Admitting(_) => "not submitted",
-            Stage::InFlight(_) => "in flight",
+            Stage::InFlight(..) => "in flight",
             Stage::Finished => "finished",
         };
         f.debug_struct("Op").field("stage", &stage).finish()

@@ -56,11 +56,11 @@ fn ring_cell<B: Send + 'static>(
         if let Some(c) = Arc::get_mut(&mut cell) {
             // The previous operation's cell (done, emptied) is dropped in
             // place; its memory holds the new one.
-            *c = OpCell::value(req, Target::Ring(key), permit);
+            *c = OpCell::value(req, Target::Ring(key), permit, None);
             return cell;
         }
     }
-    OpCell::new(req, Target::Ring(key), permit)
+    OpCell::new(req, Target::Ring(key), permit, None)
 }
 
 /// A port's ring admits an operation by counting it in
@@ -299,6 +299,7 @@ impl<B: Send + 'static> Port<B> {
                         Target::Port(q.clone(), key),
                         Some(permit),
                         Route::Driver,
+                        None,
                     );
                 }
                 Admitted::Cached(n, buf, permit) => q.push_immediate(key, n, buf, permit),

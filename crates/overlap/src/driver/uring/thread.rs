@@ -113,9 +113,11 @@ impl Wake for ThreadWaker {
                     ctx.kick();
                 }
             }
-            // It checks `notified` before it sleeps in `io_getevents` again.
-            LEADING => {}
-            _ => self.thread.unpark(),
+            PARKED => self.thread.unpark(),
+            // Running, or holding the AIO reaping role outside
+            // `io_getevents`: it checks `notified` before it sleeps (the
+            // SeqCst pair above), so there is nothing to interrupt.
+            _ => {}
         }
     }
 }
