@@ -197,14 +197,12 @@ impl<B: Send + 'static> OpCell<B> {
     /// Releases the operation's claim on its file (the kernel holds its own
     /// reference once it has taken the submission).
     pub(crate) fn release_file(&self) {
-        let mut slot = self.slot();
-        if let Some(f) = slot.file.as_mut() {
-            // Keep the file (not its descriptor's claim): a resubmission
-            // claims it again, or learns that it was closed meanwhile.
-            let unclaimed = FileRef::new(f.arc());
-            let claimed = std::mem::replace(f, unclaimed);
-            drop(slot);
-            drop(claimed);
+        // Keep the file (not its descriptor's claim): a resubmission claims
+        // it again, or learns that it was closed meanwhile. A close that
+        // waited for it is woken (user code) after the slot's lock.
+        let close = self.slot().file.as_mut().and_then(FileRef::release);
+        if let Some(w) = close {
+            w.wake();
         }
     }
 

@@ -133,16 +133,23 @@ impl FileInner {
     }
 
     pub(crate) fn finish(&self) {
+        if let Some(w) = self.finish_quietly() {
+            w.wake();
+        }
+    }
+
+    /// [`finish`](Self::finish), giving back the waker of a close that
+    /// waited for this operation instead of waking it (for a caller that
+    /// holds a lock: it wakes it after).
+    pub(crate) fn finish_quietly(&self) -> Option<std::task::Waker> {
         let prev = self.state.fetch_sub(1, Ordering::AcqRel);
         if prev == CLOSED | 1 {
-            if let Some(w) = self
-                .close_waker
+            self.close_waker
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take()
-            {
-                w.wake();
-            }
+        } else {
+            None
         }
     }
 
@@ -192,17 +199,26 @@ impl FileRef {
         &self.inner
     }
 
-    /// The file, for another reference to it.
-    pub(crate) fn arc(&self) -> Arc<FileInner> {
-        self.inner.clone()
-    }
-
     pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
         FileRef {
             inner,
             started: false,
         }
     }
+    /// Counts the operation out (as dropping it would) but keeps the file:
+    /// [`start`](Self::start) may count it in again. Gives back the waker
+    /// of a close that waited for it, to be woken by the caller
+    /// ([`FileInner::finish_quietly`]).
+    #[must_use = "a close waiting for this operation must be woken"]
+    pub(crate) fn release(&mut self) -> Option<std::task::Waker> {
+        if self.started {
+            self.started = false;
+            self.inner.finish_quietly()
+        } else {
+            None
+        }
+    }
+
     /// Counts the operation in; fails if the file was closed.
     pub(crate) fn start(&mut self) -> Result<()> {
         if !self.started {
