@@ -40,6 +40,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -100,7 +101,9 @@ impl<F: Future> Future for OnRing<F> {
 
 /// A thread's ring and the liveness of the task that reaps it.
 struct ThreadRing {
-    ring: ReactorRing,
+    /// Shared with the polls in progress on this thread (`Rc`: no atomic
+    /// count per poll, as a `ReactorRing` handle's clone would take).
+    ring: Rc<ReactorRing>,
     reaper_alive: Arc<AtomicBool>,
 }
 
@@ -146,7 +149,7 @@ thread_local! {
 /// A ring belongs to one runtime, whose reaper task reaps it: a
 /// current-thread runtime reaps only while it is run, so two of them alive
 /// on one thread each get a ring of their own.
-fn thread_ring() -> Option<ReactorRing> {
+fn thread_ring() -> Option<Rc<ReactorRing>> {
     LOCAL
         .try_with(|local| {
             {
@@ -235,7 +238,10 @@ fn make_ring(handle: &tokio::runtime::Handle) -> Option<ThreadRing> {
         _alive: Alive(reaper_alive.clone(), ring.clone()),
     };
     handle.spawn(reaper.run());
-    Some(ThreadRing { ring, reaper_alive })
+    Some(ThreadRing {
+        ring: Rc::new(ring),
+        reaper_alive,
+    })
 }
 
 /// Whether a ring may be registered with a runtime's reactor: tokio's only

@@ -131,6 +131,9 @@ pub(crate) struct Counters {
     pub fixed_buffer_ops: AtomicU64,
     pub fixed_file_ops: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
+    /// When (`sys::monotonic_ns`) the next look for kernel workers is due:
+    /// before it, `sample_workers_maybe` takes no lock.
+    pub next_worker_sample_ns: AtomicU64,
 }
 
 impl Counters {
@@ -169,7 +172,15 @@ impl Counters {
     /// Looks for kernel workers that did work, at most every
     /// [`WorkerTracker::PERIOD`]; called after reaping a batch of completions.
     pub(crate) fn sample_workers_maybe(&self) {
+        let now = crate::sys::monotonic_ns();
+        if now < self.next_worker_sample_ns.load(Ordering::Relaxed) {
+            return;
+        }
         if let Ok(mut w) = self.workers.try_lock() {
+            self.next_worker_sample_ns.store(
+                now + WorkerTracker::PERIOD.as_nanos() as u64,
+                Ordering::Relaxed,
+            );
             w.maybe_sample();
         }
     }

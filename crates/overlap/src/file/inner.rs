@@ -52,14 +52,6 @@ const RETRY_EVERY: u32 = 32;
 /// been read into the cache meanwhile.
 const STREAK_EXPIRES_NS: u64 = 10_000_000;
 
-fn monotonic_ns() -> u64 {
-    // SAFETY: clock_gettime writes into the local timespec.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl FileInner {
     /// The state of a descriptor this engine now owns, opened with `flags`.
     pub(super) fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
@@ -97,7 +89,8 @@ impl FileInner {
         if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
             return true;
         }
-        let since_miss = monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
+        let since_miss =
+            crate::sys::monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
         since_miss > STREAK_EXPIRES_NS
             || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
     }
@@ -110,7 +103,8 @@ impl FileInner {
             }
         } else {
             self.miss_streak.fetch_add(1, Ordering::Relaxed);
-            self.last_miss_ns.store(monotonic_ns(), Ordering::Relaxed);
+            self.last_miss_ns
+                .store(crate::sys::monotonic_ns(), Ordering::Relaxed);
         }
     }
 
