@@ -134,7 +134,11 @@ impl<B: Send + 'static> OpCell<B> {
     /// That waker, or one equal to it (`Waker::will_wake`), is woken by
     /// `finish`, which sets `done` only after it took the waker.
     fn poll_done(&self, cx: &mut Context<'_>, registered: &mut Option<WakerId>) -> Poll<(i64, B)> {
-        if *registered == Some(WakerId::of(cx.waker())) && !self.done.load(Ordering::Acquire) {
+        // SeqCst, as the store in `finish`: with the waker's own SeqCst
+        // operations (a combinator clearing its "queued" flag before it
+        // polls, `block_on` taking its wake-up flag) either this sees the
+        // operation done or the completion's wake-up reaches the poller.
+        if *registered == Some(WakerId::of(cx.waker())) && !self.done.load(Ordering::SeqCst) {
             return Poll::Pending;
         }
         let mut slot = self.slot();
@@ -187,7 +191,7 @@ impl<B: Send + 'static> OpCell<B> {
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {
         self.slot().state = State::Done(res);
-        self.done.store(true, Ordering::Release);
+        self.done.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn set_submitting(&self, on: bool) {
@@ -291,8 +295,9 @@ impl<B: Send + 'static> Completable for OpCell<B> {
             (slot.file.take(), slot.permit.take(), waker, buf)
         };
         // After the lock: a poll that sees it finds the result; one that
-        // does not is woken below through the waker taken above.
-        self.done.store(true, Ordering::Release);
+        // does not is woken below through the waker taken above (SeqCst:
+        // see `poll_done`).
+        self.done.store(true, Ordering::SeqCst);
         // Side effects outside the lock: closing waits for the file count,
         // and releasing budget may wake submitters.
         drop(file);

@@ -131,7 +131,7 @@ pub(crate) struct Counters {
     pub fixed_buffer_ops: AtomicU64,
     pub fixed_file_ops: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
-    /// When (`sys::monotonic_ns`) the next look for kernel workers is due:
+    /// When (`monotonic_ns`) the next look for kernel workers is due:
     /// before it, `sample_workers_maybe` takes no lock.
     pub next_worker_sample_ns: AtomicU64,
 }
@@ -172,7 +172,7 @@ impl Counters {
     /// Looks for kernel workers that did work, at most every
     /// [`WorkerTracker::PERIOD`]; called after reaping a batch of completions.
     pub(crate) fn sample_workers_maybe(&self) {
-        let now = crate::sys::monotonic_ns();
+        let now = monotonic_ns();
         if now < self.next_worker_sample_ns.load(Ordering::Relaxed) {
             return;
         }
@@ -377,6 +377,15 @@ fn read_small<'a>(path: &std::path::Path, buf: &'a mut [u8]) -> Option<&'a [u8]>
     use std::io::Read;
     let n = std::fs::File::open(path).ok()?.read(buf).ok()?;
     buf.get(..n)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the local timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

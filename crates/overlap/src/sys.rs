@@ -353,12 +353,3 @@ fn is_local_fs(mnt_id: u64) -> bool {
     }
     local
 }
-
-/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
-pub(crate) fn monotonic_ns() -> u64 {
-    // SAFETY: clock_gettime writes into the local timespec.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}

@@ -89,7 +89,13 @@ fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>, inline: bool) -> F:
     let _depth = Depth(l, l.inline.replace(inline));
     let mut cx = Context::from_waker(&l.waker_obj);
     loop {
-        l.waker.notified.store(false, Ordering::Relaxed);
+        // A swap, not a store: when it takes away a wake-up that another
+        // thread's completion set, it synchronises with that thread, so the
+        // poll below sees what the completion wrote (a future's lock-free
+        // `done` check in `OpCell::poll_done`). A plain store could be
+        // ordered after that check: the poll would see the operation not
+        // done, and the wake-up it erased would be lost.
+        l.waker.notified.swap(false, Ordering::SeqCst);
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return v;
         }

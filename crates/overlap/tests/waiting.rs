@@ -15,7 +15,44 @@ per_driver!(
     wait_reports_inline_and_async_exactly,
     waiting_threads_stay_within_the_budget,
     waits_on_caller_makes_the_call_on_the_waiting_thread,
+    reads_joined_in_block_on_always_wake_it,
 );
+
+/// `block_on` of reads polled together with its own context (`join!`),
+/// many times over: a poll that finds a read still in flight takes no lock
+/// (`OpCell::poll_done`), so the completion's wake-up, from another thread
+/// on the pool and AIO drivers, must never be lost to `block_on` clearing
+/// its flag. A lost one hangs the round: the deadline turns it into a
+/// failure.
+fn reads_joined_in_block_on_always_wake_it(d: Driver) {
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let path = dir.path().join("joined");
+    std_create_pattern(&path, 97, 64 << 10);
+    let file = File::open(&engine, &path).wait().unwrap();
+    // The engine goes with the rounds: a round that hangs keeps it, and the
+    // test still fails at the deadline.
+    let r = within(LIMIT, move || {
+        for round in 0..2_000u64 {
+            let off = (round % 13) * 4096;
+            let (a, b, c) = overlap::block_on(async {
+                futures::join!(
+                    file.read_at(vec![0u8; 4096], off),
+                    file.read_at(vec![0u8; 4096], off + 4096),
+                    file.read_at(vec![0u8; 512], off + 8192),
+                )
+            });
+            assert_eq!(a.0.unwrap(), 4096);
+            assert_pattern(&a.1, 97, off);
+            assert_eq!(b.0.unwrap(), 4096);
+            assert_pattern(&b.1, 97, off + 4096);
+            assert_eq!(c.0.unwrap(), 512);
+            assert_pattern(&c.1, 97, off + 8192);
+        }
+        engine.shutdown();
+    });
+    r.expect("every round of joined reads completes");
+}
 
 /// Eight threads in `.wait()` with a budget of two operations: on the pool
 /// each thread makes its call itself, and still never more than two are in

@@ -90,7 +90,7 @@ impl FileInner {
             return true;
         }
         let since_miss =
-            crate::sys::monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
+            crate::stats::monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
         since_miss > STREAK_EXPIRES_NS
             || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
     }
@@ -104,7 +104,7 @@ impl FileInner {
         } else {
             self.miss_streak.fetch_add(1, Ordering::Relaxed);
             self.last_miss_ns
-                .store(crate::sys::monotonic_ns(), Ordering::Relaxed);
+                .store(crate::stats::monotonic_ns(), Ordering::Relaxed);
         }
     }
 
