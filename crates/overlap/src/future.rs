@@ -491,18 +491,12 @@ impl<B: Send + 'static> Future for Op<B> {
                     match v {
                         Verdict::Go(permit) => {
                             let route = uring::route_for(cx.waker());
-                            // Registered in the new cell, without its lock;
-                            // not for `.wait()`, whose operation the thread
-                            // pool runs here and now (no wake-up needed).
-                            let (waker, id) = if route == Route::Inline {
-                                (None, None)
-                            } else {
-                                let w = cx.waker().clone();
-                                let id = WakerId::of(&w);
-                                (Some(w), Some(id))
-                            };
-                            let cell = submit(req, Target::Future, Some(permit), route, waker);
-                            this.stage = Stage::InFlight(cell, id);
+                            // Registered in the new cell, without its lock.
+                            let waker = cx.waker().clone();
+                            let id = WakerId::of(&waker);
+                            let cell =
+                                submit(req, Target::Future, Some(permit), route, Some(waker));
+                            this.stage = Stage::InFlight(cell, Some(id));
                             // Polled again at once: an inline completion is ready.
                             Pin::new(this).poll(cx)
                         }
@@ -554,7 +548,8 @@ pub(crate) fn submit<B: Send + 'static>(
     // ring holds operations, which only a ring's entry would submit.
     let inline = route == Route::Inline
         && (req.shared.driver.pool_takes(&req.kind)
-            || (req.shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())));
+            || (req.shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
+        && !req.shared.is_shut();
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     // A thread in `block_on` will wait for the operation, and a port's
@@ -565,18 +560,27 @@ pub(crate) fn submit<B: Send + 'static>(
         Target::Port(q, _) => !(req.shared.driver.aio().is_some() && q.has_sleepers()),
         Target::Ring(_) => true,
     };
+    // An operation run here is done before this returns: it needs no
+    // waker (storing one would only have the completion wake its own
+    // poller).
+    let waker = if inline { None } else { waker };
     let cell = OpCell::new(req, target, permit, waker);
     // Borrowed from the cell, which outlives every use below.
     let shared: &Shared = &cell.shared;
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
-    if inline && !shared.is_shut() {
+    if inline {
         if uring {
             // What this thread queued on a port's ring inside
             // `Port::batch` goes to the kernel before it blocks here.
             uring::thread::flush_deferred();
         }
         crate::driver::pool::run_on_caller(op);
+        // The future's lock-free check (`OpCell::poll_done`) relies on it.
+        debug_assert!(
+            cell.done.load(Ordering::SeqCst),
+            "an operation run on the caller is done"
+        );
         return cell;
     }
     // The ring whose waiter will be woken, on io_uring (the routing of

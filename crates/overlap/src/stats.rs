@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -181,7 +181,7 @@ impl Counters {
                 now + WorkerTracker::PERIOD.as_nanos() as u64,
                 Ordering::Relaxed,
             );
-            w.maybe_sample();
+            w.sample();
         }
     }
 
@@ -226,10 +226,9 @@ impl Counters {
 }
 
 /// Keeps the set of `iou-wrk` threads that have done work, sampled at most
-/// every [`WorkerTracker::PERIOD`] by the driver.
+/// every [`WorkerTracker::PERIOD`] (`Counters::sample_workers_maybe`).
 #[derive(Default)]
 pub(crate) struct WorkerTracker {
-    last: Option<Instant>,
     baseline: HashMap<u32, u64>,
     seen: HashSet<u32>,
     /// Threads of this process known not to be kernel workers, so that a
@@ -247,18 +246,6 @@ impl WorkerTracker {
 
     pub(crate) fn init(&mut self) {
         self.baseline = KernelWorkers::scan(Some(&mut self.others)).runtime_ns;
-    }
-
-    pub(crate) fn maybe_sample(&mut self) {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < Self::PERIOD)
-        {
-            return;
-        }
-        self.last = Some(now);
-        self.sample();
     }
 
     pub(crate) fn sample(&mut self) {
