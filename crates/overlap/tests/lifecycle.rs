@@ -420,6 +420,73 @@ fn an_unreaped_ring_is_reaped_by_the_watcher() {
     assert!(engine.stats().reaped_by_watcher >= 1);
 }
 
+/// A ring with a flusher, whose reap has just woken several futures: their
+/// next submissions are queued for the flusher and go in together, even
+/// with few operations in flight (each used to enter the kernel alone,
+/// which kept a busy executor's ring at one read per system call).
+#[test]
+fn submissions_after_a_reap_that_woke_several_futures_go_in_together() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    const K: usize = 8;
+    let dir = tempdir();
+    let flusher = Arc::new(Flag(AtomicBool::new(false)));
+    ring.set_flusher(&Waker::from(flusher.clone()));
+    let (fifos, mut writers): (Vec<File>, Vec<std::fs::File>) = (0..K)
+        .map(|i| {
+            let (fifo, writer, _) = fifo_pair(&engine, dir.path(), &format!("fifo{i}"));
+            (fifo, writer)
+        })
+        .unzip();
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let start_reads = |cx: &mut Context<'_>| -> Vec<Read> {
+        fifos
+            .iter()
+            .map(|fifo| {
+                let mut r: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+                assert!(ring.enter(|| r.as_mut().poll(cx)).is_pending());
+                r
+            })
+            .collect()
+    };
+    let complete = |reads: Vec<Read>, writers: &mut [std::fs::File]| {
+        for writer in writers.iter_mut() {
+            writer.write_all(b"hello").unwrap();
+        }
+        for r in reads {
+            let (res, buf) = finish(r, Some(&ring), LIMIT);
+            assert_eq!(res.unwrap(), 5);
+            assert_eq!(&buf[..5], b"hello");
+        }
+    };
+    // Nothing reaped yet: few in flight, each read goes in at once.
+    let before = engine.stats().submit_syscalls;
+    let first = start_reads(&mut cx);
+    let alone = engine.stats().submit_syscalls - before;
+    assert_eq!(ring.queued(), 0, "each read was submitted at once");
+    complete(first, &mut writers);
+    // The reap woke K futures; their next reads are queued for the flusher
+    // but the last, which submits them all.
+    let before = engine.stats().submit_syscalls;
+    flusher.0.store(false, Ordering::SeqCst);
+    let second = start_reads(&mut cx);
+    let together = engine.stats().submit_syscalls - before;
+    assert_eq!(ring.queued(), 0, "the last read submitted what was queued");
+    assert!(
+        flusher.0.load(Ordering::SeqCst),
+        "the first deferred entry woke the flusher"
+    );
+    eprintln!("{K} reads: {alone} submitting calls before a reap, {together} after it");
+    assert_eq!(alone, K as u64);
+    // One call; two if the engine's ring watcher flushed in between.
+    assert!(
+        together <= 2,
+        "{K} reads after a reap took {together} calls"
+    );
+    complete(second, &mut writers);
+}
+
 /// Item 2 (the engine's part): after `fork`, the child drops, drains and
 /// orphans a reactor ring made by the parent without touching it: the
 /// child exits at once, and the parent's pipe read completes in the parent

@@ -90,6 +90,9 @@ pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
     })
 }
 
+/// The most reaped-but-not-resubmitted operations [`RingCore`] remembers.
+const WOKEN_MAX: usize = 1 << 16;
+
 /// A ring and the operations in flight on it.
 pub(crate) struct RingCore {
     // Freed by `Drop` only once nothing is in flight (`drain`); otherwise
@@ -114,6 +117,11 @@ pub(crate) struct RingCore {
     reaped_total: u64,
     /// Belongs to the parent of a `fork`: `Drop` leaks everything.
     forsaken: bool,
+    /// Operations reaped (their futures woken) and not yet followed by as
+    /// many submissions: while it is above zero, more submissions are
+    /// likely on their way from the tasks just woken. A hint, never a
+    /// count anything depends on (a woken task may submit nothing).
+    woken: usize,
 }
 
 impl RingCore {
@@ -132,6 +140,7 @@ impl RingCore {
             marked: 0,
             reaped_total: 0,
             forsaken: false,
+            woken: 0,
         }
     }
 
@@ -176,6 +185,12 @@ impl RingCore {
         self.slab.iter().next().map(|(_, (op, _))| op)
     }
 
+    /// Whether operations reaped from this ring outnumber the submissions
+    /// made since: the tasks they woke are likely to submit more soon.
+    pub(crate) fn more_coming(&self) -> bool {
+        self.woken > 0
+    }
+
     /// Entries queued but not yet taken by the kernel.
     pub(crate) fn pending(&mut self) -> usize {
         self.ring.submission().len()
@@ -203,6 +218,7 @@ impl RingCore {
             });
             return;
         };
+        self.woken = self.woken.saturating_sub(1);
         let key = self.slab.insert((op, self.batch + 1));
         debug_assert!(
             (key as u64) < CANCEL_KEY,
@@ -371,6 +387,7 @@ impl RingCore {
                             continue;
                         };
                         let res = op.kind().result(cqe.result());
+                        self.woken = (self.woken + 1).min(WOKEN_MAX);
                         done.push(Done {
                             op,
                             res,

@@ -153,6 +153,9 @@ struct Inner {
     core: Mutex<RingCore>,
     /// Woken when a submission is deferred (see [`ReactorRing::set_flusher`]).
     flusher: Mutex<Option<Waker>>,
+    /// Whether `flusher` holds a waker (read by every submission, without
+    /// the lock).
+    has_flusher: AtomicBool,
     fd: RawFd,
     /// The fork generation that made the ring: in a child after `fork` the
     /// ring's memory and descriptor are the parent's, never to be touched.
@@ -174,9 +177,10 @@ struct Inner {
 }
 
 /// With a flusher registered, submissions wait for it once this many
-/// operations are in flight on the ring (below, each is submitted at once:
-/// a flush costs the executor a task poll, which only pays off when it
-/// carries several entries).
+/// operations are in flight on the ring, or while the tasks that the last
+/// reaps woke have not all submitted yet (otherwise each is submitted at
+/// once: a flush costs the executor a task poll, which only pays off when
+/// it carries several entries).
 const DEFER_FROM: usize = 8;
 
 /// The most entries a deferred flush carries: the kernel plugs the block
@@ -215,6 +219,7 @@ impl ReactorRing {
         let inner = Arc::new(Inner {
             core: Mutex::new(RingCore::new(ring, ops, None)),
             flusher: Mutex::new(None),
+            has_flusher: AtomicBool::new(false),
             fd,
             generation: fork_generation(),
             orphaned: AtomicBool::new(false),
@@ -271,19 +276,24 @@ impl ReactorRing {
     }
 
     /// Registers the waker of the executor task that flushes the ring.
-    /// From then on, while at least a few operations are in flight, a
+    /// From then on, while at least a few operations are in flight (or
+    /// more submissions are likely soon: the futures of several reaped
+    /// operations were woken and have not all submitted again), a
     /// submission only queues its entry and wakes this task, which calls
     /// [`flush`](Self::flush) once the executor has run what was ready: one
     /// system call then submits everything those tasks queued (fio's and
     /// tokio-uring's batching). Without a flusher every submission enters
     /// the kernel at once.
     pub fn set_flusher(&self, waker: &Waker) {
+        let mut f = lock(&self.inner.flusher);
+        // Under the lock: `orphan` sets the flag before it takes the
+        // flusher out, so a waker stored here is never left behind.
         if self.is_orphaned() {
             return;
         }
-        let mut f = lock(&self.inner.flusher);
         if !f.as_ref().is_some_and(|w| w.will_wake(waker)) {
             *f = Some(waker.clone());
+            self.inner.has_flusher.store(true, Ordering::Release);
         }
     }
 
@@ -358,7 +368,11 @@ impl ReactorRing {
             }
         }
         // The flusher's task (an integration's reaper) learns it this way.
-        let flusher = lock(&self.inner.flusher).take();
+        let flusher = {
+            let mut f = lock(&self.inner.flusher);
+            self.inner.has_flusher.store(false, Ordering::Release);
+            f.take()
+        };
         watcher::adopt(self.inner.clone());
         if let Some(w) = flusher {
             w.wake();
@@ -586,7 +600,6 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         // Nobody reaps it any more, or it is the parent's: the driver.
         return Err(op);
     }
-    let counters = Arc::clone(&op.shared().counters);
     if !op.shared().admit_to_own_ring() {
         return Err(op);
     }
@@ -597,7 +610,10 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         inner.nudged.store(engine, Ordering::Relaxed);
         op.engine().nudge();
     }
-    counters.reactor_submitted.fetch_add(1, Ordering::Relaxed);
+    op.shared()
+        .counters
+        .reactor_submitted
+        .fetch_add(1, Ordering::Relaxed);
     let mut done = spare_done();
     let wake_flusher = {
         let mut core = lock(&inner.core);
@@ -608,15 +624,20 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
             return Err(op);
         }
         core.push(op, &mut done);
-        let deferred = core.in_flight() > DEFER_FROM
+        // Deferred while enough is in flight, or while the tasks that the
+        // last reaps woke have not all submitted yet: a burst of them
+        // then goes in one system call instead of one each (submitting
+        // each at once kept a ring that a busy executor had let run low
+        // at one read per call, which kept the executor busy).
+        let deferred = (core.in_flight() > DEFER_FROM || core.more_coming())
             && core.pending() < batch_limit()
-            && lock(&inner.flusher).is_some();
+            && inner.has_flusher.load(Ordering::Acquire);
         if deferred {
             // The first entry queued wakes the flusher.
             core.pending() == 1
         } else {
             if core.submit(&mut done) {
-                counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
+                charge_syscall(&done, &core);
             }
             // Taken only in part (see `flush`): the flusher must come back
             // for the rest.
