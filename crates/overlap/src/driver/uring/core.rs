@@ -185,10 +185,11 @@ impl RingCore {
         self.slab.iter().next().map(|(_, (op, _))| op)
     }
 
-    /// Whether operations reaped from this ring outnumber the submissions
-    /// made since: the tasks they woke are likely to submit more soon.
-    pub(crate) fn more_coming(&self) -> bool {
-        self.woken > 0
+    /// By how many the operations reaped from this ring outnumber the
+    /// submissions made since: about as many submissions are likely soon,
+    /// from the tasks those completions woke.
+    pub(crate) fn likely_soon(&self) -> usize {
+        self.woken
     }
 
     /// Entries queued but not yet taken by the kernel.

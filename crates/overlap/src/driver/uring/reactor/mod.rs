@@ -176,11 +176,13 @@ struct Inner {
     seen: Mutex<(u64, u64)>,
 }
 
-/// With a flusher registered, submissions wait for it once this many
-/// operations are in flight on the ring, or while the tasks that the last
-/// reaps woke have not all submitted yet (otherwise each is submitted at
-/// once: a flush costs the executor a task poll, which only pays off when
-/// it carries several entries).
+/// With a flusher registered, submissions wait for it once more than this
+/// many operations are in flight on the ring or about to be (counting the
+/// operations reaped whose futures have not submitted again since);
+/// otherwise each is submitted at once: a flush costs the executor a task
+/// poll, which only pays off when it carries several entries, and at a
+/// shallow depth a submitting call is also how completions are picked up
+/// without sleeping.
 const DEFER_FROM: usize = 8;
 
 /// The most entries a deferred flush carries: the kernel plugs the block
@@ -276,9 +278,9 @@ impl ReactorRing {
     }
 
     /// Registers the waker of the executor task that flushes the ring.
-    /// From then on, while at least a few operations are in flight (or
-    /// more submissions are likely soon: the futures of several reaped
-    /// operations were woken and have not all submitted again), a
+    /// From then on, while more than a few operations are in flight or
+    /// about to be (the futures of reaped operations were woken and have
+    /// not all submitted again), a
     /// submission only queues its entry and wakes this task, which calls
     /// [`flush`](Self::flush) once the executor has run what was ready: one
     /// system call then submits everything those tasks queued (fio's and
@@ -624,12 +626,11 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
             return Err(op);
         }
         core.push(op, &mut done);
-        // Deferred while enough is in flight, or while the tasks that the
-        // last reaps woke have not all submitted yet: a burst of them
-        // then goes in one system call instead of one each (submitting
-        // each at once kept a ring that a busy executor had let run low
-        // at one read per call, which kept the executor busy).
-        let deferred = (core.in_flight() > DEFER_FROM || core.more_coming())
+        // Deferred while enough is in flight or about to be: the tasks
+        // that the last reaps woke and that have not submitted yet count
+        // (without them, a ring that a busy executor had let run low went
+        // on at one read per system call, which kept the executor busy).
+        let deferred = core.in_flight() + core.likely_soon() > DEFER_FROM
             && core.pending() < batch_limit()
             && inner.has_flusher.load(Ordering::Acquire);
         if deferred {
