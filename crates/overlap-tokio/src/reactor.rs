@@ -352,10 +352,14 @@ impl Reaper {
                 }),
                 Event::Queued => {
                     // Let the tasks that are ready run (and queue their
-                    // operations) first: a task that wakes itself runs
-                    // after them, so one system call submits the whole
-                    // batch. (Not `yield_now`, which also makes the worker
-                    // poll its reactor first: a system call per flush.)
+                    // operations) first: a task that wakes itself goes to
+                    // the back of its worker's queue, behind them, so one
+                    // system call submits the whole batch. (Not
+                    // `yield_now`, which also makes the worker poll its
+                    // reactor first: an `epoll_wait` per flush. On a
+                    // multi-thread runtime another worker may steal the
+                    // reaper meanwhile and flush from its thread, which
+                    // the ring allows.)
                     YieldToBack(false).await;
                     contain(|| ring.flush());
                 }

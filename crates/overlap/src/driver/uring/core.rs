@@ -118,9 +118,10 @@ pub(crate) struct RingCore {
     /// Belongs to the parent of a `fork`: `Drop` leaks everything.
     forsaken: bool,
     /// Operations reaped (their futures woken) and not yet followed by as
-    /// many submissions: while it is above zero, more submissions are
-    /// likely on their way from the tasks just woken. A hint, never a
-    /// count anything depends on (a woken task may submit nothing).
+    /// many submissions: about that many submissions are likely soon, from
+    /// the tasks just woken. Only a hint for deferring submissions (a woken
+    /// task may submit nothing): a reactor ring's flush forgets it, since
+    /// the tasks ready by then have run (`forget_woken`).
     woken: usize,
 }
 
@@ -192,6 +193,18 @@ impl RingCore {
         self.woken
     }
 
+    /// Forgets the reaped operations whose futures have not submitted
+    /// again: called when the tasks they woke have had their turn.
+    pub(crate) fn forget_woken(&mut self) {
+        self.woken = 0;
+    }
+
+    /// The operation in flight under `key` (what [`push`](Self::push)
+    /// gave), if it has not completed.
+    pub(crate) fn op(&self, key: usize) -> Option<&Arc<dyn Completable>> {
+        self.slab.get(key).map(|(op, _)| op)
+    }
+
     /// Entries queued but not yet taken by the kernel.
     pub(crate) fn pending(&mut self) -> usize {
         self.ring.submission().len()
@@ -207,9 +220,10 @@ impl RingCore {
         self.eventfd_reads
     }
 
-    /// Queues `op`. An operation without an opcode on this kernel runs its
-    /// blocking call here and lands in `done`.
-    pub(crate) fn push(&mut self, op: Arc<dyn Completable>, done: &mut Vec<Done>) {
+    /// Queues `op`; returns its key while it is in flight
+    /// ([`op`](Self::op)). An operation without an opcode on this kernel
+    /// runs its blocking call here and lands in `done` (`None`).
+    pub(crate) fn push(&mut self, op: Arc<dyn Completable>, done: &mut Vec<Done>) -> Option<usize> {
         let Some(sqe) = op.kind().entry(&self.ops) else {
             let res = op.kind().blocking();
             done.push(Done {
@@ -217,7 +231,7 @@ impl RingCore {
                 res,
                 inline: true,
             });
-            return;
+            return None;
         };
         self.woken = self.woken.saturating_sub(1);
         let key = self.slab.insert((op, self.batch + 1));
@@ -226,6 +240,7 @@ impl RingCore {
             "slab keys stay below the reserved ones"
         );
         self.push_entry(&sqe.user_data(key as u64), done);
+        Some(key)
     }
 
     fn push_entry(&mut self, sqe: &squeue::Entry, done: &mut Vec<Done>) {

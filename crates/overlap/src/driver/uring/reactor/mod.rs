@@ -178,7 +178,8 @@ struct Inner {
 
 /// With a flusher registered, submissions wait for it once more than this
 /// many operations are in flight on the ring or about to be (counting the
-/// operations reaped whose futures have not submitted again since);
+/// operations reaped whose futures have not submitted again since the
+/// last flush);
 /// otherwise each is submitted at once: a flush costs the executor a task
 /// poll, which only pays off when it carries several entries, and at a
 /// shallow depth a submitting call is also how completions are picked up
@@ -320,6 +321,9 @@ impl ReactorRing {
                 keep_done(done);
                 return;
             }
+            // The tasks that were ready when the flush was asked for have
+            // run: those of them that did not submit are not about to.
+            core.forget_woken();
             if core.submit(&mut done) {
                 charge_syscall(&done, &core);
             }
@@ -576,10 +580,29 @@ fn resubmit_failed(done: &mut Vec<Done>) {
 }
 
 /// Counts a submitting system call made by [`ReactorRing::flush`] for the
-/// engine of an operation on the ring (rings are shared by engines; the
-/// first one found is charged).
+/// engine of an operation it carried or found complete (rings are shared
+/// by engines; the first one found is charged).
 fn charge_syscall(done: &[Done], core: &RingCore) {
     let op = done.first().map(|d| &d.op).or_else(|| core.any_in_flight());
+    if let Some(op) = op {
+        op.shared()
+            .counters
+            .submit_syscalls
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts a submitting system call made by a submission for its own
+/// engine (`engine`, the address of its state): the operation is still in
+/// flight under `key`, or completed into `done`.
+fn charge_syscall_to(engine: usize, key: Option<usize>, done: &[Done], core: &RingCore) {
+    let of_engine =
+        |op: &&Arc<dyn Completable>| op.shared() as *const EngineState as usize == engine;
+    let op = key
+        .and_then(|k| core.op(k))
+        .filter(of_engine)
+        .or_else(|| done.iter().map(|d| &d.op).find(of_engine));
+    debug_assert!(op.is_some(), "the submitted operation is in flight or done");
     if let Some(op) = op {
         op.shared()
             .counters
@@ -625,7 +648,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
             op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
             return Err(op);
         }
-        core.push(op, &mut done);
+        let key = core.push(op, &mut done);
         // Deferred while enough is in flight or about to be: the tasks
         // that the last reaps woke and that have not submitted yet count
         // (without them, a ring that a busy executor had let run low went
@@ -638,7 +661,7 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
             core.pending() == 1
         } else {
             if core.submit(&mut done) {
-                charge_syscall(&done, &core);
+                charge_syscall_to(engine, key, &done, &core);
             }
             // Taken only in part (see `flush`): the flusher must come back
             // for the rest.
