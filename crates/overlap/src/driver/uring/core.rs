@@ -90,9 +90,6 @@ pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
     })
 }
 
-/// The most reaped-but-not-resubmitted operations [`RingCore`] remembers.
-const WOKEN_MAX: usize = 1 << 16;
-
 /// A ring and the operations in flight on it.
 pub(crate) struct RingCore {
     // Freed by `Drop` only once nothing is in flight (`drain`); otherwise
@@ -121,7 +118,9 @@ pub(crate) struct RingCore {
     /// many submissions: about that many submissions are likely soon, from
     /// the tasks just woken. Only a hint for deferring submissions (a woken
     /// task may submit nothing): a reactor ring's flush forgets it, since
-    /// the tasks ready by then have run (`forget_woken`).
+    /// the tasks ready by then have run (`forget_woken`). Never more than
+    /// the most operations ever in flight at once (a push takes one off
+    /// whatever a reap added).
     woken: usize,
 }
 
@@ -403,7 +402,7 @@ impl RingCore {
                             continue;
                         };
                         let res = op.kind().result(cqe.result());
-                        self.woken = (self.woken + 1).min(WOKEN_MAX);
+                        self.woken += 1;
                         done.push(Done {
                             op,
                             res,

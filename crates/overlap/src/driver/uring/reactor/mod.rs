@@ -178,12 +178,11 @@ struct Inner {
 
 /// With a flusher registered, submissions wait for it once more than this
 /// many operations are in flight on the ring or about to be (counting the
-/// operations reaped whose futures have not submitted again since the
-/// last flush);
-/// otherwise each is submitted at once: a flush costs the executor a task
-/// poll, which only pays off when it carries several entries, and at a
-/// shallow depth a submitting call is also how completions are picked up
-/// without sleeping.
+/// operations reaped whose futures have not submitted again since the last
+/// flush); otherwise each is submitted at once: a flush costs the executor
+/// a task poll, which only pays off when it carries several entries, and
+/// at a shallow depth a submitting call is also how completions are picked
+/// up without sleeping.
 const DEFER_FROM: usize = 8;
 
 /// The most entries a deferred flush carries: the kernel plugs the block
@@ -281,8 +280,8 @@ impl ReactorRing {
     /// Registers the waker of the executor task that flushes the ring.
     /// From then on, while more than a few operations are in flight or
     /// about to be (the futures of reaped operations were woken and have
-    /// not all submitted again), a
-    /// submission only queues its entry and wakes this task, which calls
+    /// not all submitted again), a submission only queues its entry and
+    /// wakes this task, which calls
     /// [`flush`](Self::flush) once the executor has run what was ready: one
     /// system call then submits everything those tasks queued (fio's and
     /// tokio-uring's batching). Without a flusher every submission enters
@@ -583,13 +582,7 @@ fn resubmit_failed(done: &mut Vec<Done>) {
 /// engine of an operation it carried or found complete (rings are shared
 /// by engines; the first one found is charged).
 fn charge_syscall(done: &[Done], core: &RingCore) {
-    let op = done.first().map(|d| &d.op).or_else(|| core.any_in_flight());
-    if let Some(op) = op {
-        op.shared()
-            .counters
-            .submit_syscalls
-            .fetch_add(1, Ordering::Relaxed);
-    }
+    charge_syscall_of(done.first().map(|d| &d.op).or_else(|| core.any_in_flight()));
 }
 
 /// Counts a submitting system call made by a submission for its own
@@ -603,6 +596,11 @@ fn charge_syscall_to(engine: usize, key: Option<usize>, done: &[Done], core: &Ri
         .filter(of_engine)
         .or_else(|| done.iter().map(|d| &d.op).find(of_engine));
     debug_assert!(op.is_some(), "the submitted operation is in flight or done");
+    charge_syscall_of(op);
+}
+
+/// Counts a submitting system call for `op`'s engine.
+fn charge_syscall_of(op: Option<&Arc<dyn Completable>>) {
     if let Some(op) = op {
         op.shared()
             .counters
