@@ -135,7 +135,7 @@ impl<B> Admission<B> {
                         Verdict::Full => {}
                         v => return Poll::Ready(v),
                     }
-                    let acq = req.shared.limiter.queue(req.bytes);
+                    let acq = req.shared().limiter.queue(req.bytes);
                     if let Stage::Init(req) = std::mem::replace(&mut self.stage, Stage::Done) {
                         self.stage = Stage::Budget(acq, req);
                     }
@@ -194,7 +194,7 @@ pub(crate) fn now_in_place<B>(req: &mut Request<B>, fast: FastPath, gate: &impl 
     if let Some(end) = begin(req, fast) {
         return end;
     }
-    match req.shared.limiter.try_acquire(req.bytes) {
+    match req.shared().limiter.try_acquire(req.bytes) {
         Some(permit) => admitted(req, permit, fast, gate),
         None => Verdict::Full,
     }
@@ -218,7 +218,7 @@ fn begin<B>(req: &mut Request<B>, fast: FastPath) -> Option<Verdict> {
 /// Steps 4 and (after the budget) 2, once the permit is held.
 #[inline]
 fn admitted<B>(req: &mut Request<B>, permit: Permit, fast: FastPath, gate: &impl Gate) -> Verdict {
-    if !gate.admits(&req.shared) {
+    if !gate.admits(req.shared()) {
         // The engine stopped while this waited for budget.
         drop(permit);
         return Verdict::Refused(Error::Shutdown);

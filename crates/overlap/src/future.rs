@@ -99,12 +99,12 @@ impl<B: Send + 'static> OpCell<B> {
         waker: Option<Waker>,
     ) -> OpCell<B> {
         let Request {
-            shared,
-            file,
-            buf,
-            kind,
-            ..
+            owner, buf, kind, ..
         } = req;
+        let (shared, file) = match owner {
+            Owner::File(f) => (f.shared().clone(), Some(f)),
+            Owner::Engine(s) => (s, None),
+        };
         OpCell {
             kind,
             target,
@@ -376,10 +376,18 @@ impl<B> Drop for OpCell<B> {
     }
 }
 
+/// What a request reaches its engine's state through: its file (opened on
+/// that engine), or the state itself for an operation without one. One
+/// reference either way: a file's request clones no `Arc` of the engine's
+/// until it becomes an operation cell (a page-cache hit never does).
+pub(crate) enum Owner {
+    File(FileRef),
+    Engine(Arc<Shared>),
+}
+
 /// A request prepared but not yet admitted to the engine.
 pub(crate) struct Request<B> {
-    pub shared: Arc<Shared>,
-    pub file: Option<FileRef>,
+    pub owner: Owner,
     pub buf: B,
     /// The operation, with pointers into `buf`'s heap memory, which does not
     /// move when `buf` moves (IoBuf contract).
@@ -391,15 +399,33 @@ pub(crate) struct Request<B> {
 }
 
 impl<B> Request<B> {
+    /// The engine's state.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        match &self.owner {
+            Owner::File(f) => f.shared(),
+            Owner::Engine(s) => s,
+        }
+    }
+
+    /// The file it operates on, if any.
+    #[inline]
+    pub(crate) fn file(&self) -> Option<&FileRef> {
+        match &self.owner {
+            Owner::File(f) => Some(f),
+            Owner::Engine(_) => None,
+        }
+    }
+
     /// Checks that the engine runs and counts the operation in on its file
     /// (which fails once the file is closed).
     pub(crate) fn start(&mut self) -> Result<()> {
-        if self.shared.is_shut() {
+        if self.shared().is_shut() {
             return Err(Error::Shutdown);
         }
-        match &mut self.file {
-            Some(f) => f.start(),
-            None => Ok(()),
+        match &mut self.owner {
+            Owner::File(f) => f.start(),
+            Owner::Engine(_) => Ok(()),
         }
     }
 }
@@ -543,13 +569,14 @@ pub(crate) fn submit<B: Send + 'static>(
     route: Route,
     waker: Option<Waker>,
 ) -> Arc<OpCell<B>> {
-    let uring = req.shared.driver.is_uring();
+    let shared = req.shared();
+    let uring = shared.driver.is_uring();
     // `waits_on_caller`: the call is made here unless this thread's own
     // ring holds operations, which only a ring's entry would submit.
     let inline = route == Route::Inline
-        && (req.shared.driver.pool_takes(&req.kind)
-            || (req.shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
-        && !req.shared.is_shut();
+        && (shared.driver.pool_takes(&req.kind)
+            || (shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
+        && !shared.is_shut();
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     // A thread in `block_on` will wait for the operation, and a port's
@@ -557,7 +584,7 @@ pub(crate) fn submit<B: Send + 'static>(
     // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
     let awaited = match &target {
         Target::Future => route != Route::Driver,
-        Target::Port(q, _) => !(req.shared.driver.aio().is_some() && q.has_sleepers()),
+        Target::Port(q, _) => !(req.shared().driver.aio().is_some() && q.has_sleepers()),
         Target::Ring(_) => true,
     };
     // An operation run here is done before this returns: it needs no

@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::run_op;
-use crate::future::{Op, Request, Task};
+use crate::future::{Op, Owner, Request, Task};
 use crate::operation::{self, OpKind};
 
 /// `path` as a NUL-terminated string, or [`Error::InvalidInput`] naming it.
@@ -295,8 +295,7 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
             buf: &mut *buf as *mut libc::statx,
         });
         let req = Request {
-            shared: engine.shared().clone(),
-            file: None,
+            owner: Owner::Engine(engine.shared().clone()),
             buf,
             kind,
             bytes: 0,

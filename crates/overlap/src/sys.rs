@@ -12,7 +12,7 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     if !req.fast_path {
         return None;
     }
-    let counters = &req.shared.counters;
+    let counters = &req.shared().counters;
     let OpKind::Read(read) = &req.kind else {
         return None;
     };
@@ -21,7 +21,7 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     unsafe {
         nowait_into(
             counters,
-            req.file.as_ref().map(|f| f.inner()),
+            req.file().map(|f| f.inner()),
             read.fd,
             read.ptr,
             read.len as usize,

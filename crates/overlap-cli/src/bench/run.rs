@@ -97,39 +97,32 @@ impl Req {
 
 /// One requester keeping `depth` operations in flight with futures.
 async fn requester(r: Req) -> u64 {
-    let h = std::sync::Mutex::new(r.lat.local());
-    let Req {
-        ref file,
-        rw,
-        depth,
-        ref claims,
-        offsets,
-        bs,
-        ..
-    } = r;
+    if r.depth == 1 {
+        // One loop (the cached preset; a W3 task): it owns its histogram,
+        // as the `sync` arm's thread does, with no lock per operation.
+        let mut h = r.lat.local();
+        slot(&r, r.buf(), |d| h.record(d)).await;
+        return h.finish();
+    }
     // `depth` loops, each with one operation in flight at a time (a W3
     // requester's shape): nothing is allocated per operation but its cell.
-    let slot = |mut buf: AlignedBuf| {
-        let h = &h;
-        async move {
-            while let Some(i) = claims.claim() {
-                let off = offsets.at(i);
-                let t = Instant::now(); // the operation is submitted on its first poll, right after
-                let (res, b) = issue(file, rw, buf, off).await;
-                h.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .record(t.elapsed());
-                claims.check(res, bs, off);
-                buf = b;
-            }
-        }
-    };
-    if depth == 1 {
-        slot(r.buf()).await;
-    } else {
-        join_slots((0..depth).map(|_| slot(r.buf())).collect()).await;
-    }
+    let h = std::sync::Mutex::new(r.lat.local());
+    let record = |d| h.lock().unwrap_or_else(|p| p.into_inner()).record(d);
+    join_slots((0..r.depth).map(|_| slot(&r, r.buf(), record)).collect()).await;
     h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
+}
+
+/// One loop of a requester: an operation at a time, in `buf`, until the
+/// claims run out; `record` takes each latency.
+async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Duration)) {
+    while let Some(i) = r.claims.claim() {
+        let off = r.offsets.at(i);
+        let t = Instant::now(); // the operation is submitted on its first poll, right after
+        let (res, b) = issue(&r.file, r.rw, buf, off).await;
+        record(t.elapsed());
+        r.claims.check(res, r.bs, off);
+        buf = b;
+    }
 }
 
 /// Drives `slots` together, polling each unfinished one with the caller's

@@ -193,6 +193,11 @@ impl FileRef {
         &self.inner
     }
 
+    /// The state of the engine the file was opened on.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     pub(crate) fn new(inner: Arc<FileInner>) -> FileRef {
         FileRef {
             inner,

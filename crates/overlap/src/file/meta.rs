@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use super::{alignment_of, Alignment, File, FileRef, Need, Prepared};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::error::{Error, Result};
-use crate::future::{Op, Request, Task};
+use crate::future::{Op, Owner, Request, Task};
 use crate::operation::{self, OpKind};
 
 /// What [`File::metadata`] reports.
@@ -183,8 +183,7 @@ impl File {
                 buf: &mut *buf as *mut libc::statx,
             });
             let req = Request {
-                shared: file.inner.shared.clone(),
-                file: Some(FileRef::new(file.inner.clone())),
+                owner: Owner::File(FileRef::new(file.inner.clone())),
                 buf,
                 kind,
                 bytes: 0,

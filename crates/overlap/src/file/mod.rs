@@ -10,7 +10,7 @@ use std::task::Poll;
 use crate::buf::{IoBuf, IoBufMut};
 use crate::engine::{Engine, Shared};
 use crate::error::{AlignmentPart, Error, Result};
-use crate::future::{Op, Request, Task};
+use crate::future::{Op, Owner, Request, Task};
 use crate::operation::{self, OpKind};
 
 /// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
@@ -36,8 +36,10 @@ pub(crate) async fn run_op(
     kind: OpKind,
 ) -> Result<i64> {
     let req = Request {
-        shared: shared.clone(),
-        file: file.map(|f| FileRef::new(f.clone())),
+        owner: match file {
+            Some(f) => Owner::File(FileRef::new(f.clone())),
+            None => Owner::Engine(shared.clone()),
+        },
         buf: (),
         kind,
         bytes: 0,
@@ -379,8 +381,7 @@ impl File {
             return Prepared::Done(Ok(0), buf);
         }
         Prepared::Req(Request {
-            shared: self.inner.shared.clone(),
-            file: Some(FileRef::new(self.inner.clone())),
+            owner: Owner::File(FileRef::new(self.inner.clone())),
             buf,
             kind,
             bytes: len,
@@ -432,8 +433,7 @@ impl File {
 
     fn bufferless<B>(&self, buf: B, kind: OpKind) -> Prepared<B> {
         Prepared::Req(Request {
-            shared: self.inner.shared.clone(),
-            file: Some(FileRef::new(self.inner.clone())),
+            owner: Owner::File(FileRef::new(self.inner.clone())),
             buf,
             kind,
             bytes: 0,

@@ -23,7 +23,7 @@ use crate::driver::uring::Route;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::future::{submit, OpCell, Request, Target};
+use crate::future::{submit, OpCell, Owner, Request, Target};
 use crate::limiter::Permit;
 use crate::operation::{Nop, OpKind};
 use crate::wait::block_on;
@@ -241,8 +241,7 @@ impl<B: Send + 'static> Port<B> {
                 // needs no budget.
                 Mode::Ring(ring) => {
                     let req = Request {
-                        shared: self.inner.engine.shared().clone(),
-                        file: None,
+                        owner: Owner::Engine(self.inner.engine.shared().clone()),
                         buf,
                         kind: OpKind::Nop(Nop { res: n as i64 }),
                         bytes: 0,
@@ -648,8 +647,7 @@ impl<B: Send + 'static> Port<B> {
             return Err((Error::Forked(FORKED_PORT), buf));
         }
         let req = Request {
-            shared: shared.clone(),
-            file: None,
+            owner: Owner::Engine(shared.clone()),
             buf,
             kind: OpKind::Nop(Nop { res: result }),
             bytes: 0,
