@@ -47,6 +47,8 @@ pub(crate) struct FioJob {
     pub direct: bool,
     pub prealloc: bool,
     pub warm: bool,
+    /// Each operation timed (not `--disable-lat`).
+    pub timed: bool,
     /// Bytes each job transfers (`--io_size`), or the run time.
     pub io_size_per_job: Option<u64>,
     pub runtime: Option<Duration>,
@@ -97,6 +99,9 @@ impl FioJob {
             .map(String::from),
         );
         a.push(format!("--invalidate={}", u8::from(!self.warm)));
+        if !self.timed {
+            a.extend(["--disable_lat=1", "--disable_clat=1", "--disable_slat=1"].map(String::from));
+        }
         a
     }
 
@@ -123,6 +128,7 @@ pub(crate) fn equivalents(job: &Job, target: &Target) -> Vec<FioJob> {
         direct: job.direct,
         prealloc: job.prealloc,
         warm: job.warm,
+        timed: job.timed,
         io_size_per_job: match job.runtime {
             Some(_) => None,
             None => Some(ops.div_ceil(numjobs as u64) * job.bs as u64),
@@ -238,9 +244,16 @@ pub(crate) fn parse(
     let lat = sect
         .get("lat_ns")
         .filter(|l| l.get("percentile").is_some())
-        .or_else(|| sect.get("clat_ns"))
-        .ok_or_else(|| anyhow!("fio's JSON has no latency figures"))?;
-    let p = |q: &str| percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0);
+        .or_else(|| sect.get("clat_ns"));
+    // Untimed (`--disable-lat`): no figures, as in overlap's arms.
+    let lat = match lat {
+        Some(l) if job.timed => l,
+        Some(_) => &Value::Null,
+        None if job.timed => return Err(anyhow!("fio's JSON has no latency figures")),
+        None => &Value::Null,
+    };
+    let untimed = |v: f64| if job.timed { v } else { f64::NAN };
+    let p = |q: &str| untimed(percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0));
     // usr_cpu/sys_cpu are percentages of the jobs' summed run time.
     let job_runtime_s = num(j, "job_runtime")? / 1e3;
     let cpu_s = (num(j, "usr_cpu")? + num(j, "sys_cpu")?) / 100.0 * job_runtime_s;
@@ -260,11 +273,11 @@ pub(crate) fn parse(
         runtime_s,
         iops: num(sect, "iops")?,
         mb_s: num(sect, "bw_bytes")? / 1e6,
-        lat_us_mean: num(lat, "mean").unwrap_or(0.0) / 1e3,
+        lat_us_mean: untimed(num(lat, "mean").unwrap_or(0.0) / 1e3),
         lat_us_p50: p("50"),
         lat_us_p99: p("99"),
         lat_us_p999: p("99.9"),
-        lat_us_max: num(lat, "max").unwrap_or(0.0) / 1e3,
+        lat_us_max: untimed(num(lat, "max").unwrap_or(0.0) / 1e3),
         cpu_us_per_op: if ops > 0 {
             cpu_s * 1e6 / ops as f64
         } else {

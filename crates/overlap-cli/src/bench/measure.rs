@@ -91,14 +91,17 @@ pub(crate) struct EngineFigures {
 /// histogram per requester would zero 1024 × 256 KiB inside the window at
 /// concurrency 1024: measured, it cost more CPU than the I/O.)
 pub(crate) struct LatSink {
+    timed: bool,
     shards: Vec<Mutex<Histogram<u64>>>,
     next: std::sync::atomic::AtomicUsize,
 }
 
 impl LatSink {
-    pub(crate) fn new() -> Arc<LatSink> {
+    /// `timed` false (`--disable-lat`): requesters only count operations.
+    pub(crate) fn new(timed: bool) -> Arc<LatSink> {
         let n = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
         Arc::new(LatSink {
+            timed,
             shards: (0..n.clamp(2, 16))
                 .map(|_| Mutex::new(new_hist()))
                 .collect(),
@@ -111,6 +114,7 @@ impl LatSink {
     pub(crate) fn local(self: &Arc<Self>) -> LocalLat {
         let shard = self.next.fetch_add(1, Ordering::Relaxed) % self.shards.len();
         LocalLat {
+            timed: self.timed,
             sink: self.clone(),
             shard,
             buf: Vec::with_capacity(LocalLat::BATCH),
@@ -130,6 +134,7 @@ impl LatSink {
 
 /// See [`LatSink::local`].
 pub(crate) struct LocalLat {
+    timed: bool,
     sink: Arc<LatSink>,
     shard: usize,
     buf: Vec<u64>,
@@ -139,10 +144,25 @@ pub(crate) struct LocalLat {
 impl LocalLat {
     const BATCH: usize = 64;
 
+    /// The time an operation starts, if operations are timed.
     #[inline]
-    pub(crate) fn record(&mut self, d: Duration) {
-        self.buf.push((d.as_nanos() as u64).max(1));
+    pub(crate) fn now(&self) -> Option<Instant> {
+        self.timed.then(Instant::now)
+    }
+
+    /// Counts an operation started at `t` (from [`now`](Self::now)) and
+    /// records its latency, if timed.
+    #[inline]
+    pub(crate) fn done(&mut self, t: Option<Instant>) {
+        self.record(t.map(|t| t.elapsed()));
+    }
+
+    /// Counts an operation and records `d`, if given.
+    #[inline]
+    pub(crate) fn record(&mut self, d: Option<Duration>) {
         self.count += 1;
+        let Some(d) = d else { return };
+        self.buf.push((d.as_nanos() as u64).max(1));
         if self.buf.len() == Self::BATCH {
             self.flush();
         }

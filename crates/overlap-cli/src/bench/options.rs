@@ -243,6 +243,14 @@ pub(crate) struct BenchOpts {
     #[arg(long)]
     pub(crate) fixed_files: bool,
 
+    /// Do not time each operation (fio's disable_lat): no clock reads and no
+    /// histogram record per operation, in every arm and in fio's
+    /// (--compare-fio); the latency columns are empty. For comparing CPU per
+    /// operation with programs that time nothing (the peer runtimes'
+    /// harnesses)
+    #[arg(long)]
+    pub(crate) disable_lat: bool,
+
     /// Buffered reads: read the whole file into the page cache first and keep
     /// it there (without it, cached pages of the file are dropped before each
     /// result, as fio's invalidate=1 does).

@@ -43,6 +43,8 @@ pub(crate) struct Job {
     pub tokio_workers: Option<usize>,
     pub requester: Requester,
     pub seed: u64,
+    /// Each operation timed (latency percentiles); off with `--disable-lat`.
+    pub timed: bool,
 }
 
 impl Job {
@@ -204,6 +206,7 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         fast_path: !args.no_fast_path,
         fixed_buffers: args.fixed_buffers,
         fixed_files: args.fixed_files,
+        timed: !args.disable_lat,
         tokio_workers: args.tokio_workers.map(|n| n as usize),
         requester: args.requester,
         seed: args.seed,

@@ -97,7 +97,12 @@ impl BenchResult {
         m: Measured,
     ) -> BenchResult {
         let secs = m.elapsed.as_secs_f64().max(1e-9);
-        let [mean, p50, p99, p999, max] = latency(&m.hist);
+        let [mean, p50, p99, p999, max] = if job.timed {
+            latency(&m.hist)
+        } else {
+            // `--disable-lat`: nothing timed (null in JSON, `-` in the table).
+            [f64::NAN; 5]
+        };
         BenchResult {
             system: "overlap".into(),
             driver: job.driver.as_str().into(),
@@ -188,7 +193,7 @@ pub(crate) fn print_header() {
 /// interrupted sweep keeps the rows it finished).
 pub(crate) fn print_row(r: &BenchResult) {
     println!(
-        "{:<8} {:<8} {:<9} {:>7} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9.1} {:>9.1} {:>9.1} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
+        "{:<8} {:<8} {:<9} {:>7} {:>5} {:>5} {:<7} {:<4} {:<7} {:>9} {:>11.0} {:>8.1} {:>9} {:>9} {:>9} {:>8.2} {:>9} {:>5} {:>3} {:>7.1}",
         r.system,
         r.driver,
         r.rw,
@@ -209,15 +214,24 @@ pub(crate) fn print_row(r: &BenchResult) {
         r.ops,
         r.iops,
         r.mb_s,
-        r.lat_us_p50,
-        r.lat_us_p99,
-        r.lat_us_p999,
+        fmt_lat(r.lat_us_p50),
+        fmt_lat(r.lat_us_p99),
+        fmt_lat(r.lat_us_p999),
         r.cpu_us_per_op,
         r.ctx_switches,
         r.threads_peak,
         r.kernel_workers,
         r.rss_peak_bytes as f64 / (1 << 20) as f64
     );
+}
+
+/// A latency column: `-` where nothing was timed (`--disable-lat`).
+fn fmt_lat(us: f64) -> String {
+    if us.is_nan() {
+        "-".into()
+    } else {
+        format!("{us:.1}")
+    }
 }
 
 /// fio results comparable to an overlap result: same rw, bs, direct,

@@ -84,6 +84,8 @@ struct Req {
     fixed: bool,
     /// Register `file` with the port (`--fixed-files`).
     fixed_files: bool,
+    /// Each operation timed (not `--disable-lat`).
+    timed: bool,
 }
 
 impl Req {
@@ -101,25 +103,33 @@ async fn requester(r: Req) -> u64 {
         // One loop (the cached preset; a W3 task): it owns its histogram,
         // as the `sync` arm's thread does, with no lock per operation.
         let mut h = r.lat.local();
-        slot(&r, r.buf(), |d| h.record(d)).await;
+        let timed = h.now().is_some();
+        slot(&r, r.buf(), timed, |d| h.record(d)).await;
         return h.finish();
     }
     // `depth` loops, each with one operation in flight at a time (a W3
     // requester's shape): nothing is allocated per operation but its cell.
     let h = std::sync::Mutex::new(r.lat.local());
+    let timed = r.timed;
     let record = |d| h.lock().unwrap_or_else(|p| p.into_inner()).record(d);
-    join_slots((0..r.depth).map(|_| slot(&r, r.buf(), record)).collect()).await;
+    join_slots(
+        (0..r.depth)
+            .map(|_| slot(&r, r.buf(), timed, record))
+            .collect(),
+    )
+    .await;
     h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
 /// One loop of a requester: an operation at a time, in `buf`, until the
-/// claims run out; `record` takes each latency.
-async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Duration)) {
+/// claims run out; `record` counts each, with its latency when `timed`.
+async fn slot(r: &Req, mut buf: AlignedBuf, timed: bool, mut record: impl FnMut(Option<Duration>)) {
     while let Some(i) = r.claims.claim() {
         let off = r.offsets.at(i);
-        let t = Instant::now(); // the operation is submitted on its first poll, right after
+        // The operation is submitted on its first poll, right after.
+        let t = timed.then(Instant::now);
         let (res, b) = issue(&r.file, r.rw, buf, off).await;
-        record(t.elapsed());
+        record(t.map(|t| t.elapsed()));
         r.claims.check(res, r.bs, off);
         buf = b;
     }
@@ -193,11 +203,11 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
         }
     }
     let mut h = r.lat.local();
-    let mut starts = vec![(Instant::now(), 0u64); depth];
+    let mut starts = vec![(None, 0u64); depth];
     // Slots free to submit into, with their buffer once they have one.
     let mut free: Vec<(usize, Option<AlignedBuf>)> = (0..depth).rev().map(|s| (s, None)).collect();
     // An operation refused for lack of budget: (number, first attempt).
-    let mut retry: Option<(u64, Instant)> = None;
+    let mut retry: Option<(u64, Option<Instant>)> = None;
     loop {
         // At depth, everything submitted in one pass reaches the kernel in
         // one system call (32 at most per call). Measured on the fast
@@ -216,7 +226,7 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
                 let Some((i, t0)) = retry.take().or_else(|| {
                     claims
                         .claim()
-                        .map(|i| (i, *now.get_or_insert_with(Instant::now)))
+                        .map(|i| (i, *now.get_or_insert_with(|| h.now())))
                 }) else {
                     free.push((slot, buf));
                     break;
@@ -255,12 +265,12 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
         // that the next pass resubmits them together.
         let Some(first) = port.next() else { break };
         // One clock read for the completions taken together.
-        let done = Instant::now();
+        let done = h.now();
         let mut next = Some(first);
         while let Some(c) = next {
             let slot = c.key as usize;
             let (t, off) = starts[slot];
-            h.record(done.saturating_duration_since(t));
+            h.record(done.zip(t).map(|(d, t)| d.saturating_duration_since(t)));
             claims.check(c.result, bs, off);
             free.push((slot, Some(c.buf)));
             next = port.try_next();
@@ -325,7 +335,7 @@ fn run_engine(
     } else {
         AlignedBufPool::new(job.bs, align, job.in_flight())?
     };
-    let lat = LatSink::new();
+    let lat = LatSink::new(job.timed);
     let req = Req {
         file: file.clone(),
         rw: job.rw,
@@ -337,6 +347,7 @@ fn run_engine(
         lat: lat.clone(),
         fixed: job.fixed_buffers,
         fixed_files: job.fixed_files,
+        timed: job.timed,
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {
@@ -500,9 +511,9 @@ fn thread_requesters(job: &Job, req: &Req, bar: ProgressBar) -> Result<(u64, Win
             gate.wait();
             while let Some(i) = claims.claim() {
                 let off = offsets.at(i);
-                let t = Instant::now();
+                let t = h.now();
                 let (res, b) = issue(file, rw, buf, off).wait();
-                h.record(t.elapsed());
+                h.done(t);
                 claims.check(res, bs, off);
                 buf = b;
             }
@@ -524,7 +535,7 @@ fn run_sync(
         .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
         .open(&target.path)
         .with_context(|| format!("opening {}", target.path.display()))?;
-    let lat = LatSink::new();
+    let lat = LatSink::new(job.timed);
     let file = &file;
     let (ops, w) = gated_threads(
         job.in_flight(),
@@ -539,13 +550,13 @@ fn run_sync(
             gate.wait();
             while let Some(i) = claims.claim() {
                 let off = offsets.at(i);
-                let t = Instant::now();
+                let t = h.now();
                 let r = if job.rw.is_write() {
                     file.write_at(&buf, off)
                 } else {
                     file.read_at(&mut buf, off)
                 };
-                h.record(t.elapsed());
+                h.done(t);
                 claims.check(r.map_err(overlap::Error::from), job.bs, off);
             }
             Ok(())

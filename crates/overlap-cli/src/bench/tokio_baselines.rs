@@ -9,7 +9,6 @@
 use std::io::SeekFrom;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
@@ -43,7 +42,7 @@ pub(crate) fn run(
     bar: ProgressBar,
 ) -> Result<Measured> {
     let rt = runtime(job.tokio_workers)?;
-    let lat = LatSink::new();
+    let lat = LatSink::new(job.timed);
     let std_file = Arc::new(
         std::fs::OpenOptions::new()
             .read(true)
@@ -126,7 +125,7 @@ async fn spawn_blocking_task(
     let write = job.rw.is_write();
     while let Some(i) = claims.claim() {
         let off = offsets.at(i);
-        let t = Instant::now();
+        let t = h.now();
         let file = file.clone();
         let (r, b) = tokio::task::spawn_blocking(move || {
             let r = if write {
@@ -138,7 +137,7 @@ async fn spawn_blocking_task(
         })
         .await
         .context("a spawn_blocking call panicked")?;
-        h.record(t.elapsed());
+        h.done(t);
         claims.check(r.map_err(overlap::Error::from), job.bs, off);
         buf = b;
     }
@@ -161,7 +160,7 @@ async fn tokio_fs_task(
     }
     while let Some(i) = claims.claim() {
         let off = offsets.at(i);
-        let t = Instant::now();
+        let t = h.now();
         let r = async {
             file.seek(SeekFrom::Start(off)).await?;
             if job.rw.is_write() {
@@ -173,7 +172,7 @@ async fn tokio_fs_task(
             Ok::<usize, std::io::Error>(job.bs)
         }
         .await;
-        h.record(t.elapsed());
+        h.done(t);
         claims.check(r.map_err(overlap::Error::from), job.bs, off);
     }
     Ok(h.finish())
