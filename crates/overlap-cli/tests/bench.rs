@@ -735,6 +735,105 @@ fn compare_fio_prints_both_systems_and_ratios() {
     assert!((2000..2032).contains(&ops), "fio did {ops} operations");
 }
 
+/// `--disable-lat` times nothing (the latency fields are null, and `-` in
+/// the table) but still counts every operation, in every requester shape,
+/// and passes fio its own `disable_lat`.
+#[test]
+fn disable_lat_times_nothing_and_counts_every_operation() {
+    let dir = scratch("nolat");
+    let untimed = |r: &Value| {
+        assert_eq!(r["ops"], 300, "{r}");
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+        for k in [
+            "lat_us_mean",
+            "lat_us_p50",
+            "lat_us_p99",
+            "lat_us_p999",
+            "lat_us_max",
+        ] {
+            assert!(r[k].is_null(), "`{k}` should be null: {r}");
+        }
+    };
+    // A port and a one-loop requester on the pool, threads in `pread`, and
+    // tokio tasks.
+    let lines = run_json(
+        &dir,
+        &[
+            "--size",
+            "2M",
+            "--driver",
+            "pool,sync",
+            "--iodepth",
+            "1,4",
+            "--ops",
+            "300",
+            "--disable-lat",
+        ],
+    );
+    assert_eq!(lines.len(), 4);
+    lines.iter().for_each(untimed);
+    let lines = run_json(
+        &dir,
+        &[
+            "--size",
+            "2M",
+            "--driver",
+            "pool",
+            "--concurrency",
+            "4",
+            "--ops",
+            "300",
+            "--disable-lat",
+        ],
+    );
+    assert_eq!(lines.len(), 1);
+    lines.iter().for_each(untimed);
+    let o = run(&[
+        "--dir",
+        dir.to_str().unwrap(),
+        "--size",
+        "2M",
+        "--driver",
+        "sync",
+        "--ops",
+        "300",
+        "--disable-lat",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let row = stdout(&o)
+        .lines()
+        .find(|l| l.starts_with("overlap"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(row.contains(" - "), "latency columns shown as `-`: {row}");
+
+    let has_fio = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fio").is_file()));
+    if !has_fio {
+        eprintln!("SKIPPED (fio part): fio is not installed");
+        return;
+    }
+    let lines = run_json(
+        &dir,
+        &[
+            "--size",
+            "2M",
+            "--driver",
+            "sync",
+            "--ops",
+            "300",
+            "--disable-lat",
+            "--compare-fio",
+        ],
+    );
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1]["system"], "fio");
+    let cmd = lines[1]["fio_command"].as_str().unwrap();
+    assert!(cmd.contains("--disable_lat=1"), "{cmd}");
+    assert!(lines[1]["lat_us_p50"].is_null(), "{}", lines[1]);
+    assert!(lines[1]["ops"].as_u64().unwrap() >= 300);
+}
+
 #[test]
 fn requester_threads_options() {
     // One operation in flight per thread: a depth above 1 is refused, also
