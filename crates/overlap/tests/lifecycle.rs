@@ -511,6 +511,67 @@ fn submissions_after_a_reap_that_woke_many_futures_go_in_together() {
     }
 }
 
+/// Two rings of one engine (a multi-thread runtime's workers): with more
+/// than 8 of the engine's reads in flight on one ring, a read polled on the
+/// other, shallow one still waits for that ring's flusher. (Counting only
+/// its own ring, it entered the kernel alone: at 64 tokio tasks on two
+/// workers, whose tasks move between the rings, 0.43 system calls per
+/// read.)
+#[test]
+fn a_shallow_ring_defers_while_the_engine_has_many_in_flight_on_another() {
+    let Some(engine) = uring_engine() else { return };
+    let (Some(deep), Some(shallow)) = (ring_or_skip(), ring_or_skip()) else {
+        return;
+    };
+    if std::env::var_os("OVERLAP_SUBMIT_BATCH").is_some() {
+        eprintln!("SKIPPED: OVERLAP_SUBMIT_BATCH sets the batching this test counts on");
+        return;
+    }
+    const K: usize = 12;
+    let dir = tempdir();
+    let flag = |ring: &ReactorRing| {
+        let f = Arc::new(Flag(AtomicBool::new(false)));
+        ring.set_flusher(&Waker::from(f.clone()));
+        f
+    };
+    let (_deep_flusher, shallow_flusher) = (flag(&deep), flag(&shallow));
+    let (fifos, mut writers): (Vec<File>, Vec<std::fs::File>) = (0..=K)
+        .map(|i| {
+            let (fifo, writer, _) = fifo_pair(&engine, dir.path(), &format!("fifo{i}"));
+            (fifo, writer)
+        })
+        .unzip();
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let mut start = |ring: &ReactorRing, fifo: &File| -> Read {
+        let mut r: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+        assert!(ring.enter(|| r.as_mut().poll(&mut cx)).is_pending());
+        r
+    };
+    let mut reads: Vec<(Read, bool)> = fifos[..K].iter().map(|f| (start(&deep, f), true)).collect();
+    deep.flush();
+    assert_eq!(deep.in_flight(), K);
+    let lone = start(&shallow, &fifos[K]);
+    assert_eq!(
+        shallow.queued(),
+        1,
+        "a read on a shallow ring entered the kernel alone while the engine had {K} in flight"
+    );
+    assert!(
+        shallow_flusher.0.load(Ordering::SeqCst),
+        "its flusher was woken"
+    );
+    shallow.flush();
+    assert_eq!(shallow.queued(), 0);
+    reads.push((lone, false));
+    for ((r, on_deep), w) in reads.into_iter().zip(&mut writers) {
+        w.write_all(b"hello").unwrap();
+        let ring = if on_deep { &deep } else { &shallow };
+        let (res, buf) = finish(r, Some(ring), LIMIT);
+        assert_eq!((res.unwrap(), &buf[..5]), (5, &b"hello"[..]));
+    }
+}
+
 /// Item 2 (the engine's part): after `fork`, the child drops, drains and
 /// orphans a reactor ring made by the parent without touching it: the
 /// child exits at once, and the parent's pipe read completes in the parent
