@@ -788,6 +788,33 @@ fn disable_lat_times_nothing_and_counts_every_operation() {
     );
     assert_eq!(lines.len(), 1);
     lines.iter().for_each(untimed);
+    // Several loops of one requester (their histogram shared), threads in
+    // `.wait()`, and tokio's own baselines.
+    for args in [
+        &[
+            "--driver",
+            "pool",
+            "--requester",
+            "futures",
+            "--iodepth",
+            "4",
+        ][..],
+        &[
+            "--driver",
+            "pool",
+            "--requester",
+            "threads",
+            "--concurrency",
+            "2",
+        ],
+        &["--driver", "spawn-blocking,tokio-fs", "--concurrency", "2"],
+    ] {
+        let mut all = vec!["--size", "2M", "--ops", "300", "--disable-lat"];
+        all.extend_from_slice(args);
+        let lines = run_json(&dir, &all);
+        assert!(!lines.is_empty(), "{args:?}");
+        lines.iter().for_each(untimed);
+    }
     let o = run(&[
         "--dir",
         dir.to_str().unwrap(),

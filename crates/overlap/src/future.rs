@@ -379,7 +379,8 @@ impl<B> Drop for OpCell<B> {
 /// What a request reaches its engine's state through: its file (opened on
 /// that engine), or the state itself for an operation without one. One
 /// reference either way: a file's request clones no `Arc` of the engine's
-/// until it becomes an operation cell (a page-cache hit never does).
+/// until it becomes an operation cell (a future's page-cache hit never
+/// does).
 pub(crate) enum Owner {
     File(FileRef),
     Engine(Arc<Shared>),
@@ -584,7 +585,7 @@ pub(crate) fn submit<B: Send + 'static>(
     // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
     let awaited = match &target {
         Target::Future => route != Route::Driver,
-        Target::Port(q, _) => !(req.shared().driver.aio().is_some() && q.has_sleepers()),
+        Target::Port(q, _) => !(shared.driver.aio().is_some() && q.has_sleepers()),
         Target::Ring(_) => true,
     };
     // An operation run here is done before this returns: it needs no

@@ -103,7 +103,7 @@ async fn requester(r: Req) -> u64 {
         // One loop (the cached preset; a W3 task): it owns its histogram,
         // as the `sync` arm's thread does, with no lock per operation.
         let mut h = r.lat.local();
-        let timed = h.now().is_some();
+        let timed = r.timed;
         slot(&r, r.buf(), timed, |d| h.record(d)).await;
         return h.finish();
     }
