@@ -754,78 +754,53 @@ fn disable_lat_times_nothing_and_counts_every_operation() {
             assert!(r[k].is_null(), "`{k}` should be null: {r}");
         }
     };
-    // A port and a one-loop requester on the pool, threads in `pread`, and
-    // tokio tasks.
-    let lines = run_json(
-        &dir,
-        &[
-            "--size",
-            "2M",
-            "--driver",
-            "pool,sync",
-            "--iodepth",
-            "1,4",
-            "--ops",
-            "300",
-            "--disable-lat",
-        ],
-    );
-    assert_eq!(lines.len(), 4);
-    lines.iter().for_each(untimed);
-    let lines = run_json(
-        &dir,
-        &[
-            "--size",
-            "2M",
-            "--driver",
-            "pool",
-            "--concurrency",
-            "4",
-            "--ops",
-            "300",
-            "--disable-lat",
-        ],
-    );
-    assert_eq!(lines.len(), 1);
-    lines.iter().for_each(untimed);
-    // Several loops of one requester (their histogram shared), threads in
-    // `.wait()`, and tokio's own baselines.
-    for args in [
-        &[
-            "--driver",
-            "pool",
-            "--requester",
-            "futures",
-            "--iodepth",
-            "4",
-        ][..],
-        &[
-            "--driver",
-            "pool",
-            "--requester",
-            "threads",
-            "--concurrency",
-            "2",
-        ],
-        &["--driver", "spawn-blocking,tokio-fs", "--concurrency", "2"],
-    ] {
+    // A port and a one-loop requester on the pool, threads in `pread`,
+    // tokio tasks, several loops of one requester (their histogram shared),
+    // threads in `.wait()`, and tokio's own baselines: (options, results).
+    let shapes: [(&[&str], usize); 5] = [
+        (&["--driver", "pool,sync", "--iodepth", "1,4"], 4),
+        (&["--driver", "pool", "--concurrency", "4"], 1),
+        (
+            &[
+                "--driver",
+                "pool",
+                "--requester",
+                "futures",
+                "--iodepth",
+                "4",
+            ],
+            1,
+        ),
+        (
+            &[
+                "--driver",
+                "pool",
+                "--requester",
+                "threads",
+                "--concurrency",
+                "2",
+            ],
+            1,
+        ),
+        (
+            &["--driver", "spawn-blocking,tokio-fs", "--concurrency", "2"],
+            2,
+        ),
+    ];
+    let untimed_args = |more: &[&'static str]| {
         let mut all = vec!["--size", "2M", "--ops", "300", "--disable-lat"];
-        all.extend_from_slice(args);
+        all.extend_from_slice(more);
+        all
+    };
+    for (args, results) in shapes {
+        let all = untimed_args(args);
         let lines = run_json(&dir, &all);
-        assert!(!lines.is_empty(), "{args:?}");
+        assert_eq!(lines.len(), results, "{args:?}");
         lines.iter().for_each(untimed);
     }
-    let o = run(&[
-        "--dir",
-        dir.to_str().unwrap(),
-        "--size",
-        "2M",
-        "--driver",
-        "sync",
-        "--ops",
-        "300",
-        "--disable-lat",
-    ]);
+    let mut table = vec!["--dir", dir.to_str().unwrap()];
+    table.extend(untimed_args(&["--driver", "sync"]));
+    let o = run(&table);
     assert!(o.status.success(), "{}", stderr(&o));
     let row = stdout(&o)
         .lines()
@@ -840,19 +815,7 @@ fn disable_lat_times_nothing_and_counts_every_operation() {
         eprintln!("SKIPPED (fio part): fio is not installed");
         return;
     }
-    let lines = run_json(
-        &dir,
-        &[
-            "--size",
-            "2M",
-            "--driver",
-            "sync",
-            "--ops",
-            "300",
-            "--disable-lat",
-            "--compare-fio",
-        ],
-    );
+    let lines = run_json(&dir, &untimed_args(&["--driver", "sync", "--compare-fio"]));
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[1]["system"], "fio");
     let cmd = lines[1]["fio_command"].as_str().unwrap();

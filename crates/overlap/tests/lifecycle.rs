@@ -143,6 +143,16 @@ fn fifo_pair(engine: &Engine, dir: &Path, name: &str) -> (File, std::fs::File, P
     (file, keep, path)
 }
 
+/// `n` FIFOs opened for reading through the engine, with their writers.
+fn fifo_pairs(engine: &Engine, dir: &Path, n: usize) -> (Vec<File>, Vec<std::fs::File>) {
+    (0..n)
+        .map(|i| {
+            let (fifo, writer, _) = fifo_pair(engine, dir, &format!("fifo{i}"));
+            (fifo, writer)
+        })
+        .unzip()
+}
+
 /// Item 9: `Engine::shutdown` waits for an operation of a port that is in
 /// flight (a read of a pipe nobody has written yet), as it does on the
 /// pool; the completion is then there for the port's workers.
@@ -439,12 +449,7 @@ fn submissions_after_a_reap_that_woke_many_futures_go_in_together() {
     let dir = tempdir();
     let flusher = Arc::new(Flag(AtomicBool::new(false)));
     ring.set_flusher(&Waker::from(flusher.clone()));
-    let (fifos, mut writers): (Vec<File>, Vec<std::fs::File>) = (0..K)
-        .map(|i| {
-            let (fifo, writer, _) = fifo_pair(&engine, dir.path(), &format!("fifo{i}"));
-            (fifo, writer)
-        })
-        .unzip();
+    let (fifos, mut writers) = fifo_pairs(&engine, dir.path(), K);
     let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
     let calls = || engine.stats().submit_syscalls;
@@ -534,12 +539,7 @@ fn a_shallow_ring_defers_while_the_engine_has_many_in_flight_on_another() {
         f
     };
     let (_deep_flusher, shallow_flusher) = (flag(&deep), flag(&shallow));
-    let (fifos, mut writers): (Vec<File>, Vec<std::fs::File>) = (0..=K)
-        .map(|i| {
-            let (fifo, writer, _) = fifo_pair(&engine, dir.path(), &format!("fifo{i}"));
-            (fifo, writer)
-        })
-        .unzip();
+    let (fifos, mut writers) = fifo_pairs(&engine, dir.path(), K + 1);
     let waker = &futures::task::noop_waker();
     let mut cx = Context::from_waker(waker);
     // Polls a read on `ring`; gives it with the submitting calls the poll
