@@ -103,31 +103,24 @@ async fn requester(r: Req) -> u64 {
         // One loop (the cached preset; a W3 task): it owns its histogram,
         // as the `sync` arm's thread does, with no lock per operation.
         let mut h = r.lat.local();
-        let timed = r.timed;
-        slot(&r, r.buf(), timed, |d| h.record(d)).await;
+        slot(&r, r.buf(), |d| h.record(d)).await;
         return h.finish();
     }
     // `depth` loops, each with one operation in flight at a time (a W3
     // requester's shape): nothing is allocated per operation but its cell.
     let h = std::sync::Mutex::new(r.lat.local());
-    let timed = r.timed;
     let record = |d| h.lock().unwrap_or_else(|p| p.into_inner()).record(d);
-    join_slots(
-        (0..r.depth)
-            .map(|_| slot(&r, r.buf(), timed, record))
-            .collect(),
-    )
-    .await;
+    join_slots((0..r.depth).map(|_| slot(&r, r.buf(), record)).collect()).await;
     h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
 /// One loop of a requester: an operation at a time, in `buf`, until the
-/// claims run out; `record` counts each, with its latency when `timed`.
-async fn slot(r: &Req, mut buf: AlignedBuf, timed: bool, mut record: impl FnMut(Option<Duration>)) {
+/// claims run out; `record` counts each, with its latency when timed.
+async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Option<Duration>)) {
     while let Some(i) = r.claims.claim() {
         let off = r.offsets.at(i);
         // The operation is submitted on its first poll, right after.
-        let t = timed.then(Instant::now);
+        let t = r.timed.then(Instant::now);
         let (res, b) = issue(&r.file, r.rw, buf, off).await;
         record(t.map(|t| t.elapsed()));
         r.claims.check(res, r.bs, off);
