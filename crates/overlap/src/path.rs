@@ -164,7 +164,11 @@ impl Stat {
 /// Runs a path operation built from already converted paths.
 fn simple(engine: &Engine, kind: Result<OpKind>) -> Task<Result<()>> {
     let engine = engine.clone();
-    Task::new(async move { run_op(engine.shared(), None, kind?).await.map(|_| ()) })
+    Task::new(async move {
+        run_op(Owner::Engine(engine.shared().clone()), kind?)
+            .await
+            .map(|_| ())
+    })
 }
 
 /// Renames `from` to `to` (`renameat`), replacing `to` if it exists (a file

@@ -241,19 +241,19 @@ pub(crate) fn parse(
         .ok_or_else(|| anyhow!("fio's JSON has no read/write section"))?;
     let ops = num(sect, "total_ios")? as u64;
     let runtime_s = num(sect, "runtime")? / 1e3;
-    let lat = sect
-        .get("lat_ns")
-        .filter(|l| l.get("percentile").is_some())
-        .or_else(|| sect.get("clat_ns"));
-    // Untimed (`--disable-lat`): no figures, as in overlap's arms.
-    let lat = match lat {
-        Some(l) if job.timed => l,
-        Some(_) => &Value::Null,
-        None if job.timed => return Err(anyhow!("fio's JSON has no latency figures")),
-        None => &Value::Null,
+    let [mean, p50, p99, p999, max] = if job.timed {
+        let lat = sect
+            .get("lat_ns")
+            .filter(|l| l.get("percentile").is_some())
+            .or_else(|| sect.get("clat_ns"))
+            .ok_or_else(|| anyhow!("fio's JSON has no latency figures"))?;
+        let p = |q: &str| percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0);
+        let us = |key: &str| num(lat, key).unwrap_or(0.0) / 1e3;
+        [us("mean"), p("50"), p("99"), p("99.9"), us("max")]
+    } else {
+        // `--disable-lat`: nothing timed, as in overlap's arms.
+        [f64::NAN; 5]
     };
-    let untimed = |v: f64| if job.timed { v } else { f64::NAN };
-    let p = |q: &str| untimed(percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0));
     // usr_cpu/sys_cpu are percentages of the jobs' summed run time.
     let job_runtime_s = num(j, "job_runtime")? / 1e3;
     let cpu_s = (num(j, "usr_cpu")? + num(j, "sys_cpu")?) / 100.0 * job_runtime_s;
@@ -273,11 +273,11 @@ pub(crate) fn parse(
         runtime_s,
         iops: num(sect, "iops")?,
         mb_s: num(sect, "bw_bytes")? / 1e6,
-        lat_us_mean: untimed(num(lat, "mean").unwrap_or(0.0) / 1e3),
-        lat_us_p50: p("50"),
-        lat_us_p99: p("99"),
-        lat_us_p999: p("99.9"),
-        lat_us_max: untimed(num(lat, "max").unwrap_or(0.0) / 1e3),
+        lat_us_mean: mean,
+        lat_us_p50: p50,
+        lat_us_p99: p99,
+        lat_us_p999: p999,
+        lat_us_max: max,
         cpu_us_per_op: if ops > 0 {
             cpu_s * 1e6 / ops as f64
         } else {

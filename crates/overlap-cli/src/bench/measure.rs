@@ -122,6 +122,11 @@ impl LatSink {
         }
     }
 
+    /// Whether operations are timed (not `--disable-lat`).
+    pub(crate) fn timed(&self) -> bool {
+        self.timed
+    }
+
     pub(crate) fn merged(&self) -> Result<Histogram<u64>> {
         let mut h = new_hist();
         for s in &self.shards {

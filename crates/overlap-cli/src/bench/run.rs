@@ -84,8 +84,6 @@ struct Req {
     fixed: bool,
     /// Register `file` with the port (`--fixed-files`).
     fixed_files: bool,
-    /// Each operation timed (not `--disable-lat`).
-    timed: bool,
 }
 
 impl Req {
@@ -120,7 +118,7 @@ async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Option<Durati
     while let Some(i) = r.claims.claim() {
         let off = r.offsets.at(i);
         // The operation is submitted on its first poll, right after.
-        let t = r.timed.then(Instant::now);
+        let t = r.lat.timed().then(Instant::now);
         let (res, b) = issue(&r.file, r.rw, buf, off).await;
         record(t.map(|t| t.elapsed()));
         r.claims.check(res, r.bs, off);
@@ -340,7 +338,6 @@ fn run_engine(
         lat: lat.clone(),
         fixed: job.fixed_buffers,
         fixed_files: job.fixed_files,
-        timed: job.timed,
     };
     // Started before the measured window; shut down after it.
     let runtime = if job.concurrency > 1 && job.requester != Requester::Threads {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::engine::{Engine, Shared};
+use crate::engine::Engine;
 use crate::error::{AlignmentPart, Error, Result};
 use crate::future::{Op, Owner, Request, Task};
 use crate::operation::{self, OpKind};
@@ -29,17 +29,11 @@ pub(crate) use inner::{FileInner, FileRef};
 pub use meta::Metadata;
 pub use options::{Access, OpenOptions};
 
-/// Runs a buffer-less operation through the engine.
-pub(crate) async fn run_op(
-    shared: &Arc<Shared>,
-    file: Option<&Arc<FileInner>>,
-    kind: OpKind,
-) -> Result<i64> {
+/// Runs a buffer-less operation through the engine: on `owner`'s file (its
+/// engine's), or on the engine alone.
+pub(crate) async fn run_op(owner: Owner, kind: OpKind) -> Result<i64> {
     let req = Request {
-        owner: match file {
-            Some(f) => Owner::File(FileRef::new(f.clone())),
-            None => Owner::Engine(shared.clone()),
-        },
+        owner,
         buf: (),
         kind,
         bytes: 0,
@@ -618,7 +612,7 @@ impl File {
         Task::new(async move {
             file.check(need, 0, offset, 0)?;
             let kind = make(file.inner.fd());
-            run_op(&file.inner.shared, Some(&file.inner), kind)
+            run_op(Owner::File(FileRef::new(file.inner.clone())), kind)
                 .await
                 .map(|_| ())
         })
@@ -715,8 +709,7 @@ impl File {
             // From here the close operation owns the descriptor: whatever
             // happens to this future or the engine, it is closed once.
             run_op(
-                &inner.shared,
-                None,
+                Owner::Engine(inner.shared.clone()),
                 OpKind::Close(operation::Close::new(fd)),
             )
             .await

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{run_op, File, FileInner};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::future::Task;
+use crate::future::{Owner, Task};
 use crate::operation::{self, OpKind};
 
 /// Expected access pattern, passed to the kernel as `posix_fadvise` advice
@@ -187,7 +187,7 @@ impl OpenOptions {
                 flags,
                 mode: opts.mode,
             });
-            let fd = run_op(engine.shared(), None, open).await? as i32;
+            let fd = run_op(Owner::Engine(engine.shared().clone()), open).await? as i32;
             let inner = FileInner::new(fd, engine.shared().clone(), flags);
             let advice = match opts.access {
                 Access::Normal => None,
