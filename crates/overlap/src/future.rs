@@ -438,7 +438,8 @@ struct WakerId(usize, usize);
 
 impl WakerId {
     fn of(w: &Waker) -> WakerId {
-        WakerId(w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+        let (data, vtable) = uring::thread::waker_id(w);
+        WakerId(data, vtable)
     }
 }
 

@@ -166,6 +166,7 @@ mod engine;
 mod error;
 mod file;
 mod future;
+mod join;
 mod limiter;
 mod operation;
 pub mod path;
@@ -183,6 +184,7 @@ pub use engine::{
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
 pub use future::{Op, Task};
+pub use join::{join_all, JoinAll};
 pub use port::{Batch, Completion, Port};
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;

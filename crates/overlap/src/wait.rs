@@ -49,14 +49,17 @@ impl Drop for Depth<'_> {
 /// The thread's own ring takes the operations polled with this
 /// `block_on`'s own waker: the future itself, `join!`, `select!`,
 /// `futures::future::join_all` of up to 30 futures, or a loop that polls
-/// many with its own context. A combinator that gives each future a waker
-/// of its own (`FuturesUnordered`, `join_all` of more than 30) cannot be
-/// told from another executor nested inside, which would park the thread
-/// without reaping its ring: its operations go through the engine's thread
-/// instead: correct, and at 256 reads in flight on the fast device 0.85x
-/// the reads/s at 1.3x the CPU per read of the thread's own ring (even at
-/// 1024; BENCHMARKS.md). For many operations in flight on one thread, poll
-/// them with this context or use a [`Port`](crate::Port).
+/// many with its own context; and those of [`join_all`](crate::join_all),
+/// whose futures' wakers it trusts. Another combinator that gives each
+/// future a waker of its own (`FuturesUnordered`, `futures`' `join_all` of
+/// more than 30) cannot be told from another executor nested inside, which
+/// would park the thread without reaping its ring: its operations go
+/// through the engine's thread instead: correct, and at 256 reads in
+/// flight on the fast device 0.85x the reads/s at 1.3x the CPU per read of
+/// the thread's own ring (even at 1024; BENCHMARKS.md). For many operations
+/// in flight on one thread, use [`join_all`](crate::join_all) (which polls
+/// only the woken futures, where `join!` polls every one on each wake-up)
+/// or a [`Port`](crate::Port).
 ///
 /// ```
 /// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);

@@ -16,6 +16,7 @@ per_driver!(
     waiting_threads_stay_within_the_budget,
     waits_on_caller_makes_the_call_on_the_waiting_thread,
     reads_joined_in_block_on_always_wake_it,
+    join_all_in_block_on_keeps_its_reads_on_the_thread_ring,
 );
 
 /// `block_on` of reads polled together with its own context (`join!`),
@@ -52,6 +53,146 @@ fn reads_joined_in_block_on_always_wake_it(d: Driver) {
         engine.shutdown();
     });
     r.expect("every round of joined reads completes");
+}
+
+/// `overlap::join_all` inside `block_on`: its futures' wakers are its own,
+/// yet their reads go to the thread's own ring on io_uring, as `join!`'s
+/// do (and to `io_submit` on AIO); a foreign
+/// executor nested in one of them still sends its read elsewhere. Many
+/// rounds, under a deadline: a lost wake-up fails instead of hanging.
+fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
+    const READS: u64 = 48;
+    const ROUNDS: u64 = 40;
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let path = dir.path().join("join_all");
+    std_create_pattern(&path, 88, (READS * 4096) as usize);
+    // O_DIRECT: what the AIO driver takes (it leaves buffered reads to
+    // the pool).
+    let file = open_direct(&engine, &path);
+    let pool = overlap::AlignedBufPool::for_file(&file, 4096, READS as usize + 1).unwrap();
+    let before = engine.stats();
+    let stats = engine.clone();
+    let r = within(LIMIT, move || {
+        for round in 0..ROUNDS {
+            let reads = (0..READS).map(|i| {
+                let off = ((i + round) % READS) * 4096;
+                let read = file.read_at(pool.get(), off);
+                async move { (off, read.await) }
+            });
+            let done = overlap::block_on(overlap::join_all(reads));
+            assert_eq!(done.len() as u64, READS);
+            for (i, (off, (res, buf))) in done.into_iter().enumerate() {
+                assert_eq!(off, ((i as u64 + round) % READS) * 4096, "outputs in order");
+                assert_eq!(res.unwrap(), 4096);
+                assert_pattern(&buf, 88, off);
+            }
+        }
+        // Nested: each joined future joins three reads of its own.
+        let groups = (0..4u64).map(|g| {
+            overlap::join_all((0..3u64).map(|i| file.read_at(pool.get(), (g * 3 + i) * 4096)))
+        });
+        for (g, group) in overlap::block_on(overlap::join_all(groups))
+            .into_iter()
+            .enumerate()
+        {
+            for (i, (res, buf)) in group.into_iter().enumerate() {
+                assert_eq!(res.unwrap(), 4096);
+                assert_pattern(&buf, 88, (g as u64 * 3 + i as u64) * 4096);
+            }
+        }
+        // A foreign executor nested in a joined future parks without
+        // reaping the thread's ring: its read must go elsewhere.
+        let nested = overlap::block_on(overlap::join_all([async {
+            futures::executor::block_on(file.read_at(pool.get(), 4096))
+        }]));
+        let (res, buf) = nested.into_iter().next().unwrap();
+        assert_eq!(res.unwrap(), 4096);
+        assert_pattern(&buf, 88, 4096);
+        engine.shutdown();
+    });
+    r.expect("every round of join_all completes");
+    let s = stats.stats();
+    let joined = READS * ROUNDS + 12;
+    assert_eq!(s.completed - before.completed, joined + 1, "{s:?}");
+    if d.is_uring() {
+        assert_eq!(
+            s.submitted_on_thread_rings - before.submitted_on_thread_rings,
+            joined,
+            "the joined reads, and not the nested executor's, on the thread's ring: {s:?}"
+        );
+    } else if d.is_aio() {
+        assert_eq!(s.submitted_aio - before.submitted_aio, joined + 1, "{s:?}");
+    }
+}
+
+/// `overlap::join_all` polls only the futures woken since its last poll:
+/// 300 futures woken one at a time from another thread, in reverse order,
+/// are polled twice each (first poll, and once after their wake-up), where
+/// polling every unfinished one on each wake-up would poll them 45,000
+/// times. A wake-up repeated before the poll adds nothing; outputs keep
+/// their order.
+#[test]
+fn join_all_polls_only_the_woken_futures() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Poll, Waker};
+
+    const N: usize = 300;
+    struct Gate {
+        open: AtomicBool,
+        waker: Mutex<Option<Waker>>,
+    }
+    let gates: Arc<Vec<Gate>> = Arc::new(
+        (0..N)
+            .map(|_| Gate {
+                open: AtomicBool::new(false),
+                waker: Mutex::new(None),
+            })
+            .collect(),
+    );
+    let polls = Arc::new(AtomicUsize::new(0));
+    let futs: Vec<_> = (0..N)
+        .map(|i| {
+            let (gates, polls) = (gates.clone(), polls.clone());
+            std::future::poll_fn(move |cx| {
+                polls.fetch_add(1, Ordering::Relaxed);
+                let g = &gates[i];
+                *g.waker.lock().unwrap() = Some(cx.waker().clone());
+                if g.open.load(Ordering::Acquire) {
+                    Poll::Ready(i * 2)
+                } else {
+                    Poll::Pending
+                }
+            })
+        })
+        .collect();
+    let opener = {
+        let gates = gates.clone();
+        std::thread::spawn(move || {
+            for i in (0..N).rev() {
+                // Wait for the future's first poll (its waker), then open it.
+                let w = loop {
+                    if let Some(w) = gates[i].waker.lock().unwrap().clone() {
+                        break w;
+                    }
+                    std::thread::yield_now();
+                };
+                gates[i].open.store(true, Ordering::Release);
+                w.wake_by_ref();
+                w.wake();
+            }
+        })
+    };
+    let out = within(LIMIT, move || overlap::block_on(overlap::join_all(futs)))
+        .expect("join_all finishes");
+    opener.join().unwrap();
+    assert_eq!(out, (0..N).map(|i| i * 2).collect::<Vec<_>>());
+    assert_eq!(
+        polls.load(Ordering::Relaxed),
+        2 * N,
+        "each future polled twice"
+    );
 }
 
 /// Eight threads in `.wait()` with a budget of two operations: on the pool

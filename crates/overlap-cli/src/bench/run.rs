@@ -1,10 +1,8 @@
 //! Running one job: the requesters (a port, futures, threads, tokio tasks,
 //! plain threads with pread) on each driver, measured by `measure`.
 
-use std::future::Future;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -108,7 +106,9 @@ async fn requester(r: Req) -> u64 {
     // requester's shape): nothing is allocated per operation but its cell.
     let h = std::sync::Mutex::new(r.lat.local());
     let record = |d| h.lock().unwrap_or_else(|p| p.into_inner()).record(d);
-    join_slots((0..r.depth).map(|_| slot(&r, r.buf(), record)).collect()).await;
+    // Polls only the woken loops, and inside `block_on` (the futures
+    // requester) keeps their operations on the thread's own ring.
+    overlap::join_all((0..r.depth).map(|_| slot(&r, r.buf(), record))).await;
     h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
@@ -124,38 +124,6 @@ async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Option<Durati
         r.claims.check(res, r.bs, off);
         buf = b;
     }
-}
-
-/// Drives `slots` together, polling each unfinished one with the caller's
-/// own context, as `join!` does. Inside `overlap::block_on` an operation
-/// polled with `block_on`'s own waker goes on the thread's own ring, where
-/// the thread sleeps; a `FuturesUnordered` gives each future a waker of its
-/// own, which `block_on` cannot tell from a nested executor's, so its
-/// operations went through the engine's thread. This way, 256 deep on the
-/// fast device, did 1.18x the reads/s at 0.76x the CPU per read (medians of
-/// 9 interleaved rounds; even at 1024: 0.97x, 1.09x;
-/// docs/bench-log/2026-11-27-session9.md). A wake-up polls every
-/// unfinished slot; at depth the thread wakes once per many completions.
-async fn join_slots<F: Future<Output = ()>>(slots: Vec<F>) {
-    let mut slots: Vec<_> = slots.into_iter().map(|f| Some(Box::pin(f))).collect();
-    std::future::poll_fn(move |cx| {
-        let mut pending = false;
-        for s in slots.iter_mut() {
-            if let Some(f) = s {
-                if f.as_mut().poll(cx).is_ready() {
-                    *s = None;
-                } else {
-                    pending = true;
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await
 }
 
 /// One requester keeping `depth` operations in flight through a completion port.

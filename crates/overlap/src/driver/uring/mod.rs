@@ -123,7 +123,7 @@ pub(crate) enum Route {
 pub(crate) fn route_for(waker: &Waker) -> Route {
     thread::LOCAL
         .try_with(|l| {
-            if l.depth.get() == 0 || !waker.will_wake(&l.waker_obj) {
+            if !l.polled_by_block_on(waker) {
                 Route::Driver
             } else if l.inline.get() {
                 Route::Inline
@@ -132,6 +132,15 @@ pub(crate) fn route_for(waker: &Waker) -> Route {
             }
         })
         .unwrap_or(Route::Driver)
+}
+
+/// Whether `waker` is this thread's [`block_on`](crate::block_on)'s own
+/// (passed on by combinators), or the waker a [`join_all`](crate::join_all)
+/// polled with it gives the future it polls now.
+pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
+    thread::LOCAL
+        .try_with(|l| l.polled_by_block_on(waker))
+        .unwrap_or(false)
 }
 
 /// Puts `op` on the ring its poller waits on, on an io_uring engine: the

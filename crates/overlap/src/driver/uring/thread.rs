@@ -229,6 +229,10 @@ pub(crate) struct Local {
     pub(crate) inline: Cell<bool>,
     pub(crate) waker: Arc<ThreadWaker>,
     pub(crate) waker_obj: Waker,
+    /// The identity of the waker a [`join_all`](crate::join_all) polled
+    /// by this thread's `block_on` gives the future it polls now
+    /// ([`JoinedScope`]); [`NOT_JOINED`] otherwise.
+    pub(crate) joined: Cell<(usize, usize)>,
     /// The AIO context this thread last submitted to while in `block_on`:
     /// where it reaps when it waits (`driver::aio::lead`).
     aio: RefCell<Weak<aio::Inner>>,
@@ -243,13 +247,58 @@ impl Local {
             inline: Cell::new(false),
             waker_obj: Waker::from(waker.clone()),
             waker,
+            joined: Cell::new(NOT_JOINED),
             aio: RefCell::new(Weak::new()),
         }
     }
 }
 
+impl Local {
+    /// Whether `waker` is this thread's `block_on`'s own (inside one), or
+    /// a joined future's while its combinator, polled with it, polls it.
+    pub(crate) fn polled_by_block_on(&self, waker: &Waker) -> bool {
+        self.depth.get() > 0
+            && (waker.will_wake(&self.waker_obj) || self.joined.get() == waker_id(waker))
+    }
+}
+
+/// [`Local::joined`] outside a joined future's poll (no waker has a null
+/// data and vtable pointer).
+pub(crate) const NOT_JOINED: (usize, usize) = (0, 0);
+
 thread_local! {
     pub(crate) static LOCAL: Local = Local::new();
+}
+
+/// A waker's identity, as `Waker::will_wake` compares it (data and vtable).
+pub(crate) fn waker_id(w: &Waker) -> (usize, usize) {
+    (w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+}
+
+/// While a [`join_all`](crate::join_all) polled with `block_on`'s own waker
+/// polls one of its futures: that future's waker counts as `block_on`'s
+/// ([`route_for`](super::route_for)). The combinator never parks the
+/// thread, it returns to `block_on`, which waits on the thread's ring.
+/// Restores the previous scope when dropped (nested combinators, a
+/// panicking poll).
+pub(crate) struct JoinedScope {
+    previous: (usize, usize),
+}
+
+impl JoinedScope {
+    pub(crate) fn enter(child: &Waker) -> JoinedScope {
+        let id = waker_id(child);
+        let previous = LOCAL
+            .try_with(|l| l.joined.replace(id))
+            .unwrap_or(NOT_JOINED);
+        JoinedScope { previous }
+    }
+}
+
+impl Drop for JoinedScope {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| l.joined.set(self.previous));
+    }
 }
 
 pub(crate) fn count_out(done: &[Done]) {
