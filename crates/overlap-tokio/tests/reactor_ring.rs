@@ -577,3 +577,51 @@ fn queued_submissions_are_not_stranded_by_a_dropped_runtime() {
     rx.recv_timeout(Duration::from_secs(30))
         .expect("shutdown waited forever for operations queued on a reactor ring");
 }
+
+/// Buffers registered with the engine (`Engine::register_buffers`) go
+/// fixed on the tokio threads' rings too: each ring registers the pool on
+/// its first operation, on either flavour of runtime.
+#[test]
+fn registered_buffers_go_fixed_on_reactor_rings() {
+    for engine in &engines() {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        drop(make_file(engine, dir.path()));
+        let Some(file) = reopen_direct(engine, dir.path()) else {
+            return;
+        };
+        // One buffer per read: every read is into the registered arena.
+        let pool = overlap::AlignedBufPool::contiguous(BLOCK, BLOCK, BLOCKS).unwrap();
+        let registered = engine.register_buffers(&pool).unwrap();
+        assert_eq!(registered, uses_rings(engine));
+        for (name, rt) in runtimes() {
+            let before = engine.stats();
+            rt.block_on(async {
+                let mut tasks = Vec::new();
+                for i in 0..BLOCKS {
+                    let (file, pool) = (file.clone(), pool.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let off = (i * BLOCK) as u64;
+                        let (res, buf) = on_ring(file.read_at(pool.get(), off)).await;
+                        assert_eq!(res.unwrap(), BLOCK);
+                        assert!(buf.iter().all(|&b| b == i as u8), "block {i} read wrong");
+                    }));
+                }
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+            let after = engine.stats();
+            let fixed = after.fixed_buffer_ops - before.fixed_buffer_ops;
+            if registered {
+                let on_rings = after.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
+                assert_eq!(
+                    on_rings, BLOCKS as u64,
+                    "{name}: every read on a reactor ring"
+                );
+                assert_eq!(fixed, BLOCKS as u64, "{name}: every read went fixed");
+            } else {
+                assert_eq!(fixed, 0, "{name}: no ring, nothing registered");
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@
 //! graph flows one way (`scripts/import-graph` checks it).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::error::{Error, Result};
 use crate::operation::OpKind;
@@ -80,6 +80,68 @@ pub(crate) trait EngineLink: Send + Sync {
     fn nudge(&self);
 }
 
+/// What keeps registered memory allocated: a pool's arena, type-erased
+/// (the drivers know only its range).
+pub(crate) type Keep = Arc<dyn Send + Sync>;
+
+/// A pool's memory registered with the engine
+/// ([`Engine::register_buffers`](crate::Engine::register_buffers)).
+pub(crate) struct Arena {
+    pub start: usize,
+    pub len: usize,
+    pub keep: Keep,
+}
+
+/// The most pools an engine registers (a ring's table has as many slots).
+pub(crate) const MAX_ENGINE_ARENAS: usize = 8;
+
+/// The pools registered with an engine, which its own rings (the engine
+/// thread's, threads' and reactors') register with the kernel on their
+/// first operation after each: set once each, in order, never removed, so
+/// that a ring reads them without a lock.
+#[derive(Default)]
+pub(crate) struct Arenas {
+    slots: [OnceLock<Arena>; MAX_ENGINE_ARENAS],
+    /// Slots set, for a ring's one-load check per operation.
+    count: AtomicUsize,
+    /// Serialises additions.
+    adding: Mutex<()>,
+}
+
+impl Arenas {
+    /// How many are registered (every slot below it is set).
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// The arena in `slot` (below [`count`](Self::count)).
+    pub(crate) fn get(&self, slot: usize) -> Option<&Arena> {
+        self.slots.get(slot)?.get()
+    }
+
+    /// Adds `arena`; `Ok(false)` if the same one was added before, `Err`
+    /// with the limit once every slot is taken.
+    pub(crate) fn add(&self, arena: Arena) -> Result<bool, usize> {
+        let _adding = self.adding.lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.count.load(Ordering::Acquire);
+        let known = self.slots[..n]
+            .iter()
+            .filter_map(OnceLock::get)
+            .any(|a| std::ptr::addr_eq(Arc::as_ptr(&a.keep), Arc::as_ptr(&arena.keep)));
+        if known {
+            return Ok(false);
+        }
+        let Some(slot) = self.slots.get(n) else {
+            return Err(MAX_ENGINE_ARENAS);
+        };
+        let set = slot.set(arena).is_ok();
+        debug_assert!(set, "slots are set in order, once, under `adding`");
+        self.count.store(n + 1, Ordering::Release);
+        Ok(true)
+    }
+}
+
 /// The part of an engine's state that drivers use (the engine's `Shared`
 /// holds it and dereferences to it).
 pub(crate) struct EngineState {
@@ -93,6 +155,8 @@ pub(crate) struct EngineState {
     /// `crate::driver::uring::thread`) and on reactor rings: what shutdown
     /// waits for, besides the driver and the ports' rings.
     pub own_ring_ops: AtomicUsize,
+    /// Pools registered with the engine, for its own rings.
+    pub arenas: Arenas,
     /// The fork generation that made the engine: in a child after `fork`
     /// it belongs to the parent, and refuses operations.
     pub(crate) generation: u64,

@@ -369,6 +369,7 @@ impl EngineBuilder {
                 ring_entries: self.ring_entries,
                 cq_entries,
                 own_ring_ops: AtomicUsize::new(0),
+                arenas: Default::default(),
                 generation: fork_generation(),
                 shut: AtomicBool::new(false),
             },
@@ -540,6 +541,61 @@ impl Engine {
     /// (`format!("{}", engine.driver())` says both on one line).
     pub fn driver(&self) -> &DriverInfo {
         &self.inner.shared.info
+    }
+
+    /// Registers the memory of `pool`, a contiguous pool
+    /// ([`AlignedBufPool::contiguous`](crate::AlignedBufPool::contiguous)),
+    /// with the kernel for this engine's own rings: the engine thread's,
+    /// each thread's own ring (`.wait()`, [`block_on`](crate::block_on))
+    /// and the reactor rings of executors (overlap-tokio). From then on
+    /// their reads and writes into the pool's buffers go as io_uring's
+    /// `READ_FIXED` and `WRITE_FIXED`, which skip pinning the buffer's pages
+    /// for every operation (on a fast device, several percent of a read's
+    /// CPU; counted in [`Stats::fixed_buffer_ops`](crate::Stats)). Nothing
+    /// changes for other buffers. Ports register their own
+    /// ([`Port::register_buffers`](crate::Port::register_buffers)).
+    ///
+    /// Each ring registers the pool on its first operation after this call
+    /// (one system call), and keeps the pool's memory allocated until the
+    /// ring is gone: a thread's ring when the thread exits, a reactor ring
+    /// when its executor does, the engine thread's at shutdown. A ring that
+    /// cannot (the kernel's table of 8 is full, or `RLIMIT_MEMLOCK` is too
+    /// low for a process without `CAP_IPC_LOCK`) goes on with plain reads
+    /// and writes.
+    ///
+    /// Returns `Ok(false)` on the thread-pool and AIO drivers, which have no
+    /// ring: operations work as before. Errors ([`Error::InvalidInput`]): a
+    /// pool that is not contiguous, holds more than 1 GiB (the kernel's
+    /// limit for one registered buffer), or is a ninth pool. Registering a
+    /// pool again does nothing.
+    pub fn register_buffers(&self, pool: &crate::AlignedBufPool) -> Result<bool> {
+        let Some(arena) = pool.arena() else {
+            return Err(Error::InvalidInput(
+                "register_buffers takes a pool made with AlignedBufPool::contiguous".into(),
+            ));
+        };
+        if arena.len() > 1 << 30 {
+            return Err(Error::InvalidInput(format!(
+                "a registered pool holds at most 1 GiB (the kernel's limit for one registered \
+                 buffer); this one holds {}",
+                arena.len()
+            )));
+        }
+        if self.inner.shared.info.kind != DriverKind::Uring {
+            return Ok(false);
+        }
+        let keep: crate::cell::Keep = arena.clone();
+        let added = crate::cell::Arena {
+            start: arena.start(),
+            len: arena.len(),
+            keep,
+        };
+        match self.inner.shared.arenas.add(added) {
+            Ok(_) => Ok(true),
+            Err(max) => Err(Error::InvalidInput(format!(
+                "an engine registers at most {max} pools"
+            ))),
+        }
     }
 
     /// A snapshot of the counters.

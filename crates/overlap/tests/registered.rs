@@ -13,8 +13,12 @@
 //! keep); a file opened later under the same descriptor number is read as
 //! itself.
 //!
-//! On the drivers without a port ring, registering says so (`Ok(false)`)
-//! and the same operations work unregistered.
+//! Buffers registered with an engine (`Engine::register_buffers`) go fixed
+//! on its own rings: each thread's (`.wait()`, `block_on`, `join_all`),
+//! the engine thread's, each registering the pool on its first operation.
+//!
+//! On the drivers without a ring, registering says so (`Ok(false)`) and
+//! the same operations work unregistered.
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -37,6 +41,8 @@ per_driver!(
     a_pool_too_large_to_register_leaves_the_port_usable,
     a_batch_larger_than_the_submission_queue_completes,
     registered_memory_of_the_callers_own_is_read_into,
+    engine_registered_buffers_go_fixed_on_its_own_rings,
+    an_engine_refuses_bad_pools,
 );
 
 const BLK: usize = 4096;
@@ -516,4 +522,117 @@ fn registered_memory_of_the_callers_own_is_read_into(d: Driver) {
     assert_eq!(fixed, if registered { 8 } else { 0 });
     drop(port);
     drop(backing);
+}
+
+/// `Engine::register_buffers`: reads and writes into the pool's buffers go
+/// fixed on every ring of the engine's that carries them: this thread's
+/// (`.wait()`, and `join_all` in `block_on`), another thread's (which
+/// registers the pool on its first operation and unregisters it when it
+/// exits), and the engine thread's (a future driven by a foreign
+/// executor); a buffer from outside the pool does not. A pool made after
+/// a registered one was dropped is not taken for it.
+fn engine_registered_buffers_go_fixed_on_its_own_rings(d: Driver) {
+    let engine = d.engine();
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 31, 16 * BLK);
+    let file = open_direct(&engine, &path);
+    let pool = AlignedBufPool::contiguous(BLK, BLK, 8).unwrap();
+    let registered = engine.register_buffers(&pool).unwrap();
+    assert_eq!(
+        registered,
+        d.is_uring(),
+        "an engine has rings on io_uring only"
+    );
+    assert!(
+        engine.register_buffers(&pool).unwrap() == registered,
+        "again: nothing new"
+    );
+    let s0 = engine.stats().fixed_buffer_ops;
+    // This thread's ring: four reads waited for, then four joined.
+    for block in 0..4u64 {
+        let (res, buf) = file.read_at(pool.get(), block * BLK as u64).wait();
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 31, block * BLK as u64);
+    }
+    let joined = overlap::block_on(overlap::join_all(
+        (4..8u64).map(|block| file.read_at(pool.get(), block * BLK as u64)),
+    ));
+    for (i, (res, buf)) in joined.into_iter().enumerate() {
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 31, (4 + i as u64) * BLK as u64);
+    }
+    // A write from the pool, waited for.
+    let mut b = pool.get();
+    fill_pattern(&mut b, 32, 0);
+    assert_eq!(file.write_at(b, 0).wait().0.unwrap(), BLK);
+    assert_eq!(std_read(&path, 0, BLK), pattern(32, 0, BLK));
+    // Another thread's ring, gone when the thread exits.
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let (res, buf) = file.read_at(pool.get(), 9 * BLK as u64).wait();
+            assert_eq!(res.unwrap(), BLK);
+            assert_pattern(&buf, 31, 9 * BLK as u64);
+        });
+    });
+    // The engine thread's ring: a foreign executor's future.
+    let (res, buf) = futures::executor::block_on(file.read_at(pool.get(), 10 * BLK as u64));
+    assert_eq!(res.unwrap(), BLK);
+    assert_pattern(&buf, 31, 10 * BLK as u64);
+    // Not from the pool.
+    let (res, buf) = file
+        .read_at(AlignedBuf::new(BLK, BLK).unwrap(), 11 * BLK as u64)
+        .wait();
+    assert_eq!(res.unwrap(), BLK);
+    assert_pattern(&buf, 31, 11 * BLK as u64);
+    let fixed = engine.stats().fixed_buffer_ops - s0;
+    assert_eq!(
+        fixed,
+        if registered { 11 } else { 0 },
+        "every operation into the pool, on each ring, went fixed"
+    );
+    // The pool and its buffers gone (the rings keep its memory): a new
+    // pool's buffers are read into as themselves, not as registered ones.
+    drop((buf, pool));
+    let other = AlignedBufPool::contiguous(BLK, BLK, 4).unwrap();
+    let s1 = engine.stats().fixed_buffer_ops;
+    for block in 12..16u64 {
+        let (res, buf) = file.read_at(other.get(), block * BLK as u64).wait();
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 31, block * BLK as u64);
+    }
+    assert_eq!(
+        engine.stats().fixed_buffer_ops,
+        s1,
+        "the new pool is not registered"
+    );
+    engine.shutdown();
+}
+
+/// An engine takes only contiguous pools, of at most 1 GiB, and at most 8.
+fn an_engine_refuses_bad_pools(d: Driver) {
+    let engine = d.engine();
+    let loose = AlignedBufPool::new(BLK, BLK, 2).unwrap();
+    assert!(
+        matches!(engine.register_buffers(&loose), Err(Error::InvalidInput(_))),
+        "a pool that is not contiguous"
+    );
+    let pools: Vec<_> = (0..9)
+        .map(|_| AlignedBufPool::contiguous(BLK, BLK, 1).unwrap())
+        .collect();
+    for p in &pools[..8] {
+        assert_eq!(engine.register_buffers(p).unwrap(), d.is_uring());
+    }
+    let ninth = engine.register_buffers(&pools[8]);
+    if d.is_uring() {
+        assert!(matches!(ninth, Err(Error::InvalidInput(_))), "{ninth:?}");
+    } else {
+        assert!(
+            !ninth.unwrap(),
+            "no ring: nothing registered, nothing refused"
+        );
+    }
+    // Registered again: nothing new, no error.
+    assert_eq!(engine.register_buffers(&pools[0]).unwrap(), d.is_uring());
+    engine.shutdown();
 }

@@ -229,7 +229,8 @@ pub(crate) struct BenchOpts {
     pub(crate) no_fast_path: bool,
 
     /// Register the buffers with the kernel (io_uring's READ_FIXED and
-    /// WRITE_FIXED: no page pinning per operation); `--requester port` only.
+    /// WRITE_FIXED: no page pinning per operation): with the port's ring,
+    /// or for futures, threads and tokio tasks with the engine's rings.
     #[arg(long)]
     pub(crate) fixed_buffers: bool,
 

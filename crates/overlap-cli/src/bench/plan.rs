@@ -304,11 +304,6 @@ fn refuse_contradictions(
             args.file.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
-    if args.fixed_buffers && args.requester != Requester::Port {
-        bail!(
-            "--fixed-buffers registers the buffers with a port's ring: it needs --requester port"
-        );
-    }
     if args.prealloc && !rw.is_write() {
         bail!("--prealloc only applies to write jobs (--rw write or randwrite)");
     }
@@ -364,6 +359,17 @@ fn refuse_for_requesters(args: &BenchOpts, direct: bool, axes: &Axes) -> Result<
         bail!(
             "--driver spawn-blocking and tokio-fs run --concurrency N tokio tasks with one operation each in flight: \
              --iodepth above 1 is refused (use --concurrency)"
+        );
+    }
+    if args.fixed_buffers
+        && axes
+            .drivers
+            .iter()
+            .any(|d| matches!(d, Driver::Sync | Driver::SpawnBlocking | Driver::TokioFs))
+    {
+        bail!(
+            "--fixed-buffers registers the engine's buffers with its rings: it applies to the \
+             engine's drivers (auto, uring, aio, pool), not to sync, spawn-blocking or tokio-fs"
         );
     }
     if direct && axes.drivers.contains(&Driver::TokioFs) {

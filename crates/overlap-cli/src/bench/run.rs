@@ -313,6 +313,21 @@ fn run_engine(
     } else {
         None
     };
+    // A port registers the pool with its own ring (`port_requester`); the
+    // other requesters' operations go on the engine's rings.
+    let on_port = runtime.is_none()
+        && (job.requester == Requester::Port
+            || (job.requester == Requester::Auto && job.iodepth > 1));
+    if job.fixed_buffers && !on_port {
+        match engine.register_buffers(&pool) {
+            Ok(true) => {}
+            Ok(false) => bail!(
+                "--fixed-buffers: the {} driver has no ring to register the buffers with",
+                engine.driver().kind
+            ),
+            Err(e) => bail!("--fixed-buffers: registering the buffers: {e}"),
+        }
+    }
     let s0 = engine.stats();
     if job.requester == Requester::Threads {
         // Its own window: it opens once the threads are started.

@@ -24,9 +24,7 @@ use crate::error::Error;
 use crate::operation::{OpKind, Opcodes};
 use crate::stats::Counters;
 
-/// What keeps a registered pool's memory allocated: the pool's arena,
-/// type-erased (the driver knows only its range).
-pub(crate) type Keep = Arc<dyn Send + Sync>;
+pub(crate) use crate::cell::Keep;
 
 /// The most pools or ranges a port registers (the kernel's table is made
 /// this size at the first registration).
