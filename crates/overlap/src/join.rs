@@ -77,6 +77,7 @@ where
         wakers,
         shared,
         started: false,
+        finished: false,
         batch: Vec::with_capacity(n),
     }
 }
@@ -92,9 +93,30 @@ pub struct JoinAll<F: Future> {
     shared: Arc<Shared>,
     remaining: usize,
     started: bool,
+    /// Returned its outputs.
+    finished: bool,
     /// The woken indices being polled (swapped with `Shared::ready`, so
     /// neither list is reallocated at steady state).
     batch: Vec<usize>,
+}
+
+/// A poll's pass over the woken futures. If a future's poll panics, the
+/// ones after it in the pass are listed again (their flags are still set,
+/// so their wake-ups would add nothing): a caller that catches the panic
+/// and polls again polls them.
+struct Pass<'a> {
+    shared: &'a Shared,
+    batch: Vec<usize>,
+    /// Position in `batch` of the next future to poll.
+    next: usize,
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.batch.get(self.next..).filter(|r| !r.is_empty()) {
+            lock(&self.shared.ready).extend_from_slice(rest);
+        }
+    }
 }
 
 // The futures are boxed and the outputs are never pinned: moving the
@@ -152,6 +174,9 @@ impl<F: Future> Future for JoinAll<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Vec<F::Output>> {
         let this = self.get_mut();
+        // As every future: polling it again after `Ready` is a bug of the
+        // caller's (`Op` panics too).
+        assert!(!this.finished, "JoinAll polled after completion");
         {
             let mut parent = lock(&this.shared.parent);
             if !parent.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -161,19 +186,26 @@ impl<F: Future> Future for JoinAll<F> {
         // After the parent is stored: a wake-up from here on wakes it (or
         // lists its future for the pass below).
         this.shared.notified.store(false, Ordering::SeqCst);
-        let mut batch = std::mem::take(&mut this.batch);
-        batch.clear();
+        let mut pass = Pass {
+            shared: &this.shared,
+            batch: std::mem::take(&mut this.batch),
+            next: 0,
+        };
+        pass.batch.clear();
         if this.started {
-            std::mem::swap(&mut batch, &mut *lock(&this.shared.ready));
+            std::mem::swap(&mut pass.batch, &mut *lock(&this.shared.ready));
         } else {
             this.started = true;
-            batch.extend(0..this.futures.len());
+            pass.batch.extend(0..this.futures.len());
         }
         // Polled with `block_on`'s own context: the futures' wakers are
         // trusted with the thread's own ring (see `join_all`).
         let trusted = uring::polled_by_block_on(cx.waker());
-        for &i in &batch {
-            this.shared.woken[i].swap(false, Ordering::AcqRel);
+        while let Some(&i) = pass.batch.get(pass.next) {
+            // Counted before the poll: a future that panics is not polled
+            // again; the ones after it are listed again (`Pass`).
+            pass.next += 1;
+            pass.shared.woken[i].swap(false, Ordering::AcqRel);
             let Some(fut) = this.futures[i].as_mut() else {
                 continue;
             };
@@ -185,10 +217,12 @@ impl<F: Future> Future for JoinAll<F> {
                 this.remaining -= 1;
             }
         }
-        this.batch = batch;
+        this.batch = std::mem::take(&mut pass.batch);
+        drop(pass);
         if this.remaining > 0 {
             return Poll::Pending;
         }
+        this.finished = true;
         let outputs = std::mem::take(&mut this.outputs);
         debug_assert!(outputs.iter().all(Option::is_some), "every future finished");
         Poll::Ready(outputs.into_iter().flatten().collect())

@@ -43,6 +43,7 @@ per_driver!(
     registered_memory_of_the_callers_own_is_read_into,
     engine_registered_buffers_go_fixed_on_its_own_rings,
     an_engine_refuses_bad_pools,
+    engines_made_one_after_another_each_get_their_pool_registered,
 );
 
 const BLK: usize = 4096;
@@ -635,4 +636,29 @@ fn an_engine_refuses_bad_pools(d: Driver) {
     // Registered again: nothing new, no error.
     assert_eq!(engine.register_buffers(&pools[0]).unwrap(), d.is_uring());
     engine.shutdown();
+}
+
+/// Engines and pools made and dropped one after another on one thread:
+/// its ring lets go of a pool that is gone (a table of 8 slots), so each
+/// new engine's pool goes fixed there too, and the ring does not take a
+/// new engine for an old one at the same address.
+fn engines_made_one_after_another_each_get_their_pool_registered(d: Driver) {
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 41, 4 * BLK);
+    for round in 0..12u64 {
+        let engine = d.engine();
+        let file = open_direct(&engine, &path);
+        let pool = AlignedBufPool::contiguous(BLK, BLK, 2).unwrap();
+        let registered = engine.register_buffers(&pool).unwrap();
+        let s0 = engine.stats().fixed_buffer_ops;
+        let off = (round % 4) * BLK as u64;
+        let (res, buf) = file.read_at(pool.get(), off).wait();
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 41, off);
+        let fixed = engine.stats().fixed_buffer_ops - s0;
+        assert_eq!(fixed, u64::from(registered), "round {round}");
+        drop((buf, pool, file));
+        engine.shutdown();
+    }
 }

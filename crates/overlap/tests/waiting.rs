@@ -195,6 +195,53 @@ fn join_all_polls_only_the_woken_futures() {
     );
 }
 
+/// A joined future that panics: the ones after it in the same pass are
+/// polled by the next poll (a caller that caught the panic), not left
+/// unpolled with their wake-ups swallowed; the one that panicked is not
+/// polled again.
+#[test]
+fn join_all_after_a_panicking_future_polls_the_rest() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    let polls: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+    let futs: Vec<_> = (0..3)
+        .map(|i| {
+            let polls = polls.clone();
+            std::future::poll_fn(move |_| {
+                polls[i].fetch_add(1, Ordering::Relaxed);
+                if i == 1 {
+                    panic!("joined future {i} panics");
+                }
+                Poll::Ready(i)
+            })
+        })
+        .collect();
+    let mut join = std::pin::pin!(overlap::join_all(futs));
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = join.as_mut().poll(&mut cx);
+    }));
+    assert!(first.is_err(), "the panic reaches the caller");
+    let counts = |p: &Vec<AtomicUsize>| {
+        p.iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&polls), [1, 1, 0], "the pass stopped at the panic");
+    assert!(
+        join.as_mut().poll(&mut cx).is_pending(),
+        "future 1 never finishes"
+    );
+    assert_eq!(
+        counts(&polls),
+        [1, 1, 1],
+        "the rest of the pass was polled, once"
+    );
+}
+
 /// Eight threads in `.wait()` with a budget of two operations: on the pool
 /// each thread makes its call itself, and still never more than two are in
 /// flight (the others wait for budget), and every read is counted.

@@ -14,8 +14,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::setup::{build_ring, probe_opcodes, Issuers};
 use slab::Slab;
 
-use super::registry::Registry;
-use crate::cell::{Completable, EngineState};
+use super::ring_buffers::RingBuffers;
+use crate::cell::{fork_generation, Completable};
 use crate::driver::Panic;
 use crate::operation::Opcodes;
 
@@ -123,13 +123,12 @@ pub(crate) struct RingCore {
     /// the most operations ever in flight at once (a push takes one off
     /// whatever a reap added).
     woken: usize,
-    /// Memory registered with this ring: the pools registered with the
-    /// engines whose operations it carries (`EngineState::arenas`).
-    registry: Registry,
-    /// Per engine (its state's address), how many of its pools this ring
-    /// has taken up (registered, or failed to: the kernel's table is full,
-    /// or short of locked memory): a pool is tried once per ring.
-    arenas_seen: Vec<(usize, usize)>,
+    /// The pools registered with the engines whose operations this ring
+    /// carries, as this ring registered them with the kernel.
+    buffers: RingBuffers,
+    /// The fork generation that made the ring: in a child after `fork` the
+    /// ring is the parent's, and `Drop` leaves the kernel's side alone.
+    generation: u64,
 }
 
 impl RingCore {
@@ -149,55 +148,18 @@ impl RingCore {
             reaped_total: 0,
             forsaken: false,
             woken: 0,
-            registry: Registry::new(),
-            arenas_seen: Vec::new(),
+            buffers: RingBuffers::default(),
+            generation: fork_generation(),
         }
     }
 
     /// `op`'s entry: `READ_FIXED`/`WRITE_FIXED` when its buffer lies in a
-    /// pool registered with its engine (registered with this ring first if
-    /// need be); `None` when the kernel lacks the opcode.
+    /// pool registered with its engine (`ring_buffers`); `None` when the
+    /// kernel lacks the opcode.
+    #[inline]
     fn entry_of(&mut self, op: &dyn Completable) -> Option<squeue::Entry> {
-        let state = op.shared();
-        let pools = state.arenas.count();
-        if pools == 0 {
-            return op.kind().entry(&self.ops);
-        }
-        self.take_up_arenas(state, pools);
-        self.registry.entry(op.kind(), &self.ops, &state.counters)
-    }
-
-    /// Registers with this ring the engine's pools it has not tried yet.
-    fn take_up_arenas(&mut self, state: &EngineState, pools: usize) {
-        let engine = std::ptr::from_ref(state) as usize;
-        let seen = match self.arenas_seen.iter().position(|&(e, _)| e == engine) {
-            Some(i) => i,
-            None => {
-                self.arenas_seen.push((engine, 0));
-                self.arenas_seen.len() - 1
-            }
-        };
-        let from = self.arenas_seen[seen].1;
-        for slot in from..pools {
-            if let Some(a) = state.arenas.get(slot) {
-                // SAFETY: `keep` holds the pool's memory allocated, and the
-                // registry keeps it for as long as this ring lives (and
-                // ends the registration before the ring closes, `Drop`).
-                // A pool the kernel refuses (table full, locked-memory
-                // limit) stays unregistered: its operations go as plain
-                // reads and writes.
-                let _ = unsafe {
-                    self.registry.register_region(
-                        &self.ring,
-                        &self.ops,
-                        a.start,
-                        a.len,
-                        Some(a.keep.clone()),
-                    )
-                };
-            }
-        }
-        self.arenas_seen[seen].1 = pools;
+        self.buffers
+            .entry(&self.ring, op.kind(), &self.ops, op.shared())
     }
 
     /// (completions taken, submitting calls made) so far: a watcher that
@@ -528,14 +490,17 @@ impl Drop for RingCore {
             // The parent's ring, in a child: leak it all (the child's
             // mappings and descriptors go with the child).
             std::mem::forget(std::mem::take(&mut self.slab));
-            std::mem::forget(std::mem::replace(&mut self.registry, Registry::new()));
             return;
         }
         if self.slab.is_empty() && !self.eventfd_armed {
             // The kernel frees a closed ring's tables later, on its own
             // time: end the registrations now, so that the pools' pages
-            // are unpinned before the registry lets their memory go.
-            self.registry.unregister_all(&self.ring);
+            // are unpinned with the ring. Not in a child after `fork`: the
+            // ring (the kernel's side of it) is the parent's, which still
+            // uses them.
+            if self.generation == fork_generation() {
+                self.buffers.unregister_all(&self.ring);
+            }
             // SAFETY: nothing is in flight: the kernel holds no pointer into
             // the cells or the buffer, which are dropped exactly once here.
             unsafe {
@@ -545,10 +510,8 @@ impl Drop for RingCore {
         } else {
             // Only an unwinding owner gets here: the kernel may still write
             // into the cells' buffers, so they, the ring and the eventfd
-            // buffer are leaked, never freed, and so are the registered
-            // pools (the kernel keeps them registered with the leaked ring).
+            // buffer are leaked, never freed.
             std::mem::forget(std::mem::take(&mut self.slab));
-            std::mem::forget(std::mem::replace(&mut self.registry, Registry::new()));
         }
     }
 }

@@ -90,6 +90,7 @@ pub(crate) mod engine_thread;
 pub(crate) mod port;
 pub(crate) mod reactor;
 pub(crate) mod registry;
+mod ring_buffers;
 pub(crate) mod setup;
 pub(crate) mod thread;
 

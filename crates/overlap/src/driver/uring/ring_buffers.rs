@@ -1,0 +1,217 @@
+//! The pools registered with an engine ([`Engine::register_buffers`]), as
+//! one of the engine's own rings registers them with the kernel: the
+//! engine thread's, a thread's own, a reactor's ([`super::core::RingCore`]).
+//!
+//! A ring registers a pool when an operation's buffer first lies in it on
+//! that ring (not before: each ring pins the pool's pages again), into a
+//! sparse table of [`SLOTS`]. It keeps only a weak link to the pool: while
+//! the pool lives (the engine holds it, and so does every buffer cut from
+//! it), its range belongs to it and an operation whose buffer lies there is
+//! a `READ_FIXED`/`WRITE_FIXED` of that slot; once the pool is gone, the
+//! slot is emptied (the kernel unpins the pages) and reused. A pool the
+//! kernel refuses on this ring (table full, `RLIMIT_MEMLOCK`) is not tried
+//! again while it lives.
+//!
+//! [`Engine::register_buffers`]: crate::Engine::register_buffers
+
+use std::sync::{Arc, Weak};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use crate::cell::{Arena, EngineState};
+use crate::operation::{OpKind, Opcodes};
+
+/// Slots of a ring's table (the most pools an engine registers, too).
+const SLOTS: usize = crate::cell::MAX_ENGINE_ARENAS;
+
+/// Pushes between two sweeps for slots of pools that are gone.
+const SWEEP_EVERY: u32 = 4096;
+
+struct Slot {
+    start: usize,
+    end: usize,
+    pool: Weak<dyn Send + Sync>,
+}
+
+impl Slot {
+    fn holds(&self, addr: usize, end: usize) -> bool {
+        addr >= self.start && end <= self.end
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct RingBuffers {
+    /// The kernel's sparse table exists.
+    table: bool,
+    /// Slot `i` is the kernel's buffer index `i`.
+    slots: Vec<Option<Slot>>,
+    /// Pools the kernel refused on this ring.
+    refused: Vec<Weak<dyn Send + Sync>>,
+    /// Pushes since the last sweep.
+    since_sweep: u32,
+}
+
+impl RingBuffers {
+    /// The entry of `kind` for this ring: fixed when its buffer lies in a
+    /// pool registered with its engine (`state`), registering the pool
+    /// here first if need be; `None` when the kernel lacks the opcode.
+    pub(crate) fn entry(
+        &mut self,
+        ring: &IoUring,
+        kind: &OpKind,
+        ops: &Opcodes,
+        state: &EngineState,
+    ) -> Option<squeue::Entry> {
+        let (addr, len) = match kind {
+            OpKind::Read(r) => (r.ptr as usize, r.len as usize),
+            OpKind::Write(w) => (w.ptr as usize, w.len as usize),
+            _ => return kind.entry(ops),
+        };
+        if self.slots.is_empty() && state.arenas.count() == 0 {
+            return kind.entry(ops);
+        }
+        self.since_sweep += 1;
+        if self.since_sweep >= SWEEP_EVERY {
+            self.sweep(ring);
+        }
+        let Some(end) = addr.checked_add(len) else {
+            return kind.entry(ops);
+        };
+        let index = match self.index_of(addr, end) {
+            Some(i) => Some(i),
+            None => self.take_up(ring, ops, state, addr, end),
+        };
+        let Some(index) = index else {
+            return kind.entry(ops);
+        };
+        debug_assert!(index < SLOTS, "a slot of the table");
+        state
+            .counters
+            .fixed_buffer_ops
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let index = index as u16;
+        Some(match kind {
+            OpKind::Write(w) => opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
+                .offset(w.offset)
+                .build(),
+            OpKind::Read(r) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
+                .offset(r.offset)
+                .build(),
+            _ => unreachable!("a read or a write (matched above)"),
+        })
+    }
+
+    /// The slot of a live pool holding `addr..end`. A live pool owns its
+    /// range (nothing else is allocated there while it lives), so the
+    /// buffer is that pool's.
+    fn index_of(&self, addr: usize, end: usize) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            s.as_ref()
+                .is_some_and(|s| s.holds(addr, end) && s.pool.strong_count() > 0)
+        })
+    }
+
+    /// Registers the engine's pool that holds `addr..end`, if any and if
+    /// not refused here before; its slot.
+    fn take_up(
+        &mut self,
+        ring: &IoUring,
+        ops: &Opcodes,
+        state: &EngineState,
+        addr: usize,
+        end: usize,
+    ) -> Option<usize> {
+        let arena = (0..state.arenas.count())
+            .filter_map(|i| state.arenas.get(i))
+            .find(|a| addr >= a.start && end <= a.start + a.len)?;
+        if self
+            .refused
+            .iter()
+            .any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(&arena.keep)))
+        {
+            return None;
+        }
+        match self.register(ring, ops, arena) {
+            Some(i) => Some(i),
+            None => {
+                self.refused.retain(|w| w.strong_count() > 0);
+                self.refused.push(Arc::downgrade(&arena.keep));
+                None
+            }
+        }
+    }
+
+    fn register(&mut self, ring: &IoUring, ops: &Opcodes, arena: &Arena) -> Option<usize> {
+        if !ops.has(opcode::ReadFixed::CODE) || !ops.has(opcode::WriteFixed::CODE) {
+            return None;
+        }
+        let index = match self.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.slots.len() < SLOTS => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+            None => {
+                // Full: a slot of a pool that is gone may be free by now.
+                self.sweep(ring);
+                self.slots.iter().position(Option::is_none)?
+            }
+        };
+        let submitter = ring.submitter();
+        if !self.table {
+            submitter.register_buffers_sparse(SLOTS as u32).ok()?;
+            self.table = true;
+        }
+        let iov = libc::iovec {
+            iov_base: arena.start as *mut libc::c_void,
+            iov_len: arena.len,
+        };
+        // SAFETY: the pool's memory stays allocated while the pool lives
+        // (`arena.keep`, and every buffer cut from it); this ring uses the
+        // slot only while the pool lives (`index_of`) and empties it once
+        // the pool is gone (`sweep`). The kernel's own page references keep
+        // the pages themselves until then.
+        unsafe { submitter.register_buffers_update(index as u32, &[iov], None) }.ok()?;
+        self.slots[index] = Some(Slot {
+            start: arena.start,
+            end: arena.start + arena.len,
+            pool: Arc::downgrade(&arena.keep),
+        });
+        Some(index)
+    }
+
+    /// Empties the slots of pools that are gone (the kernel unpins their
+    /// pages; an operation still in flight with one holds the kernel's own
+    /// reference to it).
+    fn sweep(&mut self, ring: &IoUring) {
+        self.since_sweep = 0;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|s| s.pool.strong_count() == 0) {
+                let empty = libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0,
+                };
+                // SAFETY: an empty entry registers no memory.
+                if unsafe {
+                    ring.submitter()
+                        .register_buffers_update(i as u32, &[empty], None)
+                }
+                .is_ok()
+                {
+                    *slot = None;
+                }
+            }
+        }
+        self.refused.retain(|w| w.strong_count() > 0);
+    }
+
+    /// Ends every registration (before the ring's descriptor closes: the
+    /// kernel would free a closed ring's table later, on its own time).
+    pub(crate) fn unregister_all(&mut self, ring: &IoUring) {
+        if self.table {
+            let _ = ring.submitter().unregister_buffers();
+            self.table = false;
+            self.slots.clear();
+        }
+    }
+}
