@@ -555,13 +555,13 @@ impl Engine {
     /// changes for other buffers. Ports register their own
     /// ([`Port::register_buffers`](crate::Port::register_buffers)).
     ///
-    /// Each ring registers the pool on its first operation after this call
-    /// (one system call), and keeps the pool's memory allocated until the
-    /// ring is gone: a thread's ring when the thread exits, a reactor ring
-    /// when its executor does, the engine thread's at shutdown. A ring that
-    /// cannot (the kernel's table of 8 is full, or `RLIMIT_MEMLOCK` is too
-    /// low for a process without `CAP_IPC_LOCK`) goes on with plain reads
-    /// and writes.
+    /// The engine keeps the pool's memory allocated until it is dropped.
+    /// Each ring registers the pool when a buffer of it first reaches that
+    /// ring (one system call; the kernel pins the pool's pages once per
+    /// ring), and lets go of it once the pool is gone (the engine dropped,
+    /// and every buffer of the pool). A ring that cannot register it (the
+    /// kernel's table of 8 is full, or `RLIMIT_MEMLOCK` is too low for a
+    /// process without `CAP_IPC_LOCK`) goes on with plain reads and writes.
     ///
     /// Returns `Ok(false)` on the thread-pool and AIO drivers, which have no
     /// ring: operations work as before. Errors ([`Error::InvalidInput`]): a

@@ -201,8 +201,8 @@ fn join_all_polls_only_the_woken_futures() {
 /// polled again.
 #[test]
 fn join_all_after_a_panicking_future_polls_the_rest() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::{Context, Poll};
 
