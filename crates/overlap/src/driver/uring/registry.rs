@@ -115,15 +115,9 @@ impl Registry {
             OpKind::Write(w) => (w.fd, w.ptr as usize, w.len as usize),
             _ => return kind.entry(ops),
         };
-        let fixed = self.region_of(addr, len).map(|index| match kind {
-            OpKind::Write(w) => opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
-                .offset(w.offset)
-                .build(),
-            OpKind::Read(r) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
-                .offset(r.offset)
-                .build(),
-            _ => unreachable!("a read or a write (matched above)"),
-        });
+        let fixed = self
+            .region_of(addr, len)
+            .and_then(|index| fixed_entry(kind, index));
         if fixed.is_some() {
             counters.fixed_buffer_ops.fetch_add(1, Ordering::Relaxed);
         }
@@ -317,6 +311,24 @@ impl Registry {
         if buffers {
             let _ = submitter.unregister_buffers();
         }
+    }
+}
+
+/// The `READ_FIXED`/`WRITE_FIXED` entry of a read or write whose buffer
+/// lies in registered buffer `index`; `None` for any other operation.
+pub(crate) fn fixed_entry(kind: &OpKind, index: u16) -> Option<squeue::Entry> {
+    match kind {
+        OpKind::Write(w) => Some(
+            opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
+                .offset(w.offset)
+                .build(),
+        ),
+        OpKind::Read(r) => Some(
+            opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
+                .offset(r.offset)
+                .build(),
+        ),
+        _ => None,
     }
 }
 

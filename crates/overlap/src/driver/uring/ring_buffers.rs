@@ -16,7 +16,9 @@
 
 use std::sync::{Arc, Weak};
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, IoUring};
+
+use super::registry::fixed_entry;
 
 use crate::cell::{Arena, EngineState};
 use crate::operation::{OpKind, Opcodes};
@@ -85,20 +87,12 @@ impl RingBuffers {
             return kind.entry(ops);
         };
         debug_assert!(index < SLOTS, "a slot of the table");
+        let sqe = fixed_entry(kind, index as u16)?;
         state
             .counters
             .fixed_buffer_ops
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let index = index as u16;
-        Some(match kind {
-            OpKind::Write(w) => opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
-                .offset(w.offset)
-                .build(),
-            OpKind::Read(r) => opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
-                .offset(r.offset)
-                .build(),
-            _ => unreachable!("a read or a write (matched above)"),
-        })
+        Some(sqe)
     }
 
     /// The slot of a live pool holding `addr..end`. A live pool owns its
