@@ -96,9 +96,10 @@ pub(crate) struct Arena {
 pub(crate) const MAX_ENGINE_ARENAS: usize = 8;
 
 /// The pools registered with an engine, which its own rings (the engine
-/// thread's, threads' and reactors') register with the kernel on their
-/// first operation after each: set once each, in order, never removed, so
-/// that a ring reads them without a lock.
+/// thread's, threads' and reactors') register with the kernel when a
+/// buffer of one first reaches them (`driver::uring::ring_buffers`): set
+/// once each, in order, never removed (the engine keeps them), so that a
+/// ring reads them without a lock.
 #[derive(Default)]
 pub(crate) struct Arenas {
     slots: [OnceLock<Arena>; MAX_ENGINE_ARENAS],

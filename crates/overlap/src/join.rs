@@ -83,6 +83,12 @@ where
 }
 
 /// The future of [`join_all`].
+///
+/// # Panics
+///
+/// Polled again after it returned its outputs (as [`Op`](crate::Op)). A
+/// joined future's panic reaches the caller of `poll`; a caller that
+/// catches it and polls again finds the other futures still driven.
 #[must_use = "futures do nothing unless polled"]
 pub struct JoinAll<F: Future> {
     /// `None` once finished.
