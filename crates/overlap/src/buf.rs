@@ -311,6 +311,8 @@ impl Drop for Arena {
         // `AlignedBufPool::contiguous`; every slice's owner (a buffer or the
         // pool's free list) holds the pool, which holds this arena.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        // Rings that registered it let go of it at their next operation.
+        crate::cell::note_arena_freed();
     }
 }
 

@@ -92,6 +92,22 @@ pub(crate) struct Arena {
     pub keep: Keep,
 }
 
+/// Pools' arenas freed in this process so far: a ring that registered
+/// one sees the count move and empties the slots of the pools that are
+/// gone (`driver::uring::ring_buffers`).
+static ARENAS_FREED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an arena freed (`crate::buf`'s `Arena` drop).
+pub(crate) fn note_arena_freed() {
+    ARENAS_FREED.fetch_add(1, Ordering::Release);
+}
+
+/// How many arenas were freed so far.
+#[inline]
+pub(crate) fn arenas_freed() -> u64 {
+    ARENAS_FREED.load(Ordering::Acquire)
+}
+
 /// The most pools an engine registers (a ring's table has as many slots).
 pub(crate) const MAX_ENGINE_ARENAS: usize = 8;
 

@@ -558,8 +558,9 @@ impl Engine {
     /// The engine keeps the pool's memory allocated until it is dropped.
     /// Each ring registers the pool when a buffer of it first reaches that
     /// ring (one system call; the kernel pins the pool's pages once per
-    /// ring), and lets go of it once the pool is gone (the engine dropped,
-    /// and every buffer of the pool). A ring that cannot register it (the
+    /// ring), and lets go of it at its next operation once the pool is gone
+    /// (the engine dropped, and every buffer of the pool). A ring that
+    /// cannot register it (the
     /// kernel's table of 8 is full, or `RLIMIT_MEMLOCK` is too low for a
     /// process without `CAP_IPC_LOCK`) goes on with plain reads and writes.
     ///

@@ -662,3 +662,73 @@ fn engines_made_one_after_another_each_get_their_pool_registered(d: Driver) {
         engine.shutdown();
     }
 }
+
+/// Pinned memory of the process, from `/proc/self/status` (`VmPin`, kB).
+fn vm_pin_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmPin:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmPin in /proc/self/status")
+}
+
+/// The child process of `a_ring_unpins_a_pool_once_it_is_gone` (alone in
+/// its process: `VmPin` counts the whole process).
+#[test]
+fn unpin_child() {
+    if !is_child("unpin_child") {
+        return;
+    }
+    let d = Driver::uring().expect("the parent found io_uring usable");
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 51, 4 * BLK);
+    let base = vm_pin_kb();
+    {
+        let engine = d.engine();
+        let file = open_direct(&engine, &path);
+        // 4 MiB, registered by this thread's ring at the first read into it.
+        let pool = AlignedBufPool::contiguous(BLK, BLK, 1024).unwrap();
+        assert!(engine.register_buffers(&pool).unwrap());
+        assert_eq!(
+            vm_pin_kb(),
+            base,
+            "nothing pinned before a buffer reaches a ring"
+        );
+        let (res, buf) = file.read_at(pool.get(), 0).wait();
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 51, 0);
+        assert!(
+            vm_pin_kb() >= base + 4096,
+            "the ring pinned the pool: {} kB over {base}",
+            vm_pin_kb() - base
+        );
+        drop((buf, pool, file));
+        engine.shutdown();
+    }
+    // The engine and the pool are gone; the next operation on this
+    // thread's ring (another engine's) lets go of it.
+    let engine = d.engine();
+    let file = open_direct(&engine, &path);
+    let (res, buf) = file
+        .read_at(AlignedBuf::new(BLK, BLK).unwrap(), BLK as u64)
+        .wait();
+    assert_eq!(res.unwrap(), BLK);
+    assert_pattern(&buf, 51, BLK as u64);
+    assert_eq!(vm_pin_kb(), base, "the pool's pages unpinned");
+    engine.shutdown();
+    child_ok("unpin_child");
+}
+
+/// A thread's ring pins a registered pool's pages when a buffer of it
+/// first reaches the ring, and unpins them at its next operation once the
+/// pool is gone (engine and buffers dropped), not at the thread's exit.
+#[test]
+fn a_ring_unpins_a_pool_once_it_is_gone() {
+    if Driver::uring().is_none() {
+        eprintln!("SKIPPED: io_uring unavailable here");
+        return;
+    }
+    run_child_within("unpin_child", &[], &[], Duration::from_secs(60));
+}

@@ -8,7 +8,8 @@
 //! the pool lives (the engine holds it, and so does every buffer cut from
 //! it), its range belongs to it and an operation whose buffer lies there is
 //! a `READ_FIXED`/`WRITE_FIXED` of that slot; once the pool is gone, the
-//! slot is emptied (the kernel unpins the pages) and reused. A pool the
+//! slot is emptied at the ring's next operation (the kernel unpins the
+//! pages) and reused. A pool the
 //! kernel refuses on this ring (table full, `RLIMIT_MEMLOCK`) is not tried
 //! again while it lives.
 //!
@@ -20,14 +21,11 @@ use io_uring::{opcode, squeue, IoUring};
 
 use super::registry::fixed_entry;
 
-use crate::cell::{Arena, EngineState};
+use crate::cell::{arenas_freed, Arena, EngineState};
 use crate::operation::{OpKind, Opcodes};
 
 /// Slots of a ring's table (the most pools an engine registers, too).
 const SLOTS: usize = crate::cell::MAX_ENGINE_ARENAS;
-
-/// Pushes between two sweeps for slots of pools that are gone.
-const SWEEP_EVERY: u32 = 4096;
 
 struct Slot {
     start: usize,
@@ -49,8 +47,9 @@ pub(crate) struct RingBuffers {
     slots: Vec<Option<Slot>>,
     /// Pools the kernel refused on this ring.
     refused: Vec<Weak<dyn Send + Sync>>,
-    /// Pushes since the last sweep.
-    since_sweep: u32,
+    /// `cell::arenas_freed()` at the last sweep: a sweep is due when it
+    /// moves.
+    freed_seen: u64,
 }
 
 impl RingBuffers {
@@ -64,6 +63,15 @@ impl RingBuffers {
         ops: &Opcodes,
         state: &EngineState,
     ) -> Option<squeue::Entry> {
+        if !self.slots.is_empty() {
+            // A pool freed since the last look (any pool of the process:
+            // one load of a line that rarely changes).
+            let freed = arenas_freed();
+            if freed != self.freed_seen {
+                self.freed_seen = freed;
+                self.sweep(ring);
+            }
+        }
         let (addr, len) = match kind {
             OpKind::Read(r) => (r.ptr as usize, r.len as usize),
             OpKind::Write(w) => (w.ptr as usize, w.len as usize),
@@ -71,10 +79,6 @@ impl RingBuffers {
         };
         if self.slots.is_empty() && state.arenas.count() == 0 {
             return kind.entry(ops);
-        }
-        self.since_sweep += 1;
-        if self.since_sweep >= SWEEP_EVERY {
-            self.sweep(ring);
         }
         let Some(end) = addr.checked_add(len) else {
             return kind.entry(ops);
@@ -178,7 +182,6 @@ impl RingBuffers {
     /// pages; an operation still in flight with one holds the kernel's own
     /// reference to it).
     fn sweep(&mut self, ring: &IoUring) {
-        self.since_sweep = 0;
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.pool.strong_count() == 0) {
                 let empty = libc::iovec {
