@@ -86,7 +86,7 @@ pub(crate) type Keep = Arc<dyn Send + Sync>;
 
 /// A pool's memory registered with the engine
 /// ([`Engine::register_buffers`](crate::Engine::register_buffers)).
-pub(crate) struct Arena {
+pub(crate) struct RegisteredPool {
     pub start: usize,
     pub len: usize,
     pub keep: Keep,
@@ -109,7 +109,7 @@ pub(crate) fn arenas_freed() -> u64 {
 }
 
 /// The most pools an engine registers (a ring's table has as many slots).
-pub(crate) const MAX_ENGINE_ARENAS: usize = 8;
+pub(crate) const MAX_ENGINE_POOLS: usize = 8;
 
 /// The pools registered with an engine, which its own rings (the engine
 /// thread's, threads' and reactors') register with the kernel when a
@@ -117,15 +117,15 @@ pub(crate) const MAX_ENGINE_ARENAS: usize = 8;
 /// once each, in order, never removed (the engine keeps them), so that a
 /// ring reads them without a lock.
 #[derive(Default)]
-pub(crate) struct Arenas {
-    slots: [OnceLock<Arena>; MAX_ENGINE_ARENAS],
+pub(crate) struct RegisteredPools {
+    slots: [OnceLock<RegisteredPool>; MAX_ENGINE_POOLS],
     /// Slots set, for a ring's one-load check per operation.
     count: AtomicUsize,
     /// Serialises additions.
     adding: Mutex<()>,
 }
 
-impl Arenas {
+impl RegisteredPools {
     /// How many are registered (every slot below it is set).
     #[inline]
     pub(crate) fn count(&self) -> usize {
@@ -133,26 +133,26 @@ impl Arenas {
     }
 
     /// The arena in `slot` (below [`count`](Self::count)).
-    pub(crate) fn get(&self, slot: usize) -> Option<&Arena> {
+    pub(crate) fn get(&self, slot: usize) -> Option<&RegisteredPool> {
         self.slots.get(slot)?.get()
     }
 
-    /// Adds `arena`; `Ok(false)` if the same one was added before, `Err`
+    /// Adds `pool`; `Ok(false)` if the same one was added before, `Err`
     /// with the limit once every slot is taken.
-    pub(crate) fn add(&self, arena: Arena) -> Result<bool, usize> {
+    pub(crate) fn add(&self, pool: RegisteredPool) -> Result<bool, usize> {
         let _adding = self.adding.lock().unwrap_or_else(|p| p.into_inner());
         let n = self.count.load(Ordering::Acquire);
         let known = self.slots[..n]
             .iter()
             .filter_map(OnceLock::get)
-            .any(|a| std::ptr::addr_eq(Arc::as_ptr(&a.keep), Arc::as_ptr(&arena.keep)));
+            .any(|a| std::ptr::addr_eq(Arc::as_ptr(&a.keep), Arc::as_ptr(&pool.keep)));
         if known {
             return Ok(false);
         }
         let Some(slot) = self.slots.get(n) else {
-            return Err(MAX_ENGINE_ARENAS);
+            return Err(MAX_ENGINE_POOLS);
         };
-        let set = slot.set(arena).is_ok();
+        let set = slot.set(pool).is_ok();
         debug_assert!(set, "slots are set in order, once, under `adding`");
         self.count.store(n + 1, Ordering::Release);
         Ok(true)
@@ -173,7 +173,7 @@ pub(crate) struct EngineState {
     /// waits for, besides the driver and the ports' rings.
     pub own_ring_ops: AtomicUsize,
     /// Pools registered with the engine, for its own rings.
-    pub arenas: Arenas,
+    pub pools: RegisteredPools,
     /// The fork generation that made the engine: in a child after `fork`
     /// it belongs to the parent, and refuses operations.
     pub(crate) generation: u64,

@@ -369,7 +369,7 @@ impl EngineBuilder {
                 ring_entries: self.ring_entries,
                 cq_entries,
                 own_ring_ops: AtomicUsize::new(0),
-                arenas: Default::default(),
+                pools: Default::default(),
                 generation: fork_generation(),
                 shut: AtomicBool::new(false),
             },
@@ -586,12 +586,12 @@ impl Engine {
             return Ok(false);
         }
         let keep: crate::cell::Keep = arena.clone();
-        let added = crate::cell::Arena {
+        let added = crate::cell::RegisteredPool {
             start: arena.start(),
             len: arena.len(),
             keep,
         };
-        match self.inner.shared.arenas.add(added) {
+        match self.inner.shared.pools.add(added) {
             Ok(_) => Ok(true),
             Err(max) => Err(Error::InvalidInput(format!(
                 "an engine registers at most {max} pools"

@@ -21,11 +21,11 @@ use io_uring::{opcode, squeue, IoUring};
 
 use super::registry::fixed_entry;
 
-use crate::cell::{arenas_freed, Arena, EngineState};
+use crate::cell::{arenas_freed, EngineState, RegisteredPool};
 use crate::operation::{OpKind, Opcodes};
 
 /// Slots of a ring's table (the most pools an engine registers, too).
-const SLOTS: usize = crate::cell::MAX_ENGINE_ARENAS;
+const SLOTS: usize = crate::cell::MAX_ENGINE_POOLS;
 
 struct Slot {
     start: usize,
@@ -77,7 +77,7 @@ impl RingBuffers {
             OpKind::Write(w) => (w.ptr as usize, w.len as usize),
             _ => return kind.entry(ops),
         };
-        if self.slots.is_empty() && state.arenas.count() == 0 {
+        if self.slots.is_empty() && state.pools.count() == 0 {
             return kind.entry(ops);
         }
         let Some(end) = addr.checked_add(len) else {
@@ -119,27 +119,27 @@ impl RingBuffers {
         addr: usize,
         end: usize,
     ) -> Option<usize> {
-        let arena = (0..state.arenas.count())
-            .filter_map(|i| state.arenas.get(i))
+        let pool = (0..state.pools.count())
+            .filter_map(|i| state.pools.get(i))
             .find(|a| addr >= a.start && end <= a.start + a.len)?;
         if self
             .refused
             .iter()
-            .any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(&arena.keep)))
+            .any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(&pool.keep)))
         {
             return None;
         }
-        match self.register(ring, ops, arena) {
+        match self.register(ring, ops, pool) {
             Some(i) => Some(i),
             None => {
                 self.refused.retain(|w| w.strong_count() > 0);
-                self.refused.push(Arc::downgrade(&arena.keep));
+                self.refused.push(Arc::downgrade(&pool.keep));
                 None
             }
         }
     }
 
-    fn register(&mut self, ring: &IoUring, ops: &Opcodes, arena: &Arena) -> Option<usize> {
+    fn register(&mut self, ring: &IoUring, ops: &Opcodes, pool: &RegisteredPool) -> Option<usize> {
         if !ops.has(opcode::ReadFixed::CODE) || !ops.has(opcode::WriteFixed::CODE) {
             return None;
         }
@@ -161,19 +161,19 @@ impl RingBuffers {
             self.table = true;
         }
         let iov = libc::iovec {
-            iov_base: arena.start as *mut libc::c_void,
-            iov_len: arena.len,
+            iov_base: pool.start as *mut libc::c_void,
+            iov_len: pool.len,
         };
         // SAFETY: the pool's memory stays allocated while the pool lives
-        // (`arena.keep`, and every buffer cut from it); this ring uses the
+        // (`pool.keep`, and every buffer cut from it); this ring uses the
         // slot only while the pool lives (`index_of`) and empties it once
         // the pool is gone (`sweep`). The kernel's own page references keep
         // the pages themselves until then.
         unsafe { submitter.register_buffers_update(index as u32, &[iov], None) }.ok()?;
         self.slots[index] = Some(Slot {
-            start: arena.start,
-            end: arena.start + arena.len,
-            pool: Arc::downgrade(&arena.keep),
+            start: pool.start,
+            end: pool.start + pool.len,
+            pool: Arc::downgrade(&pool.keep),
         });
         Some(index)
     }
