@@ -188,25 +188,16 @@ impl Registry {
                  limit for one registered buffer); this one holds {len}"
             )));
         }
-        if !ops.has(opcode::ReadFixed::CODE) || !ops.has(opcode::WriteFixed::CODE) {
+        if !has_fixed_opcodes(ops) {
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
                 "this kernel has no READ_FIXED/WRITE_FIXED",
             )));
         }
-        let submitter = ring.submitter();
-        if !*table {
-            submitter.register_buffers_sparse(MAX_REGIONS as u32)?;
-            *table = true;
-        }
-        let iov = libc::iovec {
-            iov_base: start as *mut libc::c_void,
-            iov_len: len,
-        };
         // SAFETY: the range stays allocated for as long as the ring lives
         // (this function's contract): the kernel never reaches memory this
         // process freed through the registration.
-        unsafe { submitter.register_buffers_update(*count as u32, &[iov], None) }?;
+        unsafe { set_buffer_slot(ring, table, MAX_REGIONS, *count, start, len) }?;
         let set = self.regions[*count]
             .set(Region {
                 start,
@@ -312,6 +303,43 @@ impl Registry {
             let _ = submitter.unregister_buffers();
         }
     }
+}
+
+/// Whether the kernel has `READ_FIXED` and `WRITE_FIXED`.
+pub(crate) fn has_fixed_opcodes(ops: &Opcodes) -> bool {
+    ops.has(opcode::ReadFixed::CODE) && ops.has(opcode::WriteFixed::CODE)
+}
+
+/// Puts `len` bytes at `start` in slot `index` of `ring`'s table of
+/// registered buffers (`start` and `len` 0: empties the slot, and the
+/// kernel unpins what it held), making the sparse table of `slots` entries
+/// first unless `*table` says it is made.
+///
+/// # Safety
+///
+/// A range put in a slot stays allocated until the slot is emptied or the
+/// ring's buffers are unregistered: the kernel keeps its pages pinned, and
+/// an operation on that slot goes to them.
+pub(crate) unsafe fn set_buffer_slot(
+    ring: &IoUring,
+    table: &mut bool,
+    slots: usize,
+    index: usize,
+    start: usize,
+    len: usize,
+) -> std::io::Result<()> {
+    debug_assert!(index < slots, "a slot of the table");
+    let submitter = ring.submitter();
+    if !*table {
+        submitter.register_buffers_sparse(slots as u32)?;
+        *table = true;
+    }
+    let iov = libc::iovec {
+        iov_base: start as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: the caller's contract above.
+    unsafe { submitter.register_buffers_update(index as u32, &[iov], None) }.map(|_| ())
 }
 
 /// The `READ_FIXED`/`WRITE_FIXED` entry of a read or write whose buffer

@@ -17,9 +17,9 @@
 
 use std::sync::{Arc, Weak};
 
-use io_uring::{opcode, squeue, IoUring};
+use io_uring::{squeue, IoUring};
 
-use super::registry::fixed_entry;
+use super::registry::{fixed_entry, has_fixed_opcodes, set_buffer_slot};
 
 use crate::cell::{arenas_freed, EngineState, RegisteredPool};
 use crate::operation::{OpKind, Opcodes};
@@ -63,7 +63,13 @@ impl RingBuffers {
         ops: &Opcodes,
         state: &EngineState,
     ) -> Option<squeue::Entry> {
-        if !self.slots.is_empty() {
+        if self.slots.is_empty() {
+            // Nothing registered here, and nothing to register: the common
+            // case, one load.
+            if state.pools.count() == 0 {
+                return kind.entry(ops);
+            }
+        } else {
             // A pool freed since the last look (any pool of the process:
             // one load of a line that rarely changes).
             let freed = arenas_freed();
@@ -77,9 +83,6 @@ impl RingBuffers {
             OpKind::Write(w) => (w.ptr as usize, w.len as usize),
             _ => return kind.entry(ops),
         };
-        if self.slots.is_empty() && state.pools.count() == 0 {
-            return kind.entry(ops);
-        }
         let Some(end) = addr.checked_add(len) else {
             return kind.entry(ops);
         };
@@ -140,7 +143,7 @@ impl RingBuffers {
     }
 
     fn register(&mut self, ring: &IoUring, ops: &Opcodes, pool: &RegisteredPool) -> Option<usize> {
-        if !ops.has(opcode::ReadFixed::CODE) || !ops.has(opcode::WriteFixed::CODE) {
+        if !has_fixed_opcodes(ops) {
             return None;
         }
         let index = match self.slots.iter().position(Option::is_none) {
@@ -155,21 +158,13 @@ impl RingBuffers {
                 self.slots.iter().position(Option::is_none)?
             }
         };
-        let submitter = ring.submitter();
-        if !self.table {
-            submitter.register_buffers_sparse(SLOTS as u32).ok()?;
-            self.table = true;
-        }
-        let iov = libc::iovec {
-            iov_base: pool.start as *mut libc::c_void,
-            iov_len: pool.len,
-        };
         // SAFETY: the pool's memory stays allocated while the pool lives
         // (`pool.keep`, and every buffer cut from it); this ring uses the
         // slot only while the pool lives (`index_of`) and empties it once
         // the pool is gone (`sweep`). The kernel's own page references keep
         // the pages themselves until then.
-        unsafe { submitter.register_buffers_update(index as u32, &[iov], None) }.ok()?;
+        unsafe { set_buffer_slot(ring, &mut self.table, SLOTS, index, pool.start, pool.len) }
+            .ok()?;
         self.slots[index] = Some(Slot {
             start: pool.start,
             end: pool.start + pool.len,
@@ -184,17 +179,8 @@ impl RingBuffers {
     fn sweep(&mut self, ring: &IoUring) {
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.pool.strong_count() == 0) {
-                let empty = libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0,
-                };
-                // SAFETY: an empty entry registers no memory.
-                if unsafe {
-                    ring.submitter()
-                        .register_buffers_update(i as u32, &[empty], None)
-                }
-                .is_ok()
-                {
+                // SAFETY: an empty slot holds no memory.
+                if unsafe { set_buffer_slot(ring, &mut self.table, SLOTS, i, 0, 0) }.is_ok() {
                     *slot = None;
                 }
             }
