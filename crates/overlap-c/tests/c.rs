@@ -59,17 +59,24 @@ fn out_dir() -> PathBuf {
 /// A directory with the shared library under its installed names
 /// (`liboverlap.so` -> `liboverlap.so.0` -> the built file), as
 /// scripts/install-liboverlap lays it out: the soname is
-/// `liboverlap.so.0`.
+/// `liboverlap.so.0`. Made once per test process: the tests run in
+/// parallel, and two of them removing and re-making the same links raced
+/// (one's `symlink` found the other's link: `EEXIST`).
 fn installed_layout() -> PathBuf {
-    let dir = out_dir().join("lib");
-    std::fs::create_dir_all(&dir).unwrap();
-    let so = lib_dir().join("liboverlap_c.so");
-    for name in ["liboverlap.so.0", "liboverlap.so"] {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&so, &link).unwrap();
-    }
-    dir
+    static LAYOUT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LAYOUT
+        .get_or_init(|| {
+            let dir = out_dir().join("lib");
+            std::fs::create_dir_all(&dir).unwrap();
+            let so = lib_dir().join("liboverlap_c.so");
+            for name in ["liboverlap.so.0", "liboverlap.so"] {
+                let link = dir.join(name);
+                let _ = std::fs::remove_file(&link);
+                std::os::unix::fs::symlink(&so, &link).unwrap();
+            }
+            dir
+        })
+        .clone()
 }
 
 /// How a program is linked.
