@@ -562,7 +562,9 @@ impl Engine {
     /// (the engine dropped, and every buffer of the pool). A ring that
     /// cannot register it (the
     /// kernel's table of 8 is full, or `RLIMIT_MEMLOCK` is too low for a
-    /// process without `CAP_IPC_LOCK`) goes on with plain reads and writes.
+    /// process without `CAP_IPC_LOCK`) goes on with plain reads and writes
+    /// into it, and counts the refusal in
+    /// [`Stats::buffer_registrations_refused`](crate::Stats).
     ///
     /// Returns `Ok(false)` on the thread-pool and AIO drivers, which have no
     /// ring: operations work as before. Errors ([`Error::InvalidInput`]): a

@@ -91,15 +91,27 @@ pub struct Stats {
     /// operations the kernel could not do asynchronously and handed to
     /// blocking workers. Counts every ring of the process.
     pub kernel_workers_seen: u64,
-    /// Reads and writes a port submitted as `READ_FIXED`/`WRITE_FIXED`, into
-    /// memory registered with the kernel
-    /// ([`Port::register_buffers`](crate::Port::register_buffers)): the
+    /// Reads and writes submitted as `READ_FIXED`/`WRITE_FIXED`, into memory
+    /// registered with the kernel, by a port
+    /// ([`Port::register_buffers`](crate::Port::register_buffers)) or by one
+    /// of the engine's own rings
+    /// ([`Engine::register_buffers`](crate::Engine::register_buffers)): the
     /// kernel did not pin the buffer's pages for each of them.
     pub fixed_buffer_ops: u64,
     /// Reads and writes a port submitted by a registered file
     /// ([`Port::register_file`](crate::Port::register_file)): the kernel
     /// skipped looking the descriptor up for each of them.
     pub fixed_file_ops: u64,
+    /// Times one of the engine's own rings could not register a pool
+    /// registered with the engine
+    /// ([`Engine::register_buffers`](crate::Engine::register_buffers)): the
+    /// kernel refused it there (`ENOMEM`: the pinned pages would pass
+    /// `RLIMIT_MEMLOCK`, for a process without `CAP_IPC_LOCK`), or lacks
+    /// `READ_FIXED`. That ring's reads and writes into the pool went as plain
+    /// ones, correct but with the pages pinned for each; it does not try the
+    /// pool again while the pool lives. (A port's refusal is the error of
+    /// its own `register_buffers`.)
+    pub buffer_registrations_refused: u64,
 }
 
 #[derive(Default)]
@@ -130,6 +142,7 @@ pub(crate) struct Counters {
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,
     pub fixed_file_ops: AtomicU64,
+    pub buffer_registrations_refused: AtomicU64,
     pub workers: Mutex<WorkerTracker>,
     /// When (`monotonic_ns`) the next look for kernel workers is due:
     /// before it, `sample_workers_maybe` takes no lock.
@@ -221,6 +234,7 @@ impl Counters {
                 .len() as u64,
             fixed_buffer_ops: self.fixed_buffer_ops.load(Ordering::Relaxed),
             fixed_file_ops: self.fixed_file_ops.load(Ordering::Relaxed),
+            buffer_registrations_refused: self.buffer_registrations_refused.load(Ordering::Relaxed),
         }
     }
 }

@@ -16,6 +16,9 @@
 //! Buffers registered with an engine (`Engine::register_buffers`) go fixed
 //! on its own rings: each thread's (`.wait()`, `block_on`, `join_all`),
 //! the engine thread's, each registering the pool on its first operation.
+//! Where the kernel refuses to pin a pool (`RLIMIT_MEMLOCK` without
+//! `CAP_IPC_LOCK`), a ring reads into it plainly and counts the refusal
+//! once (`Stats::buffer_registrations_refused`); a port says `ENOMEM`.
 //!
 //! On the drivers without a ring, registering says so (`Ok(false)`) and
 //! the same operations work unregistered.
@@ -731,4 +734,152 @@ fn a_ring_unpins_a_pool_once_it_is_gone() {
         return;
     }
     run_child_within("unpin_child", &[], &[], Duration::from_secs(60));
+}
+
+/// Takes `CAP_IPC_LOCK` out of this thread's effective and permitted sets
+/// (threads made after inherit it) and sets `RLIMIT_MEMLOCK` to `limit`
+/// bytes: the kernel then counts registered buffers against the limit, as
+/// for any unprivileged process. `Err` with why when it cannot.
+fn without_ipc_lock(limit: u64) -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_IPC_LOCK: u32 = 14;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget writes two `Data` (version 3) into `data`, which has
+    // room for them; `header` is a valid version-3 header.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return Err(format!("capget: {}", std::io::Error::last_os_error()));
+    }
+    data[0].effective &= !(1 << CAP_IPC_LOCK);
+    data[0].permitted &= !(1 << CAP_IPC_LOCK);
+    // SAFETY: as above; capset only reads them.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
+        return Err(format!("capset: {}", std::io::Error::last_os_error()));
+    }
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into `now`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut now) } != 0 {
+        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
+    }
+    if now.rlim_max < limit {
+        return Err(format!(
+            "RLIMIT_MEMLOCK's hard limit is {} bytes, below {limit}",
+            now.rlim_max
+        ));
+    }
+    let new = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: setrlimit reads one `rlimit`.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &new) } != 0 {
+        return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The child process of `a_pool_the_kernel_refuses_is_read_into_plainly`
+/// (alone in its process: it gives up `CAP_IPC_LOCK`).
+#[test]
+fn memlock_child() {
+    if !is_child("memlock_child") {
+        return;
+    }
+    if let Err(why) = without_ipc_lock(1 << 20) {
+        println!("SKIPPED: cannot limit locked memory here: {why}");
+        child_ok("memlock_child");
+        return;
+    }
+    let d = Driver::uring().expect("the parent found io_uring usable");
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 61, 8 * BLK);
+    let engine = d.engine();
+    let file = open_direct(&engine, &path);
+    // 4 MiB: more than the 1 MiB this process may now pin.
+    let big = AlignedBufPool::contiguous(BLK, BLK, 1024).unwrap();
+    assert!(
+        engine.register_buffers(&big).unwrap(),
+        "the engine takes the pool: each ring asks the kernel itself"
+    );
+    let s0 = engine.stats();
+    for block in 0..3u64 {
+        let (res, buf) = file.read_at(big.get(), block * BLK as u64).wait();
+        assert_eq!(res.unwrap(), BLK);
+        assert_pattern(&buf, 61, block * BLK as u64);
+    }
+    let s1 = engine.stats();
+    assert_eq!(
+        s1.fixed_buffer_ops - s0.fixed_buffer_ops,
+        0,
+        "refused by the kernel: the reads went plain"
+    );
+    assert_eq!(
+        s1.buffer_registrations_refused - s0.buffer_registrations_refused,
+        1,
+        "this thread's ring asked once, and not again for the same pool"
+    );
+    // 64 KiB fits under the limit: the same ring registers it.
+    let small = AlignedBufPool::contiguous(BLK, BLK, 16).unwrap();
+    assert!(engine.register_buffers(&small).unwrap());
+    let (res, buf) = file.read_at(small.get(), 3 * BLK as u64).wait();
+    assert_eq!(res.unwrap(), BLK);
+    assert_pattern(&buf, 61, 3 * BLK as u64);
+    let s2 = engine.stats();
+    assert_eq!(
+        s2.fixed_buffer_ops - s1.fixed_buffer_ops,
+        1,
+        "the small pool went fixed"
+    );
+    assert_eq!(
+        s2.buffer_registrations_refused,
+        s1.buffer_registrations_refused
+    );
+    // A port gets the kernel's refusal as its error, and works on.
+    let port: Port<AlignedBuf> = Port::new(&engine);
+    let r = port.register_buffers(&big);
+    assert!(
+        matches!(&r, Err(Error::Io(e)) if e.raw_os_error() == Some(libc::ENOMEM)),
+        "the kernel's ENOMEM: {r:?}"
+    );
+    for block in 4..8u64 {
+        port.read_at(&file, big.get(), block * BLK as u64, block)
+            .unwrap();
+    }
+    for (block, buf) in drain(&port, 4) {
+        assert_pattern(&buf, 61, block * BLK as u64);
+    }
+    drop(port);
+    engine.shutdown();
+    child_ok("memlock_child");
+}
+
+/// A pool the kernel will not pin (`RLIMIT_MEMLOCK`, without
+/// `CAP_IPC_LOCK`): the engine's ring reads into it plainly, counts the
+/// refusal once, and registers a pool that fits; a port says `ENOMEM`.
+#[test]
+fn a_pool_the_kernel_refuses_is_read_into_plainly() {
+    if Driver::uring().is_none() {
+        eprintln!("SKIPPED: io_uring unavailable here");
+        return;
+    }
+    run_child_within("memlock_child", &[], &[], Duration::from_secs(60));
 }

@@ -250,6 +250,7 @@ mod tests {
             kernel_workers_seen,
             fixed_buffer_ops,
             fixed_file_ops,
+            buffer_registrations_refused,
         } = &mut s;
         let expected: Vec<(&str, &mut u64)> = vec![
             ("submitted", submitted),
@@ -277,6 +278,7 @@ mod tests {
             ("kernel_workers_seen", kernel_workers_seen),
             ("fixed_buffer_ops", fixed_buffer_ops),
             ("fixed_file_ops", fixed_file_ops),
+            ("buffer_registrations_refused", buffer_registrations_refused),
         ];
         let expected: Vec<(&str, u64)> = expected
             .into_iter()

@@ -137,6 +137,10 @@ impl RingBuffers {
             None => {
                 self.refused.retain(|w| w.strong_count() > 0);
                 self.refused.push(Arc::downgrade(&pool.keep));
+                state
+                    .counters
+                    .buffer_registrations_refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 None
             }
         }
