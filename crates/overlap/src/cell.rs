@@ -217,6 +217,12 @@ pub(crate) const FORKED_OP: &str = "the operation was in flight when this proces
 /// parent's engine's driver (whose threads are not in the child).
 pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
 
+/// The result of an operation the engine refused because it was shutting
+/// down ([`Error::Shutdown`]): not performed. Apart from a kernel's
+/// `-ECANCELED`, which a caller may see for other reasons (a port's
+/// cancellation, a submitter's exit).
+pub(crate) const REFUSED_AT_SHUTDOWN: i64 = i64::MIN + 2;
+
 /// What [`Error::Forked`] says of a port used in a child.
 pub(crate) const FORKED_PORT: &str = "the port was made before this process forked and \
     belongs to the parent (its ring or its engine's threads are there); make a new engine and \
@@ -233,6 +239,9 @@ pub(crate) fn to_result(res: i64) -> Result<usize> {
     }
     if res == ENGINE_ACROSS_FORK {
         return Err(Error::Forked(FORKED_ENGINE));
+    }
+    if res == REFUSED_AT_SHUTDOWN {
+        return Err(Error::Shutdown);
     }
     if res < 0 {
         Err(Error::from_errno((-res) as i32))
@@ -258,4 +267,30 @@ pub(crate) fn fork_generation() -> u64 {
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     });
     FORK_GENERATION.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::{OpKind, Read};
+
+    /// An operation the engine refused at shutdown reaches its owner as
+    /// `Error::Shutdown`, not as the kernel's `ECANCELED` (which a read
+    /// racing with `shutdown` used to get); kernel errors stay the kernel's.
+    #[test]
+    fn a_refused_operation_is_a_shutdown() {
+        let read = OpKind::Read(Read {
+            fd: 0,
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            offset: 0,
+            direct: false,
+        });
+        assert!(matches!(to_result(read.refused()), Err(Error::Shutdown)));
+        let canceled = to_result(-i64::from(libc::ECANCELED));
+        assert_eq!(
+            canceled.err().and_then(|e| e.raw_os_error()),
+            Some(libc::ECANCELED)
+        );
+    }
 }

@@ -53,9 +53,10 @@ pub(crate) trait Operation {
     /// call).
     fn performed(&self) {}
     /// The result to report when the engine refuses the operation (it shut
-    /// down first): not performed.
+    /// down first): not performed, [`Error::Shutdown`](crate::Error::Shutdown)
+    /// to its owner.
     fn refused(&self) -> i64 {
-        -(libc::ECANCELED as i64)
+        crate::cell::REFUSED_AT_SHUTDOWN
     }
 }
 
