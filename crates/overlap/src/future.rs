@@ -573,12 +573,16 @@ pub(crate) fn submit<B: Send + 'static>(
 ) -> Arc<OpCell<B>> {
     let shared = req.shared();
     let uring = shared.driver.is_uring();
+    // A parent's engine in a forked child runs nothing, on no route: the
+    // child's calls on the parent's handles fail at once (below).
+    let forked = shared.forked();
     // `waits_on_caller`: the call is made here unless this thread's own
     // ring holds operations, which only a ring's entry would submit.
     let inline = route == Route::Inline
         && (shared.driver.pool_takes(&req.kind)
             || (shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
-        && !shared.is_shut();
+        && !shared.is_shut()
+        && !forked;
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
     // A thread in `block_on` will wait for the operation, and a port's
@@ -614,7 +618,7 @@ pub(crate) fn submit<B: Send + 'static>(
     }
     // The ring whose waiter will be woken, on io_uring (the routing of
     // `crate::driver::uring`); else the engine's driver.
-    let op = if uring && (own_ring || for_future) {
+    let op = if uring && (own_ring || for_future) && !forked {
         match uring::submit_on_ring(op, route, for_future) {
             Ok(()) => return cell,
             Err(op) => op,
@@ -622,12 +626,12 @@ pub(crate) fn submit<B: Send + 'static>(
     } else {
         op
     };
-    if shared.forked() {
+    if forked {
         // A child after `fork`, with an engine of the parent: its driver's
-        // threads (and its AIO context, its ring) are the parent's and not
-        // here. An operation on the calling thread's own ring or a ring of
-        // the child's runs; this one is refused with what to do (a close
-        // still closes).
+        // threads (and its AIO context, its rings) are the parent's and not
+        // here, and a blocking call on this thread would act on the parent's
+        // handles as if they were the child's. Refused with what to do (a
+        // close still closes the child's copy of its descriptor).
         let res = match op.kind() {
             OpKind::Close(_) => op.kind().refused(),
             _ => ENGINE_ACROSS_FORK,

@@ -35,4 +35,5 @@ mod runtimes;
 mod stats;
 mod taskrun;
 mod thread_exit;
+mod torture;
 mod waiting;

@@ -678,10 +678,17 @@ impl File {
     /// [`Error::Closed`], operations in flight finish first, then the
     /// descriptor is closed through the engine and the kernel's verdict
     /// (which can be an I/O error on some file systems) is returned.
-    /// Closing twice gives [`Error::Closed`].
+    /// Closing twice gives [`Error::Closed`]. In a child after `fork` it
+    /// fails at once with [`Error::Forked`] and closes nothing: the
+    /// operations in flight are the parent's (the kernel completes them
+    /// there), so waiting for them would wait for ever; dropping the
+    /// child's handles releases its copy of the descriptor.
     pub fn close(&self) -> Task<Result<()>> {
         let inner = self.inner.clone();
         Task::new(async move {
+            if inner.shared.forked() {
+                return Err(Error::Forked(crate::cell::FORKED_ENGINE));
+            }
             let prev = inner.state.fetch_or(CLOSED, Ordering::AcqRel);
             if prev & CLOSED != 0 {
                 return Err(Error::Closed);
