@@ -194,6 +194,9 @@ final class Native {
             EBADF = 9, ESHUTDOWN = 108, ENOSPC = 28, ENOTDIR = 20, EPERM = 1;
     /** struct stat (x86-64): st_dev at 0, st_ino at 8, st_size at 48; 144 bytes. */
     static final long STAT_SIZE = 144, STAT_DEV = 0, STAT_INO = 8, STAT_SIZE_OFF = 48;
+    /** st_mode (x86_64 struct stat) and the file type bits of it. */
+    static final long STAT_MODE = 24;
+    static final int S_IFMT = 0170000, S_IFREG = 0100000, S_IFBLK = 0060000;
     /** struct flock (x86-64): short l_type, short l_whence, off_t l_start (8), off_t l_len (16), pid_t l_pid; 32 bytes. */
     static final long FLOCK_SIZE = 32;
 

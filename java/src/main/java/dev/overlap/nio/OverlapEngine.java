@@ -4,6 +4,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.nio.channels.ShutdownChannelGroupException;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -242,6 +243,8 @@ public final class OverlapEngine implements AutoCloseable {
     private long copyInUse;      // guarded by progress
     private long copyHighWater;  // guarded by progress
     private volatile boolean closed;
+    /** Submissions in progress ({@link #enterSubmit}). */
+    private final AtomicLong submitting = new AtomicLong();
 
     // getters that help (OpFuture.get)
     private final int maxHelpers;
@@ -971,7 +974,11 @@ public final class OverlapEngine implements AutoCloseable {
     }
 
 
-    /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if there was one. */
+    /**
+     * Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if
+     * there was one. Only for a channel whose transfers all go through the library's copies (see
+     * {@code OverlapAsynchronousFileChannel#bounded}): the kernel never has the caller's memory.
+     */
     boolean failInflight(OverlapAsynchronousFileChannel ch) {
         boolean any = false;
         for (Op op : ops.values()) {
@@ -983,11 +990,79 @@ public final class OverlapEngine implements AutoCloseable {
         return any;
     }
 
+    /** Whether {@link #close} began: every read and write from then on throws ShutdownChannelGroupException. */
+    public boolean isShutdown() {
+        return closed;
+    }
+
     /**
-     * Stops an engine made by {@link #create}: each reaper stops once it is back in the port (so
-     * this waits for handlers running on its reapers to return, except on a reaper itself: a
-     * handler may close its own engine), and the standby stops. Operations still in flight are
-     * not reaped after that. The shared engine cannot be closed (it lives as long as the process).
+     * Counts a submission in progress (until {@link #exitSubmit}); false, counting nothing, once
+     * the engine is shut down. {@link #close} waits for the submissions it counted.
+     */
+    boolean enterSubmit() {
+        submitting.incrementAndGet();
+        if (closed) {
+            submitting.decrementAndGet();
+            return false;
+        }
+        return true;
+    }
+
+    void exitSubmit() {
+        submitting.decrementAndGet();
+    }
+
+    /**
+     * Waits until {@code done} holds, taking completions from the port meanwhile and handing them
+     * out as a helping getter does (a handler goes to its executor or the group's pool, never runs
+     * here), so that it returns even when every reaper is held or stopped. A virtual thread (whose
+     * wait in native code would pin its carrier) only sleeps between looks and leaves the port to
+     * the reapers.
+     */
+    void helpUntil(java.util.function.BooleanSupplier done) {
+        beforeWaiting();
+        boolean virtual = Thread.currentThread().isVirtual();
+        HelperRoom room = HELPER_ROOM.get();
+        MemorySegment comps = room.take();
+        try {
+            while (!done.getAsBoolean()) {
+                if (virtual) {
+                    LockSupport.parkNanos(HELP_SLICE_NANOS);
+                    continue;
+                }
+                long n;
+                gettersInPort.incrementAndGet();
+                try {
+                    n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) HELP_MAX,
+                            HELP_SLICE_NANOS);
+                } catch (Throwable t) {
+                    throw Native.fatal(t);
+                } finally {
+                    lastHelpNanos = System.nanoTime();
+                    gettersInPort.decrementAndGet();
+                }
+                if (n > 0) {
+                    dispatch(comps, n, null, true);
+                }
+            }
+        } finally {
+            room.give(comps);
+        }
+    }
+
+    /**
+     * Shuts down an engine made by {@link #create}, as an AsynchronousChannelGroup's orderly
+     * shutdown: from now on every read and write of its channels, and opening a channel on it,
+     * throws {@link ShutdownChannelGroupException} at once. The reads and writes in flight
+     * complete and their results are delivered (futures completed, handlers handed to their
+     * threads) before this returns; so does every buffer the kernel had. The exception: an
+     * operation on a FIFO, a character device or a socket, which may never complete (a read of a
+     * FIFO nobody writes), fails now with ShutdownChannelGroupException; the kernel holds only the
+     * library's copy of its bytes, never the caller's buffer. Then each reaper stops once it is
+     * back in the port (so this waits for handlers running on its reapers to return, except on a
+     * reaper itself: a handler may close its own engine), and the standby stops. Channels stay
+     * open (close them to release their descriptors). The shared engine cannot be closed (it
+     * lives as long as the process).
      */
     @Override
     public void close() {
@@ -1000,6 +1075,15 @@ public final class OverlapEngine implements AutoCloseable {
             }
             closed = true;
         }
+        while (submitting.get() > 0) {
+            LockSupport.parkNanos(100_000L); // a submission counted before `closed` was seen
+        }
+        for (Op op : ops.values()) {
+            if (!op.channel.bounded) {
+                op.failShutdown();
+            }
+        }
+        helpUntil(this::onlyUnboundedInFlight);
         Thread standby;
         synchronized (standbyLock) {
             standby = standbyThread; // none is started from now on (closed)
@@ -1024,6 +1108,16 @@ public final class OverlapEngine implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    /** Every operation still in flight is of a FIFO, a device or a socket (already failed). */
+    private boolean onlyUnboundedInFlight() {
+        for (Op op : ops.values()) {
+            if (op.channel.bounded) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
