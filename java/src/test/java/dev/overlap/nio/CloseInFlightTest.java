@@ -250,6 +250,62 @@ class CloseInFlightTest {
         }
     }
 
+    /**
+     * A handler that closes its own channel (on the engine's only reaper) with other writes in
+     * flight, and one that shuts its own engine down: neither waits for ever (the closing thread
+     * reaps the port itself), and every write is delivered and in the file.
+     */
+    @Test
+    void closeAndShutdownFromAHandlerOnTheOnlyReaper() throws Exception {
+        for (boolean shutdown : new boolean[] {false, true}) {
+            OverlapEngine e = OverlapEngine.create(new OverlapEngine.Options("auto", 0, 0, 0, 1));
+            Path f = dir.resolve("from-handler-" + shutdown);
+            AsynchronousFileChannel ch = OverlapAsynchronousFileChannel.open(e, f, Set.of(READ, WRITE, CREATE), null);
+            CompletableFuture<Void> closed = new CompletableFuture<>();
+            java.util.concurrent.CountDownLatch submitted = new java.util.concurrent.CountDownLatch(1);
+            List<CompletableFuture<Integer>> done = new ArrayList<>();
+            for (int i = 0; i < 128; i++) {
+                CompletableFuture<Integer> c = new CompletableFuture<>();
+                done.add(c);
+                boolean first = i == 0;
+                ch.write(ByteBuffer.wrap(ChannelTest.pattern(4096, i)), i * 4096L, c, new CompletionHandler<>() {
+                    @Override
+                    public void completed(Integer n, CompletableFuture<Integer> a) {
+                        a.complete(n);
+                        if (first) {
+                            try {
+                                submitted.await(); // every write submitted (the standby reaps meanwhile)
+                                if (shutdown) {
+                                    e.close();
+                                } else {
+                                    ch.close();
+                                }
+                                closed.complete(null);
+                            } catch (Throwable x) {
+                                closed.completeExceptionally(x);
+                            }
+                        }
+                    }
+
+                    @Override
+                    public void failed(Throwable exc, CompletableFuture<Integer> a) {
+                        a.completeExceptionally(exc);
+                    }
+                });
+            }
+            submitted.countDown();
+            closed.get(30, TimeUnit.SECONDS);
+            long total = 0;
+            for (CompletableFuture<Integer> c : done) {
+                total += c.get(30, TimeUnit.SECONDS);
+            }
+            assertEquals(128 * 4096, total, "every write in flight completed and was delivered");
+            assertEquals(128 * 4096, Files.size(f));
+            ch.close();
+            e.close();
+        }
+    }
+
     static CompletionHandler<Integer, CompletableFuture<Integer>> handlerOf() {
         return new CompletionHandler<>() {
             @Override
