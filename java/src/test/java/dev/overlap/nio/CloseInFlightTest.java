@@ -306,6 +306,31 @@ class CloseInFlightTest {
         }
     }
 
+    /** close() on a virtual thread (which never waits in the port) waits for the writes in flight too. */
+    @Test
+    void closeOnAVirtualThreadWaitsForTheWritesInFlight() throws Exception {
+        Path f = dir.resolve("virtual");
+        AsynchronousFileChannel ch = OverlapAsynchronousFileChannel.open(f, READ, WRITE, CREATE);
+        List<Future<Integer>> ws = new ArrayList<>();
+        for (int i = 0; i < 128; i++) {
+            ws.add(ch.write(ByteBuffer.allocateDirect(8192).put(ChannelTest.pattern(8192, i)).flip(), i * 8192L));
+        }
+        Thread v = Thread.ofVirtual().start(() -> {
+            try {
+                ch.close();
+            } catch (java.io.IOException x) {
+                throw new java.io.UncheckedIOException(x);
+            }
+        });
+        v.join(30_000);
+        assertFalse(v.isAlive(), "close returned");
+        for (Future<Integer> w : ws) {
+            assertTrue(w.isDone(), "every write was delivered before close returned");
+            assertEquals(8192, w.get());
+        }
+        assertEquals(128 * 8192, Files.size(f));
+    }
+
     static CompletionHandler<Integer, CompletableFuture<Integer>> handlerOf() {
         return new CompletionHandler<>() {
             @Override
