@@ -102,8 +102,9 @@ final class Op implements Runnable {
                 return false; // closed or cancelled meanwhile: the caller's buffer is left alone
             }
             if (res < 0) {
-                exc = channel.isOpen() ? Errors.io((int) -res, write ? "write" : "read")
-                        : new AsynchronousCloseException();
+                exc = !channel.isOpen() ? new AsynchronousCloseException()
+                        : res == -Native.ECANCELED && channel.engine.isShutdown() ? new ShutdownChannelGroupException()
+                        : Errors.io((int) -res, write ? "write" : "read");
             } else if (res == 0 && !write && length > 0) {
                 value = -1; // end of file
             } else {

@@ -55,9 +55,12 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * kernel is done with every buffer. A FIFO, a character device or a socket may never complete an
  * operation (a read of a FIFO nobody writes), where the JDK's close interrupts the thread blocked
  * in it: their reads and writes always go through library-owned copies, never the caller's
- * memory, and close fails those in flight with AsynchronousCloseException at once; the kernel
- * may still finish them into or from its copy, which is freed when their completion is reaped,
- * and the caller's buffer is never touched after the failure was reported. Close never shuts an
+ * memory. On io_uring close asks the kernel to stop them (they go through a cancellable port) and
+ * each fails with AsynchronousCloseException once stopped (or completes, if it completed first);
+ * where they cannot be stopped (Linux AIO, the thread pool, or not within a second) close fails
+ * them with AsynchronousCloseException at once; the kernel may then still finish them into or
+ * from its copy, which is freed when their completion is reaped, and the caller's buffer is never
+ * touched after the failure was reported. Close never shuts an
  * executor down. Interrupting a thread does not close the channel.
  *
  * <p>A channel of an engine that was shut down ({@link OverlapEngine#close}) throws
@@ -116,6 +119,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
      * character device, a socket) every transfer goes through a library-owned copy.
      */
     final boolean bounded;
+    /** The port its reads and writes go to ({@link OverlapEngine#portFor}). */
+    private final long opPort;
     /** Reads and writes submitted and not yet completed (see {@link #completed}). */
     private final java.util.concurrent.atomic.AtomicInteger inFlight = new java.util.concurrent.atomic.AtomicInteger();
     final OverlapFileLock.Table.FileKey key;
@@ -143,6 +148,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         this.inDefaultGroup = inDefaultGroup;
         this.path = path;
         this.bounded = bounded;
+        this.opPort = engine.portFor(bounded);
         this.key = new OverlapFileLock.Table.FileKey(dev, ino);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment a = arena.allocate(Native.ALIGN_SIZE, 8);
@@ -379,9 +385,10 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
      * Closes the channel, as the JDK's: pending locks fail with AsynchronousCloseException, held
      * locks are released; reads and writes in flight on a regular file or block device complete
      * (with their results) before this returns, so the kernel touches no buffer of the caller's
-     * after it; those of a FIFO, a character device or a socket (which may never complete) fail
-     * with AsynchronousCloseException at once (the kernel has only the library's copies); the
-     * descriptor is closed. The executor is not shut down.
+     * after it; those of a FIFO, a character device or a socket (which may never complete) are
+     * stopped on io_uring and fail with AsynchronousCloseException once stopped, elsewhere at once
+     * (the kernel has only the library's copies); the descriptor is closed. The executor is not
+     * shut down.
      */
     @Override
     public void close() throws IOException {
@@ -414,8 +421,9 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             // as the JDK's channel: the reads and writes in flight complete (with their results)
             // before the descriptor closes, and no buffer of the caller's is the kernel's after this
             engine.helpUntil(() -> inFlight.get() == 0);
-        } else {
-            // may never complete: failed now (the kernel has only the library's copies)
+        } else if (!engine.cancel(this, opPort, () -> inFlight.get() == 0)) {
+            // may never complete, and the kernel could not stop them (AIO, the pool): failed now
+            // (the kernel has only the library's copies)
             unfinished = engine.failInflight(this);
         }
         int r = 0;
@@ -700,7 +708,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
      */
     private void registerFile() throws Throwable {
         fileRegistered = true;
-        int ignored = (int) Native.port_register_file.invokeExact(engine.port, file);
+        int ignored = (int) Native.port_register_file.invokeExact(opPort, file);
     }
 
     private void submit(Op op, boolean write, long addr, long len, long position) {
@@ -747,8 +755,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             if (!fileRegistered && ++portOps >= REGISTER_AFTER_OPS) {
                 registerFile();
             }
-            r = write ? (int) Native.port_write.invokeExact(engine.port, file, addr, len, position, id)
-                      : (int) Native.port_read.invokeExact(engine.port, file, addr, len, position, id);
+            r = write ? (int) Native.port_write.invokeExact(opPort, file, addr, len, position, id)
+                      : (int) Native.port_read.invokeExact(opPort, file, addr, len, position, id);
         } catch (Throwable t) {
             throw Native.fatal(t);
         }

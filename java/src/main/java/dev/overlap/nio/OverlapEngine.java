@@ -243,6 +243,19 @@ public final class OverlapEngine implements AutoCloseable {
     private long copyInUse;      // guarded by progress
     private long copyHighWater;  // guarded by progress
     private volatile boolean closed;
+    /**
+     * A second port, made with OVERLAP_PORT_CANCEL, for the reads and writes of FIFOs, devices and
+     * sockets on io_uring (which may never complete: a read of a FIFO nobody writes), so that a
+     * close or a shutdown can ask the kernel to stop them ({@link #cancel}); 0 until first needed.
+     * Only there: the per-operation cost of a cancellable port stays off regular files. Reaped by
+     * one thread of its own, which hands every handler to its executor or the group's pool.
+     */
+    private volatile long cancelPort;
+    private Thread cancelReaper; // guarded by this
+    /** Posted to the cancellable port to stop its reaper (ignored by {@link #dispatch}). */
+    private static final long STOP_CANCEL_PORT = -3L;
+    /** How long a close or shutdown waits for the operations it asked the kernel to stop. */
+    static final long CANCEL_WAIT_NANOS = 1_000_000_000L;
     /** Submissions in progress ({@link #enterSubmit}). */
     private final AtomicLong submitting = new AtomicLong();
 
@@ -990,6 +1003,100 @@ public final class OverlapEngine implements AutoCloseable {
         return any;
     }
 
+    /**
+     * The port for the reads and writes of a channel: the engine's, or for a FIFO, device or
+     * socket ({@code bounded} false) on io_uring the cancellable one (made and its reaper started
+     * on first use; the engine's port if that fails).
+     */
+    long portFor(boolean bounded) {
+        if (bounded) {
+            return port;
+        }
+        long p = cancelPort;
+        return p != 0 ? p : startCancelPort();
+    }
+
+    private synchronized long startCancelPort() {
+        if (cancelPort != 0) {
+            return cancelPort;
+        }
+        if (closed || !"uring".equals(driver())) {
+            return port; // nothing the kernel could stop: AIO and the pool cancel nothing
+        }
+        long p;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8, 8);
+            int r = (int) Native.port_create.invokeExact(handle, Native.PORT_NONBLOCK | Native.PORT_CANCEL,
+                    out.address());
+            if (r < 0) {
+                return port;
+            }
+            p = out.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        long cp = p;
+        Thread t = new Thread(() -> reapCancelPort(cp), "overlap-reaper-" + number + "-cancel");
+        t.setDaemon(true);
+        t.start();
+        cancelReaper = t;
+        cancelPort = p;
+        return p;
+    }
+
+    /** The cancellable port's reaper: every completion dispatched, every handler handed over. */
+    private void reapCancelPort(long p) {
+        MemorySegment comps = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * REAP_MAX, 8);
+        for (;;) {
+            long n;
+            try {
+                n = (long) Native.port_wait.invokeExact(p, comps.address(), 1L, (long) REAP_MAX, -1L);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (n < 0) {
+                return;
+            }
+            boolean stop = false;
+            for (int i = 0; i < n; i++) {
+                stop |= comps.get(JAVA_LONG, i * Native.COMPLETION_SIZE) == STOP_CANCEL_PORT;
+            }
+            dispatch(comps, n, null, false);
+            if (stop) {
+                return;
+            }
+        }
+    }
+
+    /**
+     * Asks the kernel to stop the operations of {@code ch} in flight on the cancellable port and
+     * waits (at most {@link #CANCEL_WAIT_NANOS}) until {@code done}: each completes once, with
+     * -ECANCELED or its real result. False if they are not on that port (nothing can be stopped)
+     * or did not all complete in time.
+     */
+    boolean cancel(OverlapAsynchronousFileChannel ch, long onPort, java.util.function.BooleanSupplier done) {
+        if (onPort == port) {
+            return false;
+        }
+        for (Op op : ops.values()) {
+            if (ch == null ? !op.channel.bounded : op.channel == ch) {
+                try {
+                    long ignored = (long) Native.port_cancel.invokeExact(onPort, op.id);
+                } catch (Throwable t) {
+                    throw Native.fatal(t);
+                }
+            }
+        }
+        long deadline = System.nanoTime() + CANCEL_WAIT_NANOS;
+        while (!done.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            LockSupport.parkNanos(200_000L);
+        }
+        return true;
+    }
+
     /** Whether {@link #close} began: every read and write from then on throws ShutdownChannelGroupException. */
     public boolean isShutdown() {
         return closed;
@@ -1057,9 +1164,11 @@ public final class OverlapEngine implements AutoCloseable {
      * complete and their results are delivered (futures completed, handlers handed to their
      * threads) before this returns; so does every buffer the kernel had. The exception: an
      * operation on a FIFO, a character device or a socket, which may never complete (a read of a
-     * FIFO nobody writes), fails now with ShutdownChannelGroupException; the kernel holds only the
-     * library's copy of its bytes, never the caller's buffer. Then each reaper stops once it is
-     * back in the port (so this waits for handlers running on its reapers to return, except on a
+     * FIFO nobody writes): on io_uring the kernel is asked to stop it, and it fails with
+     * ShutdownChannelGroupException once stopped (or completes, if it completed first); where it
+     * cannot be stopped (Linux AIO, the pool, or not within a second) it fails at once, the kernel
+     * holding only the library's copy of its bytes, never the caller's buffer. Then each reaper
+     * stops once it is back in the port (so this waits for handlers running on its reapers to return, except on a
      * reaper itself: a handler may close its own engine), and the standby stops. Channels stay
      * open (close them to release their descriptors). The shared engine cannot be closed (it
      * lives as long as the process).
@@ -1078,12 +1187,17 @@ public final class OverlapEngine implements AutoCloseable {
         while (submitting.get() > 0) {
             LockSupport.parkNanos(100_000L); // a submission counted before `closed` was seen
         }
+        long cp = cancelPort;
+        if (cp != 0) {
+            cancel(null, cp, this::onlyBoundedInFlight); // they complete with ShutdownChannelGroupException
+        }
         for (Op op : ops.values()) {
             if (!op.channel.bounded) {
-                op.failShutdown();
+                op.failShutdown(); // not stopped in time, or not stoppable (AIO, the pool)
             }
         }
         helpUntil(this::onlyUnboundedInFlight);
+        stopCancelReaper();
         Thread standby;
         synchronized (standbyLock) {
             standby = standbyThread; // none is started from now on (closed)
@@ -1108,6 +1222,38 @@ public final class OverlapEngine implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    private void stopCancelReaper() {
+        Thread t;
+        synchronized (this) {
+            t = cancelReaper;
+        }
+        if (t == null) {
+            return;
+        }
+        try {
+            while ((int) Native.port_post.invokeExact(cancelPort, STOP_CANCEL_PORT, 0L) == -Native.EAGAIN) {
+                LockSupport.parkNanos(1_000_000L);
+            }
+            if (t != Thread.currentThread()) {
+                t.join();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (Throwable x) {
+            throw Native.fatal(x);
+        }
+    }
+
+    /** No operation of a FIFO, a device or a socket is in flight. */
+    private boolean onlyBoundedInFlight() {
+        for (Op op : ops.values()) {
+            if (!op.channel.bounded) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Every operation still in flight is of a FIFO, a device or a socket (already failed). */
