@@ -54,7 +54,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * (as it would hold a thread of the JDK's pool). The cost on the fast path is two stores and a
  * load per handler. A handler that waits in {@code Future.get()} helps reap meanwhile (below).
  * Threads the library starts by default for the shared engine: 2 reapers, the standby, at most 4
- * pool threads, the lock retrier: at most 8.
+ * pool threads, the lock retrier: at most 8; and once a FIFO, device or socket is opened on
+ * io_uring, the reaper of its cancellable port ({@link #portFor}).
  *
  * <p><b>get() helps.</b> A thread in {@code Future.get()} of a read or write not yet done waits
  * on the port itself and dispatches whatever it takes as a reaper does, but never runs a handler
