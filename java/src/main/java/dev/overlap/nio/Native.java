@@ -95,7 +95,7 @@ final class Native {
 
     // ---- liboverlap constants (overlap.h)
     static final int DRIVER_AUTO = 0, DRIVER_URING = 1, DRIVER_AIO = 2, DRIVER_POOL = 3;
-    static final int PORT_NONBLOCK = 1;
+    static final int PORT_NONBLOCK = 1, PORT_CANCEL = 2;
     static final int COMPLETION_INLINE = 1;
 
     // ---- struct layouts
@@ -158,6 +158,8 @@ final class Native {
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     static final MethodHandle port_register_file = ov("overlap_port_register_file",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG));
+    static final MethodHandle port_cancel = ov("overlap_port_cancel",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG));
     static final MethodHandle port_post = ov("overlap_port_post",
             FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG));
 
@@ -191,9 +193,12 @@ final class Native {
     static final int F_SETLK = 6, F_OFD_SETLK = 37, F_RDLCK = 0, F_WRLCK = 1, F_UNLCK = 2;
     static final int EINVAL = 22;
     static final int EINTR = 4, EAGAIN = 11, EACCES = 13, EEXIST = 17, ENOENT = 2, EISDIR = 21, ELOOP = 40,
-            EBADF = 9, ESHUTDOWN = 108, ENOSPC = 28, ENOTDIR = 20, EPERM = 1;
+            EBADF = 9, ESHUTDOWN = 108, ECANCELED = 125, ENOSPC = 28, ENOTDIR = 20, EPERM = 1;
     /** struct stat (x86-64): st_dev at 0, st_ino at 8, st_size at 48; 144 bytes. */
     static final long STAT_SIZE = 144, STAT_DEV = 0, STAT_INO = 8, STAT_SIZE_OFF = 48;
+    /** st_mode (x86_64 struct stat) and the file type bits of it. */
+    static final long STAT_MODE = 24;
+    static final int S_IFMT = 0170000, S_IFREG = 0100000, S_IFBLK = 0060000;
     /** struct flock (x86-64): short l_type, short l_whence, off_t l_start (8), off_t l_len (16), pid_t l_pid; 32 bytes. */
     static final long FLOCK_SIZE = 32;
 

@@ -7,6 +7,7 @@ import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.channels.AsynchronousCloseException;
 import java.nio.channels.CompletionHandler;
+import java.nio.channels.ShutdownChannelGroupException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.RejectedExecutionException;
 
@@ -18,7 +19,8 @@ import java.util.concurrent.RejectedExecutionException;
  * engine has reaped the operation's completion, whatever happened meanwhile (the channel closed,
  * the future cancelled, the caller's arena closed: an arena the caller can close is never given to
  * the kernel, its bytes go through {@code bounce}). Only {@link #complete} (on a reaper, after the
- * completion was reaped) frees it.
+ * completion was reaped) frees it, and it tells the channel ({@code completed}): a close waits
+ * for that.
  *
  * <p>Delivery happens once ({@link #deliver}'s flag: a close and the reaper race for it). For a
  * handler the Op itself is the task ({@link #run}) given to the channel's executor, or run by the
@@ -85,6 +87,14 @@ final class Op implements Runnable {
      * executor: true is returned and the caller runs it ({@link #run}).
      */
     boolean complete(long res, boolean inline) {
+        try {
+            return completeAndDeliver(res, inline);
+        } finally {
+            channel.completed(); // the kernel is done with the buffer: a close waiting for it may go on
+        }
+    }
+
+    private boolean completeAndDeliver(long res, boolean inline) {
         Integer value = null;
         Throwable exc = null;
         try {
@@ -92,8 +102,9 @@ final class Op implements Runnable {
                 return false; // closed or cancelled meanwhile: the caller's buffer is left alone
             }
             if (res < 0) {
-                exc = channel.isOpen() ? Errors.io((int) -res, write ? "write" : "read")
-                        : new AsynchronousCloseException();
+                exc = !channel.isOpen() ? new AsynchronousCloseException()
+                        : res == -Native.ECANCELED && channel.engine.isShutdown() ? new ShutdownChannelGroupException()
+                        : Errors.io((int) -res, write ? "write" : "read");
             } else if (res == 0 && !write && length > 0) {
                 value = -1; // end of file
             } else {
@@ -132,6 +143,11 @@ final class Op implements Runnable {
     /** The channel was closed with this operation in flight (a handler goes to its executor). */
     void failClosed() {
         deliver(null, new AsynchronousCloseException());
+    }
+
+    /** The engine shut down with this operation in flight and it may never complete (a FIFO's read). */
+    void failShutdown() {
+        deliver(null, new ShutdownChannelGroupException());
     }
 
     void deliver(Integer value, Throwable exc) {

@@ -11,6 +11,7 @@ import java.nio.channels.CompletionHandler;
 import java.nio.channels.FileLock;
 import java.nio.channels.NonReadableChannelException;
 import java.nio.channels.NonWritableChannelException;
+import java.nio.channels.ShutdownChannelGroupException;
 import java.nio.charset.Charset;
 import java.nio.file.LinkOption;
 import java.nio.file.OpenOption;
@@ -45,10 +46,26 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * handlers run on the executor given to {@link #open(Path, Set, ExecutorService, FileAttribute[])},
  * else on the default group ({@link DefaultGroup}), whose threads are the engine's reapers: the
  * reaper that takes a completion runs its handler (never the thread that called read or write,
- * during that call). Closing
- * the channel fails each operation still in flight with {@link AsynchronousCloseException} at once
- * (the kernel may still finish it: its memory stays allocated until then), and never shuts an
+ * during that call).
+ *
+ * <p>Closing, as the JDK's channel: operations not yet submitted fail with
+ * {@link AsynchronousCloseException}; {@link #close} waits for the reads and writes in flight of
+ * a regular file or a block device, which complete with their real results (a read's bytes, a
+ * write's count: a write that completed is in the file and is reported so), and returns once the
+ * kernel is done with every buffer. A FIFO, a character device or a socket may never complete an
+ * operation (a read of a FIFO nobody writes), where the JDK's close interrupts the thread blocked
+ * in it: their reads and writes always go through library-owned copies, never the caller's
+ * memory. On io_uring close asks the kernel to stop them (they go through a cancellable port) and
+ * each fails with AsynchronousCloseException once stopped (or completes, if it completed first);
+ * where they cannot be stopped (Linux AIO, the thread pool, or not within a second) close fails
+ * them with AsynchronousCloseException at once; the kernel may then still finish them into or
+ * from its copy, which is freed when their completion is reaped, and the caller's buffer is never
+ * touched after the failure was reported. Close never shuts an
  * executor down. Interrupting a thread does not close the channel.
+ *
+ * <p>A channel of an engine that was shut down ({@link OverlapEngine#close}) throws
+ * {@link ShutdownChannelGroupException} at every read and write, as a channel of a terminated
+ * AsynchronousChannelGroup does; opening one on it throws the same.
  *
  * <p>Cached reads: a read that returns a Future, of a file not opened with O_DIRECT, first asks the
  * page cache on the calling thread (one {@code preadv2(RWF_NOWAIT)}, which never waits for the
@@ -96,6 +113,16 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private final boolean direct;
     private final int memAlign;
     private final int offAlign;
+    /**
+     * A regular file or a block device: its reads and writes complete by themselves, so close
+     * waits for them and the kernel may be given a direct buffer as it is. Otherwise (a FIFO, a
+     * character device, a socket) every transfer goes through a library-owned copy.
+     */
+    final boolean bounded;
+    /** The port its reads and writes go to ({@link OverlapEngine#portFor}). */
+    private final long opPort;
+    /** Reads and writes submitted and not yet completed (see {@link #completed}). */
+    private final java.util.concurrent.atomic.AtomicInteger inFlight = new java.util.concurrent.atomic.AtomicInteger();
     final OverlapFileLock.Table.FileKey key;
 
     private final ReentrantReadWriteLock closeLock = new ReentrantReadWriteLock();
@@ -103,11 +130,15 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private volatile boolean closed;
     private final Set<PendingLock> pendingLocks = ConcurrentHashMap.newKeySet();
     /** For the copy budget's wait (one object, not one per operation). */
-    private final java.util.function.BooleanSupplier isClosed = () -> closed;
+    private final java.util.function.BooleanSupplier isClosed = this::closedOrShutdown;
+
+    private boolean closedOrShutdown() {
+        return closed || engine.isShutdown();
+    }
 
     private OverlapAsynchronousFileChannel(OverlapEngine engine, long file, int fd, boolean reading, boolean writing,
                                            ExecutorService executor, boolean inDefaultGroup, String path, long dev,
-                                           long ino) throws IOException {
+                                           long ino, boolean bounded) throws IOException {
         this.engine = engine;
         this.file = file;
         this.fd = fd;
@@ -116,6 +147,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         this.executor = executor;
         this.inDefaultGroup = inDefaultGroup;
         this.path = path;
+        this.bounded = bounded;
+        this.opPort = engine.portFor(bounded);
         this.key = new OverlapFileLock.Table.FileKey(dev, ino);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment a = arena.allocate(Native.ALIGN_SIZE, 8);
@@ -203,6 +236,9 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         if (executor != null && executor.isShutdown()) {
             throw new RejectedExecutionException("the executor is shut down");
         }
+        if (engine.isShutdown()) {
+            throw new ShutdownChannelGroupException();
+        }
 
         String name = file.toString();
         int oflags = (read && write) ? Native.O_RDWR : write ? Native.O_WRONLY : Native.O_RDONLY;
@@ -260,6 +296,8 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             }
             dev = st.get(JAVA_LONG, Native.STAT_DEV);
             ino = st.get(JAVA_LONG, Native.STAT_INO);
+            int type = st.get(JAVA_INT, Native.STAT_MODE) & Native.S_IFMT;
+            boolean bounded = type == Native.S_IFREG || type == Native.S_IFBLK;
             MemorySegment out = arena.allocate(8, 8);
             int r = (int) Native.file_adopt.invokeExact(engine.handle, fd, out.address());
             if (r < 0) {
@@ -271,7 +309,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             ExecutorService ex = executor != null ? executor : DefaultGroup.executor();
             try {
                 return new OverlapAsynchronousFileChannel(engine, handle, fd, read, write, ex, executor == null, name,
-                        dev, ino);
+                        dev, ino, bounded);
             } catch (IOException | RuntimeException | Error e) {
                 Native.file_free.invokeExact(handle);
                 throw e;
@@ -344,10 +382,13 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     }
 
     /**
-     * Closes the channel: each operation in flight fails with AsynchronousCloseException now (its
-     * native memory is kept until the engine reaps it), pending locks fail with
-     * AsynchronousCloseException, held locks are released; the descriptor is closed. The executor
-     * is not shut down.
+     * Closes the channel, as the JDK's: pending locks fail with AsynchronousCloseException, held
+     * locks are released; reads and writes in flight on a regular file or block device complete
+     * (with their results) before this returns, so the kernel touches no buffer of the caller's
+     * after it; those of a FIFO, a character device or a socket (which may never complete) are
+     * stopped on io_uring and fail with AsynchronousCloseException once stopped, elsewhere at once
+     * (the kernel has only the library's copies); the descriptor is closed. The executor is not
+     * shut down.
      */
     @Override
     public void close() throws IOException {
@@ -371,28 +412,35 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
                 l.invalidate();
             }
         }
-        // wait for submissions in progress on other threads (none waits while holding it)
+        // wait for submissions in progress on other threads (none waits while holding it); every
+        // later one sees `closed`
         closeLock.writeLock().lock();
+        closeLock.writeLock().unlock();
+        boolean unfinished = false;
+        if (bounded) {
+            // as the JDK's channel: the reads and writes in flight complete (with their results)
+            // before the descriptor closes, and no buffer of the caller's is the kernel's after this
+            engine.helpUntil(() -> inFlight.get() == 0);
+        } else if (!engine.cancel(this, opPort, () -> inFlight.get() == 0)) {
+            // may never complete, and the kernel could not stop them (AIO, the pool): failed now
+            // (the kernel has only the library's copies)
+            unfinished = engine.failInflight(this);
+        }
+        int r = 0;
         try {
-            boolean inFlight = engine.failInflight(this);
-            int r = 0;
-            try {
-                // overlap_file_close waits for operations in flight on the thread pool driver (a
-                // read of an empty FIFO: for ever); with operations in flight only the handle is
-                // freed, and the descriptor closes when the last of them completes (the engine
-                // holds the file for them). Without, the close's verdict is reported.
-                if (!inFlight) {
-                    r = (int) Native.file_close.invokeExact(file);
-                }
-                Native.file_free.invokeExact(file);
-            } catch (Throwable t) {
-                throw Native.fatal(t);
+            // overlap_file_close waits for operations in flight on the thread pool driver (a read
+            // of an empty FIFO: for ever); with operations in flight only the handle is freed, and
+            // the descriptor closes when the last of them completes (the engine holds the file for
+            // them). Without, the close's verdict is reported.
+            if (!unfinished) {
+                r = (int) Native.file_close.invokeExact(file);
             }
-            if (r < 0 && r != -Native.EBADF) {
-                throw Errors.io(-r, "close");
-            }
-        } finally {
-            closeLock.writeLock().unlock();
+            Native.file_free.invokeExact(file);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r < 0 && r != -Native.EBADF) {
+            throw Errors.io(-r, "close");
         }
     }
 
@@ -550,6 +598,9 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         if (!isOpen() || buf.remaining() == 0) {
             return immediate(0, isOpen() ? null : new ClosedChannelException(), attachment, handler);
         }
+        if (engine.isShutdown()) {
+            throw new ShutdownChannelGroupException();
+        }
         if (!inDefaultGroup && executor.isShutdown()) {
             throw new RejectedExecutionException("the channel's executor is shut down");
         }
@@ -565,7 +616,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
         Op op = new Op(this, write, buf, future, handler, attachment, executor);
         long addr;
         long len;
-        if (buf.isDirect() && memoryStaysValid(seg)) {
+        if (bounded && buf.isDirect() && memoryStaysValid(seg)) {
             addr = seg.address();
             len = remaining;
         } else {
@@ -576,6 +627,9 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             // a copy in library-owned memory, within the copy budget
             len = Math.min(remaining, engine.maxInflightBytes);
             if (!engine.acquireCopy(len, isClosed)) {
+                if (engine.isShutdown()) {
+                    throw new ShutdownChannelGroupException();
+                }
                 op.deliver(null, new AsynchronousCloseException());
                 return future;
             }
@@ -654,7 +708,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
      */
     private void registerFile() throws Throwable {
         fileRegistered = true;
-        int ignored = (int) Native.port_register_file.invokeExact(engine.port, file);
+        int ignored = (int) Native.port_register_file.invokeExact(opPort, file);
     }
 
     private void submit(Op op, boolean write, long addr, long len, long position) {
@@ -669,26 +723,16 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
                     op.deliver(null, new AsynchronousCloseException());
                     return;
                 }
-                engine.ops.put(id, op);
-                int r;
-                try {
-                    if (!fileRegistered && ++portOps >= REGISTER_AFTER_OPS) {
-                        registerFile();
-                    }
-                    r = write ? (int) Native.port_write.invokeExact(engine.port, file, addr, len, position, id)
-                              : (int) Native.port_read.invokeExact(engine.port, file, addr, len, position, id);
-                } catch (Throwable t) {
-                    throw Native.fatal(t);
-                }
-                if (r == 0) {
-                    return;
-                }
-                engine.ops.remove(id);
-                if (r != -Native.EAGAIN) {
-                    String msg = Native.lastError();
+                if (!engine.enterSubmit()) {
                     op.release();
-                    op.deliver(null, new IOException(msg.isEmpty() ? Native.strerror(-r) : msg));
-                    return;
+                    throw new ShutdownChannelGroupException();
+                }
+                try {
+                    if (submitOnce(op, write, addr, len, position)) {
+                        return;
+                    }
+                } finally {
+                    engine.exitSubmit();
                 }
             } finally {
                 closeLock.readLock().unlock();
@@ -696,6 +740,47 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
             // the in-flight budget is full: wait for completions to be reaped (no lock held)
             engine.awaitProgress(seen);
         }
+    }
+
+    /**
+     * One attempt (under the close lock, counted by the engine): true when the operation was
+     * submitted or failed, false when the budget is full (-EAGAIN: try again).
+     */
+    private boolean submitOnce(Op op, boolean write, long addr, long len, long position) {
+        long id = op.id;
+        inFlight.incrementAndGet();
+        engine.ops.put(id, op);
+        int r;
+        try {
+            if (!fileRegistered && ++portOps >= REGISTER_AFTER_OPS) {
+                registerFile();
+            }
+            r = write ? (int) Native.port_write.invokeExact(opPort, file, addr, len, position, id)
+                      : (int) Native.port_read.invokeExact(opPort, file, addr, len, position, id);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        if (r == 0) {
+            return true;
+        }
+        engine.ops.remove(id);
+        completed();
+        if (r == -Native.EAGAIN) {
+            return false;
+        }
+        op.release();
+        if (r == -Native.ESHUTDOWN) {
+            throw new ShutdownChannelGroupException();
+        }
+        String msg = Native.lastError();
+        op.deliver(null, new IOException(msg.isEmpty() ? Native.strerror(-r) : msg));
+        return true;
+    }
+
+    /** A read or write of this channel was reaped (or not submitted after all): the kernel let go of its buffer. */
+    void completed() {
+        int n = inFlight.decrementAndGet();
+        assert n >= 0 : "more completions than submissions";
     }
 
     // ------------------------------------------------------------------ locks

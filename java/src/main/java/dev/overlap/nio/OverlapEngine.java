@@ -4,6 +4,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.nio.channels.ShutdownChannelGroupException;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -53,7 +54,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * (as it would hold a thread of the JDK's pool). The cost on the fast path is two stores and a
  * load per handler. A handler that waits in {@code Future.get()} helps reap meanwhile (below).
  * Threads the library starts by default for the shared engine: 2 reapers, the standby, at most 4
- * pool threads, the lock retrier: at most 8.
+ * pool threads, the lock retrier: at most 8; and once a FIFO, device or socket is opened on
+ * io_uring, the reaper of its cancellable port ({@link #portFor}).
  *
  * <p><b>get() helps.</b> A thread in {@code Future.get()} of a read or write not yet done waits
  * on the port itself and dispatches whatever it takes as a reaper does, but never runs a handler
@@ -242,6 +244,21 @@ public final class OverlapEngine implements AutoCloseable {
     private long copyInUse;      // guarded by progress
     private long copyHighWater;  // guarded by progress
     private volatile boolean closed;
+    /**
+     * A second port, made with OVERLAP_PORT_CANCEL, for the reads and writes of FIFOs, devices and
+     * sockets on io_uring (which may never complete: a read of a FIFO nobody writes), so that a
+     * close or a shutdown can ask the kernel to stop them ({@link #cancel}); 0 until first needed.
+     * Only there: the per-operation cost of a cancellable port stays off regular files. Reaped by
+     * one thread of its own, which hands every handler to its executor or the group's pool.
+     */
+    private volatile long cancelPort;
+    private Thread cancelReaper; // guarded by this
+    /** Posted to the cancellable port to stop its reaper (ignored by {@link #dispatch}). */
+    private static final long STOP_CANCEL_PORT = -3L;
+    /** How long a close or shutdown waits for the operations it asked the kernel to stop. */
+    static final long CANCEL_WAIT_NANOS = 1_000_000_000L;
+    /** Submissions in progress ({@link #enterSubmit}). */
+    private final AtomicLong submitting = new AtomicLong();
 
     // getters that help (OpFuture.get)
     private final int maxHelpers;
@@ -971,7 +988,11 @@ public final class OverlapEngine implements AutoCloseable {
     }
 
 
-    /** Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if there was one. */
+    /**
+     * Fails every operation of {@code ch} still in flight with AsynchronousCloseException; true if
+     * there was one. Only for a channel whose transfers all go through the library's copies (see
+     * {@code OverlapAsynchronousFileChannel#bounded}): the kernel never has the caller's memory.
+     */
     boolean failInflight(OverlapAsynchronousFileChannel ch) {
         boolean any = false;
         for (Op op : ops.values()) {
@@ -984,10 +1005,174 @@ public final class OverlapEngine implements AutoCloseable {
     }
 
     /**
-     * Stops an engine made by {@link #create}: each reaper stops once it is back in the port (so
-     * this waits for handlers running on its reapers to return, except on a reaper itself: a
-     * handler may close its own engine), and the standby stops. Operations still in flight are
-     * not reaped after that. The shared engine cannot be closed (it lives as long as the process).
+     * The port for the reads and writes of a channel: the engine's, or for a FIFO, device or
+     * socket ({@code bounded} false) on io_uring the cancellable one (made and its reaper started
+     * on first use; the engine's port if that fails).
+     */
+    long portFor(boolean bounded) {
+        if (bounded) {
+            return port;
+        }
+        long p = cancelPort;
+        return p != 0 ? p : startCancelPort();
+    }
+
+    private synchronized long startCancelPort() {
+        if (cancelPort != 0) {
+            return cancelPort;
+        }
+        if (closed || !"uring".equals(driver())) {
+            return port; // nothing the kernel could stop: AIO and the pool cancel nothing
+        }
+        long p;
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8, 8);
+            int r = (int) Native.port_create.invokeExact(handle, Native.PORT_NONBLOCK | Native.PORT_CANCEL,
+                    out.address());
+            if (r < 0) {
+                return port;
+            }
+            p = out.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.fatal(t);
+        }
+        long cp = p;
+        Thread t = new Thread(() -> reapCancelPort(cp), "overlap-reaper-" + number + "-cancel");
+        t.setDaemon(true);
+        t.start();
+        cancelReaper = t;
+        cancelPort = p;
+        return p;
+    }
+
+    /** The cancellable port's reaper: every completion dispatched, every handler handed over. */
+    private void reapCancelPort(long p) {
+        MemorySegment comps = Arena.ofAuto().allocate(Native.COMPLETION_SIZE * REAP_MAX, 8);
+        for (;;) {
+            long n;
+            try {
+                n = (long) Native.port_wait.invokeExact(p, comps.address(), 1L, (long) REAP_MAX, -1L);
+            } catch (Throwable t) {
+                throw Native.fatal(t);
+            }
+            if (n < 0) {
+                return;
+            }
+            boolean stop = false;
+            for (int i = 0; i < n; i++) {
+                stop |= comps.get(JAVA_LONG, i * Native.COMPLETION_SIZE) == STOP_CANCEL_PORT;
+            }
+            dispatch(comps, n, null, false);
+            if (stop) {
+                return;
+            }
+        }
+    }
+
+    /**
+     * Asks the kernel to stop the operations of {@code ch} in flight on the cancellable port and
+     * waits (at most {@link #CANCEL_WAIT_NANOS}) until {@code done}: each completes once, with
+     * -ECANCELED or its real result. False if they are not on that port (nothing can be stopped)
+     * or did not all complete in time.
+     */
+    boolean cancel(OverlapAsynchronousFileChannel ch, long onPort, java.util.function.BooleanSupplier done) {
+        if (onPort == port) {
+            return false;
+        }
+        for (Op op : ops.values()) {
+            if (ch == null ? !op.channel.bounded : op.channel == ch) {
+                try {
+                    long ignored = (long) Native.port_cancel.invokeExact(onPort, op.id);
+                } catch (Throwable t) {
+                    throw Native.fatal(t);
+                }
+            }
+        }
+        long deadline = System.nanoTime() + CANCEL_WAIT_NANOS;
+        while (!done.getAsBoolean()) {
+            if (System.nanoTime() - deadline > 0) {
+                return false;
+            }
+            LockSupport.parkNanos(200_000L);
+        }
+        return true;
+    }
+
+    /** Whether {@link #close} began: every read and write from then on throws ShutdownChannelGroupException. */
+    public boolean isShutdown() {
+        return closed;
+    }
+
+    /**
+     * Counts a submission in progress (until {@link #exitSubmit}); false, counting nothing, once
+     * the engine is shut down. {@link #close} waits for the submissions it counted.
+     */
+    boolean enterSubmit() {
+        submitting.incrementAndGet();
+        if (closed) {
+            submitting.decrementAndGet();
+            return false;
+        }
+        return true;
+    }
+
+    void exitSubmit() {
+        submitting.decrementAndGet();
+    }
+
+    /**
+     * Waits until {@code done} holds, taking completions from the port meanwhile and handing them
+     * out as a helping getter does (a handler goes to its executor or the group's pool, never runs
+     * here), so that it returns even when every reaper is held or stopped. A virtual thread (whose
+     * wait in native code would pin its carrier) only sleeps between looks and leaves the port to
+     * the reapers.
+     */
+    void helpUntil(java.util.function.BooleanSupplier done) {
+        beforeWaiting();
+        boolean virtual = Thread.currentThread().isVirtual();
+        HelperRoom room = HELPER_ROOM.get();
+        MemorySegment comps = room.take();
+        try {
+            while (!done.getAsBoolean()) {
+                if (virtual) {
+                    LockSupport.parkNanos(HELP_SLICE_NANOS);
+                    continue;
+                }
+                long n;
+                gettersInPort.incrementAndGet();
+                try {
+                    n = (long) Native.port_wait.invokeExact(port, comps.address(), 1L, (long) HELP_MAX,
+                            HELP_SLICE_NANOS);
+                } catch (Throwable t) {
+                    throw Native.fatal(t);
+                } finally {
+                    lastHelpNanos = System.nanoTime();
+                    gettersInPort.decrementAndGet();
+                }
+                if (n > 0) {
+                    dispatch(comps, n, null, true);
+                }
+            }
+        } finally {
+            room.give(comps);
+        }
+    }
+
+    /**
+     * Shuts down an engine made by {@link #create}, as an AsynchronousChannelGroup's orderly
+     * shutdown: from now on every read and write of its channels, and opening a channel on it,
+     * throws {@link ShutdownChannelGroupException} at once. The reads and writes in flight
+     * complete and their results are delivered (futures completed, handlers handed to their
+     * threads) before this returns; so does every buffer the kernel had. The exception: an
+     * operation on a FIFO, a character device or a socket, which may never complete (a read of a
+     * FIFO nobody writes): on io_uring the kernel is asked to stop it, and it fails with
+     * ShutdownChannelGroupException once stopped (or completes, if it completed first); where it
+     * cannot be stopped (Linux AIO, the pool, or not within a second) it fails at once, the kernel
+     * holding only the library's copy of its bytes, never the caller's buffer. Then each reaper
+     * stops once it is back in the port (so this waits for handlers running on its reapers to return, except on a
+     * reaper itself: a handler may close its own engine), and the standby stops. Channels stay
+     * open (close them to release their descriptors). The shared engine cannot be closed (it
+     * lives as long as the process).
      */
     @Override
     public void close() {
@@ -1000,6 +1185,20 @@ public final class OverlapEngine implements AutoCloseable {
             }
             closed = true;
         }
+        while (submitting.get() > 0) {
+            LockSupport.parkNanos(100_000L); // a submission counted before `closed` was seen
+        }
+        long cp = cancelPort;
+        if (cp != 0) {
+            cancel(null, cp, this::onlyBoundedInFlight); // they complete with ShutdownChannelGroupException
+        }
+        for (Op op : ops.values()) {
+            if (!op.channel.bounded) {
+                op.failShutdown(); // not stopped in time, or not stoppable (AIO, the pool)
+            }
+        }
+        helpUntil(this::onlyUnboundedInFlight);
+        stopCancelReaper();
         Thread standby;
         synchronized (standbyLock) {
             standby = standbyThread; // none is started from now on (closed)
@@ -1024,6 +1223,48 @@ public final class OverlapEngine implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    private void stopCancelReaper() {
+        Thread t;
+        synchronized (this) {
+            t = cancelReaper;
+        }
+        if (t == null) {
+            return;
+        }
+        try {
+            while ((int) Native.port_post.invokeExact(cancelPort, STOP_CANCEL_PORT, 0L) == -Native.EAGAIN) {
+                LockSupport.parkNanos(1_000_000L);
+            }
+            if (t != Thread.currentThread()) {
+                t.join();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (Throwable x) {
+            throw Native.fatal(x);
+        }
+    }
+
+    /** No operation of a FIFO, a device or a socket is in flight. */
+    private boolean onlyBoundedInFlight() {
+        for (Op op : ops.values()) {
+            if (!op.channel.bounded) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Every operation still in flight is of a FIFO, a device or a socket (already failed). */
+    private boolean onlyUnboundedInFlight() {
+        for (Op op : ops.values()) {
+            if (op.channel.bounded) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override

@@ -64,10 +64,14 @@ final class OverlapFileSystem extends FileSystem {
     @Override public Set<String> supportedFileAttributeViews() { return delegate.supportedFileAttributeViews(); }
     @Override public Path getPath(String first, String... more) { return wrap(delegate.getPath(first, more)); }
 
+    /**
+     * The platform's matcher, which matches a path by its string form, as the JDK's does: a path
+     * of any provider (a zip file system's, say) is matched, never refused.
+     */
     @Override
     public PathMatcher getPathMatcher(String syntaxAndPattern) {
         PathMatcher m = delegate.getPathMatcher(syntaxAndPattern);
-        return p -> m.matches(unwrap(p));
+        return p -> m.matches(p instanceof OverlapPath op && op.fs == this ? op.delegate : p);
     }
 
     @Override
@@ -75,5 +79,9 @@ final class OverlapFileSystem extends FileSystem {
         return delegate.getUserPrincipalLookupService();
     }
 
-    @Override public WatchService newWatchService() throws IOException { return delegate.newWatchService(); }
+    /** The platform's watch service, its keys and events in this file system's paths. */
+    @Override
+    public WatchService newWatchService() throws IOException {
+        return new OverlapWatchService(this, delegate.newWatchService());
+    }
 }

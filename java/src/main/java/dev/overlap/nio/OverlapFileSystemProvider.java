@@ -42,9 +42,9 @@ import java.util.concurrent.ExecutorService;
  *
  * <p>Limits: every method but {@code newAsynchronousFileChannel} is the platform provider's, called
  * with the platform path inside; a {@code DirectoryStream} is a plain one (not a
- * {@code SecureDirectoryStream}); {@code Path.register} registers the platform path, so a
- * {@code WatchKey}'s {@code watchable()} and its events' {@code context()} are platform paths (they
- * are accepted everywhere a path is taken, e.g. {@code dir.resolve(event.context())}); the JDK's
+ * {@code SecureDirectoryStream}); the watch service is the platform's, its keys' {@code watchable()}
+ * and its events' {@code context()} being this file system's paths (equal to {@code Path.of} of
+ * the same name); the JDK's
  * own internal paths (class loading, jrt:) do not go through any default provider. A channel
  * opened here cannot be used before the native library loads (on the first
  * {@code AsynchronousFileChannel.open}); a failure to load it is an UnsatisfiedLinkError there.

@@ -5,6 +5,7 @@ import java.net.URI;
 import java.nio.file.FileSystem;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.ProviderMismatchException;
 import java.nio.file.WatchEvent;
 import java.nio.file.WatchKey;
 import java.nio.file.WatchService;
@@ -13,8 +14,7 @@ import java.nio.file.WatchService;
  * A path of {@link OverlapFileSystem}: the platform's path inside, so that
  * {@code path.getFileSystem().provider()} is {@link OverlapFileSystemProvider}, as the JDK requires
  * of a default file system's paths. Every operation is the platform path's; paths it returns are
- * wrapped again. Paths of the platform's own file system (a WatchEvent's context, for instance)
- * are accepted wherever a path is taken.
+ * wrapped again. Paths of the platform's own file system are accepted wherever a path is taken.
  */
 final class OverlapPath implements Path {
     final OverlapFileSystem fs;
@@ -65,11 +65,22 @@ final class OverlapPath implements Path {
     @Override public Path toAbsolutePath() { return wrap(delegate.toAbsolutePath()); }
     @Override public Path toRealPath(LinkOption... options) throws IOException { return wrap(delegate.toRealPath(options)); }
 
-    /** Registers the platform path: the key's watchable() and events' contexts are platform paths. */
+    /**
+     * Registers with a watch service of this file system ({@code FileSystems.getDefault()
+     * .newWatchService()}): the key's {@code watchable()} is this path and its events' contexts
+     * are paths of this file system. Another service is refused with ProviderMismatchException,
+     * as the JDK refuses a service of another provider.
+     */
     @Override
     public WatchKey register(WatchService watcher, WatchEvent.Kind<?>[] events, WatchEvent.Modifier... modifiers)
             throws IOException {
-        return delegate.register(watcher, events, modifiers);
+        if (watcher == null) {
+            throw new NullPointerException();
+        }
+        if (!(watcher instanceof OverlapWatchService w)) {
+            throw new ProviderMismatchException();
+        }
+        return w.register(this, events, modifiers);
     }
 
     @Override public int compareTo(Path other) { return delegate.compareTo(unwrap(other)); }

@@ -114,4 +114,51 @@ class ProviderTest {
         Files.delete(link);
         assertTrue(Files.deleteIfExists(t));
     }
+
+    /**
+     * A watch key's watchable() and its events' context() are equal (and hash alike) to Path.of
+     * of the same name, so map and set look-ups work, as with the JDK's provider.
+     */
+    @Test
+    void watchPathsEqualPathOf() throws Exception {
+        Path dir = tmp();
+        try (java.nio.file.WatchService ws = FileSystems.getDefault().newWatchService()) {
+            java.nio.file.WatchKey key = dir.register(ws, java.nio.file.StandardWatchEventKinds.ENTRY_CREATE);
+            assertEquals(Path.of(dir.toString()), key.watchable());
+            assertEquals(Path.of(dir.toString()).hashCode(), key.watchable().hashCode());
+            assertSame(key, dir.register(ws, java.nio.file.StandardWatchEventKinds.ENTRY_CREATE), "one key per directory");
+            Files.write(dir.resolve("made.txt"), new byte[1]);
+            java.nio.file.WatchKey got = ws.poll(10, TimeUnit.SECONDS);
+            assertSame(key, got);
+            java.util.Map<Path, String> byName = new java.util.HashMap<>();
+            byName.put(Path.of("made.txt"), "made");
+            java.util.Set<Path> dirs = new java.util.HashSet<>(List.of(Path.of(dir.toString())));
+            assertTrue(dirs.contains((Path) got.watchable()), "the watched directory found in a set of Path.of");
+            boolean seen = false;
+            for (java.nio.file.WatchEvent<?> e : got.pollEvents()) {
+                Path ctx = (Path) e.context();
+                assertEquals(Path.of("made.txt"), ctx);
+                assertEquals(Path.of("made.txt").hashCode(), ctx.hashCode());
+                assertEquals("made", byName.get(ctx), "the event's context found in a map keyed by Path.of");
+                assertInstanceOf(OverlapFileSystemProvider.class, ctx.getFileSystem().provider());
+                assertEquals(dir.resolve("made.txt"), ((Path) got.watchable()).resolve(ctx));
+                seen = true;
+            }
+            assertTrue(seen, "the creation was seen");
+            assertTrue(got.reset());
+        }
+    }
+
+    /** A PathMatcher of the default file system matches a zip file system's path by its string, as the JDK's. */
+    @Test
+    void pathMatcherMatchesPathsOfOtherProviders() throws Exception {
+        Path zip = tmp().resolve("a.zip");
+        try (java.nio.file.FileSystem zfs = FileSystems.newFileSystem(zip, java.util.Map.of("create", "true"))) {
+            Path inZip = zfs.getPath("/docs/readme.txt");
+            java.nio.file.PathMatcher m = FileSystems.getDefault().getPathMatcher("glob:**/*.txt");
+            assertTrue(m.matches(inZip), "a zip path matched by its string form");
+            assertTrue(!FileSystems.getDefault().getPathMatcher("glob:**/*.md").matches(inZip));
+            assertTrue(FileSystems.getDefault().getPathMatcher("regex:/docs/.*").matches(inZip));
+        }
+    }
 }
