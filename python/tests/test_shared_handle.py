@@ -53,12 +53,13 @@ def check_lines(path, expected, may=(), prefix: bytes = b"") -> None:
     assert not missing, f"{len(missing)} acknowledged lines missing, e.g. {sorted(missing)[0]!r}"
 
 
-async def write_lines(f, mode: str, task: int, count: int, acked: list) -> None:
+async def write_lines(f, mode: str, task: int, count: int, acked: list, flush=True) -> None:
     for i in range(count):
         s = line(task, i)
         await f.write(encode(mode, s))
         acked.append(s)
-        await f.flush()
+        if flush:
+            await f.flush()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -172,6 +173,65 @@ def test_reads_seeks_and_tells_between_writers_stay_consistent(tmp_path):
             await asyncio.gather(*(write_lines(f, "rb+", t, 50, acked) for t in range(10)))
             stop.set()
             await p
+
+    asyncio.run(asyncio.wait_for(main(), LIMIT))
+    check_lines(path, acked)
+
+
+@pytest.mark.parametrize("mode", ["w", "ab"])
+def test_object_outlives_the_loop_of_a_cancelled_flush(tmp_path, mode):
+    """A flush cancelled on a loop that then closes (its write perhaps still
+    in flight), and the object used on the next loop: no hang, and every
+    acknowledged line once."""
+    path = tmp_path / "outlives.log"
+    prepare(path, mode)
+    acked: list = []
+    box = {}
+
+    async def opener():
+        box["f"] = await overlap.aiofiles.open(path, mode, buffering=1 << 16)
+
+    asyncio.run(opener())
+    f = box["f"]
+    for round_ in range(20):
+        loop = asyncio.new_event_loop()
+
+        async def cancelled_flush():
+            await write_lines(f, mode, round_, 50, acked, flush=False)
+            t = asyncio.ensure_future(f.flush())
+            await asyncio.sleep(0)
+            t.cancel()
+
+        try:
+            loop.run_until_complete(cancelled_flush())
+        finally:
+            loop.close()
+
+    async def finish():
+        await write_lines(f, mode, 999, 10, acked)
+        await f.close()
+
+    asyncio.run(asyncio.wait_for(finish(), LIMIT))
+    check_lines(path, acked)
+
+
+@pytest.mark.parametrize("mode", ["w", "ab"])
+def test_a_task_that_swallows_its_cancellation_flushes_nothing_twice(tmp_path, mode):
+    path = tmp_path / "swallow.log"
+    prepare(path, mode)
+    acked: list = []
+
+    async def main():
+        async with overlap.aiofiles.open(path, mode, buffering=1 << 16) as f:
+            for r in range(30):
+                await write_lines(f, mode, r, 20, acked, flush=False)
+                task = asyncio.current_task()
+                asyncio.get_running_loop().call_soon(task.cancel)
+                try:
+                    await f.flush()
+                except asyncio.CancelledError:
+                    task.uncancel() if hasattr(task, "uncancel") else None
+                await f.flush()
 
     asyncio.run(asyncio.wait_for(main(), LIMIT))
     check_lines(path, acked)

@@ -104,6 +104,7 @@ class _EngineBinary:
         one; at the end of the file in append mode). The buffer loses
         exactly what the kernel wrote, when it reports it: bytes it did not
         write stay gathered, and a later flush writes them."""
+        await self._after_inflight()
         wrote = False
         while self._wbuf:
             data = bytes(self._wbuf)
@@ -133,6 +134,20 @@ class _EngineBinary:
             wrote = True
         if wrote and self._append:
             await self._after_append()
+
+    async def _after_inflight(self):
+        """Waits for the engine write of gathered bytes that a cancelled
+        flush of this task left in flight (a task that caught its
+        CancelledError and flushes again), so that its bytes are trimmed,
+        not written twice."""
+        inflight = self._inflight
+        while inflight is not None and not inflight[0].done():
+            if inflight[0].get_loop() is not asyncio.get_running_loop():
+                self._settle_orphans()
+                return
+            await asyncio.wait((inflight[0],))
+            await asyncio.sleep(0)  # _flushed runs first
+            inflight = self._inflight
 
     def _flushed(self, fut):
         """The engine write of gathered bytes whose task was cancelled
