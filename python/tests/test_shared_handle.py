@@ -193,7 +193,7 @@ def test_object_outlives_the_loop_of_a_cancelled_flush(tmp_path, mode):
 
     asyncio.run(opener())
     f = box["f"]
-    for round_ in range(20):
+    for round_ in range(100):
         loop = asyncio.new_event_loop()
 
         async def cancelled_flush():

@@ -75,14 +75,19 @@ class _EngineBinary:
         return self._lock
 
     def _settle_orphans(self):
-        """A write of gathered bytes whose task left and whose loop closed
-        before it completed is never reported here: the engine completes it
-        on a thread of its own and its bytes are the kernel's. They leave
-        the buffer, so that nothing writes them again."""
+        """Takes in the result of a write of gathered bytes whose task left
+        (cancelled): done, though its loop has not run the callback that
+        takes it in (``_flushed``; the loop stopped or closed first); or
+        never to be reported, as its loop closed before it completed (the
+        engine completes it on a thread of its own, and its bytes are the
+        kernel's). Either way the bytes leave the buffer, so that nothing
+        writes them again."""
         inflight = self._inflight
-        if inflight is None or inflight[0].done():
+        if inflight is None:
             return
-        if inflight[0].get_loop().is_closed():
+        if inflight[0].done():
+            self._flushed(inflight[0])
+        elif inflight[0].get_loop().is_closed():
             self._inflight = None
             self._trim(inflight[1])
 

@@ -24,7 +24,9 @@ What ``asyncio.Lock`` does not do, and this lock does:
   no other operation sees the buffer while the engine's write of it is
   undecided. A held write whose loop closed before it completed is never
   reported to Python (the engine completes it on a thread of its own, and
-  its bytes are the kernel's); a waiter then takes the lock over.
+  its bytes are the kernel's), and one that completed on a loop that then
+  stopped waits for that loop to run its callbacks: a waiter then takes
+  the lock over, and the object takes the write's result in itself.
 """
 
 from __future__ import annotations
@@ -145,11 +147,15 @@ class SerialLock:
         self._grant_next()
 
     def _take_over_orphans(self) -> bool:
-        """Under the mutex: forgets held engine writes whose loop closed
-        (they complete unreported); True if that freed the lock."""
+        """Under the mutex: forgets held engine writes that are done (their
+        loop may not run their callbacks soon, or ever) or whose loop closed
+        (they complete unreported); the object takes their results in
+        (``_settle_orphans``). True if that freed the lock."""
         if not self._held:
             return False
-        self._held = [f for f in self._held if not f.get_loop().is_closed()]
+        self._held = [
+            f for f in self._held if not (f.done() or f.get_loop().is_closed())
+        ]
         if not self._held and isinstance(self._owner, _EngineHold):
             self._owner = None
             return True
