@@ -235,3 +235,33 @@ def test_a_task_that_swallows_its_cancellation_flushes_nothing_twice(tmp_path, m
 
     asyncio.run(asyncio.wait_for(main(), LIMIT))
     check_lines(path, acked)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bytes_behind_reach_the_file_when_the_loop_ends(tmp_path, mode):
+    """A file object left open and unflushed, still referenced, when its
+    loop closes: what ``write`` acknowledged is in the file once the loop
+    closed, while the process lives on (and a later flush writes nothing
+    twice)."""
+    path = tmp_path / "loop-end.log"
+    prepare(path, mode)
+    acked: list = []
+    loop = asyncio.new_event_loop()
+
+    async def main():
+        f = await overlap.aiofiles.open(path, mode, buffering=1 << 20)
+        await write_lines(f, mode, 0, 300, acked, flush=False)
+        return f
+
+    try:
+        f = loop.run_until_complete(asyncio.wait_for(main(), LIMIT))
+    finally:
+        loop.close()
+    check_lines(path, acked)
+
+    async def later():
+        await write_lines(f, mode, 1, 10, acked)
+        await f.close()
+
+    asyncio.run(asyncio.wait_for(later(), LIMIT))
+    check_lines(path, acked)

@@ -9,6 +9,9 @@ import asyncio
 import errno
 import io
 import os
+import weakref
+
+from ... import _loop
 
 from ._serial import SerialLock, serialised, serialised_close
 from .binary import AsyncBufferedIOBase, AsyncBufferedReader, AsyncFileIO
@@ -69,6 +72,9 @@ class _EngineBinary:
         self._serial_pid = os.getpid()
         # The engine write of gathered bytes in flight: (future, count).
         self._inflight = None
+        # The loop of the last write gathered (weakly): when it ends, what
+        # is gathered is written (_write_behind_at_loop_end).
+        self._wbuf_loop = None
 
     @property
     def _serial(self):
@@ -388,6 +394,8 @@ class _EngineBinary:
             self._wbuf_pos = self._pos
         self._wbuf += mv
         self._pos += n
+        self._wbuf_loop = weakref.ref(asyncio.get_running_loop())
+        _BEHIND.add(self)
         if len(self._wbuf) >= self._bufsize:
             await self._flush_wbuf()
         return n
@@ -497,12 +505,14 @@ class _EngineBinary:
             self._inflight = None
         if self._wbuf and not self._nf.closed and not self._detached:
             fd = self._nf.fileno()
-            off = self._wbuf_pos  # (in append mode O_APPEND writes at the end)
-            data = bytes(self._wbuf)
-            while data:
-                n = os.pwrite(fd, data, off)
-                data, off = data[n:], off + n
-            self._wbuf.clear()
+            while self._wbuf:
+                # (In append mode O_APPEND writes at the end.) What a write
+                # took leaves the buffer at once: after a failure part-way
+                # (ENOSPC) the rest stays, and nothing is written twice.
+                n = os.pwrite(fd, self._wbuf, self._wbuf_pos)
+                if n == 0:
+                    raise OSError(errno.EIO, "the kernel wrote nothing")
+                self._trim(n)
 
     def __del__(self):
         try:
@@ -554,6 +564,40 @@ class _EngineBinary:
 
     async def __aexit__(self, *exc):
         await self.close()
+
+
+# The file objects that gathered bytes (weakly): the candidates for
+# _write_behind_at_loop_end.
+_BEHIND: "weakref.WeakSet[_EngineBinary]" = weakref.WeakSet()
+
+
+def _write_behind_at_loop_end(loop) -> None:
+    """A loop ended (``loop``, or None: one collected unclosed): the bytes
+    that file objects gathered on it and still hold are written now (a
+    blocking ``pwrite``, as a file collected unclosed writes them), so that
+    a file left open, unflushed, when its loop ends still gets every
+    acknowledged byte while the process lives on. An object in use by
+    another task at that moment (its lock held) is left to it."""
+    for f in list(_BEHIND):
+        gathered_on = f._wbuf_loop() if f._wbuf_loop is not None else None
+        if f._serial_pid != os.getpid():
+            continue  # the parent's (see _flush_sync)
+        if not f._wbuf:
+            _BEHIND.discard(f)
+            continue
+        if gathered_on is not loop or not f._lock.try_acquire():
+            continue
+        try:
+            f._flush_sync()
+        except OSError:
+            pass  # still gathered: the next flush reports it
+        finally:
+            f._lock.release()
+        if not f._wbuf:
+            _BEHIND.discard(f)
+
+
+_loop.at_loop_end(_write_behind_at_loop_end)
 
 
 class EngineBufferedReader(_EngineBinary, AsyncBufferedReader):

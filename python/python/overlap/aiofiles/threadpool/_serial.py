@@ -113,6 +113,16 @@ class SerialLock:
                         pass
             raise
 
+    def try_acquire(self) -> bool:
+        """Takes the lock if it is free, without waiting (outside any task:
+        the owner is an anonymous holder); ``release`` gives it back."""
+        with self._mutex:
+            self._take_over_orphans()
+            if self._owner is not None or self._waiters:
+                return False
+            self._owner, self._depth = _EngineHold(), 1
+            return True
+
     def release(self) -> None:
         with self._mutex:
             assert self._depth > 0, "release of a lock not held"
