@@ -20,7 +20,9 @@ fn strerror(errno: i32) -> String {
 /// filename)` (which Python turns into `FileNotFoundError`,
 /// `PermissionError`, ... by errno), `ValueError` for bad arguments and
 /// misaligned direct I/O (naming the alignment), `io.UnsupportedOperation`
-/// for a file not opened for the access, `ValueError` on a closed file.
+/// for a file not opened for the access, `ValueError` on a closed file,
+/// `RuntimeError` after the engine's shutdown and in a child made by
+/// `fork` on the parent's files.
 pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
     match e {
         Error::Io(io) => match io.raw_os_error() {
@@ -54,7 +56,9 @@ pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
         Error::Closed => PyValueError::new_err("I/O operation on closed file"),
         Error::WouldBlock => PyBlockingIOError::new_err(e.to_string()),
         Error::UnexpectedEof { .. } => PyEOFError::new_err(e.to_string()),
-        Error::Shutdown | Error::UringUnavailable { .. } => PyRuntimeError::new_err(e.to_string()),
+        Error::Shutdown | Error::Forked(_) | Error::UringUnavailable { .. } => {
+            PyRuntimeError::new_err(e.to_string())
+        }
         Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
             PyValueError::new_err(e.to_string())
         }

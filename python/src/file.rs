@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use overlap::{Access, OpenOptions, MAX_RW_BYTES};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -169,6 +169,9 @@ pub struct PyFile {
     mode: String,
     append: bool,
     closed: AtomicBool,
+    /// The process that opened it: in a child made by `fork` the file is the
+    /// parent's (its engine, its operations in flight).
+    pid: u32,
 }
 
 fn ok_none() -> Resolve {
@@ -180,6 +183,19 @@ fn boxed(fut: impl std::future::Future<Output = Resolve> + Send + 'static) -> Bo
 }
 
 impl PyFile {
+    /// `RuntimeError` in a child made by `fork`: every call on a file the
+    /// child inherited fails at once, before it reaches an engine (the
+    /// parent's, whose threads are not in the child).
+    fn not_forked(&self) -> PyResult<()> {
+        if std::process::id() == self.pid {
+            return Ok(());
+        }
+        Err(PyRuntimeError::new_err(
+            "overlap: this file was opened before os.fork() and belongs to the parent \
+             process: open it again in the child",
+        ))
+    }
+
     /// A buffer suited to a direct read: page-aligned at least, so ext4 does
     /// not treat it as unaligned I/O.
     fn read_buffer(&self, size: usize) -> PyResult<Mem> {
@@ -202,6 +218,7 @@ impl PyFile {
     /// file, `b""` at or past it. On a direct file, `offset` and `size` must
     /// be multiples of `alignment.offset` (the buffer is aligned for you).
     fn read_at<'py>(&self, py: Python<'py>, size: i64, offset: i64) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let size = check_len("size", size)?.min(MAX_RW_BYTES as u64) as usize;
         let offset = check_offset(offset)?;
         let mem = self.read_buffer(size)?;
@@ -228,6 +245,7 @@ impl PyFile {
         buffer: &Bound<'py, PyAny>,
         offset: i64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let offset = check_offset(offset)?;
         let buf = PyBufMut::get(buffer)?;
         let file = self.file.clone();
@@ -255,6 +273,7 @@ impl PyFile {
         data: &Bound<'py, PyAny>,
         offset: i64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let offset = check_offset(offset)?;
         let src = PyBufRef::get(data)?;
         let len = overlap::IoBuf::bytes_len(&src);
@@ -301,8 +320,48 @@ impl PyFile {
         spawn(py, fut)
     }
 
+    /// One write of `data` at `offset` (at the end of the file in append
+    /// mode), as `os.pwrite` does: returns how many bytes the kernel wrote,
+    /// which may be fewer than `len(data)` (a disk that fills part-way
+    /// through writes a prefix, and the next write raises). For a buffered
+    /// writer that must know exactly which bytes reached the file. The
+    /// buffer is held until the write is done. On a direct file the
+    /// memory must be aligned (else `ValueError`).
+    fn write_some_at<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        offset: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
+        let offset = check_offset(offset)?;
+        let src = PyBufRef::get(data)?;
+        let file = self.file.clone();
+        if file.is_direct()
+            && (overlap::IoBuf::stable_ptr(&src) as usize)
+                % (file.alignment().memory.max(1) as usize)
+                != 0
+        {
+            return Err(PyValueError::new_err(
+                "write_some_at on a direct file needs aligned memory (overlap.AlignedBuffer)",
+            ));
+        }
+        spawn(
+            py,
+            boxed(async move {
+                let (res, src) = file.write_at(src, offset).await;
+                Box::new(move |py: Python<'_>| {
+                    drop(src);
+                    let n = res.map_err(|e| to_pyerr(e, None))?;
+                    Ok(n.into_pyobject(py)?.into_any().unbind())
+                }) as Resolve
+            }),
+        )
+    }
+
     /// `fsync`: data and metadata reach stable storage.
     fn fsync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let t = self.file.sync_all();
         spawn(py, boxed(async move { unit(t.await) }))
     }
@@ -310,6 +369,7 @@ impl PyFile {
     /// `fdatasync`: data (and the metadata needed to read it back) reach
     /// stable storage.
     fn fdatasync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let t = self.file.sync_data();
         spawn(py, boxed(async move { unit(t.await) }))
     }
@@ -322,6 +382,7 @@ impl PyFile {
         offset: i64,
         length: i64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let offset = check_offset(offset)?;
         let length = check_len("length", length)?;
         let t = self.file.allocate(offset, length);
@@ -330,6 +391,7 @@ impl PyFile {
 
     /// Truncates or extends the file to `length` bytes (`ftruncate`).
     fn truncate<'py>(&self, py: Python<'py>, length: i64) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let length = check_len("length", length)?;
         let t = self.file.set_len(length);
         spawn(py, boxed(async move { unit(t.await) }))
@@ -337,6 +399,7 @@ impl PyFile {
 
     /// Size, block size, allocation and direct-I/O alignment (`statx`).
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.not_forked()?;
         let t = self.file.metadata();
         spawn(
             py,
@@ -360,7 +423,9 @@ impl PyFile {
     /// Closes the file once the operations in flight on it are done.
     /// Closing a closed file does nothing.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.not_forked().is_err() {
+            // Closed already; or, in a child made by `fork`, the parent's:
+            // closed here at once, without touching the parent's engine.
             return spawn(py, boxed(async { ok_none() }));
         }
         let t = self.file.close();
@@ -511,6 +576,7 @@ pub fn open<'py>(
                     mode,
                     append: m.append,
                     closed: AtomicBool::new(false),
+                    pid: std::process::id(),
                 };
                 Ok(Py::new(py, f)?.into_any())
             }) as Resolve

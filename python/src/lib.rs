@@ -123,6 +123,19 @@ fn _stats_fields() -> Vec<&'static str> {
         .collect()
 }
 
+/// `shutdown()`: shuts the process's engine down. Waits (without the GIL)
+/// until the operations in flight are complete: their asyncio futures are
+/// resolved with their results when their loops run next. Every operation
+/// started afterwards, by any loop, raises `RuntimeError` at once. A
+/// second call does nothing; a child made by `fork` starts an engine of its
+/// own, as ever.
+#[pyfunction]
+fn shutdown(py: Python<'_>) -> PyResult<()> {
+    let e = engine()?;
+    py.detach(|| e.shutdown());
+    Ok(())
+}
+
 /// The page size, the default alignment of `AlignedBuffer`.
 #[pyfunction]
 fn page_size() -> usize {
@@ -135,6 +148,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(_stats_fields, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(file::open, m)?)?;
     m.add_function(wrap_pyfunction!(hub::_forget_hubs_after_fork, m)?)?;
     m.add_class::<buffer::AlignedBuffer>()?;

@@ -19,7 +19,12 @@ then complete on a thread of the engine, which releases their buffers and
 in-flight budget; nobody awaits their results any more. After
 ``os.fork()`` the child gets an engine and hubs of its own on first use;
 an operation it inherited in flight belongs to the parent, and awaiting it
-in the child raises ``RuntimeError`` at once.
+in the child raises ``RuntimeError`` at once, and so does every call on a
+file the child inherited (``overlap.aiofiles`` files too).
+
+Every byte a write acknowledged reaches the file, whatever happens to the
+task, the loop or the file object afterwards, while the process lives on:
+the contract is ``docs/acknowledged-bytes.md`` in the repository.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "driver",
     "stats",
     "page_size",
+    "shutdown",
     "MAX_RW_BYTES",
 ]
 
@@ -131,6 +137,30 @@ def stats() -> dict:
 def page_size() -> int:
     """The memory page size: the default alignment of :class:`AlignedBuffer`."""
     return _native.page_size()
+
+
+def shutdown() -> None:
+    """Shuts the process's engine down: waits (without the GIL) until the
+    operations in flight are complete; their results reach their awaiting
+    tasks when their loops run next. Every operation started afterwards
+    raises ``RuntimeError`` at once, on any loop; bytes that an
+    ``overlap.aiofiles`` file still holds then stay there (its ``flush``
+    raises, and tries them again when called again). Calling it again does
+    nothing. The contract it keeps: ``docs/acknowledged-bytes.md``."""
+    global _shut_down_in
+    _shut_down_in = os.getpid()
+    _native.shutdown()
+
+
+#: The process whose engine :func:`shutdown` shut down (a child made by
+#: ``fork`` has an engine of its own).
+_shut_down_in: Optional[int] = None
+
+
+def _check_running() -> None:
+    """``RuntimeError`` once :func:`shutdown` began in this process."""
+    if _shut_down_in is not None and _shut_down_in == os.getpid():
+        raise RuntimeError("overlap: the engine has been shut down")
 
 
 class _Opening:

@@ -92,12 +92,41 @@ def _hook_close(loop) -> None:
 
 
 def _loop_closed(loop) -> None:
-    """The loop closed: so does its hub (see ``Hub.close``)."""
+    """The loop closed: so does its hub (see ``Hub.close``), and the
+    ``at_loop_end`` callbacks run."""
     entry = _hubs.pop(loop, None)
     if entry is not None:
         hub, finalizer = entry
         finalizer.detach()
         hub.close()
+    _run_at_loop_end(loop)
+
+
+#: Called with a loop that closed (or None for one collected unclosed):
+#: ``overlap.aiofiles`` writes there the bytes its file objects gathered on
+#: that loop, as the contract asks of a loop's end.
+_at_loop_end: list = []
+
+
+def at_loop_end(callback) -> None:
+    """Registers ``callback(loop_or_None)``, run when a loop with a hub
+    closes (the loop) or is collected unclosed (None)."""
+    _at_loop_end.append(callback)
+
+
+def _run_at_loop_end(loop) -> None:
+    for callback in list(_at_loop_end):
+        try:
+            callback(loop)
+        except Exception:  # noqa: BLE001 (a loop's end must go on)
+            import traceback
+
+            traceback.print_exc()
+
+
+def _loop_collected(hub) -> None:
+    hub.close()
+    _run_at_loop_end(None)
 
 
 def hub_for(loop: asyncio.AbstractEventLoop) -> "_native.Hub":
@@ -128,7 +157,7 @@ def hub_for(loop: asyncio.AbstractEventLoop) -> "_native.Hub":
     # Closing the loop closes the hub; so does the loop's collection (a loop
     # never closed, or closed another way).
     _hook_close(loop)
-    finalizer = weakref.finalize(loop, hub.close)
+    finalizer = weakref.finalize(loop, _loop_collected, hub)
     _hubs[loop] = (hub, finalizer)
     return hub
 

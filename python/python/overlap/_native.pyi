@@ -66,7 +66,10 @@ class File:
     must be called from a coroutine running on an event loop; the operation is
     submitted at once, so several may be in flight from one task
     (``asyncio.gather``). Cancelling the awaiting task discards the result;
-    the buffer stays alive until the kernel is done with it."""
+    the buffer stays alive until the kernel is done with it. In a child made
+    by ``os.fork`` every call on a file the parent opened raises
+    ``RuntimeError`` at once (``close`` returns at once); after
+    ``overlap.shutdown()`` every call raises ``RuntimeError``."""
 
     @property
     def name(self) -> Any:
@@ -103,6 +106,10 @@ class File:
         whatever ``offset``, in append mode); returns ``len(data)`` or
         raises. On a direct file, unaligned memory is copied into aligned
         memory; ``offset`` and the length must be aligned."""
+    def write_some_at(self, data: Buffer, offset: int) -> "asyncio.Future[int]":
+        """One write of ``data`` at ``offset`` (at the end of the file in
+        append mode), as ``os.pwrite``: returns how many bytes the kernel
+        wrote, possibly fewer than ``len(data)``."""
     def fsync(self) -> "asyncio.Future[None]":
         """Data and metadata reach stable storage."""
     def fdatasync(self) -> "asyncio.Future[None]":
@@ -159,3 +166,4 @@ def driver() -> dict: ...
 def stats() -> dict: ...
 def _stats_fields() -> list[str]: ...
 def page_size() -> int: ...
+def shutdown() -> None: ...

@@ -6,9 +6,14 @@ aiofiles' thread-pool objects)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import os
+import weakref
 
+from ... import _loop
+
+from ._serial import SerialLock, serialised, serialised_close
 from .binary import AsyncBufferedIOBase, AsyncBufferedReader, AsyncFileIO
 
 CHUNK = io.DEFAULT_BUFFER_SIZE  # 8 KiB: the read-ahead of readline and text reads
@@ -19,6 +24,7 @@ def _unsupported(what: str) -> io.UnsupportedOperation:
     return io.UnsupportedOperation(what)
 
 
+@serialised
 async def _readlines(self, hint=-1):
     """Lines to the end of the file (or until ``hint`` bytes): binary and
     text files alike, through their own ``readline``."""
@@ -60,6 +66,36 @@ class _EngineBinary:
         self._executor = executor
         self._ref_loop = loop
         self._file = nf  # what aiofiles' repr shows
+        # Every operation runs under this lock, one at a time (see
+        # _serial.py), as io.BufferedWriter's calls do under its lock.
+        self._lock = SerialLock()
+        self._serial_pid = os.getpid()
+        # The engine write of gathered bytes in flight: (future, count).
+        self._inflight = None
+        # The loop of the last write gathered (weakly): when it ends, what
+        # is gathered is written (_write_behind_at_loop_end).
+        self._wbuf_loop = None
+
+    @property
+    def _serial(self):
+        return self._lock
+
+    def _settle_orphans(self):
+        """Takes in the result of a write of gathered bytes whose task left
+        (cancelled): done, though its loop has not run the callback that
+        takes it in (``_flushed``; the loop stopped or closed first); or
+        never to be reported, as its loop closed before it completed (the
+        engine completes it on a thread of its own, and its bytes are the
+        kernel's). Either way the bytes leave the buffer, so that nothing
+        writes them again."""
+        inflight = self._inflight
+        if inflight is None:
+            return
+        if inflight[0].done():
+            self._flushed(inflight[0])
+        elif inflight[0].get_loop().is_closed():
+            self._inflight = None
+            self._trim(inflight[1])
 
     # -- helpers
 
@@ -75,17 +111,72 @@ class _EngineBinary:
             await self._flush_wbuf()
 
     async def _flush_wbuf(self):
-        """Writes the gathered bytes (one engine write; at the end of the
-        file in append mode)."""
-        if not self._wbuf:
-            return
-        data = bytes(self._wbuf)
-        # In append mode the file has O_APPEND: the kernel writes at the
-        # end whatever the offset, in one step with other appenders.
-        await self._nf.write_at(data, self._wbuf_pos)
-        del self._wbuf[: len(data)]
-        if self._append:
+        """Writes the gathered bytes (an engine write; more after a short
+        one; at the end of the file in append mode). The buffer loses
+        exactly what the kernel wrote, when it reports it: bytes it did not
+        write stay gathered, and a later flush writes them."""
+        await self._after_inflight()
+        wrote = False
+        while self._wbuf:
+            data = bytes(self._wbuf)
+            # In append mode the file has O_APPEND: the kernel writes at the
+            # end whatever the offset, in one step with other appenders.
+            fut = self._nf.write_some_at(data, self._wbuf_pos)
+            self._inflight = (fut, len(data))
+            try:
+                n = await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                if fut.done():
+                    self._flushed(fut)
+                else:
+                    # The engine goes on with the write: the lock stays
+                    # held until _flushed took its result in.
+                    fut.add_done_callback(self._flushed)
+                    self._lock.hold(fut)
+                raise
+            except Exception:
+                # Not written: the bytes stay gathered for the next flush.
+                self._inflight = None
+                raise
+            self._inflight = None
+            if n == 0:
+                raise OSError(errno.EIO, "the kernel wrote nothing")
+            self._trim(n)
+            wrote = True
+        if wrote and self._append:
             await self._after_append()
+
+    async def _after_inflight(self):
+        """Waits for the engine write of gathered bytes that a cancelled
+        flush of this task left in flight (a task that caught its
+        CancelledError and flushes again), so that its bytes are trimmed,
+        not written twice."""
+        inflight = self._inflight
+        while inflight is not None and not inflight[0].done():
+            if inflight[0].get_loop() is not asyncio.get_running_loop():
+                self._settle_orphans()
+                return
+            await asyncio.wait((inflight[0],))
+            await asyncio.sleep(0)  # _flushed runs first
+            inflight = self._inflight
+
+    def _flushed(self, fut):
+        """The engine write of gathered bytes whose task was cancelled
+        completed: trims what it wrote (on the loop's thread, the lock
+        still held for it)."""
+        if self._inflight is None or self._inflight[0] is not fut:
+            return  # settled as orphaned
+        self._inflight = None
+        if fut.cancelled():
+            return
+        if fut.exception() is None:
+            self._trim(fut.result())
+
+    def _trim(self, n):
+        """``n`` gathered bytes reached the file."""
+        assert 0 <= n <= len(self._wbuf), (n, len(self._wbuf))
+        del self._wbuf[:n]
+        self._wbuf_pos += n
 
     async def _after_append(self):
         """The position after an append: the file's size (an engine
@@ -118,6 +209,7 @@ class _EngineBinary:
 
     # -- reading
 
+    @serialised
     async def read(self, size=-1):
         """Reads up to ``size`` bytes (all to the end if negative or None):
         engine reads at the current position."""
@@ -139,6 +231,7 @@ class _EngineBinary:
         self._pos += len(out)
         return out
 
+    @serialised
     async def readall(self):
         """Reads to the end of the file (engine reads, sized by ``statx``)."""
         await self._before_read()
@@ -170,6 +263,7 @@ class _EngineBinary:
                 continue
         return b"".join(parts)
 
+    @serialised
     async def read1(self, size=-1):
         """At most one engine read of up to ``size`` bytes (``CHUNK`` if
         negative)."""
@@ -185,6 +279,7 @@ class _EngineBinary:
         self._pos += len(data)
         return data
 
+    @serialised
     async def readinto(self, b):
         """Reads into the writable buffer ``b`` (an engine read straight into
         it); returns the count."""
@@ -202,10 +297,12 @@ class _EngineBinary:
         self._pos += got
         return n + got
 
+    @serialised
     async def readinto1(self, b):
         """As ``readinto`` (one engine read)."""
         return await self.readinto(b)
 
+    @serialised
     async def peek(self, size=0):
         """Bytes at the current position without moving it (one engine read
         of ``CHUNK`` bytes when nothing is buffered)."""
@@ -217,6 +314,7 @@ class _EngineBinary:
             have = self._rbuf
         return bytes(have)
 
+    @serialised
     async def readline(self, size=-1):
         """Reads up to and including ``b"\\n"`` (engine reads of ``CHUNK``
         bytes, the surplus kept for the next call)."""
@@ -258,6 +356,7 @@ class _EngineBinary:
 
     # -- writing
 
+    @serialised
     async def write(self, b):
         """Writes ``b``; returns ``len(b)``. Up to the buffer size (the file
         system's block size, or ``buffering``) it is gathered in user space
@@ -273,12 +372,16 @@ class _EngineBinary:
         self._drop_readahead()
         if self._bufsize == 0 or n >= self._bufsize:
             await self._flush_wbuf()
+            fut = self._nf.write_at(mv, self._pos)
             try:
-                written = await self._nf.write_at(mv, self._pos)
+                written = await asyncio.shield(fut)
             except asyncio.CancelledError:
                 # The engine completes a write it has started: the bytes
                 # land, and the position moves past them (as aiofiles',
-                # whose thread finishes the write).
+                # whose thread finishes the write); the next operation
+                # waits for it.
+                if not fut.done():
+                    self._lock.hold(fut)
                 if not self._append:
                     self._pos += n
                 raise
@@ -291,22 +394,27 @@ class _EngineBinary:
             self._wbuf_pos = self._pos
         self._wbuf += mv
         self._pos += n
+        self._wbuf_loop = weakref.ref(asyncio.get_running_loop())
+        _BEHIND.add(self)
         if len(self._wbuf) >= self._bufsize:
             await self._flush_wbuf()
         return n
 
+    @serialised
     async def writelines(self, lines):
         """Writes each item of ``lines``."""
         self._check_writable()
         for x in lines:
             await self.write(x)
 
+    @serialised
     async def flush(self):
         """Writes what ``write`` gathered (an engine write): then it is in
         the file (the page cache; durable only after an fsync)."""
         self._check_open()
         await self._flush_wbuf()
 
+    @serialised
     async def truncate(self, size=None):
         """Truncates (or extends) the file to ``size`` bytes, the position
         if None (an engine ``ftruncate``); returns the new size."""
@@ -322,6 +430,7 @@ class _EngineBinary:
 
     # -- position
 
+    @serialised
     async def seek(self, offset, whence=os.SEEK_SET):
         """Moves the position; ``SEEK_END`` asks the kernel for the size
         (an engine ``statx``). Returns the new position."""
@@ -343,6 +452,7 @@ class _EngineBinary:
         self._pos = pos
         return pos
 
+    @serialised
     async def tell(self):
         """The position."""
         self._check_open()
@@ -365,10 +475,12 @@ class _EngineBinary:
         self._check_open()
         return False
 
+    @serialised_close
     async def close(self):
         """Writes what is gathered, then closes the file (an engine
         ``close``, after the operations in flight on it). Closing again does
-        nothing."""
+        nothing. In a child made by ``os.fork`` it returns at once: the
+        gathered bytes are the parent's, which writes them."""
         if self._detached:
             raise ValueError("raw stream has been detached")
         try:
@@ -377,17 +489,30 @@ class _EngineBinary:
         finally:
             await self._nf.close()
 
+    async def _close_forked(self):
+        await self._nf.close()  # returns at once in the child
+
     def _flush_sync(self):
         """Last resort for a file dropped unclosed: a blocking pwrite of what
         is gathered, as io's files flush when collected."""
+        if self._serial_pid != os.getpid():
+            return  # a child made by fork: the parent writes these bytes
+        self._settle_orphans()
+        if self._inflight is not None:
+            # Collected with a write in flight (its loop gone): those bytes
+            # are the engine's; the rest follows them.
+            self._trim(self._inflight[1])
+            self._inflight = None
         if self._wbuf and not self._nf.closed and not self._detached:
             fd = self._nf.fileno()
-            off = self._wbuf_pos  # (in append mode O_APPEND writes at the end)
-            data = bytes(self._wbuf)
-            while data:
-                n = os.pwrite(fd, data, off)
-                data, off = data[n:], off + n
-            self._wbuf.clear()
+            while self._wbuf:
+                # (In append mode O_APPEND writes at the end.) What a write
+                # took leaves the buffer at once: after a failure part-way
+                # (ENOSPC) the rest stays, and nothing is written twice.
+                n = os.pwrite(fd, self._wbuf, self._wbuf_pos)
+                if n == 0:
+                    raise OSError(errno.EIO, "the kernel wrote nothing")
+                self._trim(n)
 
     def __del__(self):
         try:
@@ -439,6 +564,40 @@ class _EngineBinary:
 
     async def __aexit__(self, *exc):
         await self.close()
+
+
+# The file objects that gathered bytes (weakly): the candidates for
+# _write_behind_at_loop_end.
+_BEHIND: "weakref.WeakSet[_EngineBinary]" = weakref.WeakSet()
+
+
+def _write_behind_at_loop_end(loop) -> None:
+    """A loop ended (``loop``, or None: one collected unclosed): the bytes
+    that file objects gathered on it and still hold are written now (a
+    blocking ``pwrite``, as a file collected unclosed writes them), so that
+    a file left open, unflushed, when its loop ends still gets every
+    acknowledged byte while the process lives on. An object in use by
+    another task at that moment (its lock held) is left to it."""
+    for f in list(_BEHIND):
+        gathered_on = f._wbuf_loop() if f._wbuf_loop is not None else None
+        if f._serial_pid != os.getpid():
+            continue  # the parent's (see _flush_sync)
+        if not f._wbuf:
+            _BEHIND.discard(f)
+            continue
+        if gathered_on is not loop or not f._lock.try_acquire():
+            continue
+        try:
+            f._flush_sync()
+        except OSError:
+            pass  # still gathered: the next flush reports it
+        finally:
+            f._lock.release()
+        if not f._wbuf:
+            _BEHIND.discard(f)
+
+
+_loop.at_loop_end(_write_behind_at_loop_end)
 
 
 class EngineBufferedReader(_EngineBinary, AsyncBufferedReader):

@@ -9,6 +9,7 @@ import codecs
 import io
 import os
 
+from ._serial import serialised, serialised_close
 from .text import AsyncTextIOWrapper
 from ._engine_binary import BIG_CHUNK, CHUNK, _readlines
 
@@ -38,6 +39,20 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         self._file = binary._nf
         self._encoder = None
         self._reset_decoder()
+
+    # -- serialisation: the binary file's lock (see _serial.py), reentrant
+    # for the task that holds it (a text write calls the binary write).
+
+    @property
+    def _serial(self):
+        return self._bin._lock
+
+    @property
+    def _serial_pid(self):
+        return self._bin._serial_pid
+
+    def _settle_orphans(self):
+        self._bin._settle_orphans()
 
     # -- decoding state
 
@@ -98,6 +113,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
 
     # -- reading
 
+    @serialised
     async def read(self, size=-1):
         """Reads up to ``size`` characters (all if negative or None)."""
         await self._bin._before_read()
@@ -131,6 +147,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         i = t.find(nl, start)
         return -1 if i < 0 else i + len(nl)
 
+    @serialised
     async def readline(self, size=-1):
         """Reads one line (line endings as ``newline`` says)."""
         await self._bin._before_read()
@@ -153,6 +170,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
 
     # -- writing
 
+    @serialised
     async def write(self, s):
         """Encodes ``s`` (translating ``"\\n"`` as ``newline`` says) and
         writes it with one engine write; returns ``len(s)``."""
@@ -179,6 +197,7 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
             await self._bin.flush()
         return n
 
+    @serialised
     async def writelines(self, lines):
         await self.write("".join(lines))
 
@@ -222,10 +241,12 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
         pos, flags = self._text_state()
         return pos | (flags << 64)
 
+    @serialised
     async def flush(self):
         """Writes what is gathered (see the binary ``write``)."""
         await self._bin.flush()
 
+    @serialised
     async def truncate(self, size=None):
         """Truncates the file to ``size`` bytes (the position if None)."""
         await self._sync_position()
@@ -233,12 +254,14 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
 
     # -- position
 
+    @serialised
     async def tell(self):
         """The byte position of the next character (a cookie ``seek``
         accepts, as Python's text files)."""
         self._bin._check_open()
         return self._text_position()
 
+    @serialised
     async def seek(self, cookie, whence=os.SEEK_SET):
         """``seek(tell_value)``, ``seek(0, SEEK_CUR)`` or ``seek(0, SEEK_END)``,
         as Python's text files allow."""
@@ -280,9 +303,13 @@ class EngineTextIOWrapper(AsyncTextIOWrapper):
     async def isatty(self):
         return await self._bin.isatty()
 
+    @serialised_close
     async def close(self):
         """Closes the file (an engine ``close``)."""
         await self._bin.close()
+
+    async def _close_forked(self):
+        await self._bin._close_forked()
 
     def fileno(self):
         return self._bin.fileno()

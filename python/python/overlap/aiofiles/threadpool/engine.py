@@ -10,13 +10,34 @@ aiofiles' classes (``AsyncBufferedReader``, ``AsyncBufferedIOBase``,
 ``AsyncFileIO``, ``AsyncTextIOWrapper``), so ``isinstance`` checks in
 existing code hold, and have the same methods and properties.
 
+One file object may be used by many tasks at once, on one loop or on
+loops of several threads: its operations run one at a time, in the order
+they were called (a FIFO lock per object, ``_serial.py``, as
+``io.BufferedWriter`` serialises its calls with its lock). So many tasks
+doing ``await f.write(line); await f.flush()`` (a logging handler's way)
+put every line in the file exactly once, whole: a flush writes what was
+gathered when it began and drops from the buffer exactly what the kernel
+wrote; a write that arrives meanwhile waits and is kept. A task cancelled
+while the engine writes gathered bytes leaves; the write completes, and the
+object's next operation waits for it and sees its result. A write of
+gathered bytes that fails (``ENOSPC``) raises from ``flush``/``close`` and
+the bytes the kernel did not take stay gathered: the next ``flush`` writes
+them. In a child made by ``os.fork`` every call on a file object the parent
+opened raises ``RuntimeError`` at once, ``close`` returns at once, and the
+child never writes the parent's gathered bytes; after
+``overlap.shutdown()`` every call raises ``RuntimeError`` (gathered bytes
+stay, and are written when the object is collected). The contract:
+``docs/acknowledged-bytes.md`` in the repository.
+
 Differences from the thread-pool objects, all documented per method:
 
 - Writes are gathered in user space up to the buffer size, as
   ``io.BufferedWriter`` does, and written by ``flush``, ``close``, a read or
   a seek with one engine write. A file dropped without ``close`` writes
   what is gathered with a blocking ``pwrite`` when collected (as ``io``'s
-  files do); close your files.
+  files do), also when its loop closed first (an engine write still in
+  flight then completes on the engine's thread, and its bytes are not
+  written again); close your files.
 - The position is kept here and every transfer is positional (``pread``/
   ``pwrite`` shaped). In append mode ("a", "ab", "a+", "a+b") the file is
   opened with O_APPEND, as Python's ``open`` does: the kernel writes each
