@@ -107,6 +107,26 @@ macro_rules! handle {
 }
 pub(crate) use handle;
 
+/// What a call on a parent's handle says in a child after `fork()`.
+pub(crate) const FORKED: &str = "the handle was made before this process forked: an engine, its \
+    files and ports belong to the parent (make a new engine in the child)";
+
+/// Returns `-ECHILD` from the calling function when `$engine` (an
+/// `overlap::Engine`) was made before this process forked: the parent's
+/// driver threads, AIO context and rings are not in the child, and its
+/// operations in flight are the parent's.
+macro_rules! refuse_forked {
+    ($engine:expr, $fn:expr) => {
+        if $engine.is_forked_copy() {
+            return $crate::error::fail(
+                libc::ECHILD,
+                format!("{}: {}", $fn, $crate::error::FORKED),
+            );
+        }
+    };
+}
+pub(crate) use refuse_forked;
+
 /// The calling thread's message for its last failure: what failed and why,
 /// in words, e.g. `overlap_port_read: direct I/O needs the buffer address
 /// aligned to 512 bytes, got 94371 (...)`. An empty string if nothing on
