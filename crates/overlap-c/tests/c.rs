@@ -7,6 +7,10 @@
 //! 2. linked with the static library and built with AddressSanitizer
 //!    (`-fsanitize=address`, leak detection on), run again.
 //!
+//! `tests/c/torture.c` is the acknowledged-byte torture suite
+//! (docs/acknowledged-bytes.md): its `torture: c DRIVER SCENARIO ...` lines
+//! are printed here, for `--show-output` and the torture matrix.
+//!
 //! A driver the machine does not allow is a loud skip (the C program exits
 //! 77 with a `SKIPPED:` line); so is AddressSanitizer when the compiler
 //! cannot build with it. Under `crates/no-uring` io_uring is refused, so the
@@ -154,10 +158,23 @@ fn asan_unavailable() -> Option<String> {
 /// Runs `exe args` on `driver`; returns its stdout. Exit 77 prints its
 /// SKIPPED line; anything but 0 or 77 fails the test.
 fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
+    run_with(exe, args, driver, link, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`run`], with more environment variables, and a failure returned
+/// (its stdout printed first, so that its lines reach the test log).
+fn run_with(
+    exe: &Path,
+    args: &[&str],
+    driver: &str,
+    link: Link,
+    envs: &[(&str, String)],
+) -> Result<String, String> {
     let dir = out_dir();
     let started = std::time::Instant::now();
     let mut child = Command::new(exe)
         .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
         .env("OVERLAP_DRIVER", driver)
         .env("OVERLAP_TEST_DIR", &dir)
         .env(
@@ -206,31 +223,77 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
                 exe.display(),
                 stderr.trim()
             );
-            return format!("SKIPPED: {stderr}");
+            return Ok(format!("SKIPPED: {stderr}"));
         }
-        _ => panic!(
-            "{} {args:?} on {driver}{tag} failed ({}{}):\n{stdout}\n{stderr}",
-            exe.display(),
-            o.status,
-            if took > TIME_LIMIT {
-                ", killed at the time limit"
-            } else {
-                ""
-            }
-        ),
+        _ => {
+            println!("{stdout}");
+            return Err(format!(
+                "{} {args:?} on {driver}{tag} failed ({}{}):\n{stdout}\n{stderr}",
+                exe.display(),
+                o.status,
+                if took > TIME_LIMIT {
+                    ", killed at the time limit"
+                } else {
+                    ""
+                }
+            ));
+        }
     }
-    stdout
+    Ok(stdout)
+}
+
+/// The torture suite (`tests/c/torture.c`) on every driver, each run with
+/// a fresh small ext4 (`scripts/small-fs`) for its injected ENOSPC, or the
+/// reason there is none. Every driver runs even when one fails; its
+/// `torture:` lines are printed either way.
+fn torture(exe: &Path, link: Link) {
+    let script = manifest_dir().join("../../scripts/small-fs");
+    let mut failures = Vec::new();
+    for d in DRIVERS {
+        let fs_dir = out_dir().join(format!("small-fs-{}-{d}", link as u8));
+        let mount = Command::new(&script)
+            .arg("mount")
+            .arg(&fs_dir)
+            .arg("8")
+            .output();
+        let env = match &mount {
+            Ok(o) if o.status.success() => (
+                "OVERLAP_SMALL_FS",
+                String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            ),
+            Ok(o) => (
+                "OVERLAP_SMALL_FS_SKIPPED",
+                format!(
+                    "scripts/small-fs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+            ),
+            Err(e) => ("OVERLAP_SMALL_FS_SKIPPED", format!("scripts/small-fs: {e}")),
+        };
+        let r = run_with(exe, &[], d, link, &[env]);
+        if mount.is_ok_and(|o| o.status.success()) {
+            let _ = Command::new(&script).arg("umount").arg(&fs_dir).status();
+        }
+        if let Err(e) = r {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 fn suite(link: Link) {
     let dir = out_dir();
-    for name in ["api", "threads"] {
+    for name in ["api", "threads", "fork", "torture"] {
         let exe = dir.join(format!("{name}-{}", link as u8));
         compile(
             &manifest_dir().join(format!("tests/c/{name}.c")),
             &exe,
             link,
         );
+        if name == "torture" {
+            torture(&exe, link);
+            continue;
+        }
         for d in DRIVERS {
             run(&exe, &[], d, link);
         }
