@@ -336,7 +336,10 @@ fn c_examples_build_and_run() {
         compile(&examples.join(format!("{name}.c")), &exe, Link::Shared);
         for d in DRIVERS {
             let out = match name {
-                "asynchio" => run(&exe, &[data, "64"], d, Link::Shared),
+                "asynchio" => {
+                    asynchio_explains_dirty_pages(&exe, d);
+                    run(&exe, &[data, "64"], d, Link::Shared)
+                }
                 "bench" => run(&exe, &[data, "2000", "4"], d, Link::Shared),
                 _ => run(&exe, &[data], d, Link::Shared),
             };
@@ -356,6 +359,64 @@ fn c_examples_build_and_run() {
             }
         }
     }
+}
+
+/// 4 MiB written to a new file at `path` (a new inode: ext4 flushes a file
+/// truncated and written again at close), synced or left dirty.
+fn write_data(path: &Path, sync: bool) {
+    let _ = std::fs::remove_file(path);
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i * 7) as u8).collect();
+    let mut f = std::fs::File::create(path).unwrap();
+    std::io::Write::write_all(&mut f, &data).unwrap();
+    if sync {
+        f.sync_all().unwrap();
+    }
+}
+
+/// Dirty plus under-writeback pages in asynchio's `page cache` line, or
+/// None when the kernel could not tell (no cachestat before Linux 6.5).
+fn unwritten_pages(out: &str) -> Option<u64> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("page cache before the reads: "))
+        .unwrap_or_else(|| panic!("asynchio does not report the page cache:\n{out}"));
+    if line.contains("unknown") {
+        return None;
+    }
+    let num = |word: &str| -> u64 {
+        let before = line.split(word).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    Some(num(" dirty") + num(" under writeback"))
+}
+
+/// asynchio on a file just written (its pages dirty: an O_DIRECT read must
+/// wait until the kernel writes them back, which io_uring hands to kernel
+/// workers) says so in its verdict; on a synced file it does not.
+fn asynchio_explains_dirty_pages(exe: &Path, driver: &str) {
+    let path = out_dir().join(format!("asynchio-dirty-{driver}"));
+    let path_s = path.to_str().unwrap();
+    write_data(&path, false);
+    let out = run(exe, &[path_s, "64"], driver, Link::Shared);
+    if out.starts_with("SKIPPED") {
+        return;
+    }
+    let verdict = out.lines().find(|l| l.starts_with("verdict:")).unwrap();
+    match unwritten_pages(&out) {
+        None => println!("SKIPPED: asynchio's dirty-page reason: cachestat(2) unavailable:\n{out}"),
+        Some(0) => panic!("a file just written had no dirty page before the reads:\n{out}"),
+        Some(_) if out.contains("(O_DIRECT)") => assert!(
+            verdict.contains("dirty pages") && verdict.contains("written them back"),
+            "the verdict does not say that the dirty pages had to be written back:\n{out}"
+        ),
+        Some(_) => {}
+    }
+    write_data(&path, true);
+    let out = run(exe, &[path_s, "64"], driver, Link::Shared);
+    let verdict = out.lines().find(|l| l.starts_with("verdict:")).unwrap();
+    assert!(matches!(unwritten_pages(&out), None | Some(0)), "{out}");
+    assert!(!verdict.contains("dirty"), "{out}");
+    let _ = std::fs::remove_file(&path);
 }
 
 /// The README's C example is examples/c/hello.c, which the test above
