@@ -536,7 +536,9 @@ void overlap_engine_free(struct overlap_engine *engine);
  * it: read it right after a call returned a negative value.
  *
  * The string belongs to the library and stays valid until the calling
- * thread's next call into it; never free it.
+ * thread's next call into it; never free it. It is cut at 2047 bytes. It
+ * works also while the thread or the process ends (in an `atexit`
+ * handler, a thread-exit destructor).
  *
  * Thread safety: any thread; each thread has its own message.
  */

@@ -2,21 +2,37 @@
 //! thread's message for its last failure, and the panic guard.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CString};
+use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use overlap::Error;
 
+/// The longest message kept, with its NUL (longer ones are cut at a
+/// character boundary).
+const MESSAGE_ROOM: usize = 2048;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// A plain array, not a `CString`: a thread-local without a destructor
+    /// stays usable while the thread ends, so that a failure inside an
+    /// `atexit` handler (run after the main thread's thread-local
+    /// destructors) or a thread-exit destructor still leaves its message.
+    static LAST_ERROR: RefCell<[u8; MESSAGE_ROOM]> = const { RefCell::new([0; MESSAGE_ROOM]) };
 }
 
 /// Records `msg` as the calling thread's last failure.
 pub(crate) fn set_error(msg: impl Into<String>) {
     let mut msg = msg.into();
     msg.retain(|c| c != '\0');
-    let c = CString::new(msg).unwrap_or_default();
-    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
+    let mut n = msg.len().min(MESSAGE_ROOM - 1);
+    while !msg.is_char_boundary(n) {
+        n -= 1;
+    }
+    let _ = LAST_ERROR.try_with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            e[..n].copy_from_slice(&msg.as_bytes()[..n]);
+            e[n] = 0;
+        }
+    });
 }
 
 /// A failure: records `msg`, returns `-errno`.
@@ -134,14 +150,16 @@ pub(crate) use refuse_forked;
 /// it: read it right after a call returned a negative value.
 ///
 /// The string belongs to the library and stays valid until the calling
-/// thread's next call into it; never free it.
+/// thread's next call into it; never free it. It is cut at 2047 bytes. It
+/// works also while the thread or the process ends (in an `atexit`
+/// handler, a thread-exit destructor).
 ///
 /// Thread safety: any thread; each thread has its own message.
 #[no_mangle]
 pub extern "C" fn overlap_last_error() -> *const c_char {
     let r = catch_unwind(|| {
         LAST_ERROR
-            .try_with(|e| e.borrow().as_ptr())
+            .try_with(|e| e.as_ptr().cast::<c_char>().cast_const())
             .unwrap_or(c"".as_ptr())
     });
     r.unwrap_or(c"".as_ptr())
