@@ -57,7 +57,7 @@ static void child_calls(void) {
     CHECK_ERR(overlap_port_fdatasync(port, file, 9), ECHILD);
     CHECK_ERR(overlap_port_fallocate(port, file, 0, 0, BS, 9), ECHILD);
     CHECK_ERR(overlap_port_submit(port, &op, 1), ECHILD);
-    CHECK_ERR(overlap_port_wait(port, &c, 1, 1, 1000000000LL), ECHILD);
+    CHECK_ERR(overlap_port_wait(port, &c, 1, 1, 5000000000LL), ECHILD);
     CHECK_ERR(overlap_port_outstanding(port), ECHILD);
     CHECK_ERR(overlap_port_post(port, 9, 0), ECHILD);
     CHECK_ERR(overlap_port_cancel(port, 9), ECHILD);
@@ -66,7 +66,9 @@ static void child_calls(void) {
     CHECK_ERR(overlap_port_register_memory(port, b, BS), ECHILD);
     CHECK_ERR(overlap_port_register_file(port, file), ECHILD);
     CHECK_ERR(overlap_engine_shutdown(engine), ECHILD);
-    CHECK(now_s() - t0 < 0.9); /* at once: no call waited */
+    /* At once: no call waited (the wait above would take 5 s; the margin
+     * is for a loaded machine). */
+    CHECK(now_s() - t0 < 4.0);
 
     /* A new engine in the child works. */
     overlap_engine *mine = test_engine(NULL);
