@@ -163,6 +163,40 @@ pub extern "C" fn overlap_engine_options_init(opts: *mut overlap_engine_options)
     })
 }
 
+/// The caller's options (the defaults for NULL), or `-EINVAL` when their
+/// `size` is not this version's.
+fn options_from(opts: *const overlap_engine_options) -> Result<overlap_engine_options, i32> {
+    let mut o = overlap_engine_options {
+        size: 0,
+        driver: 0,
+        max_inflight_ops: 0,
+        max_inflight_bytes: 0,
+        pool_threads: 0,
+        ring_entries: 0,
+        max_kernel_workers: 0,
+        flags: 0,
+    };
+    overlap_engine_options_init(&mut o);
+    if opts.is_null() {
+        return Ok(o);
+    }
+    // SAFETY: a non-NULL opts points to an overlap_engine_options (the
+    // caller's promise); `size` is checked before use.
+    o = unsafe { opts.read() };
+    let want = std::mem::size_of::<overlap_engine_options>();
+    if o.size as usize != want {
+        return Err(fail(
+            libc::EINVAL,
+            format!(
+                "overlap_engine_create: opts->size is {}, expected {want}: fill the options \
+                 with overlap_engine_options_init()",
+                o.size
+            ),
+        ));
+    }
+    Ok(o)
+}
+
 /// Starts an engine and stores its handle in `*out`. `opts` may be NULL
 /// for the defaults.
 ///
@@ -184,32 +218,10 @@ pub extern "C" fn overlap_engine_create(
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
-        let mut o = overlap_engine_options {
-            size: 0,
-            driver: 0,
-            max_inflight_ops: 0,
-            max_inflight_bytes: 0,
-            pool_threads: 0,
-            ring_entries: 0,
-            max_kernel_workers: 0,
-            flags: 0,
+        let o = match options_from(opts) {
+            Ok(o) => o,
+            Err(r) => return r,
         };
-        overlap_engine_options_init(&mut o);
-        if !opts.is_null() {
-            // SAFETY: a non-NULL opts points to an overlap_engine_options
-            // (the caller's promise); `size` is checked before use.
-            o = unsafe { opts.read() };
-            if o.size as usize != std::mem::size_of::<overlap_engine_options>() {
-                return fail(
-                    libc::EINVAL,
-                    format!(
-                        "{F}: opts->size is {}, expected {}: fill the options with overlap_engine_options_init()",
-                        o.size,
-                        std::mem::size_of::<overlap_engine_options>()
-                    ),
-                );
-            }
-        }
         let choice = match o.driver {
             OVERLAP_DRIVER_AUTO => DriverChoice::Auto,
             OVERLAP_DRIVER_URING => DriverChoice::Uring,

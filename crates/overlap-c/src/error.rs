@@ -23,16 +23,35 @@ thread_local! {
 pub(crate) fn set_error(msg: impl Into<String>) {
     let mut msg = msg.into();
     msg.retain(|c| c != '\0');
-    let mut n = msg.len().min(MESSAGE_ROOM - 1);
-    while !msg.is_char_boundary(n) {
-        n -= 1;
-    }
+    set_error_parts(&[&msg]);
+}
+
+/// Records the concatenation of `parts` (without NUL bytes) as the calling
+/// thread's last failure, allocating nothing: usable in a child after
+/// `fork()`, where another thread of the parent may have held the
+/// allocator's lock.
+fn set_error_parts(parts: &[&str]) {
     let _ = LAST_ERROR.try_with(|e| {
-        if let Ok(mut e) = e.try_borrow_mut() {
-            e[..n].copy_from_slice(&msg.as_bytes()[..n]);
-            e[n] = 0;
+        let Ok(mut e) = e.try_borrow_mut() else {
+            return;
+        };
+        let mut n = 0;
+        for part in parts {
+            let mut take = part.len().min(MESSAGE_ROOM - 1 - n);
+            while !part.is_char_boundary(take) {
+                take -= 1;
+            }
+            e[n..n + take].copy_from_slice(&part.as_bytes()[..take]);
+            n += take;
         }
+        e[n] = 0;
     });
+}
+
+/// A failure whose message is `parts` joined; allocates nothing.
+pub(crate) fn fail_parts<T: Ret>(errno: i32, parts: &[&str]) -> T {
+    set_error_parts(parts);
+    T::from_errno(errno)
 }
 
 /// A failure: records `msg`, returns `-errno`.
@@ -130,14 +149,12 @@ pub(crate) const FORKED: &str = "the handle was made before this process forked:
 /// Returns `-ECHILD` from the calling function when `$engine` (an
 /// `overlap::Engine`) was made before this process forked: the parent's
 /// driver threads, AIO context and rings are not in the child, and its
-/// operations in flight are the parent's.
+/// operations in flight are the parent's. Allocates nothing (see
+/// `set_error_parts`).
 macro_rules! refuse_forked {
     ($engine:expr, $fn:expr) => {
         if $engine.is_forked_copy() {
-            return $crate::error::fail(
-                libc::ECHILD,
-                format!("{}: {}", $fn, $crate::error::FORKED),
-            );
+            return $crate::error::fail_parts(libc::ECHILD, &[$fn, ": ", $crate::error::FORKED]);
         }
     };
 }

@@ -11,7 +11,7 @@ use overlap::{File, OpenOptions};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
-use crate::error::{fail, fail_with, guard, handle, refuse_forked};
+use crate::error::{fail, fail_parts, fail_with, guard, handle, refuse_forked};
 
 /// Open for reading.
 pub const OVERLAP_OPEN_READ: u32 = 1;
@@ -283,12 +283,12 @@ pub extern "C" fn overlap_file_close(file: *const overlap_file) -> i32 {
 /// overlap_file_close() in a child after `fork()`: closes the child's copy
 /// of the descriptor, once, and never waits (the operations the file
 /// counts in flight are the parent's, and no thread of the child will
-/// finish them).
+/// finish them). Allocates nothing.
 fn close_in_child(f: &overlap_file) -> i32 {
     const F: &str = "overlap_file_close";
     let fd = f.file.as_raw_fd();
     if fd < 0 || f.closed_in_child.swap(true, Ordering::AcqRel) {
-        return fail(libc::EBADF, format!("{F}: the file is closed"));
+        return fail_parts(libc::EBADF, &[F, ": the file is closed"]);
     }
     // SAFETY: fd is this file's descriptor in the child's own table; the
     // flag set above keeps it from being closed twice (overlap_file_free()
@@ -299,9 +299,9 @@ fn close_in_child(f: &overlap_file) -> i32 {
         let errno = std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO);
-        fail(
+        fail_parts(
             errno,
-            format!("{F}: close({fd}) in the forked child failed"),
+            &[F, ": close(2) of the descriptor failed in the forked child"],
         )
     }
 }

@@ -170,33 +170,11 @@ fn run_with(
     link: Link,
     envs: &[(&str, String)],
 ) -> Result<String, String> {
-    let dir = out_dir();
-    let started = std::time::Instant::now();
-    let mut child = Command::new(exe)
-        .args(args)
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
         .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-        .env("OVERLAP_DRIVER", driver)
-        .env("OVERLAP_TEST_DIR", &dir)
-        .env(
-            "ASAN_OPTIONS",
-            "detect_leaks=1:abort_on_error=0:exitcode=66",
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the C program");
-    // Bounded: a hang is a failure with the output so far, not a stuck run.
-    while child.try_wait().expect("wait for the C program").is_none() {
-        if started.elapsed() > TIME_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let o = child
-        .wait_with_output()
-        .expect("collect the C program's output");
-    let took = started.elapsed();
+        .env("OVERLAP_DRIVER", driver);
+    let (o, took) = run_bounded(cmd);
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr);
     let tag = if link == Link::Asan { " (ASan)" } else { "" };
@@ -240,6 +218,34 @@ fn run_with(
         }
     }
     Ok(stdout)
+}
+
+/// Runs `cmd` (in the test directory's environment, output collected) for
+/// at most [`TIME_LIMIT`]: a hang is a failure with the output so far, not
+/// a stuck run.
+fn run_bounded(mut cmd: Command) -> (std::process::Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .env("OVERLAP_TEST_DIR", out_dir())
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:exitcode=66",
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the C program");
+    while child.try_wait().expect("wait for the C program").is_none() {
+        if started.elapsed() > TIME_LIMIT {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child
+        .wait_with_output()
+        .expect("collect the C program's output");
+    (o, started.elapsed())
 }
 
 /// The torture suite (`tests/c/torture.c`) on every driver, each run with

@@ -70,6 +70,13 @@ static void child_calls(void) {
      * is for a loaded machine). */
     CHECK(now_s() - t0 < 4.0);
 
+#if defined(__SANITIZE_ADDRESS__)
+    /* Not under GCC's AddressSanitizer: its allocator does not take its
+     * locks around fork(), so a lock a parent's thread held at the fork
+     * stays held in the child, and the new engine's first thread waits for
+     * it for ever (glibc's malloc takes its locks around fork). */
+    return;
+#endif
     /* A new engine in the child works. */
     overlap_engine *mine = test_engine(NULL);
     char path[512];
@@ -97,6 +104,39 @@ static void child_cleanup(void) {
     overlap_file_free(file);
     overlap_engine_free(engine);
     printf("fork: child's cleanup returned\n");
+}
+
+/* In the parent, once the child is gone: its operations complete, with
+ * their data, and its descriptors are open. */
+static void parent_after_child(int pipe_w, const uint8_t *got, uint8_t (*data)[BS]) {
+    /* The parent's operations complete in the parent, with their data. */
+    CHECK_EQ(write(pipe_w, "from the parent", 15), 15);
+    overlap_completion c[9];
+    size_t n = 0;
+    double t0 = now_s();
+    while (n < 9) {
+        int64_t r = overlap_port_wait(port, c + n, 1, 9 - n, 1000000000LL);
+        CHECK(r >= 0);
+        n += (size_t)r;
+        CHECK(now_s() - t0 < 10.0);
+    }
+    for (size_t i = 0; i < 9; i++) {
+        if (c[i].user_data == 100) {
+            CHECK_EQ(c[i].result, 15);
+            CHECK(memcmp(got, "from the parent", 15) == 0);
+        } else {
+            CHECK_EQ(c[i].result, BS);
+        }
+    }
+    /* The child's close did not close the parent's descriptors. */
+    static uint8_t r[BS];
+    for (int i = 0; i < 8; i++) {
+        CHECK_EQ(overlap_pread(file, r, BS, (uint64_t)i * BS), BS);
+        CHECK(memcmp(r, data[i], BS) == 0);
+    }
+    CHECK(overlap_file_fd(pipe_file) >= 0);
+    CHECK_OK(overlap_file_close(file));
+    CHECK_OK(overlap_file_close(pipe_file));
 }
 
 int main(void) {
@@ -138,35 +178,7 @@ int main(void) {
     }
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
-
-    /* The parent's operations complete in the parent, with their data. */
-    CHECK_EQ(write(p[1], "from the parent", 15), 15);
-    overlap_completion c[9];
-    size_t n = 0;
-    t0 = now_s();
-    while (n < 9) {
-        int64_t r = overlap_port_wait(port, c + n, 1, 9 - n, 1000000000LL);
-        CHECK(r >= 0);
-        n += (size_t)r;
-        CHECK(now_s() - t0 < 10.0);
-    }
-    for (size_t i = 0; i < 9; i++) {
-        if (c[i].user_data == 100) {
-            CHECK_EQ(c[i].result, 15);
-            CHECK(memcmp(got, "from the parent", 15) == 0);
-        } else {
-            CHECK_EQ(c[i].result, BS);
-        }
-    }
-    /* The child's close did not close the parent's descriptors. */
-    static uint8_t r[BS];
-    for (int i = 0; i < 8; i++) {
-        CHECK_EQ(overlap_pread(file, r, BS, (uint64_t)i * BS), BS);
-        CHECK(memcmp(r, data[i], BS) == 0);
-    }
-    CHECK(overlap_file_fd(pipe_file) >= 0);
-    CHECK_OK(overlap_file_close(file));
-    CHECK_OK(overlap_file_close(pipe_file));
+    parent_after_child(p[1], got, data);
     close(p[1]);
     overlap_port_free(port);
     overlap_file_free(pipe_file);
