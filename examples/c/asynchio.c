@@ -14,14 +14,24 @@
  * The rules and their 90% thresholds are `overlap probe`'s
  * (crates/overlap-cli/src/probe/verdict.rs). The reads are O_DIRECT where
  * the file system allows it (else buffered, and a cached file then reads
- * synchronously, as the verdict will say). */
+ * synchronously, as the verdict will say).
+ *
+ * Before the reads it asks the kernel what of the file is in the page
+ * cache (cachestat(2), Linux 6.5): a file just written has dirty pages,
+ * and an O_DIRECT read of them must wait until the kernel has written
+ * them back. io_uring cannot wait without blocking, so it hands such reads
+ * to its worker threads; Linux AIO writes them back inside io_submit. The
+ * verdict says so. */
+#define _GNU_SOURCE /* syscall() */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <overlap.h>
 
@@ -31,6 +41,22 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* the same on every architecture */
+#endif
+
+/* cachestat(2)'s range and answer, in pages. */
+struct cache_range { uint64_t off, len; };
+struct cache_stat { uint64_t cached, dirty, writeback, evicted, recently_evicted; };
+
+/* What of the first `len` bytes of fd is in the page cache; 0, or -errno
+ * when the kernel cannot tell (-ENOSYS before Linux 6.5). */
+static int page_cache(int fd, uint64_t len, struct cache_stat *out) {
+    struct cache_range r = {0, len};
+    memset(out, 0, sizeof *out);
+    return syscall(__NR_cachestat, fd, &r, out, 0) == 0 ? 0 : -errno;
 }
 
 static int die(const char *what) {
@@ -87,6 +113,10 @@ int main(int argc, char **argv) {
         ops[i].offset = ((uint64_t)i * 7919 % slots) * READ_SIZE;
         ops[i].user_data = (uint64_t)i;
     }
+    struct cache_stat pc;
+    int pc_err = page_cache(overlap_file_fd(file), (uint64_t)st.st_size, &pc);
+    /* Pages an O_DIRECT read must see written back first. */
+    uint64_t unwritten = pc_err ? 0 : pc.dirty + pc.writeback;
     overlap_port *port;
     if (overlap_port_create(engine, 0, &port) < 0) return die("overlap_port_create");
     overlap_stats before, after;
@@ -115,6 +145,12 @@ int main(int argc, char **argv) {
 
     printf("driver: %s\n", driver);
     printf("file: %s (%s)\n", argv[1], direct ? "O_DIRECT" : "buffered: O_DIRECT refused here");
+    if (pc_err)
+        printf("page cache before the reads: unknown (cachestat: %s)\n", strerror(-pc_err));
+    else
+        printf("page cache before the reads: %" PRIu64 " of %" PRIu64 " pages cached, %" PRIu64
+               " dirty, %" PRIu64 " under writeback\n",
+               pc.cached, ((uint64_t)st.st_size + 4095) / 4096, pc.dirty, pc.writeback);
     printf("queued %ld reads of %d KiB in %.3f ms; the last completed after %.3f ms\n", n,
            READ_SIZE / 1024, queued * 1e3, complete * 1e3);
     printf("queueing took %.0f%% of the time to the last completion; %ld of %ld completed inline",
@@ -126,9 +162,15 @@ int main(int argc, char **argv) {
      * of the time queueing means synchronous. */
     const char *verdict, *plain;
     int by_threads = kind == OVERLAP_DRIVER_POOL || (kind == OVERLAP_DRIVER_AIO && !direct);
+    /* Why, when the file's dirty pages decided it. */
+    const char *cause = "";
     if (workers > 0) {
         verdict = "kernel-workers";
         plain = "handed to kernel workers: the kernel did the reads synchronously, on its own threads";
+        if (direct && unwritten > 0)
+            cause = "; the file had dirty pages (written, not yet on the disk), and an O_DIRECT read "
+                    "must wait until the kernel has written them back, which io_uring cannot do "
+                    "without blocking: sync the file (fsync) before reading it with O_DIRECT";
     } else if (inline_ * 10 >= n * 9 || queued * 10 >= complete * 9) {
         verdict = "sync";
         plain = "synchronous: the reads were done by the time they were queued, nothing overlapped "
@@ -141,7 +183,13 @@ int main(int argc, char **argv) {
         verdict = "async";
         plain = "truly asynchronous: queueing returned at once and the kernel completed the reads later";
     }
-    printf("verdict: %s (%s)\n", verdict, plain);
+    if (!*cause && direct && unwritten > 0)
+        cause = kind == OVERLAP_DRIVER_AIO
+                    ? "; the file had dirty pages (written, not yet on the disk): each O_DIRECT read "
+                      "first waited, inside io_submit, until the kernel had written them back"
+                    : "; the file had dirty pages (written, not yet on the disk): each O_DIRECT read "
+                      "first waited until the kernel had written them back";
+    printf("verdict: %s (%s%s)\n", verdict, plain, cause);
 
     overlap_port_free(port);
     overlap_file_free(file);

@@ -23,10 +23,21 @@
  *   waits for the port's operations, so after it no buffer is touched.
  * - Lifecycle: an operation's outcome never depends on the thread that
  *   submitted it: a submitting thread may exit with operations in flight
- *   (they complete, and any thread reaps them). An engine, its files and
- *   ports do not cross fork(): in the child they fail with -ECHILD (make a
- *   new engine there); the child never disturbs the parent's operations.
- *   Engine shutdown waits until the kernel is done with every operation.
+ *   (they complete, and any thread reaps them).
+ * - fork(): an engine, its files and ports do not cross it. In the child
+ *   every call on the parent's handles fails at once with -ECHILD (make a
+ *   new engine there), except overlap_file_close(), which closes the
+ *   child's copy of the descriptor, and the *_free functions: both return
+ *   at once. The child never waits for, nor disturbs, the parent's
+ *   operations, which complete in the parent.
+ * - Shutdown: overlap_engine_shutdown() waits until the kernel is done with
+ *   every operation in flight (their completions stay to be reaped). From
+ *   when it begins, every call that would start work (submissions, blocking
+ *   calls, opening or adopting a file, making a port, posting) fails at
+ *   once with -ESHUTDOWN; reaping, statistics, closing and freeing work.
+ * - The contract every front end of overlap keeps (no acknowledged byte
+ *   lost; buffers; fork; shutdown): docs/acknowledged-bytes.md in the
+ *   overlap repository.
  */
 
 #ifndef OVERLAP_H
@@ -110,7 +121,7 @@
 #define OVERLAP_OPEN_EXCLUSIVE 16
 
 /**
- * Every write goes to the end of the file (`O_APPEND`).
+ * Every write goes to the end of the file (`O_APPEND`; needs WRITE).
  */
 #define OVERLAP_OPEN_APPEND 32
 
@@ -487,11 +498,14 @@ int64_t overlap_engine_fallback_reason(const struct overlap_engine *engine, char
 int32_t overlap_engine_stats(const struct overlap_engine *engine, struct overlap_stats *out);
 
 /**
- * Stops the engine: later submissions fail with `-ESHUTDOWN`; waits
+ * Stops the engine: from now on every call that would start work
+ * (submissions, blocking calls, opening or adopting a file, making a
+ * port, posting) fails at once with `-ESHUTDOWN`; waits
  * until the kernel is done with every operation in flight (their
  * completions stay on their ports, for overlap_port_wait() to reap);
  * stops the driver's threads. Calling it again does nothing. Returns 0,
- * or `-EINVAL` for a NULL handle.
+ * or `-EINVAL` for a NULL handle, `-ECHILD` at once in a child after
+ * `fork()` (the engine is the parent's: nothing is stopped).
  *
  * It waits as long as the kernel does: a read of a pipe nobody writes to
  * keeps it waiting (cancel such operations first). It does not free the
@@ -506,7 +520,8 @@ int32_t overlap_engine_shutdown(const struct overlap_engine *engine);
  * Frees the engine handle (NULL is ignored). Files and ports made on the
  * engine keep it running until they are freed too; freeing the last of
  * them shuts it down as overlap_engine_shutdown() does (waiting for the
- * operations in flight).
+ * operations in flight). In a child after `fork()` it returns at once
+ * and stops nothing (the engine is the parent's).
  *
  * Thread safety: any thread, but no other call may use this handle at
  * the same time or after.
@@ -521,7 +536,9 @@ void overlap_engine_free(struct overlap_engine *engine);
  * it: read it right after a call returned a negative value.
  *
  * The string belongs to the library and stays valid until the calling
- * thread's next call into it; never free it.
+ * thread's next call into it; never free it. It is cut at 2047 bytes. It
+ * works also while the thread or the process ends (in an `atexit`
+ * handler, a thread-exit destructor).
  *
  * Thread safety: any thread; each thread has its own message.
  */
@@ -534,9 +551,10 @@ const char *overlap_last_error(void);
  * `O_CLOEXEC`. The open runs through the engine.
  *
  * Returns 0, or `-EINVAL` (NULL argument, unknown flag bits, neither
- * READ nor WRITE), or the kernel's `-errno` (`-ENOENT`, `-EACCES`,
- * `-EEXIST`, `-EINVAL` for O_DIRECT on a file system without it, ...),
- * or `-ESHUTDOWN`.
+ * READ nor WRITE, CREATE, TRUNCATE or APPEND without WRITE, TRUNCATE with
+ * APPEND), or the kernel's `-errno` (`-ENOENT`, `-EACCES`, `-EEXIST`,
+ * `-EINVAL` for O_DIRECT on a file system without it, ...), or
+ * `-ESHUTDOWN`, `-ECHILD` (an engine of the parent after `fork()`).
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_engine_free() of this engine.
@@ -551,8 +569,10 @@ int32_t overlap_file_open(const struct overlap_engine *engine, const char *path,
  * the descriptor (`fcntl(F_GETFL)`); for O_DIRECT the alignment is asked
  * of the kernel. Stores the handle in `*out`.
  *
- * Returns 0, or `-EBADF` (not an open descriptor; it is then not
- * adopted), `-EINVAL` (NULL argument).
+ * Returns 0, or `-EBADF` (not an open descriptor), `-EINVAL` (NULL
+ * argument), `-ESHUTDOWN` (the engine is shut down), `-ECHILD` (an engine
+ * of the parent after `fork()`); on failure the descriptor is not adopted
+ * and stays the caller's.
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_engine_free() of this engine.
@@ -586,6 +606,19 @@ int32_t overlap_file_fd(const struct overlap_file *file);
  * again returns `-EBADF`. The handle stays valid until
  * overlap_file_free().
  *
+ * After overlap_engine_shutdown() it still closes the descriptor, on the
+ * calling thread, and returns 0: the engine runs no operation any more,
+ * so the kernel's verdict of that close is not known (sync the file
+ * before shutdown to learn of write-back errors). It never reports a
+ * descriptor it closed as a failure.
+ *
+ * In a child after `fork()`, on a file of the parent: closes the child's
+ * copy of the descriptor (the child's own descriptor table; the parent's
+ * stays open and its operations go on) and returns at once, 0 or
+ * `close(2)`'s `-errno`, without waiting for any operation (those in
+ * flight are the parent's). Every other call on the file fails there
+ * with `-ECHILD`.
+ *
  * Operations already submitted on a port are not cancelled and still
  * complete with their real results: their buffers stay in use until
  * their completions are reaped, as always. On io_uring the kernel holds
@@ -603,7 +636,8 @@ int32_t overlap_file_close(const struct overlap_file *file);
  * Frees the file handle (NULL is ignored), closing the descriptor if
  * overlap_file_close() did not (without reporting the kernel's verdict:
  * close first to see it). Operations in flight on it keep their own
- * reference and complete as usual.
+ * reference and complete as usual. In a child after `fork()` it returns
+ * at once.
  *
  * Thread safety: any thread, but no other call may use this handle at
  * the same time or after.
@@ -696,7 +730,9 @@ int32_t overlap_fdatasync(const struct overlap_file *file);
  * ring of its own: submitting threads hand operations to the kernel
  * themselves, and waiting threads sleep in the kernel on that ring.
  *
- * Returns 0 or `-EINVAL` (NULL argument, unknown flags).
+ * Returns 0 or `-EINVAL` (NULL argument, unknown flags), `-ESHUTDOWN`
+ * (the engine is shut down), `-ECHILD` (an engine of the parent after
+ * `fork()`).
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_engine_free() of this engine. The port handle may be used
@@ -961,7 +997,8 @@ int64_t overlap_port_outstanding(const struct overlap_port *port);
  * still outstanding on it has completed, and discards those completions
  * (and posted ones); then no operation of the port touches any buffer
  * again. It waits as long as the kernel does (a read of a pipe nobody
- * writes to: cancel it first).
+ * writes to: cancel it first). In a child after `fork()`, on a port of
+ * the parent, it returns at once (the operations are the parent's).
  *
  * Thread safety: any thread, but no other call may use this handle at
  * the same time or after.

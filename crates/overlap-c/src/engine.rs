@@ -2,10 +2,11 @@
 //! shutdown and free.
 
 use std::ffi::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use overlap::{DriverChoice, DriverKind, Engine};
 
-use crate::error::{fail, fail_with, guard, handle};
+use crate::error::{fail, fail_with, guard, handle, refuse_forked};
 
 /// Let the engine choose: the `OVERLAP_DRIVER` environment variable
 /// (`uring`, `aio`, `pool`) if set, else io_uring when the kernel allows
@@ -42,6 +43,22 @@ pub const OVERLAP_ENGINE_WAITS_ON_CALLER: u32 = 1;
 /// statistics. One per process is the normal case. Opaque.
 pub struct overlap_engine {
     pub(crate) engine: Engine,
+    /// Set when overlap_engine_shutdown() begins: what makes ports and
+    /// adopts files fails from then on (the engine refuses operations by
+    /// itself; making a port or adopting a descriptor submits none).
+    shut: AtomicBool,
+}
+
+impl overlap_engine {
+    /// `-ESHUTDOWN` (with the message) once overlap_engine_shutdown() began.
+    pub(crate) fn refuse_shut(&self, what: &str) -> Option<i32> {
+        self.shut.load(Ordering::Acquire).then(|| {
+            fail(
+                libc::ESHUTDOWN,
+                format!("{what}: the engine is shut down (overlap_engine_shutdown())"),
+            )
+        })
+    }
 }
 
 /// Options for overlap_engine_create(). Fill it with
@@ -146,6 +163,40 @@ pub extern "C" fn overlap_engine_options_init(opts: *mut overlap_engine_options)
     })
 }
 
+/// The caller's options (the defaults for NULL), or `-EINVAL` when their
+/// `size` is not this version's.
+fn options_from(opts: *const overlap_engine_options) -> Result<overlap_engine_options, i32> {
+    let mut o = overlap_engine_options {
+        size: 0,
+        driver: 0,
+        max_inflight_ops: 0,
+        max_inflight_bytes: 0,
+        pool_threads: 0,
+        ring_entries: 0,
+        max_kernel_workers: 0,
+        flags: 0,
+    };
+    overlap_engine_options_init(&mut o);
+    if opts.is_null() {
+        return Ok(o);
+    }
+    // SAFETY: a non-NULL opts points to an overlap_engine_options (the
+    // caller's promise); `size` is checked before use.
+    o = unsafe { opts.read() };
+    let want = std::mem::size_of::<overlap_engine_options>();
+    if o.size as usize != want {
+        return Err(fail(
+            libc::EINVAL,
+            format!(
+                "overlap_engine_create: opts->size is {}, expected {want}: fill the options \
+                 with overlap_engine_options_init()",
+                o.size
+            ),
+        ));
+    }
+    Ok(o)
+}
+
 /// Starts an engine and stores its handle in `*out`. `opts` may be NULL
 /// for the defaults.
 ///
@@ -167,32 +218,10 @@ pub extern "C" fn overlap_engine_create(
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
-        let mut o = overlap_engine_options {
-            size: 0,
-            driver: 0,
-            max_inflight_ops: 0,
-            max_inflight_bytes: 0,
-            pool_threads: 0,
-            ring_entries: 0,
-            max_kernel_workers: 0,
-            flags: 0,
+        let o = match options_from(opts) {
+            Ok(o) => o,
+            Err(r) => return r,
         };
-        overlap_engine_options_init(&mut o);
-        if !opts.is_null() {
-            // SAFETY: a non-NULL opts points to an overlap_engine_options
-            // (the caller's promise); `size` is checked before use.
-            o = unsafe { opts.read() };
-            if o.size as usize != std::mem::size_of::<overlap_engine_options>() {
-                return fail(
-                    libc::EINVAL,
-                    format!(
-                        "{F}: opts->size is {}, expected {}: fill the options with overlap_engine_options_init()",
-                        o.size,
-                        std::mem::size_of::<overlap_engine_options>()
-                    ),
-                );
-            }
-        }
         let choice = match o.driver {
             OVERLAP_DRIVER_AUTO => DriverChoice::Auto,
             OVERLAP_DRIVER_URING => DriverChoice::Uring,
@@ -229,7 +258,10 @@ pub extern "C" fn overlap_engine_create(
         }
         match b.build() {
             Ok(engine) => {
-                let h = Box::into_raw(Box::new(overlap_engine { engine }));
+                let h = Box::into_raw(Box::new(overlap_engine {
+                    engine,
+                    shut: AtomicBool::new(false),
+                }));
                 // SAFETY: out is a writable pointer (checked non-NULL).
                 unsafe { out.write(h) };
                 0
@@ -249,6 +281,7 @@ pub extern "C" fn overlap_engine_driver(engine: *const overlap_engine) -> i32 {
     const F: &str = "overlap_engine_driver";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         match e.engine.driver().kind {
             DriverKind::Uring => OVERLAP_DRIVER_URING,
             DriverKind::Aio => OVERLAP_DRIVER_AIO,
@@ -291,6 +324,7 @@ pub extern "C" fn overlap_engine_driver_text(
     const F: &str = "overlap_engine_driver_text";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         copy_text(&e.engine.driver().to_string(), buf, len)
     })
 }
@@ -311,6 +345,7 @@ pub extern "C" fn overlap_engine_fallback_reason(
     const F: &str = "overlap_engine_fallback_reason";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         let info = e.engine.driver();
         let mut text = match &info.fallback {
             Some(r) => format!("io_uring: {r}; to fix: {}", r.hint()),
@@ -336,6 +371,7 @@ pub extern "C" fn overlap_engine_stats(
     const F: &str = "overlap_engine_stats";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
@@ -364,11 +400,14 @@ pub extern "C" fn overlap_engine_stats(
     })
 }
 
-/// Stops the engine: later submissions fail with `-ESHUTDOWN`; waits
+/// Stops the engine: from now on every call that would start work
+/// (submissions, blocking calls, opening or adopting a file, making a
+/// port, posting) fails at once with `-ESHUTDOWN`; waits
 /// until the kernel is done with every operation in flight (their
 /// completions stay on their ports, for overlap_port_wait() to reap);
 /// stops the driver's threads. Calling it again does nothing. Returns 0,
-/// or `-EINVAL` for a NULL handle.
+/// or `-EINVAL` for a NULL handle, `-ECHILD` at once in a child after
+/// `fork()` (the engine is the parent's: nothing is stopped).
 ///
 /// It waits as long as the kernel does: a read of a pipe nobody writes to
 /// keeps it waiting (cancel such operations first). It does not free the
@@ -381,6 +420,10 @@ pub extern "C" fn overlap_engine_shutdown(engine: *const overlap_engine) -> i32 
     const F: &str = "overlap_engine_shutdown";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
+        // Before the engine's own flag: a port made or a descriptor
+        // adopted from now on is refused, as submissions are.
+        e.shut.store(true, Ordering::Release);
         e.engine.shutdown();
         0
     })
@@ -389,7 +432,8 @@ pub extern "C" fn overlap_engine_shutdown(engine: *const overlap_engine) -> i32 
 /// Frees the engine handle (NULL is ignored). Files and ports made on the
 /// engine keep it running until they are freed too; freeing the last of
 /// them shuts it down as overlap_engine_shutdown() does (waiting for the
-/// operations in flight).
+/// operations in flight). In a child after `fork()` it returns at once
+/// and stops nothing (the engine is the parent's).
 ///
 /// Thread safety: any thread, but no other call may use this handle at
 /// the same time or after.

@@ -2,21 +2,56 @@
 //! thread's message for its last failure, and the panic guard.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CString};
+use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use overlap::Error;
 
+/// The longest message kept, with its NUL (longer ones are cut at a
+/// character boundary).
+const MESSAGE_ROOM: usize = 2048;
+
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// A plain array, not a `CString`: a thread-local without a destructor
+    /// stays usable while the thread ends, so that a failure inside an
+    /// `atexit` handler (run after the main thread's thread-local
+    /// destructors) or a thread-exit destructor still leaves its message.
+    static LAST_ERROR: RefCell<[u8; MESSAGE_ROOM]> = const { RefCell::new([0; MESSAGE_ROOM]) };
 }
 
 /// Records `msg` as the calling thread's last failure.
 pub(crate) fn set_error(msg: impl Into<String>) {
     let mut msg = msg.into();
     msg.retain(|c| c != '\0');
-    let c = CString::new(msg).unwrap_or_default();
-    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
+    set_error_parts(&[&msg]);
+}
+
+/// Records the concatenation of `parts` (without NUL bytes) as the calling
+/// thread's last failure, allocating nothing: usable in a child after
+/// `fork()`, where another thread of the parent may have held the
+/// allocator's lock.
+fn set_error_parts(parts: &[&str]) {
+    let _ = LAST_ERROR.try_with(|e| {
+        let Ok(mut e) = e.try_borrow_mut() else {
+            return;
+        };
+        let mut n = 0;
+        for part in parts {
+            let mut take = part.len().min(MESSAGE_ROOM - 1 - n);
+            while !part.is_char_boundary(take) {
+                take -= 1;
+            }
+            e[n..n + take].copy_from_slice(&part.as_bytes()[..take]);
+            n += take;
+        }
+        e[n] = 0;
+    });
+}
+
+/// A failure whose message is `parts` joined; allocates nothing.
+pub(crate) fn fail_parts<T: Ret>(errno: i32, parts: &[&str]) -> T {
+    set_error_parts(parts);
+    T::from_errno(errno)
 }
 
 /// A failure: records `msg`, returns `-errno`.
@@ -107,6 +142,24 @@ macro_rules! handle {
 }
 pub(crate) use handle;
 
+/// What a call on a parent's handle says in a child after `fork()`.
+pub(crate) const FORKED: &str = "the handle was made before this process forked: an engine, its \
+    files and ports belong to the parent (make a new engine in the child)";
+
+/// Returns `-ECHILD` from the calling function when `$engine` (an
+/// `overlap::Engine`) was made before this process forked: the parent's
+/// driver threads, AIO context and rings are not in the child, and its
+/// operations in flight are the parent's. Allocates nothing (see
+/// `set_error_parts`).
+macro_rules! refuse_forked {
+    ($engine:expr, $fn:expr) => {
+        if $engine.is_forked_copy() {
+            return $crate::error::fail_parts(libc::ECHILD, &[$fn, ": ", $crate::error::FORKED]);
+        }
+    };
+}
+pub(crate) use refuse_forked;
+
 /// The calling thread's message for its last failure: what failed and why,
 /// in words, e.g. `overlap_port_read: direct I/O needs the buffer address
 /// aligned to 512 bytes, got 94371 (...)`. An empty string if nothing on
@@ -114,14 +167,16 @@ pub(crate) use handle;
 /// it: read it right after a call returned a negative value.
 ///
 /// The string belongs to the library and stays valid until the calling
-/// thread's next call into it; never free it.
+/// thread's next call into it; never free it. It is cut at 2047 bytes. It
+/// works also while the thread or the process ends (in an `atexit`
+/// handler, a thread-exit destructor).
 ///
 /// Thread safety: any thread; each thread has its own message.
 #[no_mangle]
 pub extern "C" fn overlap_last_error() -> *const c_char {
     let r = catch_unwind(|| {
         LAST_ERROR
-            .try_with(|e| e.borrow().as_ptr())
+            .try_with(|e| e.as_ptr().cast::<c_char>().cast_const())
             .unwrap_or(c"".as_ptr())
     });
     r.unwrap_or(c"".as_ptr())

@@ -5,12 +5,13 @@
 use std::ffi::{c_char, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use overlap::{File, OpenOptions};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
-use crate::error::{fail, fail_with, guard, handle};
+use crate::error::{fail, fail_parts, fail_with, guard, handle, refuse_forked};
 
 /// Open for reading.
 pub const OVERLAP_OPEN_READ: u32 = 1;
@@ -22,7 +23,7 @@ pub const OVERLAP_OPEN_CREATE: u32 = 4;
 pub const OVERLAP_OPEN_TRUNCATE: u32 = 8;
 /// Create it, failing with `-EEXIST` if it exists (`O_CREAT|O_EXCL`).
 pub const OVERLAP_OPEN_EXCLUSIVE: u32 = 16;
-/// Every write goes to the end of the file (`O_APPEND`).
+/// Every write goes to the end of the file (`O_APPEND`; needs WRITE).
 pub const OVERLAP_OPEN_APPEND: u32 = 32;
 /// Bypass the page cache (`O_DIRECT`): buffer addresses, offsets and
 /// lengths must then be multiples of overlap_file_alignment()'s figures,
@@ -37,6 +38,10 @@ const ALL_OPEN_FLAGS: u32 = 255;
 /// An open file of an engine. Opaque.
 pub struct overlap_file {
     pub(crate) file: File,
+    /// overlap_file_close() closed the child's copy of the descriptor in a
+    /// child after `fork()`: the `File` still names its number, which the
+    /// child may reuse, so overlap_file_free() must not close it again.
+    closed_in_child: AtomicBool,
 }
 
 /// The direct-I/O alignment a file needs (overlap_file_alignment()).
@@ -55,7 +60,10 @@ pub struct overlap_alignment {
 }
 
 fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
-    let h = Box::into_raw(Box::new(overlap_file { file }));
+    let h = Box::into_raw(Box::new(overlap_file {
+        file,
+        closed_in_child: AtomicBool::new(false),
+    }));
     // SAFETY: out is a writable pointer, checked non-NULL by the caller.
     unsafe { out.write(h) };
     0
@@ -67,9 +75,10 @@ fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
 /// `O_CLOEXEC`. The open runs through the engine.
 ///
 /// Returns 0, or `-EINVAL` (NULL argument, unknown flag bits, neither
-/// READ nor WRITE), or the kernel's `-errno` (`-ENOENT`, `-EACCES`,
-/// `-EEXIST`, `-EINVAL` for O_DIRECT on a file system without it, ...),
-/// or `-ESHUTDOWN`.
+/// READ nor WRITE, CREATE, TRUNCATE or APPEND without WRITE, TRUNCATE with
+/// APPEND), or the kernel's `-errno` (`-ENOENT`, `-EACCES`, `-EEXIST`,
+/// `-EINVAL` for O_DIRECT on a file system without it, ...), or
+/// `-ESHUTDOWN`, `-ECHILD` (an engine of the parent after `fork()`).
 ///
 /// Thread safety: any thread, concurrently with any call but
 /// overlap_engine_free() of this engine.
@@ -93,11 +102,21 @@ pub extern "C" fn overlap_file_open(
                 format!("{F}: unknown flag bits {:#x}", flags & !ALL_OPEN_FLAGS),
             );
         }
+        refuse_forked!(e.engine, F);
         let has = |f: u32| flags & f != 0;
-        if !has(OVERLAP_OPEN_READ) && !has(OVERLAP_OPEN_WRITE) && !has(OVERLAP_OPEN_APPEND) {
+        if !has(OVERLAP_OPEN_READ) && !has(OVERLAP_OPEN_WRITE) {
             return fail(
                 libc::EINVAL,
                 format!("{F}: flags need OVERLAP_OPEN_READ or OVERLAP_OPEN_WRITE"),
+            );
+        }
+        if has(OVERLAP_OPEN_APPEND) && !has(OVERLAP_OPEN_WRITE) {
+            // As O_APPEND without O_WRONLY/O_RDWR: no write access is given
+            // by appending alone (the engine's `OpenOptions`, like Rust's,
+            // would grant it).
+            return fail(
+                libc::EINVAL,
+                format!("{F}: OVERLAP_OPEN_APPEND needs OVERLAP_OPEN_WRITE"),
             );
         }
         // SAFETY: path is a NUL-terminated string (the caller's promise),
@@ -128,8 +147,10 @@ pub extern "C" fn overlap_file_open(
 /// the descriptor (`fcntl(F_GETFL)`); for O_DIRECT the alignment is asked
 /// of the kernel. Stores the handle in `*out`.
 ///
-/// Returns 0, or `-EBADF` (not an open descriptor; it is then not
-/// adopted), `-EINVAL` (NULL argument).
+/// Returns 0, or `-EBADF` (not an open descriptor), `-EINVAL` (NULL
+/// argument), `-ESHUTDOWN` (the engine is shut down), `-ECHILD` (an engine
+/// of the parent after `fork()`); on failure the descriptor is not adopted
+/// and stays the caller's.
 ///
 /// Thread safety: any thread, concurrently with any call but
 /// overlap_engine_free() of this engine.
@@ -142,8 +163,12 @@ pub extern "C" fn overlap_file_adopt(
     const F: &str = "overlap_file_adopt";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
+        }
+        if let Some(r) = e.refuse_shut(F) {
+            return r;
         }
         // SAFETY: F_GETFD on any number is harmless; it tells whether fd
         // is an open descriptor.
@@ -171,6 +196,7 @@ pub extern "C" fn overlap_file_alignment(
     const F: &str = "overlap_file_alignment";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
@@ -197,6 +223,7 @@ pub extern "C" fn overlap_file_fd(file: *const overlap_file) -> i32 {
     const F: &str = "overlap_file_fd";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         match f.file.as_raw_fd() {
             fd if fd >= 0 => fd,
             _ => fail(libc::EBADF, format!("{F}: the file is closed")),
@@ -210,6 +237,19 @@ pub extern "C" fn overlap_file_fd(file: *const overlap_file) -> i32 {
 /// `-errno`: some file systems report write-back errors here). Closing
 /// again returns `-EBADF`. The handle stays valid until
 /// overlap_file_free().
+///
+/// After overlap_engine_shutdown() it still closes the descriptor, on the
+/// calling thread, and returns 0: the engine runs no operation any more,
+/// so the kernel's verdict of that close is not known (sync the file
+/// before shutdown to learn of write-back errors). It never reports a
+/// descriptor it closed as a failure.
+///
+/// In a child after `fork()`, on a file of the parent: closes the child's
+/// copy of the descriptor (the child's own descriptor table; the parent's
+/// stays open and its operations go on) and returns at once, 0 or
+/// `close(2)`'s `-errno`, without waiting for any operation (those in
+/// flight are the parent's). Every other call on the file fails there
+/// with `-ECHILD`.
 ///
 /// Operations already submitted on a port are not cancelled and still
 /// complete with their real results: their buffers stay in use until
@@ -226,17 +266,51 @@ pub extern "C" fn overlap_file_close(file: *const overlap_file) -> i32 {
     const F: &str = "overlap_file_close";
     guard(F, || {
         let f = handle!(file, "file", F);
+        if f.file.engine().is_forked_copy() {
+            return close_in_child(f);
+        }
         match f.file.close().wait() {
             Ok(()) => 0,
+            // The close operation owns the descriptor once the file let it
+            // go; refused by a shut-down engine, it closes it when dropped
+            // (the engine's `operation::Close`): the descriptor is closed.
+            Err(overlap::Error::Shutdown) => 0,
             Err(e) => fail_with(F, &e),
         }
     })
 }
 
+/// overlap_file_close() in a child after `fork()`: closes the child's copy
+/// of the descriptor, once, and never waits (the operations the file
+/// counts in flight are the parent's, and no thread of the child will
+/// finish them). Allocates nothing.
+fn close_in_child(f: &overlap_file) -> i32 {
+    const F: &str = "overlap_file_close";
+    let fd = f.file.as_raw_fd();
+    if fd < 0 || f.closed_in_child.swap(true, Ordering::AcqRel) {
+        return fail_parts(libc::EBADF, &[F, ": the file is closed"]);
+    }
+    // SAFETY: fd is this file's descriptor in the child's own table; the
+    // flag set above keeps it from being closed twice (overlap_file_free()
+    // then forgets the file instead of closing the number again).
+    if unsafe { libc::close(fd) } == 0 {
+        0
+    } else {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        fail_parts(
+            errno,
+            &[F, ": close(2) of the descriptor failed in the forked child"],
+        )
+    }
+}
+
 /// Frees the file handle (NULL is ignored), closing the descriptor if
 /// overlap_file_close() did not (without reporting the kernel's verdict:
 /// close first to see it). Operations in flight on it keep their own
-/// reference and complete as usual.
+/// reference and complete as usual. In a child after `fork()` it returns
+/// at once.
 ///
 /// Thread safety: any thread, but no other call may use this handle at
 /// the same time or after.
@@ -246,7 +320,14 @@ pub extern "C" fn overlap_file_free(file: *mut overlap_file) {
         if !file.is_null() {
             // SAFETY: the handle came from Box::into_raw and is freed once
             // (the caller's rule).
-            drop(unsafe { Box::from_raw(file) });
+            let f = unsafe { Box::from_raw(file) };
+            if f.closed_in_child.load(Ordering::Acquire) {
+                // Its descriptor number was closed in this forked child and
+                // may name another file by now: the `File` must not close
+                // it again. Its memory is the parent's engine's, which the
+                // child leaves alone anyway.
+                std::mem::forget(f.file);
+            }
         }
     })
 }
@@ -278,6 +359,7 @@ pub extern "C" fn overlap_pread(
     const F: &str = "overlap_pread";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         let b = match CBuf::new(buf, len, F) {
             Ok(b) => b,
             Err((errno, msg)) => return fail(errno, msg),
@@ -323,6 +405,7 @@ pub extern "C" fn overlap_pread_cached(
     const F: &str = "overlap_pread_cached";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         if let Err((errno, msg)) = CBuf::new(buf, len, F) {
             return fail(errno, msg);
         }
@@ -365,6 +448,7 @@ pub extern "C" fn overlap_pwrite(
     const F: &str = "overlap_pwrite";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         let b = match CBuf::new(buf, len, F) {
             Ok(b) => b,
             Err((errno, msg)) => return fail(errno, msg),
@@ -386,6 +470,7 @@ pub extern "C" fn overlap_fsync(file: *const overlap_file) -> i32 {
     const F: &str = "overlap_fsync";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         match f.file.sync_all().wait() {
             Ok(()) => 0,
             Err(e) => fail_with(F, &e),
@@ -402,6 +487,7 @@ pub extern "C" fn overlap_fdatasync(file: *const overlap_file) -> i32 {
     const F: &str = "overlap_fdatasync";
     guard(F, || {
         let f = handle!(file, "file", F);
+        refuse_forked!(f.file.engine(), F);
         match f.file.sync_data().wait() {
             Ok(()) => 0,
             Err(e) => fail_with(F, &e),

@@ -17,11 +17,11 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::time::Duration;
 
-use overlap::{Completion, Error, Port};
+use overlap::{Completion, Engine, Error, Port};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
-use crate::error::{errno_of, fail, fail_with, guard, handle};
+use crate::error::{errno_of, fail, fail_with, guard, handle, refuse_forked};
 use crate::file::overlap_file;
 
 /// overlap_port_create(): when the in-flight budget is full, submissions
@@ -64,6 +64,8 @@ pub const OVERLAP_OP_FALLOCATE: u32 = 5;
 pub struct overlap_port {
     port: Port<CBuf>,
     nonblock: bool,
+    /// The port's engine (the port holds it too), for the fork check.
+    engine: Engine,
 }
 
 /// One operation of a batch for overlap_port_submit().
@@ -108,7 +110,9 @@ pub struct overlap_completion {
 /// ring of its own: submitting threads hand operations to the kernel
 /// themselves, and waiting threads sleep in the kernel on that ring.
 ///
-/// Returns 0 or `-EINVAL` (NULL argument, unknown flags).
+/// Returns 0 or `-EINVAL` (NULL argument, unknown flags), `-ESHUTDOWN`
+/// (the engine is shut down), `-ECHILD` (an engine of the parent after
+/// `fork()`).
 ///
 /// Thread safety: any thread, concurrently with any call but
 /// overlap_engine_free() of this engine. The port handle may be used
@@ -123,11 +127,15 @@ pub extern "C" fn overlap_port_create(
     const F: &str = "overlap_port_create";
     guard(F, || {
         let e = handle!(engine, "engine", F);
+        refuse_forked!(e.engine, F);
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
         if flags & !(OVERLAP_PORT_NONBLOCK | OVERLAP_PORT_CANCEL) != 0 {
             return fail(libc::EINVAL, format!("{F}: unknown flags {flags:#x}"));
+        }
+        if let Some(r) = e.refuse_shut(F) {
+            return r;
         }
         let port = if flags & OVERLAP_PORT_CANCEL != 0 {
             Port::cancellable(&e.engine)
@@ -137,6 +145,7 @@ pub extern "C" fn overlap_port_create(
         let h = Box::into_raw(Box::new(overlap_port {
             port,
             nonblock: flags & OVERLAP_PORT_NONBLOCK != 0,
+            engine: e.engine.clone(),
         }));
         // SAFETY: out is a writable pointer (checked non-NULL).
         unsafe { out.write(h) };
@@ -189,6 +198,7 @@ fn submit_one(p: &overlap_port, op: &overlap_op, what: &str) -> i32 {
 fn submit_single(port: *const overlap_port, op: overlap_op, what: &str) -> i32 {
     guard(what, || {
         let p = handle!(port, "port", what);
+        refuse_forked!(p.engine, what);
         submit_one(p, &op, what)
     })
 }
@@ -375,6 +385,7 @@ pub extern "C" fn overlap_port_submit(
     const F: &str = "overlap_port_submit";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         if n == 0 {
             return 0;
         }
@@ -426,6 +437,7 @@ pub extern "C" fn overlap_port_batch_begin(port: *const overlap_port) -> i32 {
     const F: &str = "overlap_port_batch_begin";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         match p.port.begin_batch() {
             Some(b) => {
                 let pushed = BATCHES
@@ -477,6 +489,7 @@ pub extern "C" fn overlap_port_flush(port: *const overlap_port) -> i32 {
     const F: &str = "overlap_port_flush";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         p.port.flush();
         0
     })
@@ -512,6 +525,7 @@ pub extern "C" fn overlap_port_register_memory(
     const F: &str = "overlap_port_register_memory";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         if addr.is_null() {
             return fail(libc::EINVAL, format!("{F}: addr is NULL"));
         }
@@ -551,6 +565,7 @@ pub extern "C" fn overlap_port_register_file(
     const F: &str = "overlap_port_register_file";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         let f = handle!(file, "file", F);
         match p.port.register_file(&f.file) {
             Ok(registered) => i32::from(registered),
@@ -614,6 +629,7 @@ pub extern "C" fn overlap_port_wait(
     const F: &str = "overlap_port_wait";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         if min > max {
             return fail(libc::EINVAL, format!("{F}: min ({min}) > max ({max})"));
         }
@@ -678,6 +694,7 @@ pub extern "C" fn overlap_port_cancel(port: *const overlap_port, user_data: u64)
     const F: &str = "overlap_port_cancel";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         if !p.port.is_cancellable() {
             return fail(
                 libc::EOPNOTSUPP,
@@ -706,6 +723,7 @@ pub extern "C" fn overlap_port_post(port: *const overlap_port, user_data: u64, r
     const F: &str = "overlap_port_post";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         match p.port.post(user_data, result, CBuf::posted()) {
             Ok(()) => 0,
             Err((e, _)) => fail_with(F, &e),
@@ -723,6 +741,7 @@ pub extern "C" fn overlap_port_outstanding(port: *const overlap_port) -> i64 {
     const F: &str = "overlap_port_outstanding";
     guard(F, || {
         let p = handle!(port, "port", F);
+        refuse_forked!(p.engine, F);
         p.port.outstanding() as i64
     })
 }
@@ -731,7 +750,8 @@ pub extern "C" fn overlap_port_outstanding(port: *const overlap_port) -> i64 {
 /// still outstanding on it has completed, and discards those completions
 /// (and posted ones); then no operation of the port touches any buffer
 /// again. It waits as long as the kernel does (a read of a pipe nobody
-/// writes to: cancel it first).
+/// writes to: cancel it first). In a child after `fork()`, on a port of
+/// the parent, it returns at once (the operations are the parent's).
 ///
 /// Thread safety: any thread, but no other call may use this handle at
 /// the same time or after.
@@ -744,6 +764,12 @@ pub extern "C" fn overlap_port_free(port: *mut overlap_port) {
         // SAFETY: the handle came from Box::into_raw and is freed once
         // (the caller's rule).
         let p = unsafe { Box::from_raw(port) };
+        if p.engine.is_forked_copy() {
+            // A child after fork: the operations outstanding are the
+            // parent's, and no thread of the child will complete them.
+            // Dropping the handle touches neither them nor the kernel.
+            return;
+        }
         // `next` returns None once nothing is outstanding.
         while p.port.next().is_some() {}
         drop(p);

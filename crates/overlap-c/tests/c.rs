@@ -7,6 +7,10 @@
 //! 2. linked with the static library and built with AddressSanitizer
 //!    (`-fsanitize=address`, leak detection on), run again.
 //!
+//! `tests/c/torture.c` is the acknowledged-byte torture suite
+//! (docs/acknowledged-bytes.md): its `torture: c DRIVER SCENARIO ...` lines
+//! are printed here, for `--show-output` and the torture matrix.
+//!
 //! A driver the machine does not allow is a loud skip (the C program exits
 //! 77 with a `SKIPPED:` line); so is AddressSanitizer when the compiler
 //! cannot build with it. Under `crates/no-uring` io_uring is refused, so the
@@ -154,32 +158,23 @@ fn asan_unavailable() -> Option<String> {
 /// Runs `exe args` on `driver`; returns its stdout. Exit 77 prints its
 /// SKIPPED line; anything but 0 or 77 fails the test.
 fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
-    let dir = out_dir();
-    let started = std::time::Instant::now();
-    let mut child = Command::new(exe)
-        .args(args)
-        .env("OVERLAP_DRIVER", driver)
-        .env("OVERLAP_TEST_DIR", &dir)
-        .env(
-            "ASAN_OPTIONS",
-            "detect_leaks=1:abort_on_error=0:exitcode=66",
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the C program");
-    // Bounded: a hang is a failure with the output so far, not a stuck run.
-    while child.try_wait().expect("wait for the C program").is_none() {
-        if started.elapsed() > TIME_LIMIT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let o = child
-        .wait_with_output()
-        .expect("collect the C program's output");
-    let took = started.elapsed();
+    run_with(exe, args, driver, link, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`run`], with more environment variables, and a failure returned
+/// (its stdout printed first, so that its lines reach the test log).
+fn run_with(
+    exe: &Path,
+    args: &[&str],
+    driver: &str,
+    link: Link,
+    envs: &[(&str, String)],
+) -> Result<String, String> {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("OVERLAP_DRIVER", driver);
+    let (o, took) = run_bounded(cmd);
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&o.stderr);
     let tag = if link == Link::Asan { " (ASan)" } else { "" };
@@ -206,31 +201,105 @@ fn run(exe: &Path, args: &[&str], driver: &str, link: Link) -> String {
                 exe.display(),
                 stderr.trim()
             );
-            return format!("SKIPPED: {stderr}");
+            return Ok(format!("SKIPPED: {stderr}"));
         }
-        _ => panic!(
-            "{} {args:?} on {driver}{tag} failed ({}{}):\n{stdout}\n{stderr}",
-            exe.display(),
-            o.status,
-            if took > TIME_LIMIT {
-                ", killed at the time limit"
-            } else {
-                ""
-            }
-        ),
+        _ => {
+            println!("{stdout}");
+            return Err(format!(
+                "{} {args:?} on {driver}{tag} failed ({}{}):\n{stdout}\n{stderr}",
+                exe.display(),
+                o.status,
+                if took > TIME_LIMIT {
+                    ", killed at the time limit"
+                } else {
+                    ""
+                }
+            ));
+        }
     }
-    stdout
+    Ok(stdout)
+}
+
+/// Runs `cmd` (in the test directory's environment, output collected) for
+/// at most [`TIME_LIMIT`]: a hang is a failure with the output so far, not
+/// a stuck run.
+fn run_bounded(mut cmd: Command) -> (std::process::Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .env("OVERLAP_TEST_DIR", out_dir())
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:exitcode=66",
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the C program");
+    while child.try_wait().expect("wait for the C program").is_none() {
+        if started.elapsed() > TIME_LIMIT {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child
+        .wait_with_output()
+        .expect("collect the C program's output");
+    (o, started.elapsed())
+}
+
+/// The torture suite (`tests/c/torture.c`) on every driver, each run with
+/// a fresh small ext4 (`scripts/small-fs`) for its injected ENOSPC, or the
+/// reason there is none. Every driver runs even when one fails; its
+/// `torture:` lines are printed either way.
+fn torture(exe: &Path, link: Link) {
+    let script = manifest_dir().join("../../scripts/small-fs");
+    let mut failures = Vec::new();
+    for d in DRIVERS {
+        let fs_dir = out_dir().join(format!("small-fs-{}-{d}", link as u8));
+        let mount = Command::new(&script)
+            .arg("mount")
+            .arg(&fs_dir)
+            .arg("8")
+            .output();
+        let env = match &mount {
+            Ok(o) if o.status.success() => (
+                "OVERLAP_SMALL_FS",
+                String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            ),
+            Ok(o) => (
+                "OVERLAP_SMALL_FS_SKIPPED",
+                format!(
+                    "scripts/small-fs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+            ),
+            Err(e) => ("OVERLAP_SMALL_FS_SKIPPED", format!("scripts/small-fs: {e}")),
+        };
+        let r = run_with(exe, &[], d, link, &[env]);
+        if mount.is_ok_and(|o| o.status.success()) {
+            let _ = Command::new(&script).arg("umount").arg(&fs_dir).status();
+        }
+        if let Err(e) = r {
+            failures.push(e);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 fn suite(link: Link) {
     let dir = out_dir();
-    for name in ["api", "threads"] {
+    for name in ["api", "threads", "fork", "torture"] {
         let exe = dir.join(format!("{name}-{}", link as u8));
         compile(
             &manifest_dir().join(format!("tests/c/{name}.c")),
             &exe,
             link,
         );
+        if name == "torture" {
+            torture(&exe, link);
+            continue;
+        }
         for d in DRIVERS {
             run(&exe, &[], d, link);
         }
@@ -273,7 +342,10 @@ fn c_examples_build_and_run() {
         compile(&examples.join(format!("{name}.c")), &exe, Link::Shared);
         for d in DRIVERS {
             let out = match name {
-                "asynchio" => run(&exe, &[data, "64"], d, Link::Shared),
+                "asynchio" => {
+                    asynchio_explains_dirty_pages(&exe, d);
+                    run(&exe, &[data, "64"], d, Link::Shared)
+                }
                 "bench" => run(&exe, &[data, "2000", "4"], d, Link::Shared),
                 _ => run(&exe, &[data], d, Link::Shared),
             };
@@ -293,6 +365,64 @@ fn c_examples_build_and_run() {
             }
         }
     }
+}
+
+/// 4 MiB written to a new file at `path` (a new inode: ext4 flushes a file
+/// truncated and written again at close), synced or left dirty.
+fn write_data(path: &Path, sync: bool) {
+    let _ = std::fs::remove_file(path);
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i * 7) as u8).collect();
+    let mut f = std::fs::File::create(path).unwrap();
+    std::io::Write::write_all(&mut f, &data).unwrap();
+    if sync {
+        f.sync_all().unwrap();
+    }
+}
+
+/// Dirty plus under-writeback pages in asynchio's `page cache` line, or
+/// None when the kernel could not tell (no cachestat before Linux 6.5).
+fn unwritten_pages(out: &str) -> Option<u64> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("page cache before the reads: "))
+        .unwrap_or_else(|| panic!("asynchio does not report the page cache:\n{out}"));
+    if line.contains("unknown") {
+        return None;
+    }
+    let num = |word: &str| -> u64 {
+        let before = line.split(word).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    Some(num(" dirty") + num(" under writeback"))
+}
+
+/// asynchio on a file just written (its pages dirty: an O_DIRECT read must
+/// wait until the kernel writes them back, which io_uring hands to kernel
+/// workers) says so in its verdict; on a synced file it does not.
+fn asynchio_explains_dirty_pages(exe: &Path, driver: &str) {
+    let path = out_dir().join(format!("asynchio-dirty-{driver}"));
+    let path_s = path.to_str().unwrap();
+    write_data(&path, false);
+    let out = run(exe, &[path_s, "64"], driver, Link::Shared);
+    if out.starts_with("SKIPPED") {
+        return;
+    }
+    let verdict = out.lines().find(|l| l.starts_with("verdict:")).unwrap();
+    match unwritten_pages(&out) {
+        None => println!("SKIPPED: asynchio's dirty-page reason: cachestat(2) unavailable:\n{out}"),
+        Some(0) => panic!("a file just written had no dirty page before the reads:\n{out}"),
+        Some(_) if out.contains("(O_DIRECT)") => assert!(
+            verdict.contains("dirty pages") && verdict.contains("written them back"),
+            "the verdict does not say that the dirty pages had to be written back:\n{out}"
+        ),
+        Some(_) => {}
+    }
+    write_data(&path, true);
+    let out = run(exe, &[path_s, "64"], driver, Link::Shared);
+    let verdict = out.lines().find(|l| l.starts_with("verdict:")).unwrap();
+    assert!(matches!(unwritten_pages(&out), None | Some(0)), "{out}");
+    assert!(!verdict.contains("dirty"), "{out}");
+    let _ = std::fs::remove_file(&path);
 }
 
 /// The README's C example is examples/c/hello.c, which the test above

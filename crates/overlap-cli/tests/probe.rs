@@ -240,6 +240,19 @@ fn json_run(name: &str, driver: &str) -> (String, Vec<Value>) {
         if kind != "uring" {
             assert_eq!(int(v, "kernel_workers"), 0, "no io_uring, no iou-wrk: {v}");
         }
+        if v["op"] == "read" {
+            // Pages an O_DIRECT read would wait to see written back, known
+            // where the kernel has cachestat (Linux 6.5); the probe's own
+            // data file was written with O_DIRECT (or synced), and a mode
+            // that met dirty pages says so.
+            let dirty = v
+                .get("dirty_before")
+                .unwrap_or_else(|| panic!("dirty_before missing in {v}"));
+            let explanation = v["explanation"].as_str().unwrap();
+            if dirty.as_u64().is_some_and(|d| d > 0) && mode.ends_with("direct") {
+                assert!(explanation.contains("dirty"), "{v}");
+            }
+        }
         if mode == "async-buffered-cached" {
             // The file was just read in full, so every read completes inline:
             // on io_uring the kernel serves it from the page cache while the

@@ -171,7 +171,14 @@ static void test_files_and_blocking_calls(void) {
     CHECK_ERR(overlap_pread(g, r, 10, 0), EBADF);
     CHECK_OK(overlap_file_close(g));
     overlap_file_free(g);
-    CHECK_OK(overlap_file_open(engine, path, OVERLAP_OPEN_APPEND, 0, &g));
+    /* Appending needs WRITE, as CREATE and TRUNCATE do (O_APPEND alone
+     * gives no write access). */
+    g = NULL;
+    CHECK_ERR(overlap_file_open(engine, path, OVERLAP_OPEN_APPEND, 0, &g), EINVAL);
+    CHECK(strstr(overlap_last_error(), "OVERLAP_OPEN_WRITE") != NULL);
+    CHECK_ERR(overlap_file_open(engine, path, OVERLAP_OPEN_READ | OVERLAP_OPEN_APPEND, 0, &g), EINVAL);
+    CHECK(g == NULL);
+    CHECK_OK(overlap_file_open(engine, path, OVERLAP_OPEN_WRITE | OVERLAP_OPEN_APPEND, 0, &g));
     CHECK_EQ(overlap_pwrite(g, w, BS, 0), BS); /* goes to the end */
     overlap_file_free(g);
     struct stat st;
@@ -699,6 +706,30 @@ static void test_shutdown(void) {
     CHECK_ERR(overlap_port_write(port, f, b, BS, 0, 2), ESHUTDOWN);
     CHECK_ERR(overlap_port_post(port, 2, 0), ESHUTDOWN);
     CHECK_ERR(overlap_pread(f, b, BS, 0), ESHUTDOWN);
+    /* Nothing new starts: no port, no file; an adopted descriptor that is
+     * refused stays the caller's. */
+    overlap_port *q = NULL;
+    CHECK_ERR(overlap_port_create(e, 0, &q), ESHUTDOWN);
+    CHECK(q == NULL);
+    overlap_file *g = NULL;
+    CHECK_ERR(overlap_file_open(e, path, OVERLAP_OPEN_READ, 0, &g), ESHUTDOWN);
+    int mine = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(mine >= 0);
+    CHECK_ERR(overlap_file_adopt(e, mine, &g), ESHUTDOWN);
+    CHECK(g == NULL);
+    CHECK(fcntl(mine, F_GETFD) >= 0);
+    close(mine);
+    /* Closing still closes the descriptor, and says so: 0, not an error a
+     * caller would retry. */
+    int fd = overlap_file_fd(f);
+    CHECK(fd >= 0);
+    CHECK_OK(overlap_file_close(f));
+    CHECK(fcntl(fd, F_GETFD) < 0);
+    CHECK_ERR(overlap_file_close(f), EBADF);
+    /* Statistics still answer. */
+    overlap_stats s;
+    CHECK_OK(overlap_engine_stats(e, &s));
+    CHECK(s.completed >= 1);
     overlap_engine_free(e); /* the file and port still hold it */
     overlap_port_free(port);
     overlap_file_free(f);

@@ -68,6 +68,9 @@ pub(super) struct Measurement {
     pub(super) fsync: Option<Duration>,
     /// Reads: share of the requested pages in the page cache before the mode.
     pub(super) cached_before: Option<f64>,
+    /// Reads: requested pages dirty or under writeback before the mode
+    /// (`cachestat`; `None` where the kernel cannot tell).
+    pub(super) dirty_before: Option<u64>,
     /// async-buffered-cold: the same reads again on an engine without the
     /// page-cache fast path (queue, complete, inline).
     pub(super) fast_path_off: Option<(Duration, Duration, u64)>,

@@ -36,6 +36,9 @@ pub(super) struct Record {
     fsync_s: Option<f64>,
     /// Reads: share of the requested pages in the page cache before the mode.
     cached_before: Option<f64>,
+    /// Reads: requested pages dirty or under writeback before the mode
+    /// (an O_DIRECT read waits until they are written back).
+    dirty_before: Option<u64>,
     /// async-buffered-cold: the same reads on an engine without the
     /// page-cache fast path, for comparison.
     fast_path_off_queue_s: Option<f64>,
@@ -162,6 +165,7 @@ impl Record {
             },
             fsync_s: m.fsync.map(|d| d.as_secs_f64()),
             cached_before: m.cached_before,
+            dirty_before: m.dirty_before,
             fast_path_off_queue_s: m.fast_path_off.map(|(q, _, _)| q.as_secs_f64()),
             fast_path_off_complete_s: m.fast_path_off.map(|(_, c, _)| c.as_secs_f64()),
             seed: run.seed,

@@ -13,7 +13,7 @@ use overlap::{
 use super::modes::{async_reads, async_writes, fast_path_off_reads, sync_reads, Measurement};
 use super::plan::{Alloc, Api, Mode, Plan, ReadKind, WriteKind, READ_MODES, WRITE_MODES};
 use super::report::{progress, summary, Out, Record, RunInfo};
-use super::system::{cached_share, evict, residency, warm, whole_share, Cleanup};
+use super::system::{cached_share, evict, residency, unwritten_pages, warm, whole_share, Cleanup};
 use super::verdict::{pct, Facts};
 use super::{DriverArg, ProbeArgs, CHUNK, WRITE_DEPTH};
 use crate::size::fmt_bytes;
@@ -286,6 +286,7 @@ impl Probe {
         };
         let cached_before = self.prepare_cache(mode, kind, &files.std)?;
         let offsets = &self.plan.offsets;
+        let dirty_before = unwritten_pages(&files.std, offsets);
         let mut m = match api {
             Api::Async => {
                 let f = match (kind, &files.direct) {
@@ -304,6 +305,7 @@ impl Probe {
         }
         .with_context(|| format!("mode {}", mode.name()))?;
         m.cached_before = cached_before;
+        m.dirty_before = dirty_before;
         if mode == Mode::Read(Api::Async, ReadKind::Cold) {
             // The fast path tried every read on this thread first: measure
             // the same reads without it, for the explanation.

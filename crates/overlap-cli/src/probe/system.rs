@@ -167,6 +167,57 @@ pub(super) fn whole_share(pages: &[bool]) -> f64 {
     pages.iter().filter(|p| **p).count() as f64 / pages.len() as f64
 }
 
+/// `cachestat(2)` (Linux 6.5), the same number on every architecture; the
+/// libc crate does not name it everywhere.
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// `struct cachestat_range`: the bytes asked about.
+#[repr(C)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+/// `struct cachestat`: what the kernel answers, in pages.
+#[repr(C)]
+#[derive(Default)]
+struct Cachestat {
+    cache: u64,
+    dirty: u64,
+    writeback: u64,
+    evicted: u64,
+    recently_evicted: u64,
+}
+
+/// Pages of the 64 KiB ranges at `offsets` of `file` that are dirty or
+/// under writeback in the page cache (written, not yet on the device):
+/// an O_DIRECT read of them must wait until the kernel has written them
+/// back. `None` when the kernel cannot tell (no `cachestat` before Linux
+/// 6.5).
+pub(super) fn unwritten_pages(file: &std::fs::File, offsets: &[u64]) -> Option<u64> {
+    let mut total = 0u64;
+    for &off in offsets {
+        let range = CachestatRange { off, len: CHUNK };
+        let mut st = Cachestat::default();
+        // SAFETY: cachestat reads `range` and writes `st`, both live and of
+        // the kernel's layout; the descriptor is ours; flags must be 0.
+        let r = unsafe {
+            libc::syscall(
+                SYS_CACHESTAT,
+                file.as_raw_fd(),
+                &range as *const CachestatRange,
+                &mut st as *mut Cachestat,
+                0u32,
+            )
+        };
+        if r != 0 {
+            return None;
+        }
+        total = total.saturating_add(st.dirty.saturating_add(st.writeback));
+    }
+    Some(total)
+}
+
 /// Drops `file` from the page cache: its dirty pages are written first
 /// (fdatasync), then `posix_fadvise(DONTNEED)` over the whole file.
 pub(super) fn evict(file: &std::fs::File) -> Result<()> {
@@ -240,8 +291,67 @@ mod tests {
         assert!(whole_share(&pages) > 0.99, "{}", whole_share(&pages));
         assert!(cached_share(&pages, &[0, 2 * CHUNK]) > 0.99);
         evict(&f).unwrap();
+        assert_eq!(unwritten_pages(&f, &[0, 2 * CHUNK]).unwrap_or(0), 0);
         let after = residency(&f, 4 * CHUNK).expect("mincore");
         assert!(whole_share(&after) < whole_share(&pages));
         assert!(cached_share(&after, &[0, 2 * CHUNK]) < 0.99);
+    }
+
+    /// A file just written has dirty pages, and the explanation of an
+    /// O_DIRECT read mode that met them says that they had to be written
+    /// back first; once synced, none is counted.
+    #[test]
+    fn dirty_pages_of_a_file_just_written_are_counted_and_explained() {
+        use crate::probe::modes::Measurement;
+        use crate::probe::plan::{Api, Mode, ReadKind};
+        use crate::probe::verdict::{explain, Facts, Verdict};
+        let exe = std::env::current_exe().unwrap();
+        let path = exe
+            .parent()
+            .unwrap()
+            .join(format!("overlap-probe-dirty-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // A new inode: ext4 writes a file truncated and rewritten back at close.
+        std::fs::write(&path, vec![3u8; 4 * CHUNK as usize]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let offsets = [0, CHUNK, 3 * CHUNK];
+        let Some(dirty) = unwritten_pages(&f, &offsets) else {
+            println!("SKIPPED: cachestat(2) is unavailable (Linux before 6.5)");
+            let _ = std::fs::remove_file(&path);
+            return;
+        };
+        assert!(dirty > 0, "a file just written has no dirty page");
+        let facts = Facts {
+            driver: overlap::DriverKind::Uring,
+            fs: "ext4".into(),
+            grow_workers: None,
+        };
+        let m = Measurement {
+            requests: 3,
+            queue: Duration::from_millis(1),
+            complete: Duration::from_millis(20),
+            kernel_workers: 2,
+            dirty_before: Some(dirty),
+            ..Measurement::default()
+        };
+        let mode = Mode::Read(Api::Async, ReadKind::Direct);
+        let e = explain(mode, Verdict::KernelWorkers, &m, &facts);
+        assert!(
+            e.contains(&format!("{dirty} of the requested pages were dirty"))
+                && e.contains("written them back"),
+            "{e}"
+        );
+        f.sync_all().unwrap();
+        assert_eq!(unwritten_pages(&f, &offsets), Some(0));
+        let clean = Measurement {
+            dirty_before: Some(0),
+            ..m
+        };
+        let e = explain(mode, Verdict::KernelWorkers, &clean, &facts);
+        assert!(
+            !e.contains("were dirty") && e.contains("none of the requested pages was dirty"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -149,6 +149,11 @@ enum When {
     OutOfOrder,
     /// The grow mode of the same kind needed kernel workers.
     GrowNeededWorkers,
+    /// Some requested pages were dirty or under writeback before the mode:
+    /// an O_DIRECT read of them waits until they are written back.
+    Dirty,
+    /// The kernel said that no requested page was dirty before the mode.
+    Clean,
 }
 
 use When::*;
@@ -170,11 +175,23 @@ const TEXTS: &[(&str, &[When], &str)] = &[
          to complete (under the 90% that would make it synchronous), {inline} of them were done \
          by the time they were submitted, and {order}; {read_what}"),
     ("explanation", &[AsyncRead, Sync], "completed synchronously ({read_sync_why})"),
+    ("explanation", &[AsyncRead, KernelWorkers, Direct, Dirty],
+        "{workers}: {dirty} of the requested pages were dirty in the page cache (written, not \
+         yet on the device), and an O_DIRECT read must wait until the kernel has written them \
+         back, which io_uring cannot do without blocking, so kernel threads performed these \
+         reads synchronously; sync the file (fsync) before reading it with O_DIRECT"),
+    ("explanation", &[AsyncRead, KernelWorkers, Direct, Clean],
+        "{workers}: none of the requested pages was dirty in the page cache, yet the file \
+         system could not start these reads without blocking, so kernel threads performed \
+         them synchronously"),
     ("explanation", &[AsyncRead, KernelWorkers],
         "{workers}: the file system could not start these reads without blocking, so kernel \
          threads performed them synchronously"),
     ("explanation", &[Write], "{write_head}{write_tail}"),
     // --- the synchronous baseline ----------------------------------------
+    ("sync_why", &[Direct, Dirty],
+        "each read went to the device (O_DIRECT), after the kernel had written back the {dirty} \
+         requested pages that were dirty in the page cache"),
     ("sync_why", &[Direct], "each read went to the device (O_DIRECT)"),
     ("sync_why", &[Cold, CachedAnyway],
         "page cache: the eviction did not work, so each read was a memory copy"),
@@ -183,6 +200,9 @@ const TEXTS: &[(&str, &[When], &str)] = &[
     // --- async reads -----------------------------------------------------
     ("order", &[OutOfOrder], "{out_of_order} completed out of submission order"),
     ("order", &[], "they completed in submission order"),
+    ("read_what", &[Direct, Dirty],
+        "O_DIRECT reads bypass the page cache, but {dirty} of the requested pages were dirty \
+         there and had to be written back first"),
     ("read_what", &[Direct], "O_DIRECT reads bypass the page cache"),
     ("read_what", &[Cold, FastPathMisses],
         "the file was evicted ({cached} of the requested pages cached), so the reads went to \
@@ -200,6 +220,10 @@ const TEXTS: &[(&str, &[When], &str)] = &[
         "; without the fast path (EngineBuilder::cache_fast_path(false)) the same reads were \
          queued in {off_queue_s} s and completed in {off_complete_s} s, {off_inline} inline"),
     ("fast_path_off", &[], ""),
+    ("read_sync_why", &[Direct, Dirty],
+        "{dirty} of the requested pages were dirty in the page cache, and each O_DIRECT read \
+         waited, inside the submitting call, until the kernel had written them back: queueing \
+         took {queue_share} of the time to the last completion"),
     ("read_sync_why", &[MostHits],
         "page cache: {hits} of {requests} were answered from memory by preadv2(RWF_NOWAIT) on \
          the calling thread, as fast as a plain pread, so there was nothing to overlap"),
@@ -318,6 +342,8 @@ impl Ctx<'_> {
             AllInlineWereHits => m.inline <= m.fast_path_hits,
             OutOfOrder => m.out_of_order > 0,
             GrowNeededWorkers => self.facts.grow_workers.is_some_and(|g| g > 0),
+            Dirty => m.dirty_before.is_some_and(|d| d > 0),
+            Clean => m.dirty_before == Some(0),
         }
     }
 
@@ -355,6 +381,7 @@ impl Ctx<'_> {
                 if m.kernel_workers == 1 { "" } else { "s" }
             ),
             "fs" => self.facts.fs.clone(),
+            "dirty" => m.dirty_before.unwrap_or(0).to_string(),
             _ => return None,
         })
     }
@@ -525,10 +552,13 @@ mod tests {
     fn variety() -> Vec<Measurement> {
         let mut all = Vec::new();
         for (hits, misses, inline) in [(0, 0, 0), (500, 0, 500), (0, 500, 480), (100, 10, 120)] {
-            for cached_before in [None, Some(0.0), Some(0.8)] {
+            for (cached_before, dirty_before) in
+                [(None, None), (Some(0.0), Some(0)), (Some(0.8), Some(40))]
+            {
                 for out_of_order in [0, 7] {
                     for workers in [0, 1, 3] {
                         let mut x = m(500, 20, 100, inline, workers);
+                        x.dirty_before = dirty_before;
                         x.fast_path_hits = hits;
                         x.fast_path_misses = misses;
                         x.fast_path_skipped = misses / 2;
