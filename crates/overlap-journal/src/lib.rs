@@ -433,17 +433,26 @@ pub fn repair(
             options.sync,
         )?)
     };
+    repair_storage(storage, options, dry_run, on_dropped)
+}
+
+/// [`repair`] on any storage (tests inject failures with it); `dry_run`
+/// changes nothing. The storage must be opened for writing unless
+/// `dry_run`.
+pub fn repair_storage(
+    storage: Arc<dyn Storage>,
+    options: &Options,
+    dry_run: bool,
+    on_dropped: &mut dyn FnMut(&DroppedStretch),
+) -> Result<RecoveryReport> {
     let mut each = |d: &DroppedStretch| -> Result<()> {
         on_dropped(d);
         Ok(())
     };
-    let rec = recovery::recover(
+    recovery::salvage(
         &storage,
-        RecoveryMode::Salvage,
-        options.segment_size,
         options.max_record_bytes,
         !dry_run,
         Some(&mut each),
-    )?;
-    Ok(rec.report)
+    )
 }

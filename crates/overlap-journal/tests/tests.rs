@@ -17,4 +17,5 @@ mod kill9;
 mod power_loss;
 mod recovery_rule;
 mod recycle;
+mod repair;
 mod wal;

@@ -496,8 +496,7 @@ impl Storage for FsStorage {
         let path = self.dir.join(name);
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&path)
             .map_err(|e| context(e, format!("creating {}", path.display())))?;
         sync_dir(&self.dir)?;

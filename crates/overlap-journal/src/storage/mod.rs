@@ -109,10 +109,12 @@ pub trait Storage: Send + Sync + 'static {
         let _ = seq;
         Ok(Some((offset, u64::MAX)))
     }
-    /// Creates (or empties) a file named `name` beside the segments, for
-    /// what `repair` drops (see [`crate::repair`]): its path and the file,
-    /// whose directory entry is durable when this returns. `None` where
-    /// the storage keeps no such files (the default).
+    /// Creates a new file named `name` beside the segments, for what
+    /// `repair` drops (see [`crate::repair`]): its path and the file,
+    /// whose directory entry is durable when this returns. An error of
+    /// kind [`io::ErrorKind::AlreadyExists`] when the name is taken (a
+    /// file of an earlier repair is never overwritten). `None` where the
+    /// storage keeps no such files (the default).
     fn create_aside(&self, name: &str) -> io::Result<Option<(PathBuf, std::fs::File)>> {
         let _ = name;
         Ok(None)
