@@ -18,4 +18,5 @@ mod power_loss;
 mod recovery_rule;
 mod recycle;
 mod repair;
+mod torture;
 mod wal;

@@ -529,6 +529,24 @@ impl Journal {
     }
 
     fn shutdown(&self) -> Result<()> {
+        if self.sh.storage.is_forked_copy() {
+            // The flusher and the preallocator are threads of the parent:
+            // there is nothing to join here, and nothing of the parent's
+            // to touch. Their handles are forgotten.
+            self.sh.reserve.fetch_or(CLOSED, SeqCst);
+            let f = self
+                .flusher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let p = self
+                .prealloc
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            std::mem::forget((f, p));
+            return Err(Error::Forked);
+        }
         let state = self.sh.reserve.fetch_or(CLOSED, SeqCst);
         let handle = self
             .flusher

@@ -216,6 +216,10 @@ impl Storage for FsStorage {
         self.engine.driver().kind == overlap::DriverKind::Uring
     }
 
+    fn is_forked_copy(&self) -> bool {
+        self.engine.is_forked_copy()
+    }
+
     fn shared_with_writer(&self) -> bool {
         self.live
     }

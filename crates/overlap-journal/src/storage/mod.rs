@@ -52,6 +52,13 @@ pub trait Storage: Send + Sync + 'static {
     fn shared_with_writer(&self) -> bool {
         false
     }
+    /// Whether this process is a `fork` of the one that opened the
+    /// storage: its engine's threads (and the journal's) are the
+    /// parent's, so nothing may be written or waited for here. The
+    /// default is false.
+    fn is_forked_copy(&self) -> bool {
+        false
+    }
     /// A human-readable note on how the storage writes (direct or buffered
     /// and why).
     fn describe(&self) -> String;
