@@ -18,5 +18,6 @@ mod power_loss;
 mod recovery_rule;
 mod recycle;
 mod repair;
+mod repair_props;
 mod torture;
 mod wal;
