@@ -284,10 +284,23 @@ impl Scan<'_> {
         if self.mode == RecoveryMode::Strict {
             return Err(corrupt(from, d));
         }
-        // A damaged tail: dropped up to past every byte written there and
-        // past the durable point, where new records then continue (never
-        // reusing an LSN that names bytes on disk or was acknowledged).
-        let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
+        self.drop_tail(t, pending, (from, pos), d, in_batch)
+            .map(Some)
+    }
+
+    /// Drops a damaged tail from `from` (the scan stopped at `pos`): up to
+    /// past every byte written there and past the durable point, where
+    /// new records then continue (never reusing an LSN that names bytes
+    /// on disk or was acknowledged). Returns where they continue.
+    fn drop_tail(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        (from, pos): (u64, u64),
+        d: Damage,
+        in_batch: u64,
+    ) -> Result<u64> {
+        let to = data_end(self.storage, self.segs, self.geo, pos, self.scan_to)?
             .max(from + FILLER_BYTES as u64)
             .max(self.durable);
         t.drop_stretch(
@@ -299,7 +312,7 @@ impl Scan<'_> {
                 records: in_batch,
             },
         )?;
-        Ok(Some(to))
+        Ok(to)
     }
 }
 
