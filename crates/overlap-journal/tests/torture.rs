@@ -343,36 +343,17 @@ fn run(choice: DriverChoice, name: &str) {
         Ok(e) => e,
         Err(e) => {
             for s in SCENARIOS {
-                println!("torture: journal {name} {s} SKIPPED: {name} unavailable: {e}");
+                println!("torture: journal {name} {s} SKIPPED: {e}");
             }
-            eprintln!("SKIPPED: {name} unavailable: {e}");
+            eprintln!("SKIPPED: {e}");
             return;
         }
     };
     let mut failed = Vec::new();
     for s in SCENARIOS {
-        let fresh = || {
-            overlap::Engine::builder()
-                .driver(choice)
-                .build()
-                .expect("engine")
-        };
-        let d = dir(name, s);
-        let res = catch_unwind(AssertUnwindSafe(|| match s {
-            "drop-behind" => drop_behind(&engine, &d),
-            "shared-writers" => shared_writers(&engine, &d),
-            "close-racing-reads" => close_racing_reads(&engine, &d),
-            // Its own engine: this one is shut down.
-            "shutdown-in-flight" => shutdown_in_flight(&fresh(), &d),
-            "fork-in-flight" => fork_in_flight(&engine, &d),
-            _ => injected_failure(&engine, name),
-        }));
-        let res = res.unwrap_or_else(|p| {
-            Err(p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panicked".into()))
+        let res = bounded(Duration::from_secs(120), {
+            let (engine, d, name) = (engine.clone(), dir(name, s), name.to_string());
+            move || scenario(s, choice, &engine, &d, &name)
         });
         match res {
             Ok(()) => println!("torture: journal {name} {s} ok"),
@@ -387,6 +368,51 @@ fn run(choice: DriverChoice, name: &str) {
         }
     }
     assert!(failed.is_empty(), "failed on {name}: {failed:?}");
+}
+
+/// Runs scenario `s`; its panic is its failure.
+fn scenario(
+    s: &str,
+    choice: DriverChoice,
+    engine: &Engine,
+    d: &Path,
+    name: &str,
+) -> Result<(), String> {
+    let fresh = || {
+        overlap::Engine::builder()
+            .driver(choice)
+            .build()
+            .expect("engine")
+    };
+    let res = catch_unwind(AssertUnwindSafe(|| match s {
+        "drop-behind" => drop_behind(engine, d),
+        "shared-writers" => shared_writers(engine, d),
+        "close-racing-reads" => close_racing_reads(engine, d),
+        // Its own engine: this one is shut down.
+        "shutdown-in-flight" => shutdown_in_flight(&fresh(), d),
+        "fork-in-flight" => fork_in_flight(engine, d),
+        _ => injected_failure(engine, name),
+    }));
+    res.unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()))
+    })
+}
+
+/// Runs `f` on a thread for at most `limit`: a hang is a failure.
+fn bounded(
+    limit: Duration,
+    f: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| Err(format!("still running after {limit:?}")))
 }
 
 const SCENARIOS: [&str; 6] = [
