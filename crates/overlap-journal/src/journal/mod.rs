@@ -510,14 +510,15 @@ impl Journal {
             true,
         )?;
         let keep = sh.geo.segment_of(lsn.0);
-        while *first_seq < keep {
-            // Kept for reuse (renamed out of the log) up to the bound,
-            // removed beyond it.
-            sh.storage
-                .recycle_segment(*first_seq, sh.recycle_segments)?;
-            *first_seq += 1;
+        // The segment files that exist, never every number below `keep`
+        // (a repaired log may skip segments, up to any number). Kept for
+        // reuse (renamed out of the log) up to the bound, removed beyond.
+        for seq in sh.storage.segments_between(*first_seq, keep)? {
+            sh.storage.recycle_segment(seq, sh.recycle_segments)?;
+            *first_seq = seq + 1;
             Counters::add(&sh.stats.segments_retired, 1);
         }
+        *first_seq = (*first_seq).max(keep);
         Ok(())
     }
 

@@ -231,6 +231,21 @@ impl Storage for FsStorage {
         self.note.clone()
     }
 
+    fn segments_between(&self, from: u64, to: u64) -> io::Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let seq = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".seg"))
+                .filter(|hex| hex.len() == 16)
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok());
+            out.extend(seq.filter(|&s| s >= from && s < to));
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
     fn list_segments(&self) -> io::Result<Vec<u64>> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.dir)? {

@@ -64,6 +64,16 @@ pub trait Storage: Send + Sync + 'static {
     fn describe(&self) -> String;
     /// The segments that exist, in ascending order.
     fn list_segments(&self) -> io::Result<Vec<u64>>;
+    /// The segments that exist in `[from, to)`, in ascending order,
+    /// changing nothing (unlike [`list_segments`](Storage::list_segments),
+    /// which may tidy what an interrupted creation left): what
+    /// [`crate::Journal::truncate_before`] retires, however far apart the
+    /// numbers are. The default filters `list_segments`.
+    fn segments_between(&self, from: u64, to: u64) -> io::Result<Vec<u64>> {
+        let mut v = self.list_segments()?;
+        v.retain(|&s| s >= from && s < to);
+        Ok(v)
+    }
     /// Creates segment `seq` of `size` bytes, preallocated (reads as zeros),
     /// with `header` written at offset 0, all durable before returning.
     fn create_segment(&self, seq: u64, size: u64, header: &[u8]) -> io::Result<()>;
