@@ -441,7 +441,7 @@ fn repair_salvages_and_lists_what_it_dropped() {
     assert!(r.contains("keep 49 record(s), 29 of them after"), "{r}");
     let saved = d.join(
         r.lines()
-            .find_map(|l| l.strip_prefix("saved the dropped bytes to "))
+            .find_map(|l| l.strip_prefix("saved the dropped, rewritten and removed bytes to "))
             .unwrap_or_else(|| panic!("{r}")),
     );
     let bytes = std::fs::read(&saved).unwrap();
@@ -466,8 +466,126 @@ fn repair_salvages_and_lists_what_it_dropped() {
     assert_eq!(rep["records"], 50);
 }
 
+/// Appends `n` lines through the CLI (1 MiB segments); their LSNs.
+fn appended(dir: &str, n: usize) -> Vec<u64> {
+    let lines: String = (0..n).map(|i| format!("record {i}\n")).collect();
+    let out = ok(&journal(
+        &["append", dir, "--segment-mib", "1"],
+        Some(lines.as_bytes()),
+    ));
+    out.lines().map(|l| l.parse().unwrap()).collect()
+}
+
+/// The acknowledged tail is gone (the segment file cut short): repair
+/// says which acknowledged records were lost and exits 1 (it said
+/// "nothing to repair" and exited 0), and the next append gets an LSN
+/// above every acknowledged one (it got an acknowledged LSN again).
+#[test]
+fn repair_of_a_lost_acknowledged_tail_says_so_and_never_reuses_an_lsn() {
+    use overlap_journal::format::Checkpoint;
+    let d = scratch("repair-lost-tail").join("j");
+    let dir = d.to_str().unwrap();
+    let lsns = appended(dir, 60);
+    let ck = Checkpoint::decode_file(&std::fs::read(d.join("checkpoint")).unwrap()).unwrap();
+    let durable = ck.durable_lsn;
+    assert!(durable > lsns[59], "{durable}");
+    let seg = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("0000000000000000.seg"))
+        .unwrap();
+    seg.set_len(4096 + lsns[40]).unwrap();
+    drop(seg);
+    let r = journal(&["repair", dir], None);
+    assert!(
+        !r.status.success(),
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert!(!out.contains("nothing to repair"), "{out}");
+    let err = stderr(&r);
+    let lost = format!(
+        "acknowledged durable were lost: LSN {}..{durable}",
+        lsns[40]
+    );
+    assert!(err.contains(&lost), "{err}");
+    let ck = Checkpoint::decode_file(&std::fs::read(d.join("checkpoint")).unwrap()).unwrap();
+    assert!(ck.durable_lsn >= durable, "lowered to {}", ck.durable_lsn);
+    let next = appended(dir, 1)[0];
+    assert!(
+        next >= durable,
+        "LSN {next} handed out again (durable {durable})"
+    );
+    let dumped = ok(&journal(&["dump", dir], None));
+    assert_eq!(dumped.lines().count(), 41, "{dumped}");
+}
+
+/// A bad segment header and a 1 MiB stray segment: repair lists both,
+/// saves their bytes to `dropped-N.bin` before it rewrites the one and
+/// removes the other, and does not say "nothing to repair" (it did, and
+/// saved neither).
+#[test]
+fn repair_saves_and_lists_a_rewritten_header_and_a_removed_stray() {
+    use std::os::unix::fs::FileExt;
+    let d = scratch("repair-header-stray").join("j");
+    let dir = d.to_str().unwrap();
+    appended(dir, 30);
+    let seg = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("0000000000000000.seg"))
+        .unwrap();
+    seg.write_all_at(b"BADHDR!!", 24).unwrap();
+    drop(seg);
+    let stray: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
+    std::fs::write(d.join("0000000000000007.seg"), &stray).unwrap();
+    let dry = ok(&journal(&["repair", dir, "--dry-run"], None));
+    assert!(dry.contains("rewrite-header\t0\t"), "{dry}");
+    assert!(dry.contains("remove-segment\t7\t"), "{dry}");
+    assert!(d.join("0000000000000007.seg").exists());
+    let r = ok(&journal(&["repair", dir], None));
+    assert!(!r.contains("nothing to repair"), "{r}");
+    assert!(r.contains("rewrite-header\t0\t"), "{r}");
+    assert!(r.contains("remove-segment\t7\t"), "{r}");
+    let saved = d.join(
+        r.lines()
+            .find_map(|l| l.strip_prefix("saved the dropped, rewritten and removed bytes to "))
+            .unwrap_or_else(|| panic!("{r}")),
+    );
+    let bytes = std::fs::read(&saved).unwrap();
+    assert!(contains(&bytes, b"BADHDR!!"), "the old header");
+    assert!(contains(&bytes, &stray[4096..8192]), "the stray segment");
+    assert!(!d.join("0000000000000007.seg").exists());
+    assert_eq!(ok(&journal(&["dump", dir], None)).lines().count(), 30);
+    let again = ok(&journal(&["repair", dir], None));
+    assert!(again.starts_with("nothing to repair"), "{again}");
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `overlap journal ARGS` with `OVERLAP_DRIVER` set to `driver` (or
+/// removed).
+fn journal_on(driver: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
+    let mut c = overlap();
+    c.arg("journal").args(args).stdin(Stdio::piped());
+    match driver {
+        Some(d) => c.env("OVERLAP_DRIVER", d),
+        None => c.env_remove("OVERLAP_DRIVER"),
+    };
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run overlap");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Whether the engine runs on io_uring here (not under a seccomp filter
+/// that blocks it, nor with `OVERLAP_DRIVER` set).
+fn on_uring() -> bool {
+    overlap::Engine::new().is_ok_and(|e| e.driver().kind == overlap::DriverKind::Uring)
 }
 
 #[test]
@@ -476,8 +594,10 @@ fn the_engine_driver_is_said_only_with_v() {
     let dir = d.to_str().unwrap();
     let quiet = journal(&["append", dir, "--segment-mib", "1"], Some(b"a\n"));
     ok(&quiet);
-    assert!(
-        !stderr(&quiet).contains("engine driver"),
+    // io_uring is said only with -v; a fallback always (see below).
+    assert_eq!(
+        stderr(&quiet).contains("the engine chose"),
+        !on_uring(),
         "{}",
         stderr(&quiet)
     );
@@ -487,12 +607,60 @@ fn the_engine_driver_is_said_only_with_v() {
     ] {
         let loud = journal(&args, Some(b"b\n"));
         ok(&loud);
-        assert!(
-            stderr(&loud).contains("overlap journal: engine driver"),
+        assert_eq!(
+            stderr(&loud)
+                .matches("overlap journal: engine driver")
+                .count(),
+            1,
             "{}",
             stderr(&loud)
         );
     }
+}
+
+/// A driver other than io_uring (forced here with `OVERLAP_DRIVER`, as
+/// a seccomp filter forces it in a container; `./scripts/test` runs this
+/// again under one) is said once on stderr, with the reason, without
+/// `-v` (it used to be said only with `-v`); `-q` silences it.
+#[test]
+fn a_fallback_from_io_uring_is_said_once_unless_quiet() {
+    let d = scratch("fallback").join("j");
+    let dir = d.to_str().unwrap();
+    for driver in ["pool", "aio"] {
+        let o = journal_on(
+            Some(driver),
+            &["append", dir, "--segment-mib", "1"],
+            b"a\nb\n",
+        );
+        if driver == "aio" && !o.status.success() && stderr(&o).contains("AIO") {
+            println!("SKIPPED: Linux AIO unavailable here: {}", stderr(&o).trim());
+            continue;
+        }
+        ok(&o);
+        let err = stderr(&o);
+        assert_eq!(
+            err.matches("the engine chose").count(),
+            1,
+            "{driver}: {err}"
+        );
+        assert!(err.contains("not on io_uring"), "{driver}: {err}");
+        assert!(
+            err.contains("OVERLAP_DRIVER"),
+            "{driver}: the reason: {err}"
+        );
+        let q = journal_on(
+            Some(driver),
+            &["-q", "append", dir, "--segment-mib", "1"],
+            b"c\n",
+        );
+        ok(&q);
+        assert_eq!(stderr(&q), "", "{driver}: -q");
+    }
+    // The engine's own choice: said exactly when it is not io_uring.
+    let o = journal_on(None, &["append", dir, "--segment-mib", "1"], b"d\n");
+    ok(&o);
+    let said = stderr(&o).matches("the engine chose").count();
+    assert_eq!(said, usize::from(!on_uring()), "{}", stderr(&o));
 }
 
 #[test]

@@ -107,6 +107,12 @@ pub enum Error {
     /// The journal was closed.
     #[error("the journal is closed")]
     Closed,
+    /// This process is a `fork` of the one that opened the journal: the
+    /// journal's threads and its engine's are the parent's, so the
+    /// child's appends and waits fail at once (the parent's go on in the
+    /// parent). Dropping it in the child returns at once.
+    #[error("the journal was opened by the parent of this forked process; open it anew here once the parent has closed it")]
+    Forked,
     /// Another process holds the directory's lock.
     #[error("the journal directory {0} is locked by another process")]
     Locked(String),

@@ -130,6 +130,14 @@
 //! dropped the dirty pages, so a retry that succeeds proves nothing).
 //! Reopen the journal to recover what reached the disk.
 //!
+//! In a process forked from the one that opened the journal, its
+//! flusher is not there (it is a thread of the parent): every append and
+//! wait of the child fails at once with [`Error::Forked`], and closing or
+//! dropping the journal there returns at once, touching nothing of the
+//! parent's. The journal keeps the contract of every front end of overlap,
+//! `docs/acknowledged-bytes.md` in the repository (a record is
+//! acknowledged when a wait for it at [`Level::Durable`] returns `Ok`).
+//!
 //! ## On-disk format
 //!
 //! The log is one stream of bytes; a record's **LSN is its byte position**
@@ -296,20 +304,48 @@
 //! ## Repair
 //!
 //! [`repair`] (`overlap journal repair`) salvages: it drops each damaged
-//! stretch and keeps every valid record after it. It scans the log twice:
-//! first it passes every dropped stretch to its caller and, unless it is a
-//! dry run, appends the stretch's bytes to `DIR/dropped-<generation>.bin`
-//! and syncs that file; then, the same scan again, it writes a filler over
-//! each stretch's start. Nothing is overwritten before it is saved. A
-//! segment header damaged in the log's range is written anew (the records
-//! in the segment are checked one by one anyway: LSN, identity, CRC).
+//! stretch and keeps every valid record after it. It makes the whole plan
+//! first, from the bytes alone: the stretches it drops (each to be covered
+//! by a filler), the segment headers it rewrites (bad ones in the log's
+//! range; the records in them are checked one by one anyway: LSN,
+//! identity, CRC), the segment files it removes (after the end's segment,
+//! those with a bad header or any data after it; before the start's,
+//! those with a bad header), and where new records continue
+//! ([`RecoveryReport::end_lsn`], [`RecoveryReport::rewritten_headers`],
+//! [`RecoveryReport::removed_segments`]). A dry run reports exactly that
+//! plan and changes nothing; a plan that changes nothing
+//! ([`RecoveryReport::changes_anything`]) is not applied at all.
+//!
+//! The plan is applied in steps, each leaving a journal that a repair
+//! takes up again (and that opens, once the fillers are written): every
+//! byte the later steps drop, rewrite or remove is saved to a new
+//! `DIR/dropped-<N>.bin` and synced (a file an earlier, interrupted repair
+//! left is never overwritten); bad headers are rewritten; fillers are
+//! written; what was written, and the records from the old durable point
+//! to the end, are synced; the segment files are removed; the checkpoint
+//! is written last. Nothing is overwritten or removed before it is saved.
+//!
+//! **The checkpoint's durable point is never lowered, and no LSN at or
+//! below it is handed out again.** The checkpoint is a file of its own,
+//! which damage to segments does not reach. When the records before it
+//! are gone (a segment file cut short, blocks that read back as zeros, a
+//! missing segment), repair drops the stretch from the last valid record
+//! up to the durable point, reports it as acknowledged records lost
+//! ([`RecoveryReport::cut_acknowledged`]), and new records continue after
+//! it. The work is bounded by the files that exist: a stretch across
+//! missing segments (up to a segment number of any size) costs a filler,
+//! not a byte per LSN.
 //!
 //! The file of dropped bytes (little endian): `"OVLJDROP"`, version `u32`
-//! (1), `u32` 0, the journal's `uuid u64`; then per stretch `"STRETCH1"`,
-//! `from u64`, `to u64`, `saved u64` (bytes that follow: `to − from`, less
-//! where a segment is missing), `damage_len u32`, `records u32` (valid
-//! records of an incomplete batch in it), the damage's description
-//! (UTF-8), and the bytes.
+//! (2), `u32` 0, the journal's `uuid u64`; then entries, each followed by
+//! its pieces. A dropped stretch: `"STRETCH2"`, `from u64`, `to u64`,
+//! `damage_len u32`, `records u32` (valid records of an incomplete batch
+//! in it), the damage's description (UTF-8). A segment's bytes:
+//! `"SEGMENT2"`, `seq u64`, `fate u32` (1: its header block is rewritten,
+//! 2: the file is removed), `u32` 0. A piece: `len u32` (1 to 1 MiB; 0
+//! ends the entry's pieces), `seq u64`, `offset u64` (in the segment
+//! file), then `len` bytes as they were there. Holes (space never written,
+//! which reads as zeros) and missing segments have no pieces.
 //!
 //! ## Running out of space
 //!
@@ -392,13 +428,15 @@ pub fn inspect_storage(
 /// `options.recovery` says): every damaged stretch is dropped and every
 /// valid record after it kept, and `on_dropped` sees each dropped stretch
 /// in log order (all of them; the report lists the first
-/// [`MAX_LISTED`]). Unless `dry_run`, the dropped stretches' bytes are
-/// first saved to `DIR/dropped-<generation>.bin`
-/// ([`RecoveryReport::dropped_file`]; format in the crate documentation),
-/// then a filler is written over the start of each so that readers skip
-/// it, and new records continue after the highest LSN the log holds (a
-/// dropped LSN is never handed out again). With `dry_run`, nothing is
-/// changed: the report says what a repair would do.
+/// [`MAX_LISTED`]), before anything is changed. Unless `dry_run`, every
+/// byte the repair drops, rewrites or removes is first saved to a new
+/// `DIR/dropped-<N>.bin` ([`RecoveryReport::dropped_file`]; the plan, its
+/// steps and the format are in the crate documentation, "Repair"), then a
+/// filler is written over the start of each dropped stretch so that
+/// readers skip it, and new records continue after the highest LSN the
+/// log holds and after the checkpoint's durable point (a dropped or
+/// acknowledged LSN is never handed out again). With `dry_run`, nothing
+/// is changed: the report is the plan a repair would apply.
 ///
 /// Never creates a journal; refuses ([`Error::Locked`],
 /// [`Error::AlreadyOpen`]) while the journal is open.
@@ -433,17 +471,26 @@ pub fn repair(
             options.sync,
         )?)
     };
+    repair_storage(storage, options, dry_run, on_dropped)
+}
+
+/// [`repair`] on any storage (tests inject failures with it); `dry_run`
+/// changes nothing. The storage must be opened for writing unless
+/// `dry_run`.
+pub fn repair_storage(
+    storage: Arc<dyn Storage>,
+    options: &Options,
+    dry_run: bool,
+    on_dropped: &mut dyn FnMut(&DroppedStretch),
+) -> Result<RecoveryReport> {
     let mut each = |d: &DroppedStretch| -> Result<()> {
         on_dropped(d);
         Ok(())
     };
-    let rec = recovery::recover(
+    recovery::salvage(
         &storage,
-        RecoveryMode::Salvage,
-        options.segment_size,
         options.max_record_bytes,
         !dry_run,
         Some(&mut each),
-    )?;
-    Ok(rec.report)
+    )
 }

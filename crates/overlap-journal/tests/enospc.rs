@@ -10,7 +10,7 @@ use std::process::Command;
 
 use overlap_journal::{inspect, verify, Error, Journal, Level, Options};
 
-struct Mount(PathBuf);
+pub struct Mount(pub PathBuf);
 
 impl Drop for Mount {
     fn drop(&mut self) {
@@ -36,7 +36,7 @@ fn small_fs(base: &Path) -> Result<Mount, String> {
     sized_fs(base, 8)
 }
 
-fn sized_fs(base: &Path, mib: u64) -> Result<Mount, String> {
+pub fn sized_fs(base: &Path, mib: u64) -> Result<Mount, String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root (mounting a loop device needs root)".into());

@@ -17,4 +17,7 @@ mod kill9;
 mod power_loss;
 mod recovery_rule;
 mod recycle;
+mod repair;
+mod repair_props;
+mod torture;
 mod wal;

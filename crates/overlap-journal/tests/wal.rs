@@ -88,21 +88,42 @@ fn records(j: &Journal) -> Vec<(u64, Vec<u8>)> {
 }
 
 /// The stretches saved in a file of dropped bytes: (from, to, damage,
-/// bytes).
+/// bytes, their pieces concatenated); the entries of segments' bytes are
+/// skipped.
 fn parse_dropped(bytes: &[u8]) -> Vec<(u64, u64, String, Vec<u8>)> {
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
     assert_eq!(&bytes[..8], b"OVLJDROP");
+    assert_eq!(u32_at(8), 2, "version");
     let mut at = 24;
     let mut out = Vec::new();
     while at < bytes.len() {
-        assert_eq!(&bytes[at..at + 8], b"STRETCH1");
-        let (from, to, saved) = (u64_at(at + 8), u64_at(at + 16), u64_at(at + 24) as usize);
-        let dlen = u32_at(at + 32) as usize;
-        let damage = String::from_utf8(bytes[at + 40..at + 40 + dlen].to_vec()).unwrap();
-        let data = bytes[at + 40 + dlen..at + 40 + dlen + saved].to_vec();
-        at += 40 + dlen + saved;
-        out.push((from, to, damage, data));
+        let magic = &bytes[at..at + 8];
+        let stretch = magic == b"STRETCH2";
+        assert!(stretch || magic == b"SEGMENT2", "{magic:?}");
+        let (from, to, damage) = if stretch {
+            let dlen = u32_at(at + 24) as usize;
+            let damage = String::from_utf8(bytes[at + 32..at + 32 + dlen].to_vec()).unwrap();
+            let r = (u64_at(at + 8), u64_at(at + 16), damage);
+            at += 32 + dlen;
+            r
+        } else {
+            at += 24;
+            (0, 0, String::new())
+        };
+        let mut data = Vec::new();
+        loop {
+            let n = u32_at(at) as usize;
+            at += 4;
+            if n == 0 {
+                break;
+            }
+            data.extend_from_slice(&bytes[at + 16..at + 16 + n]);
+            at += 16 + n;
+        }
+        if stretch {
+            out.push((from, to, damage, data));
+        }
     }
     out
 }

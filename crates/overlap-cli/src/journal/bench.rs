@@ -77,9 +77,9 @@ pub(super) struct BenchArgs {
     spin_committers: Option<u64>,
     #[command(flatten)]
     open: OpenArgs,
-    /// `overlap journal -v`: say the engine driver.
-    #[arg(skip)]
-    verbose: bool,
+    /// What `overlap journal -v`/`-q` says of the engine driver.
+    #[arg(skip = super::Say::Fallback)]
+    say: super::Say,
 }
 
 #[derive(Serialize, Debug)]
@@ -126,8 +126,8 @@ struct BenchResult {
     storage: String,
 }
 
-pub(super) fn bench(mut args: BenchArgs, verbose: bool) -> Result<()> {
-    args.verbose = verbose;
+pub(super) fn bench(mut args: BenchArgs, say: super::Say) -> Result<()> {
+    args.say = say;
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
         bail!("--duration must be more than 0 and at most 3600 seconds");
     }
@@ -281,7 +281,7 @@ fn run_scenario(
 ) -> Result<BenchResult> {
     let opts = args
         .open
-        .options(args.verbose)?
+        .options(args.say)?
         .max_record_bytes(bytes.max(1).next_power_of_two())
         .recycle_segments(args.recycle_segments)
         .spin_committers(args.spin_committers);

@@ -187,10 +187,9 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
         serde_json::to_writer(&mut o, &r)?;
         writeln!(o)?;
         o.flush()?;
-        return Ok(());
+        return lost_acknowledged(dir, &r, dry_run);
     }
-    let would = if dry_run { "would " } else { "" };
-    if r.dropped_stretches == 0 {
+    if !r.changes_anything() {
         writeln!(
             o,
             "nothing to repair: {} records, LSN {}..{}",
@@ -199,22 +198,50 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
         o.flush()?;
         return Ok(());
     }
-    writeln!(
-        o,
-        "{would}drop {} damaged stretch(es), {} log bytes{} (listed above: dropped, from LSN, to \
-         LSN, bytes, damage)",
-        r.dropped_stretches,
-        r.dropped_bytes,
-        match r.dropped_records {
-            0 => String::new(),
-            n => format!(", with {n} valid record(s) of incomplete batches"),
-        }
-    )?;
-    if r.cut_acknowledged {
+    print_plan(&mut o, dir, &r, dry_run)?;
+    o.flush()?;
+    lost_acknowledged(dir, &r, dry_run)
+}
+
+/// The plan a repair made (the dropped stretches are listed already).
+fn print_plan(
+    o: &mut impl Write,
+    dir: &Path,
+    r: &overlap_journal::RecoveryReport,
+    dry_run: bool,
+) -> Result<()> {
+    let would = if dry_run { "would " } else { "" };
+    for seq in &r.rewritten_headers {
         writeln!(
             o,
-            "damage starts before the durable point {}: records acknowledged durable are lost",
-            r.checkpoint_durable_lsn
+            "rewrite-header\t{seq}\tthe segment's header is not valid"
+        )?;
+    }
+    for seq in &r.removed_segments {
+        writeln!(
+            o,
+            "remove-segment\t{seq}\toutside the log, with a bad header or data"
+        )?;
+    }
+    if r.dropped_stretches > 0 {
+        writeln!(
+            o,
+            "{would}drop {} damaged stretch(es), {} log bytes{} (listed above: dropped, from \
+             LSN, to LSN, bytes, damage)",
+            r.dropped_stretches,
+            r.dropped_bytes,
+            match r.dropped_records {
+                0 => String::new(),
+                n => format!(", with {n} valid record(s) of incomplete batches"),
+            }
+        )?;
+    }
+    if !r.rewritten_headers.is_empty() || !r.removed_segments.is_empty() {
+        writeln!(
+            o,
+            "{would}rewrite {} segment header(s) and remove {} segment file(s) (listed above)",
+            r.rewritten_headers.len(),
+            r.removed_segments.len()
         )?;
     }
     writeln!(
@@ -223,20 +250,48 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
         r.records, r.salvaged_records
     )?;
     match &r.dropped_file {
-        Some(f) => writeln!(o, "saved the dropped bytes to {f}")?,
+        Some(f) => writeln!(o, "saved the dropped, rewritten and removed bytes to {f}")?,
         None if dry_run => writeln!(
             o,
-            "dry run: nothing was changed (a repair saves the dropped bytes to {}/dropped-<N>.bin)",
+            "dry run: nothing was changed (a repair first saves every byte it drops, rewrites or \
+             removes to {}/dropped-<N>.bin)",
             dir.display()
         )?,
         None => {}
     }
     writeln!(
         o,
-        "new records {}continue at LSN {} (a dropped LSN is never handed out again)",
-        if dry_run { "would " } else { "" },
+        "new records {would}continue at LSN {} (a dropped or acknowledged LSN is never handed \
+         out again)",
         r.end_lsn
     )?;
-    o.flush()?;
     Ok(())
+}
+
+/// Fails, naming the LSNs, when records acknowledged durable are (or
+/// would be) lost: the repair is done, but the loss must not pass
+/// unnoticed.
+fn lost_acknowledged(dir: &Path, r: &overlap_journal::RecoveryReport, dry_run: bool) -> Result<()> {
+    if !r.cut_acknowledged {
+        return Ok(());
+    }
+    let durable = r.checkpoint_durable_lsn;
+    let ranges: Vec<String> = r
+        .dropped
+        .iter()
+        .filter(|d| d.from < durable)
+        .map(|d| format!("{}..{}", d.from, d.to.min(durable)))
+        .collect();
+    bail!(
+        "{}: records acknowledged durable {} lost: LSN {} (below the durable point {durable} the \
+         checkpoint records){}",
+        dir.display(),
+        if dry_run { "would be" } else { "were" },
+        ranges.join(", "),
+        if dry_run {
+            ""
+        } else {
+            "; the journal is repaired and opens"
+        }
+    )
 }

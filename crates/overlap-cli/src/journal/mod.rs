@@ -11,7 +11,10 @@
 //!   stretch, keep every valid record after it, save what it drops to a
 //!   file in the journal directory, and list all of it.
 //!
-//! `-v` says which engine driver the journal runs on.
+//! When the engine is not on io_uring (a seccomp filter blocks it, or
+//! `OVERLAP_DRIVER` chose another driver), `append` and `bench` say so once
+//! on stderr, with the reason, as `overlap bench` does; `-q` silences it.
+//! `-v` says the driver also when it is io_uring.
 //! - `bench`: append latency and throughput, and group commit against a
 //!   baseline that calls `fdatasync` after every record (see [`bench::bench`]).
 
@@ -34,9 +37,14 @@ use inspect::{dump, repair, verify};
 /// Options of `overlap journal`.
 #[derive(Args, Debug)]
 pub struct JournalArgs {
-    /// Say more on stderr (the engine driver the journal runs on).
+    /// Say more on stderr (the engine driver the journal runs on, also
+    /// when it is io_uring).
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Say nothing on stderr about the engine's driver, not even that it
+    /// fell back from io_uring.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     cmd: JournalCmd,
 }
@@ -92,11 +100,15 @@ enum JournalCmd {
     },
     /// Salvage a damaged journal: drop each damaged stretch, wherever it is
     /// (even before the durable point), and keep every valid record after
-    /// it (resynchronising on the next valid record). Before anything is
-    /// changed, the dropped bytes are saved to `DIR/dropped-<N>.bin`; every
-    /// dropped stretch is listed (`dropped<TAB>FROM<TAB>TO<TAB>BYTES<TAB>
-    /// damage`). No LSN is handed out twice: new records continue after
-    /// everything the log holds.
+    /// it (resynchronising on the next valid record); rewrite bad segment
+    /// headers, and remove segment files outside the log that hold data.
+    /// The whole plan is made first and listed (`dropped<TAB>FROM<TAB>TO<TAB>
+    /// BYTES<TAB>damage`, `rewrite-header<TAB>SEQ`, `remove-segment<TAB>SEQ`);
+    /// before anything is changed, every byte it drops, rewrites or removes
+    /// is saved to a new `DIR/dropped-<N>.bin`. No LSN is handed out twice:
+    /// new records continue after everything the log holds and after the
+    /// checkpoint's durable point. Exits 1, naming the LSNs, when records
+    /// acknowledged durable are lost (the repair is still made).
     Repair {
         /// The journal directory.
         dir: PathBuf,
@@ -144,8 +156,8 @@ fn parse_mib(s: &str) -> std::result::Result<u64, crate::size::SizeError> {
 }
 
 impl OpenArgs {
-    /// The journal's options; with `verbose`, says the engine's driver.
-    fn options(&self, verbose: bool) -> Result<Options> {
+    /// The journal's options; says the engine's driver (see [`Say`]).
+    fn options(&self, say: Say) -> Result<Options> {
         if !(1 << 20..=1 << 40).contains(&self.segment_bytes) {
             bail!(
                 "--segment-mib must be between 1 MiB and 1 TiB (1 to 1048576 MiB), not {}",
@@ -166,9 +178,7 @@ impl OpenArgs {
         // cannot start, Journal::open reports the error.
         let opts = match overlap::Engine::new() {
             Ok(engine) => {
-                if verbose {
-                    eprintln!("overlap journal: engine driver {}", engine.driver());
-                }
+                say.driver(engine.driver());
                 opts.engine(engine)
             }
             Err(_) => opts,
@@ -203,15 +213,51 @@ impl From<LevelArg> for Level {
     }
 }
 
+/// What is said on stderr about the engine's driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Say {
+    /// Nothing (`-q`).
+    Quiet,
+    /// A fallback from io_uring, with its reason (the default).
+    Fallback,
+    /// The driver, whatever it is (`-v`).
+    Verbose,
+}
+
+impl Say {
+    /// Says `info` on stderr, once, as this level wants: a driver that is
+    /// not io_uring is said unless quiet (as `overlap bench` says the
+    /// engine's choice), io_uring only when verbose.
+    fn driver(self, info: &overlap::DriverInfo) {
+        // Once per process (`bench` opens a journal per run).
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let fell_back = info.kind != overlap::DriverKind::Uring;
+        match self {
+            Say::Verbose => eprintln!("overlap journal: engine driver {info}"),
+            Say::Fallback if fell_back => {
+                eprintln!("overlap journal: not on io_uring: the engine chose {info}")
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Runs `overlap journal`.
 pub fn run(args: JournalArgs) -> Result<()> {
-    let verbose = args.verbose;
+    let say = match (args.quiet, args.verbose) {
+        (true, _) => Say::Quiet,
+        (_, true) => Say::Verbose,
+        _ => Say::Fallback,
+    };
     match args.cmd {
-        JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open, verbose),
+        JournalCmd::Append { dir, level, open } => append(&dir, level.into(), &open, say),
         JournalCmd::Dump { dir, json, strict } => dump(&dir, json, strict),
         JournalCmd::Verify { dir, strict, json } => verify(&dir, strict, json),
         JournalCmd::Repair { dir, dry_run, json } => repair(&dir, dry_run, json),
-        JournalCmd::Bench(b) => bench(b, verbose),
+        JournalCmd::Bench(b) => bench(b, say),
     }
 }
 
@@ -239,8 +285,8 @@ fn report_cut(dir: &Path, r: &overlap_journal::RecoveryReport) {
     }
 }
 
-fn append(dir: &Path, level: Level, open: &OpenArgs, verbose: bool) -> Result<()> {
-    let opts = open.options(verbose)?;
+fn append(dir: &Path, level: Level, open: &OpenArgs, say: Say) -> Result<()> {
+    let opts = open.options(say)?;
     let max = opts.max_record_bytes;
     let j = Arc::new(
         Journal::open(dir, opts)
@@ -385,11 +431,11 @@ mod tests {
     #[test]
     fn out_of_range_sizes_are_refused_before_anything_is_made() {
         let e = open_of(&["append", "d", "--segment-mib", "0"])
-            .options(false)
+            .options(Say::Quiet)
             .unwrap_err();
         assert!(e.to_string().contains("--segment-mib"), "{e}");
         let e = open_of(&["append", "d", "--buffer-mib", "3"])
-            .options(false)
+            .options(Say::Quiet)
             .unwrap_err();
         assert!(e.to_string().contains("power of two"), "{e}");
     }

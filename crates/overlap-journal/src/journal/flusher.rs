@@ -567,7 +567,12 @@ impl Flusher {
         let durable = self.sh.durable.load(SeqCst);
         if durable <= self.ckpt_durable || !(force || self.ckpt_at.elapsed() >= CHECKPOINT_EVERY) {
             if force && self.sh.reserve.load(SeqCst) & CLOSED != 0 {
-                self.sh.write_checkpoint(|_| {}, true)?;
+                // The durable point handed to the preallocator may not be
+                // written yet (it stops at close): write it here.
+                let update = |c: &mut crate::format::Checkpoint| {
+                    c.durable_lsn = c.durable_lsn.max(durable);
+                };
+                self.sh.write_checkpoint(update, true)?;
             }
             return Ok(());
         }

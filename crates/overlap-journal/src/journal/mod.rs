@@ -510,14 +510,15 @@ impl Journal {
             true,
         )?;
         let keep = sh.geo.segment_of(lsn.0);
-        while *first_seq < keep {
-            // Kept for reuse (renamed out of the log) up to the bound,
-            // removed beyond it.
-            sh.storage
-                .recycle_segment(*first_seq, sh.recycle_segments)?;
-            *first_seq += 1;
+        // The segment files that exist, never every number below `keep`
+        // (a repaired log may skip segments, up to any number). Kept for
+        // reuse (renamed out of the log) up to the bound, removed beyond.
+        for seq in sh.storage.segments_between(*first_seq, keep)? {
+            sh.storage.recycle_segment(seq, sh.recycle_segments)?;
+            *first_seq = seq + 1;
             Counters::add(&sh.stats.segments_retired, 1);
         }
+        *first_seq = (*first_seq).max(keep);
         Ok(())
     }
 
@@ -529,6 +530,24 @@ impl Journal {
     }
 
     fn shutdown(&self) -> Result<()> {
+        if self.sh.storage.is_forked_copy() {
+            // The flusher and the preallocator are threads of the parent:
+            // there is nothing to join here, and nothing of the parent's
+            // to touch. Their handles are forgotten.
+            self.sh.reserve.fetch_or(CLOSED, SeqCst);
+            let f = self
+                .flusher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let p = self
+                .prealloc
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            std::mem::forget((f, p));
+            return Err(Error::Forked);
+        }
         let state = self.sh.reserve.fetch_or(CLOSED, SeqCst);
         let handle = self
             .flusher

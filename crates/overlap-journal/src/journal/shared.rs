@@ -99,6 +99,9 @@ impl Shared {
 
     /// Reserves `span` log bytes (at most one largest record's).
     fn try_reserve_span(&self, span: u64) -> Result<u64> {
+        if self.storage.is_forked_copy() {
+            return Err(Error::Forked);
+        }
         let cap = self.ring.cap();
         let mut cur = self.reserve.load(SeqCst);
         loop {
@@ -252,6 +255,10 @@ impl Shared {
 
     /// The outcome of a wait for `lsn` at `level`, if it is decided.
     pub(super) fn wait_done(&self, lsn: u64, level: Level) -> Option<Result<()>> {
+        if self.storage.is_forked_copy() {
+            // The flusher is a thread of the parent: nothing moves here.
+            return Some(Err(Error::Forked));
+        }
         let state = self.reserve.load(SeqCst);
         if state & DEAD != 0 {
             return Some(Err(self.fail_error(state)));

@@ -10,11 +10,12 @@ use crate::storage::Storage;
 mod aside;
 mod repair;
 mod report;
+mod salvage;
 mod scan;
 
-use aside::Aside;
 use repair::{create, repair_log};
 pub use report::{DroppedStretch, RecoveryMode, RecoveryReport, MAX_LISTED};
+pub(crate) use salvage::salvage;
 use scan::{Scan, Scanned};
 
 /// The log bytes of a [`Storage`], limited to positions below `end`.
@@ -85,6 +86,20 @@ pub(crate) fn recover(
     repair: bool,
     on_dropped: Option<OnDropped<'_>>,
 ) -> Result<Recovered> {
+    if mode == RecoveryMode::Salvage && repair {
+        // Salvage first (plan, then apply), then open what it left.
+        let report = salvage(storage, max_record, true, on_dropped)?;
+        let mut rec = recover(
+            storage,
+            RecoveryMode::TolerateTornTail,
+            segment_size,
+            max_record,
+            true,
+            None,
+        )?;
+        rec.report = report;
+        return Ok(rec);
+    }
     let ckpt = storage
         .read_checkpoint()?
         .map(|b| Checkpoint::decode_file(&b).ok_or(corrupt(0, Damage::BadCheckpoint)))
@@ -122,7 +137,7 @@ pub(crate) fn recover(
             .min(limit),
         mode,
     };
-    let scanned = find_dropped(&scan, &ckpt, repair, on_dropped, &mut report)?;
+    let scanned = find_dropped(&scan, &ckpt, on_dropped, &mut report)?;
     let start_seq = geo.segment_of(ckpt.start_lsn);
     let end_seq = geo.segment_of(scanned.end);
     let mut recovered = Recovered {
@@ -172,31 +187,17 @@ fn check_segment_headers(
 }
 
 /// The first pass of the scan: finds what is dropped, counts it in
-/// `report`, saves it (a salvage opening for writing) and passes it to
-/// `on_dropped`. Nothing in the log is changed.
+/// `report` and passes it to `on_dropped`. Nothing in the log is changed.
 fn find_dropped(
     scan: &Scan<'_>,
     ckpt: &Checkpoint,
-    repair: bool,
     mut on_dropped: Option<OnDropped<'_>>,
     report: &mut RecoveryReport,
 ) -> Result<Scanned> {
-    let storage = scan.storage;
-    let save = repair && scan.mode == RecoveryMode::Salvage;
-    let mut aside: Option<Aside> = None;
     let scanned = {
         let report = &mut *report;
-        let aside = &mut aside;
         let mut first = |d: &DroppedStretch| -> Result<()> {
             report.count_dropped(d, ckpt.durable_lsn);
-            if save {
-                if aside.is_none() {
-                    *aside = Aside::create(storage, ckpt)?;
-                }
-                if let Some(a) = aside.as_mut() {
-                    a.save(storage, scan.geo, d)?;
-                }
-            }
             if let Some(f) = on_dropped.as_mut() {
                 f(d)?;
             }
@@ -207,8 +208,5 @@ fn find_dropped(
     report.records = scanned.records;
     report.salvaged_records = scanned.salvaged;
     report.end_lsn = scanned.end;
-    if let Some(a) = aside.take() {
-        report.dropped_file = Some(a.finish()?);
-    }
     Ok(scanned)
 }

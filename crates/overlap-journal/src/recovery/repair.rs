@@ -133,8 +133,9 @@ pub(super) fn repair_log(
         }
         r.last_seq = end_seq;
         r.tail = zero_after_end(storage, geo, end)?;
+        touched.insert(end_seq);
     }
-    r.checkpoint = commit(storage, &ckpt, r, touched)?;
+    r.checkpoint = commit(storage, segs, &ckpt, r, touched)?;
     r.read_end = end;
     Ok(())
 }
@@ -175,9 +176,9 @@ fn zero_after_end(storage: &Arc<dyn Storage>, geo: Geometry, end: u64) -> Result
         geo,
         end,
     };
-    if src.read_stream(tail_start, &mut tail)? != tail.len() {
-        return Err(corrupt(tail_start, Damage::Truncated));
-    }
+    // Bytes past the end of a file cut short read as zeros: they lie in a
+    // stretch a filler skips (the scan found no record there).
+    src.read_stream(tail_start, &mut tail)?;
     let block_off = geo.file_offset(tail_start);
     let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
     zeroes[..tail.len()].copy_from_slice(&tail);
@@ -196,21 +197,23 @@ fn zero_after_end(storage: &Arc<dyn Storage>, geo: Geometry, end: u64) -> Result
 /// (in the other slot) and returns it.
 fn commit(
     storage: &Arc<dyn Storage>,
+    segs: &[u64],
     ckpt: &Checkpoint,
     r: &Recovered,
     mut touched: BTreeSet<u64>,
 ) -> Result<Checkpoint> {
     let (first_seq, last_seq) = (r.first_seq, r.last_seq);
-    for seq in r.geo.segment_of(ckpt.durable_lsn).max(first_seq)..=last_seq {
-        touched.remove(&seq);
-        storage.sync(seq)?;
-    }
+    // The segments that exist (never every number in the range: segments
+    // may be missing between the durable point and the end).
+    let from = r.geo.segment_of(ckpt.durable_lsn).max(first_seq);
+    touched.extend(segs.iter().copied().filter(|&s| s >= from && s <= last_seq));
     for &seq in touched.iter().filter(|&&s| s >= first_seq && s <= last_seq) {
         storage.sync(seq)?;
     }
     let checkpoint = Checkpoint {
         generation: ckpt.generation + 1,
-        durable_lsn: r.end.max(ckpt.start_lsn),
+        // Never lowered: no LSN at or below it is handed out again.
+        durable_lsn: r.end.max(ckpt.start_lsn).max(ckpt.durable_lsn),
         max_record_bytes: r.read_limit as u32,
         ..*ckpt
     };
@@ -232,7 +235,7 @@ fn segment_is_empty(storage: &Arc<dyn Storage>, bs: u64) -> Result<bool> {
 /// Writes `bytes` at log position `pos` (reading and rewriting the blocks
 /// around them), creating a segment that does not exist; notes the
 /// segments written in `touched` (not synced here).
-fn write_log(
+pub(super) fn write_log(
     storage: &Arc<dyn Storage>,
     segs: &[u64],
     geo: Geometry,

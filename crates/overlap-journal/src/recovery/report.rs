@@ -106,6 +106,12 @@ pub struct RecoveryReport {
     /// Read while another process appends: only the durable prefix the
     /// checkpoint records was read and judged.
     pub live: bool,
+    /// Segments whose bad header a salvage rewrites (its old header block
+    /// saved first).
+    pub rewritten_headers: Vec<u64>,
+    /// Segment files a salvage removes (their bytes saved first): outside
+    /// the log, with a bad header or holding data.
+    pub removed_segments: Vec<u64>,
 }
 impl RecoveryReport {
     /// The report before anything is found.
@@ -134,7 +140,17 @@ impl RecoveryReport {
             dropped_file: None,
             storage: storage.describe(),
             live: !repair && storage.shared_with_writer(),
+            rewritten_headers: Vec::new(),
+            removed_segments: Vec::new(),
         }
+    }
+
+    /// Whether a salvage changes anything: it drops a stretch, rewrites
+    /// a header or removes a segment file.
+    pub fn changes_anything(&self) -> bool {
+        self.dropped_stretches > 0
+            || !self.rewritten_headers.is_empty()
+            || !self.removed_segments.is_empty()
     }
 
     /// Counts a dropped stretch (and lists it, up to [`MAX_LISTED`]).

@@ -274,17 +274,35 @@ impl Scan<'_> {
             reader.seek(next);
             return Ok(None);
         }
-        let Some(d) = damage else {
-            return Ok(Some(from)); // a clean end
+        let d = match damage {
+            Some(d) => d,
+            // Salvage: acknowledged records are gone (zeros, a file cut
+            // short, a missing segment): dropped up to the durable point.
+            None if from < self.durable => self.lost_at(from)?,
+            None => return Ok(Some(from)), // a clean end
         };
         if self.mode == RecoveryMode::Strict {
             return Err(corrupt(from, d));
         }
-        // A damaged tail: dropped up to past every byte written there,
-        // where new records then continue (never reusing an LSN that
-        // names bytes on disk).
-        let to = data_end(self.storage, self.segs, geo, pos, self.scan_to)?
-            .max(from + FILLER_BYTES as u64);
+        self.drop_tail(t, pending, (from, pos), d, in_batch)
+            .map(Some)
+    }
+
+    /// Drops a damaged tail from `from` (the scan stopped at `pos`): up to
+    /// past every byte written there and past the durable point, where
+    /// new records then continue (never reusing an LSN that names bytes
+    /// on disk or was acknowledged). Returns where they continue.
+    fn drop_tail(
+        &self,
+        t: &mut Tally,
+        pending: &mut Pending<'_>,
+        (from, pos): (u64, u64),
+        d: Damage,
+        in_batch: u64,
+    ) -> Result<u64> {
+        let to = data_end(self.storage, self.segs, self.geo, pos, self.scan_to)?
+            .max(from + FILLER_BYTES as u64)
+            .max(self.durable);
         t.drop_stretch(
             pending,
             DroppedStretch {
@@ -294,7 +312,26 @@ impl Scan<'_> {
                 records: in_batch,
             },
         )?;
-        Ok(Some(to))
+        Ok(to)
+    }
+}
+
+impl Scan<'_> {
+    /// What is wrong at `from`, where the log ends before the durable
+    /// point: its segment is missing, its file ends there, or it reads as
+    /// zeros.
+    fn lost_at(&self, from: u64) -> Result<Damage> {
+        let seq = self.geo.segment_of(from);
+        if self.segs.binary_search(&seq).is_err() {
+            return Ok(Damage::MissingSegment(seq));
+        }
+        let mut b = [0u8; 8];
+        let n = self.storage.read(seq, self.geo.file_offset(from), &mut b)?;
+        Ok(if n < b.len() {
+            Damage::Truncated
+        } else {
+            Damage::Zeros
+        })
     }
 }
 

@@ -216,6 +216,10 @@ impl Storage for FsStorage {
         self.engine.driver().kind == overlap::DriverKind::Uring
     }
 
+    fn is_forked_copy(&self) -> bool {
+        self.engine.is_forked_copy()
+    }
+
     fn shared_with_writer(&self) -> bool {
         self.live
     }
@@ -225,6 +229,21 @@ impl Storage for FsStorage {
             return format!("{}; a writer holds the journal", self.note);
         }
         self.note.clone()
+    }
+
+    fn segments_between(&self, from: u64, to: u64) -> io::Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            let seq = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".seg"))
+                .filter(|hex| hex.len() == 16)
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok());
+            out.extend(seq.filter(|&s| s >= from && s < to));
+        }
+        out.sort_unstable();
+        Ok(out)
     }
 
     fn list_segments(&self) -> io::Result<Vec<u64>> {
@@ -496,8 +515,7 @@ impl Storage for FsStorage {
         let path = self.dir.join(name);
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(&path)
             .map_err(|e| context(e, format!("creating {}", path.display())))?;
         sync_dir(&self.dir)?;

@@ -52,11 +52,28 @@ pub trait Storage: Send + Sync + 'static {
     fn shared_with_writer(&self) -> bool {
         false
     }
+    /// Whether this process is a `fork` of the one that opened the
+    /// storage: its engine's threads (and the journal's) are the
+    /// parent's, so nothing may be written or waited for here. The
+    /// default is false.
+    fn is_forked_copy(&self) -> bool {
+        false
+    }
     /// A human-readable note on how the storage writes (direct or buffered
     /// and why).
     fn describe(&self) -> String;
     /// The segments that exist, in ascending order.
     fn list_segments(&self) -> io::Result<Vec<u64>>;
+    /// The segments that exist in `[from, to)`, in ascending order,
+    /// changing nothing (unlike [`list_segments`](Storage::list_segments),
+    /// which may tidy what an interrupted creation left): what
+    /// [`crate::Journal::truncate_before`] retires, however far apart the
+    /// numbers are. The default filters `list_segments`.
+    fn segments_between(&self, from: u64, to: u64) -> io::Result<Vec<u64>> {
+        let mut v = self.list_segments()?;
+        v.retain(|&s| s >= from && s < to);
+        Ok(v)
+    }
     /// Creates segment `seq` of `size` bytes, preallocated (reads as zeros),
     /// with `header` written at offset 0, all durable before returning.
     fn create_segment(&self, seq: u64, size: u64, header: &[u8]) -> io::Result<()>;
@@ -109,10 +126,12 @@ pub trait Storage: Send + Sync + 'static {
         let _ = seq;
         Ok(Some((offset, u64::MAX)))
     }
-    /// Creates (or empties) a file named `name` beside the segments, for
-    /// what `repair` drops (see [`crate::repair`]): its path and the file,
-    /// whose directory entry is durable when this returns. `None` where
-    /// the storage keeps no such files (the default).
+    /// Creates a new file named `name` beside the segments, for what
+    /// `repair` drops (see [`crate::repair`]): its path and the file,
+    /// whose directory entry is durable when this returns. An error of
+    /// kind [`io::ErrorKind::AlreadyExists`] when the name is taken (a
+    /// file of an earlier repair is never overwritten). `None` where the
+    /// storage keeps no such files (the default).
     fn create_aside(&self, name: &str) -> io::Result<Option<(PathBuf, std::fs::File)>> {
         let _ = name;
         Ok(None)
