@@ -267,6 +267,20 @@ impl http_body::Body for Tracked {
     }
 }
 
+/// Sets `Content-Length` from a body of known length if the response has
+/// none, as hyper does for a `GET` but not for a `HEAD` (whose response is
+/// that of a `GET`, its body not sent): both get the same headers.
+fn content_length(res: &mut axum::response::Response) {
+    use axum::http::header::CONTENT_LENGTH;
+    use http_body::Body as _;
+    if res.headers().contains_key(CONTENT_LENGTH) {
+        return;
+    }
+    if let Some(n) = res.body().size_hint().exact() {
+        res.headers_mut().insert(CONTENT_LENGTH, n.into());
+    }
+}
+
 /// Serves HTTP/1.1 on `tcp` with `app` until the client or a timeout
 /// closes it; once `stop` turns true, closes it after the response in
 /// flight (at once when idle).
@@ -286,7 +300,8 @@ pub async fn serve(
         let in_flight = InFlight::begin(phase.clone());
         let call = app.clone().oneshot(req);
         async move {
-            let res = call.await?;
+            let mut res = call.await?;
+            content_length(&mut res);
             Ok::<_, Infallible>(res.map(|body| Tracked {
                 body,
                 _in_flight: in_flight,

@@ -34,12 +34,17 @@ pub fn metadata(path: &Path) -> io::Result<Metadata> {
 /// Opens `path` for reading if it is served. `O_NONBLOCK` makes the open
 /// of a FIFO return at once (without it, it waits for a writer); the type
 /// is then checked on the open file (no race with a rename), and the flag
-/// cleared.
+/// cleared. A socket (whose open fails with `ENXIO`) is not served either.
 pub fn open(path: &Path) -> io::Result<File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            // A socket's open.
+            Some(libc::ENXIO) => not_served(),
+            _ => e,
+        })?;
     check(file.metadata()?)?;
     // SAFETY: sets the status flags of a descriptor `file` owns; of those
     // F_SETFL sets, this read-only open set O_NONBLOCK only.
