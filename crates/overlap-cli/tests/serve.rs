@@ -412,6 +412,9 @@ fn special_files(dir: &Path) {
     std::os::unix::fs::symlink("/dev/null", dir.join("null")).unwrap();
 }
 
+/// A path, the request's headers, the status wanted.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], u16);
+
 /// `HEAD` answers as `GET` does, status and headers (all but `Date`), for
 /// every path: files, ranges, the index, a redirect, a miss, and special
 /// files, which are 404s, answered at once.
@@ -422,7 +425,7 @@ fn head_answers_as_get_for_every_path_in_each_io_mode() {
         special_files(&dir);
         let server = Server::start(&dir, &["--io", mode]);
         let range = [("Range", "bytes=10-99")];
-        let cases: [(&str, &[(&str, &str)], u16); 11] = [
+        let cases: [Case; 11] = [
             ("/big.bin", &[], 200),
             ("/big.bin", &range, 206),
             ("/", &[], 200),

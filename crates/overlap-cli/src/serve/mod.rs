@@ -133,7 +133,7 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !secs.is_finite() || secs < 1e-3 || secs > 86_400.0 {
+    if !(1e-3..=86_400.0).contains(&secs) {
         return Err(format!(
             "`{s}`: the duration must be at least 1ms and at most 24h"
         ));
