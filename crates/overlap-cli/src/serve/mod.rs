@@ -226,14 +226,12 @@ fn head_as_get(mut req: Request) -> Request {
 
 async fn serve(args: ServeArgs) -> Result<()> {
     let addr = SocketAddr::new(args.bind, args.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-                "cannot listen on {addr}: the port is in use (another server? choose one with --port)"
-            ),
-            _ => anyhow::Error::new(e).context(format!("cannot listen on {addr}")),
-        })?;
+    let listener = listen(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "cannot listen on {addr}: the port is in use (another server? choose one with --port)"
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot listen on {addr}")),
+    })?;
     let local = listener.local_addr().context("the listening address")?;
     let app = router(&args);
     let max = max_connections(&args);
@@ -242,6 +240,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         keepalive: args.keepalive_timeout,
         send: args.send_timeout,
     };
+    // Before the address is printed: a signal sent on reading it stops us.
+    let stop = stop_signal();
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -262,7 +262,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        match stop_signal().await {
+        match stop.await {
             Ok(name) => eprintln!("{name}: shutting down"),
             Err(e) => eprintln!("error: cannot wait for signals ({e}): shutting down"),
         }
@@ -291,6 +291,24 @@ async fn serve(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// The listen backlog: nginx's on Linux (`NGX_LISTEN_BACKLOG`), where
+/// connections wait while the server is at its cap (std's is 128; the
+/// kernel caps it at `net.core.somaxconn`).
+const BACKLOG: u32 = 511;
+
+/// A listening socket on `addr` (`SO_REUSEADDR`, as std's), backlog
+/// [`BACKLOG`].
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 /// `--max-connections`, or its default; warns when the descriptor limit
 /// leaves room for fewer.
 fn max_connections(args: &ServeArgs) -> usize {
@@ -314,14 +332,20 @@ fn max_connections(args: &ServeArgs) -> usize {
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM: the name of the one that came.
-async fn stop_signal() -> std::io::Result<&'static str> {
+/// The handlers are in place when this returns, before the future is
+/// first polled: a signal sent as soon as the address is printed is not
+/// lost (nor kills the process).
+fn stop_signal() -> impl std::future::Future<Output = std::io::Result<&'static str>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "Ctrl-C",
-    })
+    let streams = signal(SignalKind::terminate())
+        .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)));
+    async move {
+        let (mut term, mut int) = streams?;
+        Ok(tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "Ctrl-C",
+        })
+    }
 }
 
 /// `/health`: touches no file.
