@@ -3,7 +3,7 @@
 //! (`EMFILE`), a pause instead of a spin.
 //!
 //! At the cap the loop does not accept: new connections complete their
-//! TCP handshake in the kernel's listen backlog (up to its length; beyond,
+//! TCP handshake in the kernel's listen backlog (511; beyond,
 //! the kernel drops their SYNs and clients retry) and are served, in their
 //! order of arrival, as connections close (the timeouts close silent ones).
 //! When an accept fails for want of descriptors or memory (`EMFILE`,
