@@ -1,8 +1,12 @@
 //! `overlap serve`, run as the built binary on a free port, for each
 //! `--io`: a file, a range, a 404, `HEAD`, `/health`, the index, the access
 //! log, a clean stop on SIGTERM and on SIGINT; and its errors for a busy
-//! port, a missing directory and a file given as the directory. The client
-//! is plain HTTP/1.1 over `std::net::TcpStream`, every step bounded in time.
+//! port, a missing directory and a file given as the directory; `HEAD`
+//! against `GET` on every kind of path, FIFOs in each `--io`; the header,
+//! keep-alive and send timeouts; 300 silent connections against a server
+//! allowed 256 descriptors (the cap, the backlog, `EMFILE`, its CPU). The
+//! client is plain HTTP/1.1 over `std::net::TcpStream`, every step bounded
+//! in time.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
