@@ -33,7 +33,8 @@ enum Command {
     Journal(journal::JournalArgs),
     /// Serve a directory over HTTP (axum + tower-http's ServeDir), its
     /// files read through the engine, or with `--io tokio-fs|blocking` to
-    /// compare; `/health` touches no file.
+    /// compare; `/health` touches no file. nginx's limits: header,
+    /// keep-alive and send timeouts, a cap on connections.
     Serve(serve::ServeArgs),
 }
 

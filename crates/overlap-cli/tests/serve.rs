@@ -1,8 +1,12 @@
 //! `overlap serve`, run as the built binary on a free port, for each
 //! `--io`: a file, a range, a 404, `HEAD`, `/health`, the index, the access
 //! log, a clean stop on SIGTERM and on SIGINT; and its errors for a busy
-//! port, a missing directory and a file given as the directory. The client
-//! is plain HTTP/1.1 over `std::net::TcpStream`, every step bounded in time.
+//! port, a missing directory and a file given as the directory; `HEAD`
+//! against `GET` on every kind of path, FIFOs in each `--io`; the header,
+//! keep-alive and send timeouts; 300 silent connections against a server
+//! allowed 256 descriptors (the cap, the backlog, `EMFILE`, its CPU). The
+//! client is plain HTTP/1.1 over `std::net::TcpStream`, every step bounded
+//! in time.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -19,6 +23,8 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 struct Server {
     child: Option<Child>,
     addr: SocketAddr,
+    /// Its stdout's lines after the first.
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Drop for Server {
@@ -32,30 +38,59 @@ impl Drop for Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Server {
-        let mut child = overlap()
-            .arg("serve")
+        Server::start_limited(dir, extra, None)
+    }
+
+    /// `start`, the server's `RLIMIT_NOFILE` set to `nofile` if given.
+    fn start_limited(dir: &Path, extra: &[&str], nofile: Option<u64>) -> Server {
+        let mut cmd = overlap();
+        cmd.arg("serve")
             .arg(dir)
             .args(["--port", "0", "--threads", "2"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run overlap serve");
+            .stderr(Stdio::piped());
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe, as the child between
+            // fork and exec requires; it touches only the struct on the stack.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+            };
+        }
+        let mut child = cmd.spawn().expect("run overlap serve");
         // The first line says where it listens; read it on a thread so that
-        // a server that never says it cannot hang the test.
+        // a server that never says it cannot hang the test. The next lines
+        // go to `lines`.
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
         });
         let mut server = Server {
             child: Some(child),
             addr: "0.0.0.0:0".parse().unwrap(),
+            lines: rx,
         };
-        let line = rx.recv_timeout(TIMEOUT).expect("the server said nothing");
+        let line = server
+            .lines
+            .recv_timeout(TIMEOUT)
+            .expect("the server said nothing");
         let url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
@@ -66,6 +101,11 @@ impl Server {
             .parse()
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         server
+    }
+
+    /// The server's process id.
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
     }
 
     /// Sends `sig` and waits (bounded) for the exit; returns its status and
@@ -362,4 +402,352 @@ fn run_bounded(cmd: &mut Command) -> std::process::Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
+}
+
+/// A FIFO, a socket and devices (`/dev/zero`, `/dev/null`, through links)
+/// in the served directory.
+fn special_files(dir: &Path) {
+    let fifo = std::ffi::CString::new(dir.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that lives through the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // The socket's file stays when the listener goes.
+    drop(std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap());
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+    std::os::unix::fs::symlink("/dev/null", dir.join("null")).unwrap();
+}
+
+/// A path, the request's headers, the status wanted.
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], u16);
+
+/// `HEAD` answers as `GET` does, status and headers (all but `Date`), for
+/// every path: files, ranges, the index, a redirect, a miss, and special
+/// files, which are 404s, answered at once.
+#[test]
+fn head_answers_as_get_for_every_path_in_each_io_mode() {
+    for mode in MODES {
+        let (dir, _) = site(&format!("head-{mode}"));
+        special_files(&dir);
+        let server = Server::start(&dir, &["--io", mode]);
+        let range = [("Range", "bytes=10-99")];
+        let cases: [Case; 11] = [
+            ("/big.bin", &[], 200),
+            ("/big.bin", &range, 206),
+            ("/", &[], 200),
+            ("/sub", &[], 307),
+            ("/sub/a%20b.txt", &[], 200),
+            ("/missing", &[], 404),
+            ("/fifo", &[], 404),
+            ("/socket", &[], 404),
+            ("/zero", &[], 404),
+            ("/null", &[], 404),
+            ("/health", &[], 200),
+        ];
+        for (path, headers, want) in cases {
+            let get = request(server.addr, "GET", path, headers);
+            let head = request(server.addr, "HEAD", path, headers);
+            let fields = |r: &Reply| {
+                let mut h: Vec<_> = r
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| !k.eq_ignore_ascii_case("date"))
+                    .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+                    .collect();
+                h.sort();
+                h
+            };
+            assert_eq!(head.status, want, "{mode}: HEAD {path}");
+            assert_eq!(get.status, want, "{mode}: GET {path}");
+            assert_eq!(fields(&head), fields(&get), "{mode}: {path}");
+            assert!(head.body.is_empty(), "{mode}: HEAD {path} has no body");
+        }
+        let (status, err) = server.stop(libc::SIGTERM);
+        assert!(status.success(), "{mode}: {status}: {err}");
+    }
+}
+
+/// GETs of a FIFO, as many at once as the server has worker threads: each
+/// is a 404, at once (never an open waiting for a writer on a worker or a
+/// blocking-pool thread), and the server serves on.
+#[test]
+fn fifos_wedge_no_worker_in_any_io_mode() {
+    for mode in MODES {
+        let (dir, _) = site(&format!("fifo-{mode}"));
+        special_files(&dir);
+        let server = Server::start(&dir, &["--io", mode]);
+        let addr = server.addr;
+        let gets: Vec<_> = (0..2)
+            .map(|_| std::thread::spawn(move || request(addr, "GET", "/fifo", &[]).status))
+            .collect();
+        for g in gets {
+            assert_eq!(g.join().unwrap(), 404, "{mode}: GET /fifo");
+        }
+        assert_eq!(request(addr, "GET", "/fifo", &[]).status, 404, "{mode}");
+        let r = request(addr, "GET", "/sub/a%20b.txt", &[]);
+        assert_eq!((r.status, &r.body[..]), (200, &b"spaced\n"[..]), "{mode}");
+        let (status, err) = server.stop(libc::SIGTERM);
+        assert!(status.success(), "{mode}: {status}: {err}");
+    }
+}
+
+/// The CPU time (user + system, in clock ticks) process `pid` has used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name in parentheses: field 3 (state) on; utime
+    // and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Waits (bounded by `within`) for the peer to close `s`; how long it took.
+/// Panics if it sends anything or stays open.
+fn closed_within(s: &mut TcpStream, within: Duration) -> Duration {
+    let start = Instant::now();
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 4096];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("the server sent {n} bytes: {:?}", &buf[..n]),
+        Err(e) => panic!("still open after {within:?} ({e})"),
+    }
+    start.elapsed()
+}
+
+const SILENT: usize = 300;
+const NOFILE: u64 = 256;
+
+/// 300 connections that send nothing, against a server allowed 256
+/// descriptors and a 3 s header timeout: at the cap the server uses no
+/// CPU (measured over a second), another client is still served, and
+/// every silent connection is closed, none before the header timeout.
+/// With the default cap (the descriptor limit's room: (256 - 64) / 2 = 96)
+/// the rest wait in the listen backlog; with a cap above what the limit
+/// allows, accepting fails with EMFILE and pauses instead of spinning.
+fn silent_connections_against(extra: &[&str]) -> String {
+    let (dir, _) = site(&format!("silent{}", extra.len()));
+    let mut args = vec!["--header-timeout", "3"];
+    args.extend_from_slice(extra);
+    let server = Server::start_limited(&dir, &args, Some(NOFILE));
+    let limits = server.lines.recv_timeout(TIMEOUT).unwrap_or_default();
+    let start = Instant::now();
+    // The first's close, timed from its connect on a thread of its own.
+    let mut first = TcpStream::connect_timeout(&server.addr, TIMEOUT).unwrap();
+    let first = std::thread::spawn(move || closed_within(&mut first, TIMEOUT));
+    let mut silent: Vec<TcpStream> = (1..SILENT)
+        .map(|i| {
+            TcpStream::connect_timeout(&server.addr, TIMEOUT)
+                .unwrap_or_else(|e| panic!("silent connection {i}: {e}"))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(server.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(server.pid()) - before;
+    let measured = start.elapsed();
+    let addr = server.addr;
+    let other = std::thread::spawn(move || request(addr, "GET", "/health", &[]));
+    let first = first.join().unwrap();
+    for s in silent.iter_mut() {
+        let left = (start + TIMEOUT).saturating_duration_since(Instant::now());
+        closed_within(s, left.max(Duration::from_millis(1)));
+    }
+    let r = other.join().unwrap();
+    println!(
+        "{extra:?}: server CPU at the cap {spent} ticks in 1 s; first silent connection closed after {first:?}, all {SILENT} after {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (200, &b"ok\n"[..]),
+        "another client"
+    );
+    assert!(
+        first >= Duration::from_millis(2900),
+        "the first silent connection was closed after {first:?}, before the 3 s header timeout"
+    );
+    // A spinning accept loop takes a whole CPU: 100 ticks a second.
+    assert!(
+        spent <= 10,
+        "{spent} clock ticks of CPU in 1 s at the cap (until {measured:?} after the connects): accept spins"
+    );
+    let (status, err) = server.stop(libc::SIGTERM);
+    assert!(status.success(), "{status}: {err}");
+    format!("{limits}\n{err}")
+}
+
+#[test]
+fn silent_connections_wait_in_the_backlog_and_time_out() {
+    let out = silent_connections_against(&[]);
+    assert!(out.contains("limits: 96 connections"), "{out}");
+    assert!(
+        out.contains("96 connections open (--max-connections)"),
+        "{out}"
+    );
+    assert!(!out.contains("cannot accept"), "{out}");
+}
+
+#[test]
+fn accept_pauses_at_the_descriptor_limit() {
+    let out = silent_connections_against(&["--max-connections", "1000"]);
+    assert!(
+        out.contains("warning: --max-connections 1000 may need 2064 descriptors, more than RLIMIT_NOFILE (256) allows"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warning: cannot accept a connection (Too many open files"),
+        "{out}"
+    );
+    assert!(out.contains("accepting paused "), "{out}");
+}
+
+/// Reads one response with a `Content-Length` body from a kept-alive
+/// connection; its status.
+fn read_response(s: &mut TcpStream) -> u16 {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).expect("the response's head");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8(raw).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("a Content-Length");
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).expect("the body");
+    head.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+/// An idle kept-alive connection is closed after the keep-alive timeout
+/// (1 s), not the header timeout (3 s), and a request before it passes
+/// is served; a head sent a line every 400 ms is cut at the header
+/// timeout, counted from the accept, though bytes keep coming.
+#[test]
+fn idle_and_slow_headers_are_closed_after_their_timeouts() {
+    let (dir, _) = site("idle");
+    let args = ["--header-timeout", "3", "--keepalive-timeout", "1"];
+    let server = Server::start(&dir, &args);
+    let mut s = TcpStream::connect_timeout(&server.addr, TIMEOUT).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let req = format!("GET /index.html HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
+    s.write_all(req.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut s), 200);
+    std::thread::sleep(Duration::from_millis(600));
+    s.write_all(req.as_bytes()).unwrap();
+    assert_eq!(
+        read_response(&mut s),
+        200,
+        "a request within the keep-alive timeout"
+    );
+    let idle = closed_within(&mut s, TIMEOUT);
+    assert!(
+        idle >= Duration::from_millis(900) && idle < Duration::from_millis(2900),
+        "an idle connection was closed after {idle:?}: not the 1 s keep-alive timeout"
+    );
+
+    let start = Instant::now();
+    let mut slow = TcpStream::connect_timeout(&server.addr, TIMEOUT).unwrap();
+    slow.set_write_timeout(Some(TIMEOUT)).unwrap();
+    let mut lines = vec!["GET /index.html HTTP/1.1\r\n".to_owned()];
+    lines.extend((0..20).map(|i| format!("X-Slow-{i}: a\r\n")));
+    for line in &lines {
+        if slow.write_all(line.as_bytes()).is_err() {
+            break; // closed
+        }
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    closed_within(&mut slow, TIMEOUT);
+    let cut = start.elapsed();
+    assert!(
+        cut >= Duration::from_millis(2900) && cut < Duration::from_millis(6000),
+        "a slow head was cut after {cut:?}: not the 3 s header timeout"
+    );
+    let (status, err) = server.stop(libc::SIGTERM);
+    assert!(status.success(), "{status}: {err}");
+}
+
+/// A client that stops reading a large response is cut after the send
+/// timeout (1 s without progress): when it reads again, the body ends
+/// early, where the socket buffers held it.
+#[test]
+fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
+    const LEN: u64 = 256 << 20;
+    let dir = fresh_dir("serve-send");
+    // Sparse: read from the page cache as zeros, no disk.
+    std::fs::File::create(dir.join("huge.bin"))
+        .unwrap()
+        .set_len(LEN)
+        .unwrap();
+    let server = Server::start(&dir, &["--send-timeout", "1"]);
+    let mut s = TcpStream::connect_timeout(&server.addr, TIMEOUT).unwrap();
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let req = format!("GET /huge.bin HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut first = [0u8; 1];
+    s.read_exact(&mut first).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut got = 1u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let end = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break "end of stream".to_owned(),
+            Ok(n) => got += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break e.to_string(),
+            Err(e) => panic!("after {got} bytes: {e} (still open?)"),
+        }
+    };
+    assert!(
+        got < LEN,
+        "the whole {got}-byte response came after 3 s without reading ({end}): no send timeout"
+    );
+    let (status, err) = server.stop(libc::SIGTERM);
+    assert!(status.success(), "{status}: {err}");
+}
+
+/// The timeouts take nginx's time values and refuse nonsense before
+/// anything starts.
+#[test]
+fn timeout_flags_are_checked() {
+    let (dir, _) = site("flags");
+    for bad in ["0", "-1", "5 parsecs", "25h"] {
+        let flag = format!("--send-timeout={bad}");
+        let out = run_bounded(
+            overlap()
+                .arg("serve")
+                .arg(&dir)
+                .args(["--port", "0", &flag]),
+        );
+        assert!(!out.status.success(), "{bad}");
+        assert!(
+            stderr(&out).contains("--send-timeout"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+    let server = Server::start(
+        &dir,
+        &[
+            "--header-timeout",
+            "500ms",
+            "--keepalive-timeout",
+            "2m",
+            "--send-timeout",
+            "1.5",
+            "--max-connections",
+            "7",
+        ],
+    );
+    let limits = server.lines.recv_timeout(TIMEOUT).unwrap();
+    assert_eq!(
+        limits,
+        "limits: 7 connections; timeouts: header 500ms, keep-alive 120s, send 1.5s"
+    );
+    let (status, err) = server.stop(libc::SIGTERM);
+    assert!(status.success(), "{status}: {err}");
 }

@@ -20,6 +20,12 @@
 //! reading from the device each reads ahead a bounded window, so that what
 //! is read ahead fits in memory however many clients ask at once.
 //!
+//! Only regular files (and directories, for their `index.html`) are
+//! served: a FIFO, socket or device is `NotFound`, a 404, found so at once
+//! (a FIFO is opened with `O_NONBLOCK`, never waited on), for the path's
+//! metadata as for its open, so that `ServeDir`'s `HEAD` (which asks for
+//! the metadata only) answers as its `GET` (which opens).
+//!
 //! The change in an axum or tower application is one line:
 //!
 //! ```no_run
@@ -209,20 +215,22 @@ impl thfs::Backend for OverlapBackend {
             // holding the request, and where the engine runs on its thread
             // pool a pool thread, as with tower-http's default backend); the
             // type is then checked on the open file (no race with a rename).
+            // A socket's open fails with ENXIO: not served either.
             let mut file = crate::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(&path)
-                .await?;
+                .await
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENXIO) => not_served(),
+                    _ => e,
+                })?;
             let st = file
                 .engine_file()
                 .stat_cached()
                 .map_err(|e| crate::fs::engine_err(e, libc::EBADF))?;
             if !st.is_file() && !st.is_dir() {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "not a regular file (a FIFO, socket or device is not served)",
-                ));
+                return Err(not_served());
             }
             {
                 // The flag goes before any read: io_uring fails a read of
@@ -263,8 +271,26 @@ impl thfs::Backend for OverlapBackend {
     }
 
     fn metadata(&self, path: PathBuf) -> Self::MetadataFuture {
-        Box::pin(async move { crate::fs::statx(&path).await.map(OverlapMetadata) })
+        Box::pin(async move {
+            let st = crate::fs::statx(&path).await?;
+            // As `open`: `ServeDir` answers a `HEAD` from this alone, and
+            // its `GET` of a FIFO, socket or device is a 404 (`open`), so
+            // its `HEAD` must be one too.
+            if !st.is_file() && !st.is_dir() {
+                return Err(not_served());
+            }
+            Ok(OverlapMetadata(st))
+        })
     }
+}
+
+/// What a FIFO, socket or device gets: `NotFound` (a 404), for its open as
+/// for its metadata.
+fn not_served() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        "not a regular file (a FIFO, socket or device is not served)",
+    )
 }
 
 /// A file opened by [`OverlapBackend`]: an

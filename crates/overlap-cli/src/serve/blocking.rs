@@ -25,12 +25,14 @@ impl Backend for BlockingBackend {
     type MetadataFuture = Ready<io::Result<std::fs::Metadata>>;
 
     // `ServeDir` calls these inside its response future's `poll`.
+    // Regular files only (`super::files`): a FIFO's open would block the
+    // worker until a writer comes.
     fn open(&self, path: PathBuf) -> Self::OpenFuture {
-        ready(std::fs::File::open(path).map(|file| BlockingFile { file, seek: None }))
+        ready(super::files::open(&path).map(|file| BlockingFile { file, seek: None }))
     }
 
     fn metadata(&self, path: PathBuf) -> Self::MetadataFuture {
-        ready(std::fs::metadata(path))
+        ready(super::files::metadata(&path))
     }
 }
 

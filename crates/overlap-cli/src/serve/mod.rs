@@ -15,23 +15,41 @@
 //! file: its latency under load shows what blocking the workers costs.
 //! Ctrl-C or SIGTERM stops the server: it stops accepting, lets requests in
 //! flight finish for up to 10 s, then exits.
+//!
+//! Only regular files are served (and directories' `index.html`): a FIFO,
+//! socket or device is a 404 in every `--io`, found so without waiting on
+//! it (`files`). `HEAD` is answered as `GET` is (the same status and
+//! headers, without the body), for every path.
+//!
+//! Limits as nginx's: a header timeout (`client_header_timeout`, 60 s), a
+//! keep-alive timeout (`keepalive_timeout`, 75 s) and a send timeout
+//! (`send_timeout`, 60 s) close connections that stall (`conn`); at most
+//! `--max-connections` are open at once, the next ones waiting in the
+//! listen backlog, and accepting pauses rather than spins at the
+//! descriptor limit (`accept`).
 
-use std::future::IntoFuture;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use axum::extract::Request;
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use clap::{Args, ValueEnum};
 use overlap_tokio::tower_http::OverlapBackend;
+use tower::util::MapRequest;
 use tower_http::services::ServeDir;
 
+mod accept;
 mod blocking;
+mod conn;
+mod files;
+mod tokio_fs;
 
 /// How long requests in flight may take to finish after Ctrl-C or SIGTERM.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -69,6 +87,58 @@ pub struct ServeArgs {
     /// `OverlapBackend::with_max_uncached_reads`).
     #[arg(long, default_value_t = overlap_tokio::tower_http::DEFAULT_MAX_UNCACHED_READS)]
     max_uncached_reads: usize,
+    /// How long a client may take to send the whole head of a request
+    /// (nginx's `client_header_timeout`), from the accept for the first
+    /// request, from its first byte for the next ones; then the connection
+    /// is closed. `60s`, `500ms`, `2m`; a bare number is seconds.
+    #[arg(long, value_name = "TIME", default_value = "60s", value_parser = parse_timeout)]
+    header_timeout: Duration,
+    /// How long a connection may stay idle after a response before the
+    /// next request begins (nginx's `keepalive_timeout`); then it is
+    /// closed.
+    #[arg(long, value_name = "TIME", default_value = "75s", value_parser = parse_timeout)]
+    keepalive_timeout: Duration,
+    /// How long a write to the client may wait for it to read (nginx's
+    /// `send_timeout`: between two successive writes, not the whole
+    /// response); then the connection is closed.
+    #[arg(long, value_name = "TIME", default_value = "60s", value_parser = parse_timeout)]
+    send_timeout: Duration,
+    /// Connections open at once, at most; the next ones wait in the listen
+    /// backlog until one closes (default: 512 per worker thread, as nginx's
+    /// `worker_connections`, and at most (RLIMIT_NOFILE - 64) / 2, two
+    /// descriptors each: 480 under the usual limit of 1024).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+}
+
+/// A timeout: `60s`, `500ms`, `2m`, `1h`; a bare number is seconds (as
+/// nginx's time values); above 0, at most 24 h.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a duration: expected e.g. 60s, 500ms, 2m or a number of seconds")
+    })?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown time unit `{other}` (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !(1e-3..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "`{s}`: the duration must be at least 1ms and at most 24h"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// `--io`.
@@ -114,8 +184,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 fn router(args: &ServeArgs) -> Router {
     let chunk = args.read_size as usize;
+    // `HEAD` goes to `ServeDir` as `GET`: `ServeDir` answers a `HEAD` from
+    // the path's metadata alone and a `GET` from the opened file, so the
+    // two could differ (a file it cannot open); the body of the `GET` is
+    // never read (axum and hyper drop it, keeping its `Content-Length`).
+    let head_as_get = head_as_get as fn(Request) -> Request;
     let files = match args.io {
-        IoMode::Overlap => Router::new().fallback_service(
+        IoMode::Overlap => Router::new().fallback_service(MapRequest::new(
             ServeDir::with_backend(
                 &args.dir,
                 OverlapBackend::new()
@@ -123,13 +198,16 @@ fn router(args: &ServeArgs) -> Router {
                     .with_max_uncached_reads(args.max_uncached_reads),
             )
             .with_buf_chunk_size(chunk),
-        ),
-        IoMode::TokioFs => {
-            Router::new().fallback_service(ServeDir::new(&args.dir).with_buf_chunk_size(chunk))
-        }
-        IoMode::Blocking => Router::new().fallback_service(
+            head_as_get,
+        )),
+        IoMode::TokioFs => Router::new().fallback_service(MapRequest::new(
+            ServeDir::with_backend(&args.dir, tokio_fs::TokioFsBackend).with_buf_chunk_size(chunk),
+            head_as_get,
+        )),
+        IoMode::Blocking => Router::new().fallback_service(MapRequest::new(
             ServeDir::with_backend(&args.dir, blocking::BlockingBackend).with_buf_chunk_size(chunk),
-        ),
+            head_as_get,
+        )),
     };
     let app = Router::new().route("/health", get(health)).merge(files);
     if args.access_log {
@@ -139,18 +217,31 @@ fn router(args: &ServeArgs) -> Router {
     }
 }
 
+fn head_as_get(mut req: Request) -> Request {
+    if req.method() == Method::HEAD {
+        *req.method_mut() = Method::GET;
+    }
+    req
+}
+
 async fn serve(args: ServeArgs) -> Result<()> {
     let addr = SocketAddr::new(args.bind, args.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-                "cannot listen on {addr}: the port is in use (another server? choose one with --port)"
-            ),
-            _ => anyhow::Error::new(e).context(format!("cannot listen on {addr}")),
-        })?;
+    let listener = listen(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "cannot listen on {addr}: the port is in use (another server? choose one with --port)"
+        ),
+        _ => anyhow::Error::new(e).context(format!("cannot listen on {addr}")),
+    })?;
     let local = listener.local_addr().context("the listening address")?;
     let app = router(&args);
+    let max = max_connections(&args);
+    let timeouts = conn::Timeouts {
+        header: args.header_timeout,
+        keepalive: args.keepalive_timeout,
+        send: args.send_timeout,
+    };
+    // Before the address is printed: a signal sent on reading it stops us.
+    let stop = stop_signal();
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -161,51 +252,100 @@ async fn serve(args: ServeArgs) -> Result<()> {
             args.dir.display(),
             args.io.name()
         )?;
+        writeln!(
+            out,
+            "limits: {max} connections; timeouts: header {:?}, keep-alive {:?}, send {:?}",
+            timeouts.header, timeouts.keepalive, timeouts.send
+        )?;
         out.flush()?;
     }
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        match stop_signal().await {
+        match stop.await {
             Ok(name) => eprintln!("{name}: shutting down"),
             Err(e) => eprintln!("error: cannot wait for signals ({e}): shutting down"),
         }
         let _ = stop_tx.send(true);
     });
-    let mut graceful = stop_rx.clone();
-    // TCP_NODELAY on every connection, as nginx sets it (`tcp_nodelay on`):
-    // hyper writes a response's head and its first body chunk separately, and
-    // with Nagle's algorithm the second waits for the client's delayed ACK
-    // (40 ms), which capped a 4-connection load at ~100 requests/s.
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            eprintln!("warning: cannot set TCP_NODELAY on a connection: {e}");
-        }
-    });
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = graceful.wait_for(|s| *s).await;
-    });
-    let mut deadline = stop_rx;
-    tokio::select! {
-        res = server.into_future() => res.context("the server failed")?,
-        _ = async {
-            let _ = deadline.wait_for(|s| *s).await;
-            tokio::time::sleep(DRAIN).await;
-        } => eprintln!("requests still in flight after {} s: closed", DRAIN.as_secs()),
+    let open = Arc::new(tokio::sync::Semaphore::new(max));
+    let stats = accept::run(listener, app, timeouts, max, open.clone(), stop_rx).await;
+    // Stopped accepting: the connections close after their responses in
+    // flight (idle ones at once); every permit back means all closed.
+    let all = u32::try_from(max).context("the connection cap")?;
+    if tokio::time::timeout(DRAIN, open.acquire_many(all))
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "requests still in flight after {} s: closed",
+            DRAIN.as_secs()
+        );
+    }
+    if stats.out_of_resources > 0 {
+        eprintln!(
+            "accepting paused {} times for want of descriptors or memory",
+            stats.out_of_resources
+        );
     }
     Ok(())
 }
 
+/// The listen backlog: nginx's on Linux (`NGX_LISTEN_BACKLOG`), where
+/// connections wait while the server is at its cap (std's is 128; the
+/// kernel caps it at `net.core.somaxconn`).
+const BACKLOG: u32 = 511;
+
+/// A listening socket on `addr` (`SO_REUSEADDR`, as std's), backlog
+/// [`BACKLOG`].
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// `--max-connections`, or its default; warns when the descriptor limit
+/// leaves room for fewer.
+fn max_connections(args: &ServeArgs) -> usize {
+    let workers = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
+    let Some(n) = args.max_connections else {
+        return accept::default_max_connections(workers) as usize;
+    };
+    let n = u64::from(n);
+    if let Some(nofile) = accept::nofile_limit() {
+        if n > accept::connections_for(nofile) {
+            eprintln!(
+                "warning: --max-connections {n} may need {} descriptors, more than RLIMIT_NOFILE ({nofile}) allows: at the limit, accepting pauses 500 ms at a time",
+                2 * n + accept::RESERVED_FDS
+            );
+        }
+    }
+    n as usize
+}
+
 /// Ctrl-C (SIGINT) or SIGTERM: the name of the one that came.
-async fn stop_signal() -> std::io::Result<&'static str> {
+/// The handlers are in place when this returns, before the future is
+/// first polled: a signal sent as soon as the address is printed is not
+/// lost (nor kills the process).
+fn stop_signal() -> impl std::future::Future<Output = std::io::Result<&'static str>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "Ctrl-C",
-    })
+    let streams = signal(SignalKind::terminate())
+        .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)));
+    async move {
+        let (mut term, mut int) = streams?;
+        Ok(tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "Ctrl-C",
+        })
+    }
 }
 
 /// `/health`: touches no file.

@@ -28,6 +28,7 @@ rt_tests!(
     uncached_reads_wait_for_permits_and_give_them_back,
     files_reading_ahead_themselves_serve_whole_bodies_and_ranges,
     errors_of_open_and_metadata_answer_as_tokio_backend,
+    head_answers_as_get_for_fifos_sockets_and_devices,
 );
 
 /// Writes `n` files of `len` bytes, out of the page cache.
@@ -132,10 +133,11 @@ async fn files_reading_ahead_themselves_serve_whole_bodies_and_ranges() {
 /// must be the one tower-http's default backend (tokio::fs) gives: a
 /// symbolic-link loop (ELOOP), a dangling link (ENOENT), a name longer than
 /// the file system allows (ENAMETOOLONG), a path through a file (ENOTDIR),
-/// a socket (ENXIO on open), a directory without an index. And a FIFO, on
-/// which tower-http's default backend cannot be compared (its open waits for
-/// a writer, forever here): overlap's refuses it at once, as not found. (A FIFO is
-/// left out: opening it for reading waits for a writer, on both backends.)
+/// a directory without an index. And a FIFO, on which tower-http's default
+/// backend cannot be compared (its open waits for a writer, forever here):
+/// overlap's refuses it at once, as not found. (A socket, a 500 there from
+/// its open's ENXIO, is a 404 here as every special file:
+/// `head_answers_as_get_for_fifos_sockets_and_devices`.)
 async fn errors_of_open_and_metadata_answer_as_tokio_backend() {
     let dir = tempdir();
     let d = dir.path();
@@ -144,14 +146,12 @@ async fn errors_of_open_and_metadata_answer_as_tokio_backend() {
     std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling")).unwrap();
     std::fs::write(d.join("plain"), b"plain").unwrap();
     std::fs::create_dir(d.join("empty-dir")).unwrap();
-    let _socket = std::os::unix::net::UnixListener::bind(d.join("socket")).unwrap();
     let long = format!("/{}", "n".repeat(300));
     let uris = [
         "/loop-a",
         "/dangling",
         long.as_str(),
         "/plain/below",
-        "/socket",
         "/empty-dir/",
         "/empty-dir",
         "/plain",
@@ -201,6 +201,46 @@ async fn errors_of_open_and_metadata_answer_as_tokio_backend() {
     )
     .await;
     assert_ne!(looped.status(), StatusCode::OK);
+}
+
+/// `ServeDir` answers a `HEAD` from the path's metadata and a `GET` from
+/// the opened file: with `OverlapBackend`, a FIFO, a socket and a device
+/// (`/dev/zero`, through a link) are a 404 for both, as are a regular file
+/// and a directory the same for both, each answered at once.
+async fn head_answers_as_get_for_fifos_sockets_and_devices() {
+    let dir = tempdir();
+    let d = dir.path();
+    let fifo = std::ffi::CString::new(d.join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that lives through the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let _socket = std::os::unix::net::UnixListener::bind(d.join("socket")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
+    std::fs::write(d.join("plain"), b"plain").unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::write(d.join("sub/index.html"), b"index").unwrap();
+    let cases = [
+        ("/fifo", StatusCode::NOT_FOUND),
+        ("/socket", StatusCode::NOT_FOUND),
+        ("/zero", StatusCode::NOT_FOUND),
+        ("/plain", StatusCode::OK),
+        ("/sub/", StatusCode::OK),
+        ("/sub", StatusCode::TEMPORARY_REDIRECT),
+        ("/missing", StatusCode::NOT_FOUND),
+    ];
+    for (uri, want) in cases {
+        for method in [http::Method::GET, http::Method::HEAD] {
+            let svc = ServeDir::with_backend(d, OverlapBackend::new());
+            let req = Request::builder().method(&method).uri(uri);
+            let res = tokio::time::timeout(
+                Duration::from_secs(20),
+                svc.oneshot(req.body(Body::empty()).unwrap()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{method} {uri}: no answer in 20 s"))
+            .unwrap();
+            assert_eq!(res.status(), want, "{method} {uri}");
+        }
+    }
 }
 
 async fn get<S>(svc: S, uri: &str, headers: &[(header::HeaderName, &str)]) -> Response<Bytes>
