@@ -30,10 +30,22 @@ type Cell = fn(Driver, &Path) -> Result<(), String>;
 const SCENARIOS: [(&str, Cell, Cell); 6] = [
     ("drop-behind", file_drop_behind, port_drop_behind),
     ("shared-writers", file_shared_writers, port_shared_writers),
-    ("close-racing-reads", file_close_racing_reads, port_close_racing_reads),
-    ("shutdown-in-flight", file_shutdown_in_flight, port_shutdown_in_flight),
+    (
+        "close-racing-reads",
+        file_close_racing_reads,
+        port_close_racing_reads,
+    ),
+    (
+        "shutdown-in-flight",
+        file_shutdown_in_flight,
+        port_shutdown_in_flight,
+    ),
     ("fork-in-flight", file_fork_in_flight, port_fork_in_flight),
-    ("injected-failure", file_injected_failure, port_injected_failure),
+    (
+        "injected-failure",
+        file_injected_failure,
+        port_injected_failure,
+    ),
 ];
 
 /// The driver's name in the matrix.
@@ -53,7 +65,10 @@ fn torture_engine_rows(d: Driver) {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     // libtest prints "test NAME ... " before a test's own first line.
-    for line in stdout.lines().filter_map(|l| l.find("torture: ").map(|i| &l[i..])) {
+    for line in stdout
+        .lines()
+        .filter_map(|l| l.find("torture: ").map(|i| &l[i..]))
+    {
         println!("{line}");
     }
     let failed: Vec<&str> = stdout.lines().filter(|l| l.contains(" FAIL")).collect();
@@ -150,14 +165,11 @@ fn settles(engine: &Engine) -> Result<(), String> {
 }
 
 /// `f` fails with `want` (by its `Debug` name) within [`AT_ONCE`].
-fn fails_at_once<T: std::fmt::Debug>(
+fn fails_at_once<T: std::fmt::Debug + Send + 'static>(
     what: &str,
     want: fn(&Error) -> bool,
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> Result<(), String>
-where
-    T: Send + 'static,
-{
+) -> Result<(), String> {
     let started = Instant::now();
     match within(AT_ONCE, f)? {
         Err(e) if want(&e) => Ok(()),
@@ -330,9 +342,11 @@ fn file_close_racing_reads(d: Driver, _dir: &Path) -> Result<(), String> {
             return Err("a read came back after close returned".into());
         }
     }
-    fails_at_once("a read after close", |e| matches!(e, Error::Closed), move || {
-        f.read_at(vec![0u8; 8], 0).wait().0
-    })
+    fails_at_once(
+        "a read after close",
+        |e| matches!(e, Error::Closed),
+        move || f.read_at(vec![0u8; 8], 0).wait().0,
+    )
 }
 
 /// Shutdown with a pipe read and direct writes in flight: they complete,
@@ -450,8 +464,12 @@ impl Child {
         let status = wait_pid_within(self.0, Duration::from_secs(20))?;
         match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
             (true, 0) => Ok(()),
-            (true, 3) => Err("in the child, a call on the parent's handle did not fail with Forked".into()),
-            (true, 4) => Err("in the child, a call on the parent's handle did not fail at once".into()),
+            (true, 3) => {
+                Err("in the child, a call on the parent's handle did not fail with Forked".into())
+            }
+            (true, 4) => {
+                Err("in the child, a call on the parent's handle did not fail at once".into())
+            }
             _ => Err(format!("the child ended with status {status}")),
         }
     }
@@ -464,13 +482,17 @@ fn file_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
     let fs = SmallFs::mount(dir, 4)?;
     let engine = d.engine();
     let path = fs.mnt.join("data");
-    let f = File::create(&engine, &path).wait().map_err(|e| e.to_string())?;
+    let f = File::create(&engine, &path)
+        .wait()
+        .map_err(|e| e.to_string())?;
     let mut acked = 0usize;
     let err = loop {
         if acked > 64 << 20 {
             return Err("64 MiB written to a 4 MiB file system".into());
         }
-        let (res, _) = f.write_at(pattern(17, acked as u64, CHUNK), acked as u64).wait();
+        let (res, _) = f
+            .write_at(pattern(17, acked as u64, CHUNK), acked as u64)
+            .wait();
         match res {
             Ok(n) if n > 0 => acked += n,
             Ok(_) => return Err("a write of 0 bytes".into()),
@@ -480,9 +502,13 @@ fn file_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
     if !is_enospc(&err) {
         return Err(format!("the write failed with {err:?}, not ENOSPC"));
     }
-    f.sync_all().wait().map_err(|e| format!("sync after ENOSPC: {e}"))?;
+    f.sync_all()
+        .wait()
+        .map_err(|e| format!("sync after ENOSPC: {e}"))?;
     if std_read(&path, 0, acked) != pattern(17, 0, acked) {
-        return Err(format!("the {acked} acknowledged bytes are not all in the file"));
+        return Err(format!(
+            "the {acked} acknowledged bytes are not all in the file"
+        ));
     }
     drop(f);
     settles(&engine)
@@ -491,7 +517,10 @@ fn file_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
 // ------------------------------------------------------------ rust-port
 
 /// Takes `n` completions within [`LIMIT`].
-fn take<B: Send + 'static>(port: &Port<B>, n: usize) -> Result<Vec<overlap::Completion<B>>, String> {
+fn take<B: Send + 'static>(
+    port: &Port<B>,
+    n: usize,
+) -> Result<Vec<overlap::Completion<B>>, String> {
     let deadline = Instant::now() + LIMIT;
     let mut got = Vec::with_capacity(n);
     while got.len() < n {
@@ -618,7 +647,9 @@ fn port_shutdown_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
     let (p, w) = pipe(&engine);
     let port = Port::new(&engine);
     let reads: Port<Vec<u8>> = Port::new(&engine);
-    reads.read_at(&p, vec![0u8; 5], 0, 0).map_err(|(e, _)| e.to_string())?;
+    reads
+        .read_at(&p, vec![0u8; 5], 0, 0)
+        .map_err(|(e, _)| e.to_string())?;
     for i in 0..N {
         port_write(&port, &f, 29, i)?;
     }
@@ -627,7 +658,10 @@ fn port_shutdown_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
     feeder.join().unwrap();
     let c = take(&reads, 1)?.remove(0);
     if !matches!(c.result, Ok(5)) || c.buf != b"piped" {
-        return Err(format!("the pipe read in flight: {:?} {:?}", c.result, c.buf));
+        return Err(format!(
+            "the pipe read in flight: {:?} {:?}",
+            c.result, c.buf
+        ));
     }
     check_blocks(&path, 29, &acked_keys(&take(&port, N)?)?)?;
     fails_at_once("a write after shutdown", is_shutdown, move || {
@@ -646,7 +680,8 @@ fn port_fork_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
     let wslot = std::sync::Mutex::new(Some(Port::<AlignedBuf>::new(&engine)));
     let rslot = std::sync::Mutex::new(Some(Port::<Vec<u8>>::new(&engine)));
     if let (Some(wp), Some(rp)) = (&*wslot.lock().unwrap(), &*rslot.lock().unwrap()) {
-        rp.read_at(&p, vec![0u8; 5], 0, 0).map_err(|(e, _)| e.to_string())?;
+        rp.read_at(&p, vec![0u8; 5], 0, 0)
+            .map_err(|(e, _)| e.to_string())?;
         for i in 0..N {
             port_write(wp, &f, 31, i)?;
         }
@@ -654,7 +689,10 @@ fn port_fork_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
     let child = fork_child(|| {
         let wp = wslot.lock().unwrap().take().unwrap();
         let rp = rslot.lock().unwrap().take().unwrap();
-        let refused = matches!(wp.write_at(&f, block(31, 0), 0, 0), Err((Error::Forked(_), _)));
+        let refused = matches!(
+            wp.write_at(&f, block(31, 0), 0, 0),
+            Err((Error::Forked(_), _))
+        );
         // The child's copies of the ports are dropped: that must not wait
         // for the parent's operations.
         drop(rp);
@@ -668,7 +706,10 @@ fn port_fork_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
     child.wait()?;
     let c = take(&rp, 1)?.remove(0);
     if !matches!(c.result, Ok(5)) || c.buf != b"piped" {
-        return Err(format!("the parent's pipe read: {:?} {:?}", c.result, c.buf));
+        return Err(format!(
+            "the parent's pipe read: {:?} {:?}",
+            c.result, c.buf
+        ));
     }
     check_blocks(&path, 31, &acked_keys(&take(&wp, N)?)?)
 }
@@ -680,7 +721,9 @@ fn port_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
     let fs = SmallFs::mount(dir, 4)?;
     let engine = d.engine();
     let path = fs.mnt.join("data");
-    let f = File::create(&engine, &path).wait().map_err(|e| e.to_string())?;
+    let f = File::create(&engine, &path)
+        .wait()
+        .map_err(|e| e.to_string())?;
     let port: Port<Vec<u8>> = Port::new(&engine);
     let mut acked = 0usize;
     let err = loop {
@@ -699,9 +742,13 @@ fn port_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
     if !is_enospc(&err) {
         return Err(format!("the write failed with {err:?}, not ENOSPC"));
     }
-    f.sync_all().wait().map_err(|e| format!("sync after ENOSPC: {e}"))?;
+    f.sync_all()
+        .wait()
+        .map_err(|e| format!("sync after ENOSPC: {e}"))?;
     if std_read(&path, 0, acked) != pattern(37, 0, acked) {
-        return Err(format!("the {acked} acknowledged bytes are not all in the file"));
+        return Err(format!(
+            "the {acked} acknowledged bytes are not all in the file"
+        ));
     }
     Ok(())
 }
