@@ -3,6 +3,8 @@
 use std::ffi::CStr;
 use std::os::fd::AsRawFd;
 
+use std::time::Duration;
+
 use hdrhistogram::Histogram;
 
 /// A latency histogram: 1 ns to 1 hour, 3 significant digits.
@@ -34,4 +36,36 @@ pub(crate) fn free_bytes(dir: &CStr) -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     Ok((vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64))
+}
+
+/// A duration as the commands take it: `10s`, `500ms`, `250us`, `2m`, `1h`;
+/// a bare number is seconds (as nginx's and fio's time values); above 0,
+/// at most 24 h.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a duration: expected e.g. 10s, 500ms, 2m or a number of seconds")
+    })?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown time unit `{other}` (use ms, s, m or h)"
+            ))
+        }
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!(
+            "`{s}`: the duration must be above 0 and at most 24h"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }

@@ -179,7 +179,7 @@ pub(crate) struct BenchOpts {
 
     /// Run each result for this long instead of a number of operations
     /// (`10s`, `500ms`, `2m`; a bare number is seconds).
-    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::util::parse_duration)]
     pub(crate) runtime: Option<Duration>,
 
     /// Write jobs: allocate the whole file (fallocate) before writing;
@@ -333,35 +333,6 @@ fn parse_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a duration: expected e.g. 10s, 500ms, 2m or a number of seconds")
-    })?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1e3,
-        "us" => n / 1e6,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown time unit `{other}` (use ms, s, m or h)"
-            ))
-        }
-    };
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
-        return Err(format!(
-            "`{s}`: the duration must be above 0 and at most 24h"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 fn parse_plot_path(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     match p
@@ -392,10 +363,16 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(
+            crate::util::parse_duration("10s"),
+            Ok(Duration::from_secs(10))
+        );
+        assert_eq!(
+            crate::util::parse_duration("500ms"),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(crate::util::parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(crate::util::parse_duration("0").is_err());
+        assert!(crate::util::parse_duration("5 parsecs").is_err());
     }
 }

@@ -112,33 +112,13 @@ pub struct ServeArgs {
 }
 
 /// A timeout: `60s`, `500ms`, `2m`, `1h`; a bare number is seconds (as
-/// nginx's time values); above 0, at most 24 h.
+/// nginx's time values); at least 1 ms, at most 24 h.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a duration: expected e.g. 60s, 500ms, 2m or a number of seconds")
-    })?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1e3,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown time unit `{other}` (use ms, s, m or h)"
-            ))
-        }
-    };
-    if !(1e-3..=86_400.0).contains(&secs) {
-        return Err(format!(
-            "`{s}`: the duration must be at least 1ms and at most 24h"
-        ));
+    let d = crate::util::parse_duration(s)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("`{s}`: a timeout must be at least 1ms"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// `--io`.
