@@ -91,6 +91,7 @@ impl File {
                 behind: Default::default(),
                 last_write_err: None,
                 pos,
+                seek_done_here: false,
             }),
             max_buf_size,
         }
@@ -369,6 +370,7 @@ impl File {
                 behind: Default::default(),
                 last_write_err: None,
                 pos,
+                seek_done_here: false,
             }),
             max_buf_size: self.max_buf_size,
         })
