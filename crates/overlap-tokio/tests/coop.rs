@@ -145,7 +145,11 @@ fn a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind() {
                 let stop = Arc::new(AtomicBool::new(false));
                 for _ in 0..2 {
                     // No limit: only the runtime's end stops them.
-                    rt.spawn(read_in_a_loop(p.clone(), stop.clone(), Duration::from_secs(3600)));
+                    rt.spawn(read_in_a_loop(
+                        p.clone(),
+                        stop.clone(),
+                        Duration::from_secs(3600),
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(200));
                 if timeout {

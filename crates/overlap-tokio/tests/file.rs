@@ -153,7 +153,10 @@ async fn an_error_of_a_write_in_flight_keeps_the_bytes_behind_it() {
     let got = reading.join().unwrap();
     let rest = got.len() - b"behind".len();
     assert!(got.ends_with(b"behind") && rest > 0, "{} bytes", got.len());
-    assert!(big.ends_with(&got[..rest]), "the rest of the failed write, then the bytes behind");
+    assert!(
+        big.ends_with(&got[..rest]),
+        "the rest of the failed write, then the bytes behind"
+    );
 }
 
 /// Many small writes (most of them taken behind one in flight) land at

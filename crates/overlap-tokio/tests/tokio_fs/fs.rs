@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
-use overlap_tokio::fs;
 use super::tokio_test::assert_ok;
+use overlap_tokio::fs;
 
 #[tokio::test]
 async fn path_read_write() {

@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs_copy.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
-use tempfile::tempdir;
 use overlap_tokio::fs;
+use tempfile::tempdir;
 
 #[tokio::test]
 #[cfg_attr(miri, ignore)] // No `fchmod` in miri.
@@ -35,7 +35,10 @@ async fn copy_permissions() {
 
     overlap_tokio::fs::copy(from_path, &to_path).await.unwrap();
 
-    let to_perms = overlap_tokio::fs::metadata(to_path).await.unwrap().permissions();
+    let to_perms = overlap_tokio::fs::metadata(to_path)
+        .await
+        .unwrap()
+        .permissions();
 
     assert_eq!(from_perms, to_perms);
 }

@@ -1,13 +1,13 @@
 // tokio 1.54.1 tests/fs_file.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
+use super::tokio_test::task;
 use futures::future::FutureExt;
+use overlap_tokio::fs::File;
 use std::io::prelude::*;
 use std::io::IoSlice;
 use tempfile::NamedTempFile;
-use overlap_tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufReader, SeekFrom};
-use super::tokio_test::task;
 
 const HELLO: &[u8] = b"hello world...";
 
@@ -287,7 +287,10 @@ async fn file_debug_fmt() {
     // its descriptor) where tokio's shows its std file.
     let s = format!("{file:?}");
     assert!(s.starts_with("overlap_tokio::fs::File { file: "), "{s}");
-    assert!(s.contains(&format!("{}", std::os::fd::AsRawFd::as_raw_fd(&file))), "{s}");
+    assert!(
+        s.contains(&format!("{}", std::os::fd::AsRawFd::as_raw_fd(&file))),
+        "{s}"
+    );
 }
 
 #[tokio::test]

@@ -1,9 +1,9 @@
 // tokio 1.54.1 tests/fs_open_options.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
+use overlap_tokio::fs::OpenOptions;
 use std::io::Write;
 use tempfile::NamedTempFile;
-use overlap_tokio::fs::OpenOptions;
 use tokio::io::AsyncReadExt;
 
 const HELLO: &[u8] = b"hello world...";

@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs_try_exists.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
-use tempfile::tempdir;
 use overlap_tokio::fs;
+use tempfile::tempdir;
 
 #[tokio::test]
 #[cfg_attr(miri, ignore)] // No `chmod` in miri.
@@ -20,7 +20,9 @@ async fn try_exists() {
     // not stop `statx`, for tokio's `try_exists` either; skipped there.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        eprintln!("SKIPPED: tokio_fs::fs_try_exists: as root a mode-0o244 directory does not deny statx");
+        eprintln!(
+            "SKIPPED: tokio_fs::fs_try_exists: as root a mode-0o244 directory does not deny statx"
+        );
         return;
     }
     // overlap-tokio: tokio's `cfg(all(unix, not(any(target_os = "freebsd",

@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs_write.rs (MIT, LICENSE.tokio beside it), run against
 // overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
 
-use tempfile::tempdir;
 use overlap_tokio::fs;
+use tempfile::tempdir;
 
 #[tokio::test]
 async fn write() {

@@ -402,7 +402,10 @@ async fn write_counted(
                 return (Err(e), buf.start, buf.vec);
             }
             Ok(n) => {
-                debug_assert!(n <= buf.vec.len() - buf.start, "the kernel wrote more than asked");
+                debug_assert!(
+                    n <= buf.vec.len() - buf.start,
+                    "the kernel wrote more than asked"
+                );
                 buf.start = (buf.start + n).min(buf.vec.len());
             }
             Err(e) => return (Err(engine_err(e, libc::EBADF)), buf.start, buf.vec),
