@@ -181,6 +181,11 @@ pub(super) struct Inner {
     /// A seek was done in `start_seek` (no operation): its `poll_complete`
     /// takes a unit of tokio's cooperative budget.
     pub(super) seek_done_here: bool,
+    /// The operation in flight (`State::Busy`) is a write: a dropped file
+    /// finishes it (a read or a seek in flight is let go: the engine keeps
+    /// its buffer until the kernel is done, and nothing acknowledged waits
+    /// on it).
+    pub(super) busy_writing: bool,
 }
 
 /// Bytes read ahead: `data[start..end]` not yet handed to the reader. The
@@ -571,6 +576,7 @@ impl AsyncRead for File {
                     let buf = std::mem::take(buf);
                     let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len, tried);
                     inner.state = State::Busy(Box::pin(fut));
+                    inner.busy_writing = false;
                 }
                 State::Busy(fut) => {
                     let (op, buf) = ready!(fut.as_mut().poll(cx));
@@ -622,11 +628,13 @@ impl AsyncSeek for File {
                     let buf = std::mem::take(buf);
                     let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, 0, buf);
                     inner.state = State::Busy(Box::pin(fut));
+                    inner.busy_writing = false;
                     return Ok(());
                 }
                 let buf = std::mem::take(buf);
                 let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, unread, buf);
                 inner.state = State::Busy(Box::pin(fut));
+                inner.busy_writing = false;
                 Ok(())
             }
         }
@@ -764,6 +772,7 @@ impl File {
         // The budget is taken by the next `poll_write` while it is in
         // flight, as `tokio::fs` takes it when polling its blocking task.
         let mut fut: OpFuture = Box::pin(tokio::task::coop::unconstrained(fut));
+        inner.busy_writing = true;
         // Start the write now: its range is taken from the cursor and it
         // proceeds whether or not this file is polled again (as tokio's
         // background write).
@@ -842,8 +851,20 @@ impl Drop for Inner {
         // `Leftover`.
         let State::Busy(fut) = std::mem::replace(&mut self.state, State::Idle(Buf::default()))
         else {
+            let b = lock(&self.behind);
+            if !b.data.is_empty() {
+                // A failed write's bytes, its error reported (or kept for
+                // the next call, which will not come).
+                eprintln!(
+                    "overlap-tokio: a file dropped after a failed write: {} bytes not written",
+                    b.data.len()
+                );
+            }
             return;
         };
+        if !self.busy_writing {
+            return;
+        }
         let left = Leftover(Some(fut));
         match tokio::runtime::Handle::try_current() {
             // tokio's blocking pool: a runtime's end (drop, `shutdown_timeout`,
@@ -880,9 +901,13 @@ impl Leftover {
             // Off the runtime's rings (whose reaper is a task that shutdown
             // drops) and outside tokio's budget (this thread's may be spent:
             // the future would never get on).
-            crate::reactor::off_ring(|| {
-                overlap::block_on(tokio::task::coop::unconstrained(fut));
+            let (op, _) = crate::reactor::off_ring(|| {
+                overlap::block_on(tokio::task::coop::unconstrained(fut))
             });
+            if let Operation::Write(Err(e)) = op {
+                // No caller is left to tell.
+                eprintln!("overlap-tokio: the write of a dropped file failed: {e}");
+            }
         }
     }
 }
