@@ -311,15 +311,15 @@ fn close_racing_reads() {
 /// Block `i` of the shutdown and fork scenarios.
 const BLOCK: usize = 64 << 10;
 
-/// Tasks writing blocks through one `Arc<File>` until a write fails;
-/// returns the blocks acknowledged so far and the tasks.
-fn start_writers(
-    rt: &tokio::runtime::Runtime,
-    f: &Arc<fs::File>,
-) -> (
+/// The blocks acknowledged, and the writers (each ends with its error).
+type Writers = (
     Arc<Mutex<Vec<usize>>>,
     Vec<tokio::task::JoinHandle<Option<std::io::Error>>>,
-) {
+);
+
+/// Tasks writing blocks through one `Arc<File>` until a write fails;
+/// returns the blocks acknowledged so far and the tasks.
+fn start_writers(rt: &tokio::runtime::Runtime, f: &Arc<fs::File>) -> Writers {
     let acked = Arc::new(Mutex::new(Vec::new()));
     let tasks = (0..8usize)
         .map(|t| {

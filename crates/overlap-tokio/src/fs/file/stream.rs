@@ -865,7 +865,7 @@ impl Drop for Inner {
         if !self.busy_writing {
             return;
         }
-        let left = Leftover(Some(fut));
+        let left = Leftover(Some(fut), false);
         match tokio::runtime::Handle::try_current() {
             // tokio's blocking pool: a runtime's end (drop, `shutdown_timeout`,
             // the end of `#[tokio::main]`) never drops a task that has
@@ -889,8 +889,10 @@ impl Drop for Inner {
 /// engine completes what it has submitted whatever happens; the rest needs
 /// this. Should the closure that owns it be dropped unrun (a blocking task
 /// refused or cancelled at a runtime's shutdown, no thread to be had), its
-/// drop runs it there and then.
-struct Leftover(Option<OpFuture>);
+/// drop hands it to a thread of its own (the dropping thread is a runtime's,
+/// maybe in its shutdown: it must not wait), or, with no thread to be had,
+/// runs it there and then (the second field).
+struct Leftover(Option<OpFuture>, bool);
 
 impl Leftover {
     fn finish(mut self) {
@@ -914,6 +916,20 @@ impl Leftover {
 
 impl Drop for Leftover {
     fn drop(&mut self) {
-        self.run();
+        let Some(fut) = self.0.take() else {
+            return;
+        };
+        if self.1 {
+            self.0 = Some(fut);
+            self.run();
+            return;
+        }
+        let mut rest = Leftover(Some(fut), true);
+        let spawned = std::thread::Builder::new()
+            .name("overlap-tokio-drop".into())
+            .spawn(move || rest.run());
+        // Not spawned: the closure, and with it `rest`, was dropped, which
+        // ran it here (its second field).
+        drop(spawned);
     }
 }
