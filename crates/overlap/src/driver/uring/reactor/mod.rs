@@ -625,8 +625,10 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     // SAFETY: `CURRENT` holds a pointer only while `enter` runs on this
     // thread, and `enter` borrows a handle that keeps the ring alive.
     let inner = unsafe { ptr.as_ref() };
-    if inner.orphaned.load(Ordering::Acquire) || inner.inherited() {
-        // Nobody reaps it any more, or it is the parent's: the driver.
+    if inner.orphaned.load(Ordering::Acquire) || inner.inherited() || op.shared().forked() {
+        // Nobody reaps it any more, or it is the parent's, or the operation
+        // is of the parent's engine (a forked child's copy of a parent's
+        // file): the driver, which refuses the last with `Error::Forked`.
         return Err(op);
     }
     if !op.shared().admit_to_own_ring() {
