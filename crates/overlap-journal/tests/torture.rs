@@ -390,7 +390,10 @@ fn scenario(
         "close-racing-reads" => close_racing_reads(engine, d),
         // Its own engine: this one is shut down.
         "shutdown-in-flight" => shutdown_in_flight(&fresh(), d),
-        "fork-in-flight" => fork_in_flight(engine, d),
+        // In a process of its own: the child of a fork holds a copy of
+        // every descriptor open at that instant (other tests' journals'
+        // locks among them) until it exits.
+        "fork-in-flight" => fork_in_a_process_of_its_own(name, d),
         _ => injected_failure(engine, name),
     }));
     res.unwrap_or_else(|p| {
@@ -423,6 +426,60 @@ const SCENARIOS: [&str; 6] = [
     "fork-in-flight",
     "injected-failure",
 ];
+
+/// Runs the fork scenario in a new process of this test binary (the test
+/// `fork_scenario_child`), which prints `FORK-SCENARIO-OK` or the failure.
+fn fork_in_a_process_of_its_own(driver: &str, d: &Path) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "torture::fork_scenario_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("OVERLAP_JOURNAL_FORK_SCENARIO", driver)
+        .env("OVERLAP_JOURNAL_FORK_DIR", d)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("run the fork scenario's process: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() && stdout.contains("FORK-SCENARIO-OK") {
+        return Ok(());
+    }
+    Err(stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once("FORK-SCENARIO-FAIL: ")
+                .map(|(_, why)| why.to_string())
+        })
+        .unwrap_or_else(|| format!("the fork scenario's process failed: {}", out.status)))
+}
+
+/// The fork scenario, in the process `fork_in_a_process_of_its_own` starts.
+#[test]
+fn fork_scenario_child() {
+    let (Ok(driver), Ok(d)) = (
+        std::env::var("OVERLAP_JOURNAL_FORK_SCENARIO"),
+        std::env::var("OVERLAP_JOURNAL_FORK_DIR"),
+    ) else {
+        eprintln!("SKIPPED: fork_scenario_child runs in a process that the torture tests start");
+        return;
+    };
+    let choice = match driver.as_str() {
+        "uring" => DriverChoice::Uring,
+        "aio" => DriverChoice::Aio,
+        _ => DriverChoice::Pool,
+    };
+    let engine = overlap::Engine::builder()
+        .driver(choice)
+        .build()
+        .expect("engine");
+    match fork_in_flight(&engine, Path::new(&d)) {
+        Ok(()) => println!("FORK-SCENARIO-OK"),
+        Err(why) => println!("FORK-SCENARIO-FAIL: {why}"),
+    }
+}
 
 #[test]
 fn torture_uring() {
