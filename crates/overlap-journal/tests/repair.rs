@@ -46,6 +46,7 @@ pub fn set_durable(dir: &Path, lsn: u64) {
     let c = checkpoint(dir);
     let c = Checkpoint {
         durable_lsn: lsn,
+        reserved_lsn: lsn,
         generation: c.generation + 1,
         ..c
     };

@@ -128,6 +128,10 @@ pub(crate) fn recover(
         read_limit,
         start: ckpt.start_lsn,
         durable: ckpt.durable_lsn,
+        // An open continues at the valid end, as after a crash: records
+        // lost past the durable point read as never written. `repair`
+        // (salvage) continues at the floor.
+        floor: ckpt.durable_lsn,
         limit,
         // Valid records after the end are looked for up to the end of the
         // last segment file.
