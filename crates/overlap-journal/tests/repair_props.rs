@@ -242,10 +242,7 @@ fn check_repaired(
         );
     }
     let next = j.append(b"after").unwrap().0;
-    assert!(
-        next >= floor,
-        "LSN {next} is below the floor {floor}"
-    );
+    assert!(next >= floor, "LSN {next} is below the floor {floor}");
     assert!(got.keys().all(|&l| l < next), "LSN {next} handed out again");
     j.close().unwrap();
     let again = repair(d, &opts(), false, &mut |_| {}).unwrap();
@@ -258,7 +255,9 @@ fn check_repaired(
 /// The checkpoint's durable point in the state `s`.
 fn before_durable(s: &Snapshot) -> u64 {
     let b = s.get("checkpoint").expect("a checkpoint");
-    Checkpoint::decode_file(b).expect("a valid checkpoint").durable_lsn
+    Checkpoint::decode_file(b)
+        .expect("a valid checkpoint")
+        .durable_lsn
 }
 
 /// The records lying wholly in segments none of `touched`.

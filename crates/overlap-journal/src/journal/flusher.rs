@@ -546,7 +546,11 @@ impl Flusher {
         if durable <= self.ckpt_reserved {
             return Ok(());
         }
-        let window = self.sh.geo.data_per_segment().saturating_mul(RESERVE_WINDOW);
+        let window = self
+            .sh
+            .geo
+            .data_per_segment()
+            .saturating_mul(RESERVE_WINDOW);
         let to = durable.saturating_add(window);
         self.sh
             .write_checkpoint(|c| c.reserved_lsn = c.reserved_lsn.max(to), true)?;

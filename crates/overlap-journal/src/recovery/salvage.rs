@@ -10,7 +10,8 @@
 //! headers are rewritten; (3) fillers are written; (4) the segments
 //! written (and those from the old durable point to the end) are synced;
 //! (5) the segment files outside the log are removed; (6) the checkpoint
-//! is written, its durable point never lowered. The work is bounded by
+//! is written, its durable point and floor never lowered (new records
+//! continue at or above the floor: past every record ever acknowledged). The work is bounded by
 //! the files that exist, never by segment numbers or LSN distances.
 
 use std::collections::BTreeSet;
