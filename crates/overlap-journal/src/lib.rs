@@ -220,7 +220,8 @@
 //! CRC32C of the preceding 68 bytes `u32` (versions 1 and 2: the CRC of
 //! the preceding 60 bytes, at 60). Before the flusher acknowledges records
 //! ending past the floor, it writes the checkpoint, synced, with the floor
-//! a segment's worth of LSNs past them (one extra synced write per segment
+//! at the start of the segment after the next (one to two segments of
+//! LSNs past them) (one extra synced write per segment
 //! of records, not one per commit); a clean close lowers it to the durable
 //! point (nothing past it was acknowledged). It is rewritten after group commits: under load
 //! at most once a millisecond, by the preallocator's thread so that the
@@ -351,8 +352,9 @@
 //! written and synced before any acknowledgement it covers), repair drops
 //! the stretch from the end up to the floor too (records acknowledged
 //! there may have been lost to damage that reads as a clean end), and new
-//! records continue at or above it. After a crash this skips at most a
-//! segment's worth of LSNs; after a clean close, none. An open (without
+//! records continue at or above it. After a crash this skips at most two
+//! segments of LSNs, to a segment's start (the segment is made by the
+//! preallocator, as when space ran out); after a clean close, none. An open (without
 //! repair) continues at the valid end, as after any crash: damage there
 //! reads as records never written. The work is bounded by the files that exist: a stretch across
 //! missing segments (up to a segment number of any size) costs a filler,

@@ -537,8 +537,8 @@ impl Flusher {
     }
 
     /// Makes sure the checkpoint's floor is at or past `durable` before
-    /// records up to it are acknowledged: if not, writes it, synced, a
-    /// segment's worth of LSNs ahead ([`RESERVE_WINDOW`]), so that losing
+    /// records up to it are acknowledged: if not, writes it, synced, at
+    /// a segment's start ahead ([`RESERVE_SEGMENTS`]), so that losing
     /// records acknowledged after the checkpoint's durable point was last
     /// written (damage to a segment) never hands their LSNs out again.
     /// A failed write is never retried: the caller poisons.
@@ -546,12 +546,9 @@ impl Flusher {
         if durable <= self.ckpt_reserved {
             return Ok(());
         }
-        let window = self
-            .sh
-            .geo
-            .data_per_segment()
-            .saturating_mul(RESERVE_WINDOW);
-        let to = durable.saturating_add(window);
+        let geo = self.sh.geo;
+        let to = geo.segment_start(geo.segment_of(durable).saturating_add(RESERVE_SEGMENTS));
+        debug_assert!(to > durable, "the floor covers what is acknowledged");
         self.sh
             .write_checkpoint(|c| c.reserved_lsn = c.reserved_lsn.max(to), true)?;
         self.ckpt_reserved = to;
@@ -638,11 +635,14 @@ impl Flusher {
     }
 }
 
-/// The checkpoint's floor is written this many segments' worth of LSNs
-/// ahead of the durable point it must cover: one extra synced checkpoint
-/// write per segment of records (about as often as segments are made),
-/// and `repair` after lost records skips at most about a segment of LSNs.
-const RESERVE_WINDOW: u64 = 1;
+/// The checkpoint's floor is written at the start of the segment this
+/// many after the durable point's: one to two segments of LSNs ahead, so
+/// one extra synced checkpoint write per segment of records (about as
+/// often as segments are made), not per commit; `repair` after a crash
+/// skips at most two segments of LSNs, and continues at a segment's start,
+/// where the segment is left to the preallocator (so that a journal on a
+/// full file system still repairs and opens).
+const RESERVE_SEGMENTS: u64 = 2;
 
 /// The longest the flusher parks between turns on the fallback drivers
 /// ([`Flusher::park_loop`]), should a wake-up ever be missed.
