@@ -148,10 +148,11 @@
 //! `[s·D, (s+1)·D)` with `D = segment_size − header_size`. Records may span
 //! block and segment boundaries.
 //!
-//! Segment header (little endian): `"OVLJSEG1"`, version `u32` (2; the
+//! Segment header (little endian): `"OVLJSEG1"`, version `u32` (3; the
 //! checkpoint slots carry it too; version 1, without the LSN field's flag
-//! bits below, is still read, and builds that know only version 1 refuse
-//! version 2 rather than misread fillers and batches),
+//! bits below, and version 2, without the checkpoint's floor, are still
+//! read, and builds that know only an older version refuse a newer one
+//! rather than misread fillers, batches or the checkpoint),
 //! `header_size u32`, `segment_size u64`, `seq u64`, journal `uuid u64`,
 //! CRC32C of the preceding 40 bytes `u32`.
 //!
@@ -208,8 +209,21 @@
 //! `DIR/checkpoint` holds two 512-byte slots (written alternately, the valid
 //! one with the higher generation wins): geometry, uuid, `start_lsn` (the
 //! first record not retired), `durable_lsn`, a lower bound of what was
-//! acknowledged durable, and the largest record size ever allowed (the
-//! reader's length limit). It is rewritten after group commits: under load
+//! acknowledged durable, the largest record size ever allowed (the
+//! reader's length limit), and (version 3) `reserved_lsn`, the *floor*:
+//! an upper bound of what was acknowledged durable (every acknowledged
+//! record ends at or below it; a version-1 or -2 slot reads with its floor
+//! at its durable point). Slot layout (little endian): `"OVLJCKP1"`,
+//! version `u32`, `header_size u32`, `segment_size u64`, `uuid u64`,
+//! `generation u64`, `start_lsn u64`, `durable_lsn u64`,
+//! `max_record_bytes u32`, then (version 3) `reserved_lsn u64` and the
+//! CRC32C of the preceding 68 bytes `u32` (versions 1 and 2: the CRC of
+//! the preceding 60 bytes, at 60). Before the flusher acknowledges records
+//! ending past the floor, it writes the checkpoint, synced, with the floor
+//! at the start of the segment after the next (one to two segments of
+//! LSNs past them) (one extra synced write per segment
+//! of records, not one per commit); a clean close lowers it to the durable
+//! point (nothing past it was acknowledged). It is rewritten after group commits: under load
 //! at most once a millisecond, by the preallocator's thread so that the
 //! flusher does not wait for it; by the flusher at once when it goes idle;
 //! synced on close and on truncation (writes of it never overlap). Because `durable_lsn` is written only after the
@@ -332,7 +346,17 @@
 //! missing segment), repair drops the stretch from the last valid record
 //! up to the durable point, reports it as acknowledged records lost
 //! ([`RecoveryReport::cut_acknowledged`]), and new records continue after
-//! it. The work is bounded by the files that exist: a stretch across
+//! it. **Nor is the highest LSN ever acknowledged handed out again:** the
+//! durable point may lag the last acknowledgement, so when the log ends
+//! below the checkpoint's floor ([`format::Checkpoint::reserved_lsn`],
+//! written and synced before any acknowledgement it covers), repair drops
+//! the stretch from the end up to the floor too (records acknowledged
+//! there may have been lost to damage that reads as a clean end), and new
+//! records continue at or above it. After a crash this skips at most two
+//! segments of LSNs, to a segment's start (the segment is made by the
+//! preallocator, as when space ran out); after a clean close, none. An open (without
+//! repair) continues at the valid end, as after any crash: damage there
+//! reads as records never written. The work is bounded by the files that exist: a stretch across
 //! missing segments (up to a segment number of any size) costs a filler,
 //! not a byte per LSN.
 //!

@@ -74,6 +74,7 @@ impl Layout {
         let c = Checkpoint::decode_file(&std::fs::read(&path).unwrap()).unwrap();
         let c = Checkpoint {
             durable_lsn: durable,
+            reserved_lsn: durable,
             generation: c.generation + 1,
             ..c
         };

@@ -56,6 +56,7 @@ impl Log {
         let c = Checkpoint::decode_file(&std::fs::read(&path).unwrap()).unwrap();
         let c = Checkpoint {
             durable_lsn: durable,
+            reserved_lsn: durable,
             generation: c.generation + 1,
             ..c
         };

@@ -46,6 +46,7 @@ pub fn set_durable(dir: &Path, lsn: u64) {
     let c = checkpoint(dir);
     let c = Checkpoint {
         durable_lsn: lsn,
+        reserved_lsn: lsn,
         generation: c.generation + 1,
         ..c
     };
@@ -135,6 +136,80 @@ fn a_lost_acknowledged_tail_never_lowers_the_durable_point() {
 /// the repair agree, the repair completes (it used to fail half-way with
 /// "segment 2 does not exist", leaving a journal that neither opened nor
 /// repaired), keeps the records after the gap, and the journal appends.
+/// A copy of the files of the journal in `from`, as a crash would leave
+/// them (the journal may be open).
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// The checkpoint's durable point lags the last acknowledgement (it is
+/// written at most once a millisecond under load, and not synced on its
+/// own: a power loss may keep an older one), and media damage destroys the
+/// records acknowledged after it: the segment file cut short, or its
+/// blocks zeroed, from there. Repair continues above the checkpoint's
+/// floor (written, synced, before those acknowledgements), and the next
+/// append, after repair and after the open that follows, gets an LSN above
+/// every acknowledged one (it used to get a lost record's LSN again).
+#[test]
+fn records_lost_past_a_lagging_durable_point_keep_their_lsns() {
+    for how in ["cut", "zeroed"] {
+        let dir = fresh_dir(&format!("repair-lagging-{how}"));
+        let image = fresh_dir(&format!("repair-lagging-{how}-image"));
+        let j = Journal::open(&dir, opts()).unwrap();
+        let mut acked = Vec::new();
+        let mut old_checkpoint = Vec::new();
+        for i in 0..150u32 {
+            let p = format!("record {i:05} ").into_bytes().repeat(13);
+            let lsn = j.append(&p).unwrap();
+            j.wait_blocking(lsn, Level::Durable).unwrap();
+            acked.push(lsn.0);
+            if i == 100 {
+                old_checkpoint = std::fs::read(dir.join("checkpoint")).unwrap();
+            }
+        }
+        // The files as a power loss now may leave them: the records
+        // (synced) and the checkpoint as it was after record 100.
+        copy_dir(&dir, &image);
+        j.close().unwrap();
+        std::fs::write(image.join("checkpoint"), &old_checkpoint).unwrap();
+        let c = checkpoint(&image);
+        let (geo, last, lost) = (c.geometry, *acked.last().unwrap(), acked[101]);
+        assert!(c.durable_lsn <= lost, "{how}: {c:?}");
+        let seg = seg_path(&image, geo.segment_of(lost));
+        assert_eq!(geo.segment_of(lost), geo.segment_of(last), "{how}");
+        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        let off = geo.file_offset(lost);
+        if how == "cut" {
+            f.set_len(off).unwrap();
+        } else {
+            f.write_all_at(&vec![0u8; (geo.segment_size - off) as usize], off)
+                .unwrap();
+        }
+        drop(f);
+        let r = run_repair(&image, false).unwrap();
+        assert!(r.end_lsn > last, "{how}: {r:?}");
+        // At a segment's start: the segment is left to the preallocator.
+        assert_eq!(r.end_lsn % geo.data_per_segment(), 0, "{how}: {r:?}");
+        let after = checkpoint(&image);
+        assert!(after.durable_lsn > last, "{how}: {after:?}");
+        let next = append_one(&image);
+        assert!(
+            next > last,
+            "{how}: LSN {next} handed out again (last acknowledged {last})"
+        );
+        let again = append_one(&image);
+        assert!(again > next, "{how}: {again} after {next}");
+        // The records before the damage are all there.
+        let rep = verify(&image, &opts()).unwrap();
+        assert_eq!(rep.records, 101 + 2, "{how}: {rep:?}");
+    }
+}
+
 #[test]
 fn valid_records_after_missing_segments_are_kept() {
     let (dir, geo, recs) = build("missing-middle", 1200);

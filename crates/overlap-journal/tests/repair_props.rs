@@ -6,8 +6,9 @@
 //! - the dry run changes nothing and promises what the repair does;
 //! - every byte the repair rewrites or deletes was saved first, to a
 //!   `dropped-N.bin`;
-//! - the checkpoint's durable point is never lowered, and no LSN at or
-//!   below it (nor any LSN a record held) is handed out again;
+//! - the checkpoint's durable point and floor (`reserved_lsn`, past
+//!   every record ever acknowledged) are never lowered, and no LSN below
+//!   the floor (nor any LSN a record held) is handed out again;
 //! - the repaired journal opens, holds only records that were appended
 //!   (each at its LSN), and keeps every record of segments no damage
 //!   touched;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use overlap::AlignedBuf;
-use overlap_journal::format::record_span;
+use overlap_journal::format::{record_span, Checkpoint};
 use overlap_journal::{
     repair, repair_storage, FsStorage, Journal, Level, Lsn, Storage, SyncMethod, WriteFuture,
 };
@@ -206,7 +207,7 @@ fn apply(d: &Path, h: &Harm) -> Vec<u64> {
 }
 
 /// The checks after a repair of `d`, whose state before it was `before`
-/// with durable point `floor`; `orig` are the records appended and
+/// with floor `floor` (`Checkpoint::floor`); `orig` are the records appended and
 /// `intact` those that no damage touched.
 fn check_repaired(
     d: &Path,
@@ -217,8 +218,9 @@ fn check_repaired(
 ) {
     let after = snapshot(d);
     check_saved(before, &after);
+    assert!(checkpoint(d).floor() >= floor, "the floor was lowered");
     assert!(
-        checkpoint(d).durable_lsn >= floor,
+        checkpoint(d).durable_lsn >= before_durable(before),
         "the durable point was lowered"
     );
     let j = Journal::open(d, opts()).expect("the repaired journal opens");
@@ -240,10 +242,7 @@ fn check_repaired(
         );
     }
     let next = j.append(b"after").unwrap().0;
-    assert!(
-        next >= floor,
-        "LSN {next} is at or below the durable point {floor}"
-    );
+    assert!(next >= floor, "LSN {next} is below the floor {floor}");
     assert!(got.keys().all(|&l| l < next), "LSN {next} handed out again");
     j.close().unwrap();
     let again = repair(d, &opts(), false, &mut |_| {}).unwrap();
@@ -251,6 +250,14 @@ fn check_repaired(
         !again.changes_anything(),
         "not clean after repair: {again:?}"
     );
+}
+
+/// The checkpoint's durable point in the state `s`.
+fn before_durable(s: &Snapshot) -> u64 {
+    let b = s.get("checkpoint").expect("a checkpoint");
+    Checkpoint::decode_file(b)
+        .expect("a valid checkpoint")
+        .durable_lsn
 }
 
 /// The records lying wholly in segments none of `touched`.
@@ -281,7 +288,7 @@ proptest! {
     fn repair_keeps_its_rules_on_randomly_damaged_journals(harms in prop::collection::vec(harm(), 1..4)) {
         let n = CASE.fetch_add(1, Ordering::Relaxed);
         let (d, recs) = build(&format!("props-{n}"), 300);
-        let floor = checkpoint(&d).durable_lsn;
+        let floor = checkpoint(&d).floor();
         let mut touched = BTreeSet::new();
         for h in &harms {
             touched.extend(apply(&d, h));
@@ -404,7 +411,7 @@ fn an_error_at_any_step_of_a_repair_leaves_a_journal_that_repairs() {
 fn steps(lost_tail: bool) {
     use std::os::unix::fs::FileExt;
     let (d, recs) = build(&format!("props-steps-{lost_tail}"), 300);
-    let floor = checkpoint(&d).durable_lsn;
+    let floor = checkpoint(&d).floor();
     let geo = checkpoint(&d).geometry;
     let lsns: Vec<u64> = recs.keys().copied().collect();
     let seg = |s: u64| {

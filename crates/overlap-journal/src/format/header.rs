@@ -71,6 +71,13 @@ pub struct Checkpoint {
     /// Every record below this position was acknowledged durable: damage
     /// before it is always an error.
     pub durable_lsn: u64,
+    /// The floor: the end of every record ever acknowledged durable is at
+    /// or below it (format version 3; a checkpoint of an older version
+    /// reads as `durable_lsn`). The journal writes it, synced, ahead of
+    /// the acknowledgements it covers, so that damage to the segments
+    /// cannot take it: `repair` continues at or above it when records
+    /// are missing, and never hands out an acknowledged LSN again.
+    pub reserved_lsn: u64,
     /// The largest record payload the journal may have written (the
     /// reader's length limit, whatever the options of a later open say).
     pub max_record_bytes: u32,
@@ -89,26 +96,34 @@ impl Checkpoint {
         b[40..48].copy_from_slice(&self.start_lsn.to_le_bytes());
         b[48..56].copy_from_slice(&self.durable_lsn.to_le_bytes());
         b[56..60].copy_from_slice(&self.max_record_bytes.to_le_bytes());
-        let crc = crc32c::crc32c(&b[0..60]);
-        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b[60..68].copy_from_slice(&self.reserved_lsn.to_le_bytes());
+        let crc = crc32c::crc32c(&b[0..68]);
+        b[68..72].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
     /// Decodes one slot; `None` if it is not valid.
     pub fn decode(b: &[u8]) -> Option<Checkpoint> {
-        if !frame_ok(b, CKP_MAGIC, 64, 60) {
+        // Versions 1 and 2 end with the CRC at 60; version 3 adds the
+        // floor at 60 and moves the CRC to 68.
+        let v3 = b.len() >= 12 && u32_at(b, 8) >= 3;
+        let (len, crc_at) = if v3 { (72, 68) } else { (64, 60) };
+        if !frame_ok(b, CKP_MAGIC, len, crc_at) {
             return None;
         }
         let geometry = geometry_at(b, 24);
+        let durable_lsn = u64_at(b, 48);
         let c = Checkpoint {
             geometry,
             generation: u64_at(b, 32),
             start_lsn: u64_at(b, 40),
-            durable_lsn: u64_at(b, 48),
+            durable_lsn,
+            reserved_lsn: if v3 { u64_at(b, 60) } else { durable_lsn },
             max_record_bytes: u32_at(b, 56),
         };
         let ok = geometry.valid()
             && c.start_lsn <= c.durable_lsn
+            && c.durable_lsn <= c.reserved_lsn
             && (1..=1 << 30).contains(&c.max_record_bytes);
         ok.then_some(c)
     }
@@ -125,6 +140,12 @@ impl Checkpoint {
             "a checkpoint the journal writes reads back"
         );
         b
+    }
+
+    /// The LSN new records continue at or above when records are missing
+    /// after the valid end: past every record ever acknowledged.
+    pub fn floor(&self) -> u64 {
+        self.durable_lsn.max(self.reserved_lsn)
     }
 
     /// The newest valid checkpoint in a file image of two slots.

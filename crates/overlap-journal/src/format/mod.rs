@@ -50,7 +50,9 @@ const CKP_MAGIC: &[u8; 8] = b"OVLJCKP1";
 /// (fillers written by `repair`, atomic batches); a version-1 journal has
 /// none and is read as it is, so both are accepted. A build that knows only
 /// version 1 refuses a version-2 header instead of misreading its records.
-const VERSION: u32 = 2;
+/// Version 3 added the checkpoint's floor ([`Checkpoint::reserved_lsn`]);
+/// segment headers and records are as in version 2.
+const VERSION: u32 = 3;
 /// The oldest format version still read.
 const OLDEST_VERSION: u32 = 1;
 

@@ -45,13 +45,13 @@ fn header_of_version(version: u32) -> [u8; SEGMENT_HEADER] {
 }
 
 #[test]
-fn reads_format_versions_1_and_2_only() {
-    assert_eq!(u32_at(&geo().encode_segment_header(7), 8), 2, "writes 2");
-    for v in [1, 2] {
+fn reads_format_versions_1_to_3_only() {
+    assert_eq!(u32_at(&geo().encode_segment_header(7), 8), 3, "writes 3");
+    for v in [1, 2, 3] {
         let h = decode_segment_header(&header_of_version(v)).expect("read");
         assert_eq!((h.seq, h.geometry), (7, geo()), "version {v}");
     }
-    for v in [0, 3] {
+    for v in [0, 4] {
         assert!(decode_segment_header(&header_of_version(v)).is_none());
     }
 }
@@ -208,6 +208,7 @@ fn headers_round_trip() {
         generation: 3,
         start_lsn: 8,
         durable_lsn: 800,
+        reserved_lsn: 4800,
         max_record_bytes: 4096,
     };
     let mut file = vec![0u8; 2 * CHECKPOINT_SLOT];
@@ -217,6 +218,38 @@ fn headers_round_trip() {
     assert_eq!(Checkpoint::decode_file(&file), Some(c));
     file[CHECKPOINT_SLOT + 40] ^= 1;
     assert_eq!(Checkpoint::decode_file(&file), Some(older));
+}
+
+/// A version-2 checkpoint slot (no floor; the CRC at 60) reads with its
+/// floor at its durable point.
+#[test]
+fn reads_a_version_2_checkpoint() {
+    let c = Checkpoint {
+        geometry: geo(),
+        generation: 5,
+        start_lsn: 8,
+        durable_lsn: 800,
+        reserved_lsn: 800,
+        max_record_bytes: 4096,
+    };
+    let mut b = c.encode();
+    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    b[60..72].fill(0);
+    let crc = crc32c::crc32c(&b[0..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(Checkpoint::decode(&b), Some(c));
+    let v3 = Checkpoint {
+        reserved_lsn: 9000,
+        ..c
+    };
+    assert_eq!(Checkpoint::decode(&v3.encode()), Some(v3));
+    assert_eq!(v3.floor(), 9000);
+    // A floor below the durable point is not a checkpoint the journal writes.
+    let bad = Checkpoint {
+        reserved_lsn: 700,
+        ..c
+    };
+    assert_eq!(Checkpoint::decode(&bad.encode()), None);
 }
 
 #[test]

@@ -45,6 +45,11 @@ pub(super) struct Flusher {
     /// The durable point last written to the checkpoint, and when.
     pub(super) ckpt_durable: u64,
     pub(super) ckpt_at: Instant,
+    /// The checkpoint's floor ([`Checkpoint::reserved_lsn`]) as last
+    /// written: no record ending past it is acknowledged durable.
+    ///
+    /// [`Checkpoint::reserved_lsn`]: crate::format::Checkpoint::reserved_lsn
+    pub(super) ckpt_reserved: u64,
     /// Records counted so far: taken from the ring, handed to the storage
     /// in writes that end on a record boundary, written, durable (for the
     /// batch-size statistics).
@@ -381,6 +386,7 @@ impl Flusher {
             let dsync = sh.storage.writes_are_durable();
             if dsync {
                 self.dirty.clear();
+                self.reserve(inf.piece_end)?;
                 self.count_group_commit();
                 advance(&sh.durable, inf.piece_end);
             }
@@ -521,12 +527,32 @@ impl Flusher {
             });
             self.dirty.clear();
         }
+        self.reserve(written)?;
         self.count_group_commit();
         debug_assert!(written <= sh.written.load(SeqCst), "durable <= written");
         advance(&sh.durable, written);
         let woken = sh.ring_bells(true) + sh.wake_waiters(false);
         self.count_woken(woken);
         self.record_durable(closing)
+    }
+
+    /// Makes sure the checkpoint's floor is at or past `durable` before
+    /// records up to it are acknowledged: if not, writes it, synced, at
+    /// a segment's start ahead ([`RESERVE_SEGMENTS`]), so that losing
+    /// records acknowledged after the checkpoint's durable point was last
+    /// written (damage to a segment) never hands their LSNs out again.
+    /// A failed write is never retried: the caller poisons.
+    fn reserve(&mut self, durable: u64) -> io::Result<()> {
+        if durable <= self.ckpt_reserved {
+            return Ok(());
+        }
+        let geo = self.sh.geo;
+        let to = geo.segment_start(geo.segment_of(durable).saturating_add(RESERVE_SEGMENTS));
+        debug_assert!(to > durable, "the floor covers what is acknowledged");
+        self.sh
+            .write_checkpoint(|c| c.reserved_lsn = c.reserved_lsn.max(to), true)?;
+        self.ckpt_reserved = to;
+        Ok(())
     }
 
     /// Counts a group commit: the durable watermark is about to move to
@@ -569,17 +595,16 @@ impl Flusher {
             if force && self.sh.reserve.load(SeqCst) & CLOSED != 0 {
                 // The durable point handed to the preallocator may not be
                 // written yet (it stops at close): write it here.
-                let update = |c: &mut crate::format::Checkpoint| {
-                    c.durable_lsn = c.durable_lsn.max(durable);
-                };
-                self.sh.write_checkpoint(update, true)?;
+                self.write_closing_checkpoint(durable)?;
             }
             return Ok(());
         }
         let closing = self.sh.reserve.load(SeqCst) & CLOSED != 0;
         let update = |c: &mut crate::format::Checkpoint| c.durable_lsn = c.durable_lsn.max(durable);
-        if force || closing {
-            self.sh.write_checkpoint(update, closing)?;
+        if closing {
+            self.write_closing_checkpoint(durable)?;
+        } else if force {
+            self.sh.write_checkpoint(update, false)?;
         } else {
             self.prealloc.checkpoint(durable);
         }
@@ -588,6 +613,36 @@ impl Flusher {
         Ok(())
     }
 }
+
+impl Flusher {
+    /// The checkpoint written, synced, when closing: its durable point is
+    /// `durable` (everything acknowledged), and so is its floor (nothing
+    /// past it was acknowledged), so that `repair` of a journal closed
+    /// cleanly continues where it ends. A later acknowledgement (none is
+    /// expected) reserves anew.
+    fn write_closing_checkpoint(&mut self, durable: u64) -> io::Result<()> {
+        let mut floor = durable;
+        self.sh.write_checkpoint(
+            |c| {
+                c.durable_lsn = c.durable_lsn.max(durable);
+                c.reserved_lsn = c.durable_lsn;
+                floor = c.durable_lsn;
+            },
+            true,
+        )?;
+        self.ckpt_reserved = floor;
+        Ok(())
+    }
+}
+
+/// The checkpoint's floor is written at the start of the segment this
+/// many after the durable point's: one to two segments of LSNs ahead, so
+/// one extra synced checkpoint write per segment of records (about as
+/// often as segments are made), not per commit; `repair` after a crash
+/// skips at most two segments of LSNs, and continues at a segment's start,
+/// where the segment is left to the preallocator (so that a journal on a
+/// full file system still repairs and opens).
+const RESERVE_SEGMENTS: u64 = 2;
 
 /// The longest the flusher parks between turns on the fallback drivers
 /// ([`Flusher::park_loop`]), should a wake-up ever be missed.

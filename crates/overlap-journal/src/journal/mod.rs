@@ -142,6 +142,7 @@ impl Journal {
             bs,
             inflight: None,
             ckpt_durable: rec.checkpoint.durable_lsn,
+            ckpt_reserved: rec.checkpoint.reserved_lsn,
             ckpt_at: Instant::now(),
             n_collected: 0,
             n_submitted: 0,

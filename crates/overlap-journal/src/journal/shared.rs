@@ -448,6 +448,9 @@ impl Shared {
     ) -> io::Result<()> {
         let mut c = meta.checkpoint;
         f(&mut c);
+        // Everything acknowledged is below the durable point: the floor
+        // is never below it.
+        c.reserved_lsn = c.reserved_lsn.max(c.durable_lsn);
         debug_assert!(
             c.start_lsn >= meta.checkpoint.start_lsn
                 && c.durable_lsn >= meta.checkpoint.durable_lsn,

@@ -87,18 +87,7 @@ pub(crate) fn recover(
     on_dropped: Option<OnDropped<'_>>,
 ) -> Result<Recovered> {
     if mode == RecoveryMode::Salvage && repair {
-        // Salvage first (plan, then apply), then open what it left.
-        let report = salvage(storage, max_record, true, on_dropped)?;
-        let mut rec = recover(
-            storage,
-            RecoveryMode::TolerateTornTail,
-            segment_size,
-            max_record,
-            true,
-            None,
-        )?;
-        rec.report = report;
-        return Ok(rec);
+        return salvage_then_open(storage, segment_size, max_record, on_dropped);
     }
     let ckpt = storage
         .read_checkpoint()?
@@ -128,6 +117,7 @@ pub(crate) fn recover(
         read_limit,
         start: ckpt.start_lsn,
         durable: ckpt.durable_lsn,
+        floor: ckpt.durable_lsn, // at the valid end, as after a crash
         limit,
         // Valid records after the end are looked for up to the end of the
         // last segment file.
@@ -155,6 +145,26 @@ pub(crate) fn recover(
         repair_log(&scan, &scanned, &bad_headers, &mut recovered)?;
     }
     Ok(recovered)
+}
+
+/// Salvages (plan, then apply), then opens what it left for appending.
+fn salvage_then_open(
+    storage: &Arc<dyn Storage>,
+    segment_size: u64,
+    max_record: usize,
+    on_dropped: Option<OnDropped<'_>>,
+) -> Result<Recovered> {
+    let report = salvage(storage, max_record, true, on_dropped)?;
+    let mut rec = recover(
+        storage,
+        RecoveryMode::TolerateTornTail,
+        segment_size,
+        max_record,
+        true,
+        None,
+    )?;
+    rec.report = report;
+    Ok(rec)
 }
 
 /// Validates the segment headers; returns the bad ones. Salvage reads

@@ -58,6 +58,7 @@ pub(super) fn create(
         generation: 1,
         start_lsn: 0,
         durable_lsn: 0,
+        reserved_lsn: 0,
         max_record_bytes: max_record as u32,
     };
     storage.create_segment(0, geo.segment_size, &geo.encode_segment_header_checked(0))?;
@@ -210,10 +211,14 @@ fn commit(
     for &seq in touched.iter().filter(|&&s| s >= first_seq && s <= last_seq) {
         storage.sync(seq)?;
     }
+    let durable_lsn = r.end.max(ckpt.start_lsn).max(ckpt.durable_lsn);
     let checkpoint = Checkpoint {
         generation: ckpt.generation + 1,
         // Never lowered: no LSN at or below it is handed out again.
-        durable_lsn: r.end.max(ckpt.start_lsn).max(ckpt.durable_lsn),
+        durable_lsn,
+        // Nor the floor: records acknowledged past the end (lost to
+        // damage that reads as a clean end) stay below it.
+        reserved_lsn: ckpt.reserved_lsn.max(durable_lsn),
         max_record_bytes: r.read_limit as u32,
         ..*ckpt
     };

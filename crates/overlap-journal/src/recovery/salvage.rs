@@ -10,7 +10,8 @@
 //! headers are rewritten; (3) fillers are written; (4) the segments
 //! written (and those from the old durable point to the end) are synced;
 //! (5) the segment files outside the log are removed; (6) the checkpoint
-//! is written, its durable point never lowered. The work is bounded by
+//! is written, its durable point and floor never lowered (new records
+//! continue at or above the floor: past every record ever acknowledged). The work is bounded by
 //! the files that exist, never by segment numbers or LSN distances.
 
 use std::collections::BTreeSet;
@@ -67,6 +68,7 @@ pub(crate) fn salvage(
         read_limit,
         start: ckpt.start_lsn,
         durable: ckpt.durable_lsn,
+        floor: ckpt.floor(),
         limit: u64::MAX,
         scan_to: segs.last().map_or(0, |&s| geo.segment_start(s + 1)),
         mode,
@@ -90,8 +92,8 @@ pub(crate) fn salvage(
         end: scanned.end,
     };
     debug_assert!(
-        plan.end >= ckpt.durable_lsn,
-        "salvage never lowers the durable point"
+        plan.end >= ckpt.floor(),
+        "salvage continues at or above the floor"
     );
     let empty = plan.stretches.is_empty() && plan.headers.is_empty() && plan.removed.is_empty();
     if apply && !empty {
@@ -207,9 +209,11 @@ fn apply_plan(
     for &seq in &plan.removed {
         storage.remove_segment(seq)?;
     }
+    let durable_lsn = plan.end.max(ckpt.durable_lsn);
     let c = Checkpoint {
         generation: ckpt.generation + 1,
-        durable_lsn: plan.end.max(ckpt.durable_lsn),
+        durable_lsn,
+        reserved_lsn: ckpt.reserved_lsn.max(durable_lsn),
         max_record_bytes: read_limit.min(u32::MAX as usize) as u32,
         ..*ckpt
     };

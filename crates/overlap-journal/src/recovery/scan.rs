@@ -34,6 +34,12 @@ pub(super) struct Scan<'a> {
     pub(super) read_limit: usize,
     pub(super) start: u64,
     pub(super) durable: u64,
+    /// Where a salvage continues when the log ends before it: past every
+    /// record ever acknowledged ([`Checkpoint::floor`]); the durable
+    /// point for any other mode.
+    ///
+    /// [`Checkpoint::floor`]: crate::format::Checkpoint::floor
+    pub(super) floor: u64,
     pub(super) limit: u64,
     pub(super) scan_to: u64,
     pub(super) mode: RecoveryMode,
@@ -277,8 +283,10 @@ impl Scan<'_> {
         let d = match damage {
             Some(d) => d,
             // Salvage: acknowledged records are gone (zeros, a file cut
-            // short, a missing segment): dropped up to the durable point.
-            None if from < self.durable => self.lost_at(from)?,
+            // short, a missing segment): dropped up to the durable point,
+            // and on to the floor (records acknowledged after the
+            // checkpoint's durable point was written may have been there).
+            None if from < self.durable.max(self.floor) => self.lost_at(from)?,
             None => return Ok(Some(from)), // a clean end
         };
         if self.mode == RecoveryMode::Strict {
@@ -289,7 +297,8 @@ impl Scan<'_> {
     }
 
     /// Drops a damaged tail from `from` (the scan stopped at `pos`): up to
-    /// past every byte written there and past the durable point, where
+    /// past every byte written there and past the durable point (and the
+    /// floor), where
     /// new records then continue (never reusing an LSN that names bytes
     /// on disk or was acknowledged). Returns where they continue.
     fn drop_tail(
@@ -302,7 +311,8 @@ impl Scan<'_> {
     ) -> Result<u64> {
         let to = data_end(self.storage, self.segs, self.geo, pos, self.scan_to)?
             .max(from + FILLER_BYTES as u64)
-            .max(self.durable);
+            .max(self.durable)
+            .max(self.floor);
         t.drop_stretch(
             pending,
             DroppedStretch {
