@@ -478,22 +478,36 @@ impl Child {
 /// Writes 64 KiB blocks into a small file system until it is full: the
 /// error is ENOSPC, and every block acknowledged before it is in the file.
 fn file_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
-    const CHUNK: usize = 64 << 10;
     let fs = SmallFs::mount(dir, 4)?;
     let engine = d.engine();
     let path = fs.mnt.join("data");
     let f = File::create(&engine, &path)
         .wait()
         .map_err(|e| e.to_string())?;
+    fill_until_full(&f, &path, 17, |at, chunk| {
+        Ok(f.write_at(chunk, at).wait().0)
+    })?;
+    drop(f);
+    settles(&engine)
+}
+
+/// Writes `seed`'s pattern in 64 KiB chunks through `write` (the offset,
+/// the chunk; the write's result) until a write fails: the error must be
+/// ENOSPC, and after a sync every byte acknowledged before it is in the file.
+fn fill_until_full(
+    f: &File,
+    path: &Path,
+    seed: u64,
+    mut write: impl FnMut(u64, Vec<u8>) -> Result<Result<usize, Error>, String>,
+) -> Result<(), String> {
+    const CHUNK: usize = 64 << 10;
     let mut acked = 0usize;
     let err = loop {
         if acked > 64 << 20 {
             return Err("64 MiB written to a 4 MiB file system".into());
         }
-        let (res, _) = f
-            .write_at(pattern(17, acked as u64, CHUNK), acked as u64)
-            .wait();
-        match res {
+        let at = acked as u64;
+        match write(at, pattern(seed, at, CHUNK))? {
             Ok(n) if n > 0 => acked += n,
             Ok(_) => return Err("a write of 0 bytes".into()),
             Err(e) => break e,
@@ -505,13 +519,12 @@ fn file_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
     f.sync_all()
         .wait()
         .map_err(|e| format!("sync after ENOSPC: {e}"))?;
-    if std_read(&path, 0, acked) != pattern(17, 0, acked) {
+    if std_read(path, 0, acked) != pattern(seed, 0, acked) {
         return Err(format!(
             "the {acked} acknowledged bytes are not all in the file"
         ));
     }
-    drop(f);
-    settles(&engine)
+    Ok(())
 }
 
 // ------------------------------------------------------------ rust-port
@@ -717,7 +730,6 @@ fn port_fork_in_flight(d: Driver, dir: &Path) -> Result<(), String> {
 /// Port writes into a small file system until it is full: the error comes
 /// back as a completion, and every acknowledged write is in the file.
 fn port_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
-    const CHUNK: usize = 64 << 10;
     let fs = SmallFs::mount(dir, 4)?;
     let engine = d.engine();
     let path = fs.mnt.join("data");
@@ -725,30 +737,9 @@ fn port_injected_failure(d: Driver, dir: &Path) -> Result<(), String> {
         .wait()
         .map_err(|e| e.to_string())?;
     let port: Port<Vec<u8>> = Port::new(&engine);
-    let mut acked = 0usize;
-    let err = loop {
-        if acked > 64 << 20 {
-            return Err("64 MiB written to a 4 MiB file system".into());
-        }
-        let at = acked as u64;
-        port.write_at(&f, pattern(37, at, CHUNK), at, at)
+    fill_until_full(&f, &path, 37, |at, chunk| {
+        port.write_at(&f, chunk, at, at)
             .map_err(|(e, _)| format!("write refused: {e}"))?;
-        match take(&port, 1)?.remove(0).result {
-            Ok(n) if n > 0 => acked += n,
-            Ok(_) => return Err("a write of 0 bytes".into()),
-            Err(e) => break e,
-        }
-    };
-    if !is_enospc(&err) {
-        return Err(format!("the write failed with {err:?}, not ENOSPC"));
-    }
-    f.sync_all()
-        .wait()
-        .map_err(|e| format!("sync after ENOSPC: {e}"))?;
-    if std_read(&path, 0, acked) != pattern(37, 0, acked) {
-        return Err(format!(
-            "the {acked} acknowledged bytes are not all in the file"
-        ));
-    }
-    Ok(())
+        Ok(take(&port, 1)?.remove(0).result)
+    })
 }
