@@ -11,7 +11,7 @@ use std::time::Duration;
 use overlap_journal::format::{encode_record, record_span, Checkpoint, Geometry, CHECKPOINT_SLOT};
 use overlap_journal::{repair, verify, Journal, Level, Options, RecoveryReport};
 
-use crate::common::{fresh_dir, seg_path};
+use crate::common::{copy_dir, fresh_dir, seg_path};
 
 pub fn opts() -> Options {
     Options::default()
@@ -132,21 +132,6 @@ fn a_lost_acknowledged_tail_never_lowers_the_durable_point() {
     }
 }
 
-/// A valid record in a segment after missing segments: the dry run and
-/// the repair agree, the repair completes (it used to fail half-way with
-/// "segment 2 does not exist", leaving a journal that neither opened nor
-/// repaired), keeps the records after the gap, and the journal appends.
-/// A copy of the files of the journal in `from`, as a crash would leave
-/// them (the journal may be open).
-fn copy_dir(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
 /// The checkpoint's durable point lags the last acknowledgement (it is
 /// written at most once a millisecond under load, and not synced on its
 /// own: a power loss may keep an older one), and media damage destroys the
@@ -210,6 +195,10 @@ fn records_lost_past_a_lagging_durable_point_keep_their_lsns() {
     }
 }
 
+/// A valid record in a segment after missing segments: the dry run and
+/// the repair agree, the repair completes (it used to fail half-way with
+/// "segment 2 does not exist", leaving a journal that neither opened nor
+/// repaired), keeps the records after the gap, and the journal appends.
 #[test]
 fn valid_records_after_missing_segments_are_kept() {
     let (dir, geo, recs) = build("missing-middle", 1200);

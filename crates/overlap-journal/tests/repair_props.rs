@@ -27,6 +27,7 @@ use overlap_journal::{
 };
 use proptest::prelude::*;
 
+use crate::common::copy_dir;
 use crate::repair::{checkpoint, opts};
 
 /// A damaged journal's state: each file's name and bytes.
@@ -384,15 +385,6 @@ impl Storage for FailAt {
     fn write_checkpoint(&self, offset: u64, data: &[u8], sync: bool) -> io::Result<()> {
         self.step()?;
         self.inner.write_checkpoint(offset, data, sync)
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let _ = std::fs::remove_dir_all(to);
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
 

@@ -33,3 +33,14 @@ pub fn files_ending(d: &Path, suffix: &str) -> usize {
         })
         .count()
 }
+
+/// A copy of the files of the journal in `from`, as a crash would leave
+/// them (the journal may be open).
+pub fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
