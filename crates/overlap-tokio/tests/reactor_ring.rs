@@ -425,8 +425,14 @@ async fn futures_poll_once<F: std::future::Future + ?Sized>(
 /// Many tasks submitting at once on one thread: their entries are queued
 /// and handed to the kernel in batches by the ring's flusher, not one
 /// system call each (`OVERLAP_SUBMIT_BATCH=1` turns batching off).
+///
+/// The reads are of an empty pipe, so every one stays in flight until the
+/// pipe's last writer closes it, whatever the machine's speed (reads of a
+/// disk file were answered within their submitting call on some virtual
+/// disks, and then nothing stayed in flight to batch).
 #[test]
 fn submissions_of_ready_tasks_are_batched() {
+    const READS: usize = 64;
     let Some(engine) = engines().into_iter().find(uses_rings) else {
         return; // SKIPPED printed by engines()
     };
@@ -434,66 +440,68 @@ fn submissions_of_ready_tasks_are_batched() {
         eprintln!("SKIPPED: submission batching turned off by OVERLAP_SUBMIT_BATCH=1");
         return;
     }
-    // Reads of 64 KiB, not 4 KiB: each stays in flight long enough for
-    // more than a few to be (4 KiB ones answered from a host cache below
-    // the virtual disk came back about as fast as the tasks submitted
-    // them, and nothing was left to batch, in some runs).
-    const CHUNK: usize = 64 << 10;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let mut all = Vec::with_capacity(CHUNK * BLOCKS);
-    for i in 0..BLOCKS {
-        all.extend(std::iter::repeat_n(i as u8, CHUNK));
-    }
-    std::fs::write(dir.path().join("data"), all).unwrap();
-    let Some(file) = reopen_direct(&engine, dir.path()) else {
-        return; // SKIPPED printed
-    };
-    let pool = overlap::AlignedBufPool::for_file(&file, CHUNK, BLOCKS).unwrap();
+    let (pipe, writer) = fifo_with_writer(dir.path());
+    let file = Arc::new(
+        OpenOptions::new()
+            .read(true)
+            .open(&engine, &pipe)
+            .wait()
+            .unwrap(),
+    );
+    let warm = make_file(&engine, dir.path());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     // The thread's ring and its flusher start with the first operation.
-    let (res, _) = rt.block_on(on_ring(file.read_at(pool.get(), 0)));
+    let (res, _) = rt.block_on(on_ring(warm.read_at(vec![0u8; BLOCK], 0)));
     res.unwrap();
     let before = engine.stats();
-    rt.block_on(async {
-        let tasks: Vec<_> = (0..BLOCKS)
-            .map(|i| {
+    let counts = rt.block_on(async {
+        let tasks: Vec<_> = (0..READS)
+            .map(|_| {
                 let file = file.clone();
-                let buf = pool.get();
-                tokio::spawn(on_ring(async move {
-                    let (res, buf) = file.read_at(buf, (i * CHUNK) as u64).await;
-                    assert_eq!(res.unwrap(), CHUNK);
-                    assert!(buf.iter().all(|&b| b == i as u8), "chunk {i}");
-                }))
+                tokio::spawn(on_ring(
+                    async move { file.read_at(vec![0u8; 16], 0).await.0 },
+                ))
             })
             .collect();
-        for t in tasks {
-            t.await.unwrap();
+        while engine.in_flight().0 < READS {
+            tokio::task::yield_now().await;
         }
+        let mid = engine.stats();
+        drop(writer); // the last writer: every read in flight ends at EOF
+        for t in tasks {
+            assert_eq!(t.await.unwrap().unwrap(), 0, "a read of a closed pipe");
+        }
+        mid
     });
-    let after = engine.stats();
-    let ops = after.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
-    let calls = after.submit_syscalls - before.submit_syscalls;
-    let inline = after.completed_inline - before.completed_inline;
-    assert_eq!(ops, BLOCKS as u64);
-    eprintln!("{ops} reads of 64 KiB: {calls} submitting calls, {inline} answered within theirs");
-    // Submissions are deferred only while more than a few are in flight. A
-    // device that answers within the submitting call (a host cache below
-    // the virtual disk) leaves nothing in flight: each read goes straight
-    // in, as it should, and there is nothing to batch.
-    if calls * 4 > ops && inline * 2 > ops {
-        eprintln!(
-            "SKIPPED: submissions_of_ready_tasks_are_batched: the device answered {inline} of {ops} \
-             direct reads within their submitting call ({calls} calls): nothing stayed in flight to batch"
-        );
-        return;
-    }
+    let ops = counts.submitted_on_reactor_rings - before.submitted_on_reactor_rings;
+    let calls = counts.submit_syscalls - before.submit_syscalls;
+    assert_eq!(ops, READS as u64);
+    eprintln!("{ops} pipe reads in flight at once: {calls} submitting calls");
     assert!(
         calls * 4 <= ops,
-        "{ops} reads took {calls} submitting system calls ({inline} inline): not batched"
+        "{ops} reads took {calls} submitting system calls: not batched"
     );
+}
+
+/// A FIFO in `dir`, and a read-write end of it that stands for its writer
+/// (so that opening it for reading does not wait); dropping the end makes
+/// every read of the FIFO return end of file.
+fn fifo_with_writer(dir: &std::path::Path) -> (std::path::PathBuf, std::fs::File) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = dir.join("fifo");
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    (path, writer)
 }
 
 /// `overlap_tokio::fs` polls its engine operations on the tokio thread's
