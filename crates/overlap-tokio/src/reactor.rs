@@ -90,13 +90,47 @@ pub struct OnRing<F> {
 impl<F: Future> Future for OnRing<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // tokio's cooperative budget, as a `spawn_blocking` handle (what
+        // `tokio::fs` awaits) takes it: an operation that completes uses a
+        // unit, and a task whose budget is spent gets `Pending` (woken at
+        // once) before anything is submitted. Without it, reads answered on
+        // the calling thread (the page cache, the dentry cache) would never
+        // let the task yield. Outside a runtime the budget is unlimited.
+        let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
         // SAFETY: structural pinning of the only field; it is never moved.
         let fut = unsafe { self.map_unchecked_mut(|s| &mut s.fut) };
-        match thread_ring() {
+        let res = match thread_ring().filter(|_| !off_ring_here()) {
             Some(ring) => ring.enter(|| fut.poll(cx)),
             None => fut.poll(cx),
+        };
+        if res.is_ready() {
+            coop.made_progress();
+        }
+        res
+    }
+}
+
+thread_local! {
+    /// Set while [`off_ring`] runs on this thread.
+    static OFF_RING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn off_ring_here() -> bool {
+    OFF_RING.try_with(std::cell::Cell::get).unwrap_or(false)
+}
+
+/// Runs `f` with the operations it polls on this thread going through the
+/// engine's driver, not a ring reaped by a runtime's task: for work that
+/// must finish even while the runtime shuts down (a dropped file's write).
+pub(crate) fn off_ring<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let _ = OFF_RING.try_with(|o| o.set(self.0));
         }
     }
+    let _reset = Reset(OFF_RING.try_with(|o| o.replace(true)).unwrap_or(false));
+    f()
 }
 
 /// A thread's ring and the liveness of the task that reaps it.
@@ -119,7 +153,7 @@ impl Drop for ThreadRing {
         // what is in flight (an operation the kernel cancels at this
         // thread's exit is submitted again), and the reaper task ends.
         // Never a blocking drain: a pipe read may never complete.
-        self.ring.orphan();
+        flush_then_orphan(&self.ring);
     }
 }
 
@@ -300,8 +334,20 @@ struct Alive(Arc<AtomicBool>, ReactorRing);
 impl Drop for Alive {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
-        self.1.orphan();
+        flush_then_orphan(&self.1);
     }
+}
+
+/// Orphans `ring` (the watcher completes what is in flight there), after
+/// handing the kernel what was queued for the reaper's next flush: an
+/// operation only queued is not yet in flight, and the reaper that would
+/// have submitted it is gone (a runtime's end right after a dropped file's
+/// write was polled, say).
+fn flush_then_orphan(ring: &ReactorRing) {
+    if ring.queued() > 0 {
+        contain(|| ring.flush());
+    }
+    ring.orphan();
 }
 
 /// The task that reaps one ring.

@@ -17,6 +17,8 @@
 #[macro_use]
 mod util;
 
+mod coop;
+mod drop_file;
 mod dropin;
 mod engine;
 mod file;
@@ -25,6 +27,9 @@ mod lifecycle;
 mod matrix;
 mod outside;
 mod reactor_ring;
+// tokio's own tests of tokio::fs, on overlap_tokio::fs.
+mod tokio_fs;
+mod torture;
 // tower-http's own ServeDir/ServeFile tests on the engine (the feature
 // `tower-http` is on for the tests: see the dev-dependencies).
 mod tower_http_fs;

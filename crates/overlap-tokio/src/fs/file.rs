@@ -32,8 +32,11 @@ use stream::{Buf, Cursor, Inner, State, AT_END};
 /// buffer: a write copies the data, starts the write and returns at once;
 /// its error, if any, comes from the next write, or from `flush`. Call
 /// [`flush`](tokio::io::AsyncWriteExt::flush) before dropping a file to know
-/// that its writes are done (a file dropped with a write in flight still
-/// completes it). Reading after a seek, or after a write, reads what is
+/// that its writes are done and succeeded. A file dropped with a write in
+/// flight (and bytes behind it) still writes them all, on tokio's blocking
+/// pool: a runtime that ends right after (dropped, `shutdown_timeout`, the
+/// end of `#[tokio::main]`) does not cut them short (see the
+/// [module docs](super#acknowledged-bytes-drop-the-runtimes-end-the-budget)). Reading after a seek, or after a write, reads what is
 /// there: the position is the file's.
 ///
 /// Unlike tokio's, reads and writes are positional (`pread`/`pwrite` at the
@@ -91,6 +94,8 @@ impl File {
                 behind: Default::default(),
                 last_write_err: None,
                 pos,
+                seek_done_here: false,
+                busy_writing: false,
             }),
             max_buf_size,
         }
@@ -369,6 +374,8 @@ impl File {
                 behind: Default::default(),
                 last_write_err: None,
                 pos,
+                seek_done_here: false,
+                busy_writing: false,
             }),
             max_buf_size: self.max_buf_size,
         })

@@ -52,8 +52,8 @@
 //!   Many 8 KiB writes become a few of up to 2 MiB, one hand-off each.
 //!   Positions, `flush` (it waits for every byte taken), `O_APPEND` (each
 //!   write at the end, in order) and errors (the first error ends the
-//!   chain: the bytes behind it are not written, and the error comes from
-//!   the next write or `flush`, as any write's) are as without it. Not for
+//!   chain and comes from the next write or `flush`, as any write's; the
+//!   bytes not written stay behind, see below) are as without it. Not for
 //!   clones sharing a position (each write takes its range when it
 //!   starts), nor O_DIRECT files (the caller aligns each transfer).
 //!   Memory: at most two buffers of `max_buf_size` per file.
@@ -102,9 +102,49 @@
 //! - A write's error reported later (at the next write or `flush`) keeps
 //!   its errno; tokio's keeps only its kind.
 //! - A write made while another is in flight returns at once (taken behind
-//!   it, see above) where tokio's waits for the one in flight; should the
-//!   one in flight fail, the bytes taken behind it are not written (its
-//!   error comes from the next write or `flush`, as in tokio).
+//!   it, see above) where tokio's waits for the one in flight.
+//! - A write that fails (ENOSPC, EIO, ...) reports its error from the next
+//!   write or `flush`, as tokio's, but its bytes are not dropped: what the
+//!   kernel did not take, and the bytes taken behind it, stay behind, and
+//!   each later `flush` (or write) tries them again first, in order. tokio's
+//!   drops them. (A seek in between moves where they land: they are
+//!   written at the position of the retry.)
+//!
+//! # Acknowledged bytes: drop, the runtime's end, the budget
+//!
+//! This module keeps overlap's contract, "An acknowledged byte is never
+//! lost" (`docs/acknowledged-bytes.md` in overlap's repository): a byte
+//! `write` acknowledged (`Ok(n)`), in the file or still behind, reaches the
+//! file.
+//!
+//! - A [`File`] dropped without `flush`, with a write in flight and bytes
+//!   behind it, finishes them on tokio's blocking pool (on a thread of its
+//!   own outside a runtime), never as a runtime task: a runtime dropped or
+//!   ended with `shutdown_timeout` right after does not cut them short.
+//!   Dropping a runtime waits for its blocking pool, so when the runtime's
+//!   drop returns (the end of `#[tokio::main]` too, before the process
+//!   exits) the bytes are written, as `tokio::fs`'s are; after
+//!   `shutdown_timeout` they are written while the process lives on. Only
+//!   the process's end before that (`exit`, a signal) can lose them. A
+//!   dropped file's write that fails, with no caller left to tell, is
+//!   written to stderr.
+//! - The engine's shutdown (`overlap_tokio::engine().shutdown()`) waits for
+//!   the operations in flight; later calls fail at once with the engine's
+//!   shutdown error (`io::ErrorKind::NotConnected`, "the engine has been
+//!   shut down"), and so does the write of bytes still behind (the next
+//!   `flush` reports it). In a child made by `fork`, a copy of the parent's
+//!   file fails at once with the forked error (`io::ErrorKind::Other`,
+//!   naming the fork).
+//! - Concurrent tasks share a `File` as with tokio (`Arc<Mutex<File>>`):
+//!   each `write_all` lands whole at the position, in the order the lock
+//!   gives; a `flush` writes every byte acknowledged before it. Positional
+//!   writes ([`File::write_all_at`]) through an `Arc<File>` need no lock.
+//! - tokio's cooperative budget: every operation through the engine, and
+//!   every read answered on the calling thread from the page cache, takes a
+//!   unit of the task's budget as `tokio::fs`'s operations do; a task whose
+//!   budget is spent gets `Pending` (and is woken at once), so a task
+//!   reading cached data in a loop lets the others (timers included) run,
+//!   and a runtime's shutdown can stop it.
 //! - There is no `From<std::fs::OpenOptions>` for [`OpenOptions`] (std's
 //!   options cannot be read back).
 //! - `tokio_stream::wrappers::ReadDirStream::new` takes tokio's `ReadDir`

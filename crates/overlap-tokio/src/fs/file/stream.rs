@@ -162,6 +162,13 @@ fn lock(b: &WriteBehind) -> std::sync::MutexGuard<'_, Behind> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Whether bytes wait behind with no write in flight to write them: the
+/// rest of a write that failed, for the next write or flush to try again.
+pub(super) fn has_pending(b: &WriteBehind) -> bool {
+    let b = lock(b);
+    !b.open && !b.data.is_empty()
+}
+
 pub(super) struct Inner {
     pub(super) state: State,
     /// Bytes waiting for the write in flight (see [`Behind`]).
@@ -171,6 +178,14 @@ pub(super) struct Inner {
     pub(super) last_write_err: Option<io::Error>,
     /// The result of the last seek (what `poll_complete` reports when idle).
     pub(super) pos: u64,
+    /// A seek was done in `start_seek` (no operation): its `poll_complete`
+    /// takes a unit of tokio's cooperative budget.
+    pub(super) seek_done_here: bool,
+    /// The operation in flight (`State::Busy`) is a write: a dropped file
+    /// finishes it (a read or a seek in flight is let go: the engine keeps
+    /// its buffer until the kernel is done, and nothing acknowledged waits
+    /// on it).
+    pub(super) busy_writing: bool,
 }
 
 /// Bytes read ahead: `data[start..end]` not yet handed to the reader. The
@@ -314,8 +329,9 @@ async fn read_op(
 /// `behind` collected meanwhile, until nothing is left. Each write's range
 /// is taken from the cursor when it starts (the first in the first poll,
 /// unless a clone's operation has the turn): a later write starts after
-/// it. The first error ends the chain: the bytes still behind are dropped
-/// and the error is reported (by the next write or flush).
+/// it. The first error ends the chain and is reported (by the next write or
+/// flush); the bytes not written go back behind, first, where the next
+/// write or flush tries them again: acknowledged bytes are never dropped.
 async fn write_op(
     file: overlap::File,
     cursor: Arc<Cursor>,
@@ -325,14 +341,22 @@ async fn write_op(
 ) -> (Operation, Buf) {
     let mut unread = unread;
     loop {
-        let (res, back) = write_one(&file, &cursor, data, unread).await;
+        let (res, written, mut back) = write_one(&file, &cursor, data, unread).await;
         unread = 0;
         let mut b = lock(&behind);
-        if res.is_err() || b.data.is_empty() {
+        if let Err(e) = res {
             b.open = false;
-            b.data.clear();
+            // What the kernel did not take, then what came meanwhile.
+            back.drain(..written.min(back.len()));
+            back.extend_from_slice(&b.data);
+            b.data = back;
             drop(b);
-            return (Operation::Write(res), Buf::new(back, 0));
+            return (Operation::Write(Err(e)), Buf::default());
+        }
+        if b.data.is_empty() {
+            b.open = false;
+            drop(b);
+            return (Operation::Write(Ok(())), Buf::new(back, 0));
         }
         // The bytes behind go next; the buffer just written takes their
         // place, for what comes meanwhile.
@@ -342,13 +366,67 @@ async fn write_op(
     }
 }
 
-/// One write of `data` at the cursor (see [`write_op`]).
+/// The bytes of a vector from `start` on, as a write's buffer: what is left
+/// of a write cut short.
+struct Suffix {
+    vec: Vec<u8>,
+    start: usize,
+}
+
+// SAFETY: the bytes are the vector's heap allocation, which does not move
+// when the value moves and is not resized while the value is lent to an
+// operation; `start <= vec.len()` (asserted where it is made).
+unsafe impl overlap::IoBuf for Suffix {
+    fn stable_ptr(&self) -> *const u8 {
+        self.vec[self.start..].as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.vec.len() - self.start
+    }
+}
+
+/// Writes all of `data` from `offset` (at the end when appending), one
+/// write at a time; returns the result, how many bytes the kernel took
+/// (all, or those before the error) and the buffer.
+async fn write_counted(
+    file: &overlap::File,
+    data: Vec<u8>,
+    offset: u64,
+) -> (io::Result<()>, usize, Vec<u8>) {
+    let mut buf = Suffix {
+        vec: data,
+        start: 0,
+    };
+    while buf.start < buf.vec.len() {
+        let at = offset + buf.start as u64;
+        let (res, back) = on_ring(file.write_at(buf, at)).await;
+        buf = back;
+        match res {
+            Ok(0) => {
+                let e = io::Error::from(io::ErrorKind::WriteZero);
+                return (Err(e), buf.start, buf.vec);
+            }
+            Ok(n) => {
+                debug_assert!(
+                    n <= buf.vec.len() - buf.start,
+                    "the kernel wrote more than asked"
+                );
+                buf.start = (buf.start + n).min(buf.vec.len());
+            }
+            Err(e) => return (Err(engine_err(e, libc::EBADF)), buf.start, buf.vec),
+        }
+    }
+    (Ok(()), buf.start, buf.vec)
+}
+
+/// One write of `data` at the cursor (see [`write_op`]): the result, how
+/// many bytes were written, the buffer.
 async fn write_one(
     file: &overlap::File,
     cursor: &Cursor,
     data: Vec<u8>,
     unread: usize,
-) -> (io::Result<()>, Vec<u8>) {
+) -> (io::Result<()>, usize, Vec<u8>) {
     let turn = turn!(cursor);
     cursor.unread(unread);
     let len = data.len() as u64;
@@ -356,31 +434,24 @@ async fn write_one(
         // O_APPEND: the kernel writes at the end whatever the offset, and
         // the position is then the end of the file. The turn is held until
         // then, as the kernel's position lock.
-        let (res, data) = on_ring(file.write_all_at(data, 0)).await;
-        return match res {
-            Ok(()) => {
-                cursor.set(AT_END);
-                drop(turn);
-                (Ok(()), data)
-            }
-            Err(e) => (Err(engine_err(e, libc::EBADF)), data),
-        };
+        let (res, written, data) = write_counted(file, data, 0).await;
+        if written > 0 {
+            cursor.set(AT_END);
+        }
+        drop(turn);
+        return (res, written, data);
     }
     let offset = match cursor.take(file, len).await {
         Ok(o) => o,
-        Err(e) => return (Err(e), data),
+        Err(e) => return (Err(e), 0, data),
     };
     drop(turn);
-    let (res, data) = on_ring(file.write_all_at(data, offset)).await;
-    match res {
-        Ok(()) => (Ok(()), data),
-        Err(e) => {
-            // The position covers only what was written (nothing, as far
-            // as is known: the error does not say how much).
-            cursor.give_back(offset + len, offset);
-            (Err(engine_err(e, libc::EBADF)), data)
-        }
+    let (res, written, data) = write_counted(file, data, offset).await;
+    if res.is_err() {
+        // The position covers only what was written.
+        cursor.give_back(offset + len, offset + written as u64);
     }
+    (res, written, data)
 }
 
 /// Where a seek to `pos` lands when that is known without the file's
@@ -483,6 +554,11 @@ impl AsyncRead for File {
                     let pos = me.cursor.get();
                     let tried = !me.cursor.is_shared() && pos != AT_END;
                     if tried {
+                        // A read answered here uses a unit of tokio's
+                        // cooperative budget, as one through the engine
+                        // (`on_ring`) or `tokio::fs`'s blocking pool does:
+                        // with the budget spent, `Pending` (woken at once).
+                        let coop = ready!(tokio::task::coop::poll_proceed(cx));
                         // SAFETY: only written (by the kernel), never
                         // de-initialised, as `unfilled_mut` requires.
                         let spare = unsafe { &mut dst.unfilled_mut()[..len] };
@@ -491,6 +567,7 @@ impl AsyncRead for File {
                             unsafe { dst.assume_init(n) };
                             dst.advance(n);
                             me.cursor.set(pos + n as u64);
+                            coop.made_progress();
                             return Poll::Ready(Ok(()));
                         }
                         // Not in the cache (or an error, which the operation
@@ -499,6 +576,7 @@ impl AsyncRead for File {
                     let buf = std::mem::take(buf);
                     let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len, tried);
                     inner.state = State::Busy(Box::pin(fut));
+                    inner.busy_writing = false;
                 }
                 State::Busy(fut) => {
                     let (op, buf) = ready!(fut.as_mut().poll(cx));
@@ -544,16 +622,19 @@ impl AsyncSeek for File {
                     if let Some(n) = seek_target_now(&me.cursor, pos) {
                         me.cursor.set(n);
                         inner.pos = n;
+                        inner.seek_done_here = true;
                         return Ok(());
                     }
                     let buf = std::mem::take(buf);
                     let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, 0, buf);
                     inner.state = State::Busy(Box::pin(fut));
+                    inner.busy_writing = false;
                     return Ok(());
                 }
                 let buf = std::mem::take(buf);
                 let fut = seek_op(me.file.clone(), me.cursor.clone(), pos, unread, buf);
                 inner.state = State::Busy(Box::pin(fut));
+                inner.busy_writing = false;
                 Ok(())
             }
         }
@@ -563,6 +644,14 @@ impl AsyncSeek for File {
         let inner = self.get_mut().inner.get_mut();
         loop {
             let State::Busy(fut) = &mut inner.state else {
+                if inner.seek_done_here {
+                    // A seek done in `start_seek` uses a unit of tokio's
+                    // budget when reported, as `tokio::fs`'s (a blocking
+                    // task) does: a loop of seeks and cached reads yields.
+                    let coop = ready!(tokio::task::coop::poll_proceed(cx));
+                    coop.made_progress();
+                    inner.seek_done_here = false;
+                }
                 return Poll::Ready(Ok(inner.pos));
             };
             let (op, buf) = ready!(fut.as_mut().poll(cx));
@@ -593,73 +682,110 @@ impl File {
         cx: &mut Context<'_>,
         fill: impl FnOnce(&mut Vec<u8>, usize) -> usize,
     ) -> Poll<io::Result<usize>> {
-        let inner = self.inner.get_mut();
-        if let Some(e) = inner.last_write_err.take() {
+        if let Some(e) = self.inner.get_mut().last_write_err.take() {
             return Poll::Ready(Err(e));
         }
-        let mut fill = Some(fill);
         loop {
-            match &mut inner.state {
-                State::Idle(buf) => {
-                    // Bytes read ahead are given back first, as a seek.
-                    let unread = buf.discard();
-                    let mut data = std::mem::take(&mut buf.data);
-                    data.clear();
-                    let Some(fill) = fill.take() else {
-                        return Poll::Ready(Ok(0));
-                    };
-                    let n = fill(&mut data, self.max_buf_size);
-                    let write_behind = self.write_behind;
-                    if write_behind {
-                        lock(&inner.behind).open = true;
-                    }
-                    let fut = write_op(
-                        self.file.clone(),
-                        self.cursor.clone(),
-                        data,
-                        unread,
-                        inner.behind.clone(),
-                    );
-                    let mut fut: OpFuture = Box::pin(fut);
-                    // Start the write now: its range is taken from the
-                    // cursor and it proceeds whether or not this file is
-                    // polled again (as tokio's background write).
-                    match fut.as_mut().poll(cx) {
-                        Poll::Ready((op, buf)) => {
-                            inner.state = State::Idle(buf);
-                            if let Operation::Write(Err(e)) = op {
-                                inner.last_write_err = Some(e);
-                            }
-                        }
-                        Poll::Pending => inner.state = State::Busy(fut),
-                    }
-                    return Poll::Ready(Ok(n));
+            let inner = self.inner.get_mut();
+            let fut = match &mut inner.state {
+                State::Busy(fut) => fut,
+                State::Idle(_) if has_pending(&inner.behind) => {
+                    // The rest of a failed write goes first, in order.
+                    self.start_pending(cx);
+                    continue;
                 }
-                State::Busy(fut) => match fut.as_mut().poll(cx) {
-                    Poll::Ready((op, buf)) => {
-                        inner.state = State::Idle(buf);
-                        match op {
-                            Operation::Write(res) => res?,
-                            Operation::Seek(Ok(pos)) => inner.pos = pos,
-                            Operation::Read(_) | Operation::Seek(Err(_)) => {}
-                        }
+                State::Idle(buf) => {
+                    let buf = std::mem::take(buf);
+                    return Poll::Ready(Ok(self.start_write(cx, buf, fill)));
+                }
+            };
+            // A unit of tokio's budget per `poll_write` that waits on the
+            // operation in flight, as `tokio::fs`'s (which polls its
+            // blocking task), taken only if it gets on.
+            let coop = ready!(tokio::task::coop::poll_proceed(cx));
+            let Poll::Ready((op, buf)) = fut.as_mut().poll(cx) else {
+                if self.write_behind && !self.cursor.is_shared() {
+                    let mut b = lock(&inner.behind);
+                    let room = self.max_buf_size.saturating_sub(b.data.len());
+                    if b.open && room > 0 {
+                        coop.made_progress();
+                        return Poll::Ready(Ok(fill(&mut b.data, room)));
                     }
-                    Poll::Pending => {
-                        if self.write_behind && !self.cursor.is_shared() {
-                            let mut b = lock(&inner.behind);
-                            let room = self.max_buf_size.saturating_sub(b.data.len());
-                            if b.open && room > 0 {
-                                let Some(fill) = fill.take() else {
-                                    return Poll::Ready(Ok(0));
-                                };
-                                return Poll::Ready(Ok(fill(&mut b.data, room)));
-                            }
-                        }
-                        return Poll::Pending;
-                    }
-                },
+                }
+                return Poll::Pending;
+            };
+            coop.made_progress();
+            inner.state = State::Idle(buf);
+            match op {
+                Operation::Write(res) => res?,
+                Operation::Seek(Ok(pos)) => inner.pos = pos,
+                Operation::Read(_) | Operation::Seek(Err(_)) => {}
             }
         }
+    }
+
+    /// Starts writing the bytes left behind by a failed write (the file is
+    /// idle): they are tried again, before anything written after them.
+    pub(super) fn start_pending(&mut self, cx: &mut Context<'_>) {
+        let inner = self.inner.get_mut();
+        let pending = std::mem::take(&mut lock(&inner.behind).data);
+        let buf = match &mut inner.state {
+            State::Idle(buf) => std::mem::take(buf),
+            State::Busy(_) => {
+                // Never so (the caller checked); put them back.
+                lock(&inner.behind).data = pending;
+                return;
+            }
+        };
+        self.start_write(cx, buf, move |data, _room| {
+            *data = pending;
+            data.len()
+        });
+    }
+
+    /// Starts writing what `fill` appends to `buf`, the idle file's (see
+    /// [`poll_write_with`](Self::poll_write_with)); returns how much.
+    fn start_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut buf: Buf,
+        fill: impl FnOnce(&mut Vec<u8>, usize) -> usize,
+    ) -> usize {
+        let inner = self.inner.get_mut();
+        // Bytes read ahead are given back first, as a seek.
+        let unread = buf.discard();
+        let mut data = std::mem::take(&mut buf.data);
+        data.clear();
+        let n = fill(&mut data, self.max_buf_size);
+        if self.write_behind {
+            lock(&inner.behind).open = true;
+        }
+        let fut = write_op(
+            self.file.clone(),
+            self.cursor.clone(),
+            data,
+            unread,
+            inner.behind.clone(),
+        );
+        // Outside tokio's cooperative budget: the write starts now (a spent
+        // budget must not hold back bytes that `poll_write` acknowledges).
+        // The budget is taken by the next `poll_write` while it is in
+        // flight, as `tokio::fs` takes it when polling its blocking task.
+        let mut fut: OpFuture = Box::pin(tokio::task::coop::unconstrained(fut));
+        inner.busy_writing = true;
+        // Start the write now: its range is taken from the cursor and it
+        // proceeds whether or not this file is polled again (as tokio's
+        // background write).
+        match fut.as_mut().poll(cx) {
+            Poll::Ready((op, buf)) => {
+                inner.state = State::Idle(buf);
+                if let Operation::Write(Err(e)) = op {
+                    inner.last_write_err = Some(e);
+                }
+            }
+            Poll::Pending => inner.state = State::Busy(fut),
+        }
+        n
     }
 }
 
@@ -700,7 +826,17 @@ impl AsyncWrite for File {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().inner.get_mut().poll_flush(cx)
+        let me = self.get_mut();
+        let inner = me.inner.get_mut();
+        // An error not yet reported comes first; after it, the bytes a
+        // failed write left behind are tried again.
+        if inner.last_write_err.is_none()
+            && matches!(inner.state, State::Idle(_))
+            && has_pending(&inner.behind)
+        {
+            me.start_pending(cx);
+        }
+        me.inner.get_mut().poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -710,26 +846,90 @@ impl AsyncWrite for File {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The file is dropped. An operation in flight (a write above all) is
-        // finished, not abandoned: the engine completes what it has
-        // submitted anyway, and the rest of the operation (a write cut
-        // short, one waiting for the engine's budget) runs to its end
-        // elsewhere.
+        // The file is dropped. An operation in flight (a write above all,
+        // with the bytes behind it) is finished, not abandoned: see
+        // `Leftover`.
         let State::Busy(fut) = std::mem::replace(&mut self.state, State::Idle(Buf::default()))
         else {
+            let b = lock(&self.behind);
+            if !b.data.is_empty() {
+                // A failed write's bytes, its error reported (or kept for
+                // the next call, which will not come).
+                eprintln!(
+                    "overlap-tokio: a file dropped after a failed write: {} bytes not written",
+                    b.data.len()
+                );
+            }
             return;
         };
+        if !self.busy_writing {
+            return;
+        }
+        let left = Leftover(Some(fut), false);
         match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn(fut);
-            }
+            // tokio's blocking pool: a runtime's end (drop, `shutdown_timeout`,
+            // the end of `#[tokio::main]`) never drops a task that has
+            // started there, and dropping the runtime waits for it, as for
+            // `tokio::fs`'s own writes. Never a runtime task, which
+            // shutdown would drop with the bytes behind still unwritten.
+            Ok(handle) => drop(handle.spawn_blocking(move || left.finish())),
+            // Outside a runtime: a thread of its own.
             Err(_) => {
-                // Outside a runtime: a thread of its own. Should none be
-                // had, what the engine already has still completes.
                 let _ = std::thread::Builder::new()
                     .name("overlap-tokio-drop".into())
-                    .spawn(move || overlap::block_on(fut));
+                    .spawn(move || left.finish());
             }
         }
+    }
+}
+
+/// The operation of a dropped file, run to its end by [`finish`]
+/// (Self::finish) off any runtime task: the rest of a write (a write cut
+/// short, one waiting for the engine's budget, the bytes behind it). The
+/// engine completes what it has submitted whatever happens; the rest needs
+/// this. Should the closure that owns it be dropped unrun (a blocking task
+/// refused or cancelled at a runtime's shutdown, no thread to be had), its
+/// drop hands it to a thread of its own (the dropping thread is a runtime's,
+/// maybe in its shutdown: it must not wait), or, with no thread to be had,
+/// runs it there and then (the second field).
+struct Leftover(Option<OpFuture>, bool);
+
+impl Leftover {
+    fn finish(mut self) {
+        self.run();
+    }
+    fn run(&mut self) {
+        if let Some(fut) = self.0.take() {
+            // Off the runtime's rings (whose reaper is a task that shutdown
+            // drops) and outside tokio's budget (this thread's may be spent:
+            // the future would never get on).
+            let (op, _) = crate::reactor::off_ring(|| {
+                overlap::block_on(tokio::task::coop::unconstrained(fut))
+            });
+            if let Operation::Write(Err(e)) = op {
+                // No caller is left to tell.
+                eprintln!("overlap-tokio: the write of a dropped file failed: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let Some(fut) = self.0.take() else {
+            return;
+        };
+        if self.1 {
+            self.0 = Some(fut);
+            self.run();
+            return;
+        }
+        let mut rest = Leftover(Some(fut), true);
+        let spawned = std::thread::Builder::new()
+            .name("overlap-tokio-drop".into())
+            .spawn(move || rest.run());
+        // Not spawned: the closure, and with it `rest`, was dropped, which
+        // ran it here (its second field).
+        drop(spawned);
     }
 }
