@@ -430,6 +430,52 @@ fn an_unreaped_ring_is_reaped_by_the_watcher() {
     assert!(engine.stats().reaped_by_watcher >= 1);
 }
 
+/// Reactor rings made and dropped one after another, while the engine's
+/// thread watches them: it must hear every wake-up. (A wake-up that came
+/// while it made a watcher's pass, followed by the last ring's drop, left
+/// it asleep with no timeout and marked awake, so that every later wake-up
+/// passed it by: operations handed to it, and the rings it should have
+/// watched, waited for ever. tokio's `set_max_buf_size_write`, ported,
+/// hung that way under load.)
+#[test]
+fn the_engine_thread_hears_every_wake_up_while_rings_come_and_go() {
+    let engine = match Engine::builder()
+        .driver(overlap::DriverChoice::Uring)
+        .cache_fast_path(false)
+        .build()
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("SKIPPED: io_uring unavailable: {e}");
+            return;
+        }
+    };
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std_create_pattern(&path, 9, 4096);
+    let file = File::open(&engine, &path).wait().unwrap();
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut rounds = 0u64;
+    while Instant::now() < end {
+        let Some(ring) = ring_or_skip() else { return };
+        // On the ring: its first submission nudges the engine's thread.
+        let mut r: Read = Box::pin(file.read_at(vec![0u8; 16], 0));
+        if let Poll::Pending = ring.enter(|| r.as_mut().poll(&mut cx)) {
+            assert_eq!(finish(r, Some(&ring), LIMIT).0.unwrap(), 16);
+        }
+        drop(ring);
+        // Through the engine's thread (a waker not of `block_on`).
+        let d: Read = Box::pin(file.read_at(vec![0u8; 16], 0));
+        let (res, _) = finish(d, None, Duration::from_secs(10));
+        assert_eq!(res.unwrap(), 16, "round {rounds}");
+        rounds += 1;
+    }
+    eprintln!("{rounds} rounds of a ring made, used and dropped");
+    assert!(engine.stats().submitted_on_reactor_rings > 0);
+}
+
 /// A ring with a flusher, whose reap has just woken many futures: their
 /// next submissions are all queued for the flusher, which submits them in
 /// one call, even while few are in flight yet. (Counting only what was in

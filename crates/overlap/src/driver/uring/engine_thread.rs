@@ -270,15 +270,17 @@ impl EngineThread {
                 }
                 if st.ops.is_empty() && self.core.in_flight() == 0 && !st.shutdown {
                     // Nothing in flight: nothing to wait for in the ring.
-                    st.parked = true;
                     while st.ops.is_empty() && !st.shutdown {
+                        // Before every wait: a wake-up that came while the
+                        // lock was let go (the watcher's pass below) cleared
+                        // it, and `wake` notifies only a parked thread.
+                        st.parked = true;
                         // While reactor rings live, the engine thread is
                         // also their watcher (`super::reactor`).
                         let Some(tick) = super::reactor::watch_tick() else {
                             st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
                             continue;
                         };
-                        st.parked = true;
                         st = self
                             .queue
                             .idle
