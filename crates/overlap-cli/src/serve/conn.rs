@@ -19,7 +19,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -52,6 +52,12 @@ struct Phase {
     head: bool,
     /// Since when that wait runs.
     since: Instant,
+    /// The connection's task, while a read of it waits with no timeout
+    /// (a response in flight, or a write waiting for the client): woken
+    /// when that ends, so that the read arms the keep-alive or header
+    /// timeout (nothing else may poll the read again: a connection left
+    /// idle would never time out).
+    reader: Option<Waker>,
 }
 
 type SharedPhase = Arc<Mutex<Phase>>;
@@ -111,10 +117,16 @@ impl TimedIo {
         res: Poll<io::Result<R>>,
     ) -> Poll<io::Result<R>> {
         if res.is_ready() {
-            self.write_blocked_since = None;
-            let mut p = lock(&self.phase);
-            if p.in_flight == 0 && !p.head {
-                p.since = Instant::now();
+            let was_blocked = self.write_blocked_since.take().is_some();
+            let reader = {
+                let mut p = lock(&self.phase);
+                if p.in_flight == 0 && !p.head {
+                    p.since = Instant::now();
+                }
+                p.reader.take().filter(|_| was_blocked && p.in_flight == 0)
+            };
+            if let Some(w) = reader {
+                w.wake();
             }
             return res;
         }
@@ -174,7 +186,13 @@ impl AsyncRead for TimedIo {
                 };
                 Poll::Ready(Err(timed_out(what)))
             }
-            _ => Poll::Pending,
+            Some(_) => Poll::Pending,
+            None => {
+                // No timeout runs now; the end of what holds it off wakes
+                // this read to arm one.
+                lock(&me.phase).reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
         }
     }
 }
@@ -230,13 +248,21 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut p = lock(&self.0);
-        assert!(p.in_flight > 0, "a request ended twice");
-        p.in_flight -= 1;
-        if p.in_flight == 0 {
+        let reader = {
+            let mut p = lock(&self.0);
+            assert!(p.in_flight > 0, "a request ended twice");
+            p.in_flight -= 1;
+            if p.in_flight > 0 {
+                return;
+            }
             // The keep-alive wait begins (anew at each write still to go).
             p.head = false;
             p.since = Instant::now();
+            p.reader.take()
+        };
+        // Outside the lock: the read arms the keep-alive timeout.
+        if let Some(w) = reader {
+            w.wake();
         }
     }
 }
@@ -294,6 +320,7 @@ pub async fn serve(
         in_flight: 0,
         head: true,
         since: Instant::now(),
+        reader: None,
     }));
     let io = TokioIo::new(TimedIo::new(tcp, phase.clone(), timeouts));
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
