@@ -112,6 +112,15 @@ fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// What this process's descriptors are (`/proc/self/fd`'s links).
+fn fd_targets() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// The threads of this process that are running (state R) right now.
 fn running_threads() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
@@ -144,7 +153,13 @@ fn a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind() {
             // The engine first: it stays (its threads, which the thread-pool
             // driver adds on demand, are not the runtime's).
             let _ = overlap_tokio::engine();
+            // And tokio's process-wide state: a runtime with its drivers
+            // made once (with tokio's `signal` feature, which the workspace
+            // enables for the CLI, the first one opens a socket pair that
+            // lives as long as the process).
+            drop(crate::util::multi_thread());
             let base_fds = fds();
+            let base_targets = fd_targets();
             for timeout in [true, false] {
                 let rt = crate::util::multi_thread();
                 let stop = Arc::new(AtomicBool::new(false));
@@ -168,9 +183,11 @@ fn a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind() {
                 assert!(
                     gone,
                     "after the runtime's end (shutdown_timeout: {timeout}): {} tokio workers \
-                     left, {} descriptors ({base_fds} before); running threads: {:?}",
+                     left, {} descriptors ({base_fds} before: {base_targets:?}): {:?}; running \
+                     threads: {:?}",
                     workers(),
                     fds(),
+                    fd_targets(),
                     running_threads()
                 );
             }
