@@ -1179,7 +1179,7 @@ fn each_row_is_printed_when_its_job_is_done() {
     assert_no_leftovers(&dir);
 }
 
-/// Issue 20, 13: `--driver tokio-fs` gave every task a `try_clone` of one
+/// `--driver tokio-fs` once gave every task a `try_clone` of one
 /// file, so tasks sought and read on each other's shared position ("early
 /// eof" at valid offsets about one run in two at 64 tasks). Each task has a
 /// file of its own now; `--driver spawn-blocking` reads positionally

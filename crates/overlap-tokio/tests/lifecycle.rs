@@ -1,5 +1,5 @@
-//! Operations outlive the runtime and the thread that polled them (issue
-//! 20, overlap-tokio's rows of the lifecycle matrix): a runtime dropped or
+//! Operations outlive the runtime and the thread that polled them
+//! (overlap-tokio's rows of the lifecycle matrix): a runtime dropped or
 //! shut down with operations in flight, threads of the blocking pool that
 //! end, a runtime nobody runs, two runtimes on one thread, a runtime
 //! without its I/O driver.
@@ -103,7 +103,7 @@ fn start_pipe_reads(rt: &tokio::runtime::Runtime, fifo: &Path, n: usize) {
     );
 }
 
-/// Item 3: a current-thread runtime dropped with reads in flight, on a
+/// A current-thread runtime dropped with reads in flight, on a
 /// thread that lives on. The reads complete when the pipe is written, their
 /// budget is released, and a later operation is not stuck behind them.
 #[test]
@@ -157,7 +157,7 @@ fn runtime_dropped_with_reads_in_flight() {
     );
 }
 
-/// Item 4: every blocking-pool thread that polls an overlap-tokio future
+/// Every blocking-pool thread that polls an overlap-tokio future
 /// (`spawn_blocking` + `Handle::block_on`) leaves no ring behind once it
 /// has ended.
 #[test]
@@ -216,7 +216,7 @@ fn blocking_threads_leave_no_ring_behind() {
     );
 }
 
-/// Item 5: `Handle::block_on` on a current-thread runtime that nobody runs
+/// `Handle::block_on` on a current-thread runtime that nobody runs
 /// completes, as tokio::fs does.
 #[test]
 fn handle_block_on_of_a_runtime_nobody_runs() {

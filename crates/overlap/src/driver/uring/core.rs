@@ -523,7 +523,7 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 3e: the eventfd read's 8-byte buffer must stay alive
+    /// The eventfd read's 8-byte buffer must stay alive
     /// for as long as the kernel may write it. `RingCore` frees it in `Drop`
     /// right after `drain`; so once `drain` has returned, writing the
     /// eventfd (as `shutdown()` does to wake a sleeper) must leave that
