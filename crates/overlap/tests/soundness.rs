@@ -1,4 +1,4 @@
-//! Regression tests for five soundness defects found in review:
+//! Regression tests for five soundness defects:
 //!
 //! 1. A panic in user code (a buffer's `Drop`, a `Waker`) on the engine's
 //!    own thread unwinds it: the ring and every in-flight operation's buffer
