@@ -196,7 +196,7 @@ fn read_jobs_never_write_a_given_file() {
     assert!(f.exists(), "a given file is never removed");
 }
 
-/// Every key of the schema, with its JSON type.
+/// Every key of the JSON schema of `overlap bench`, with its JSON type.
 const SCHEMA: &[(&str, &str)] = &[
     ("system", "string"),
     ("driver", "string"),
