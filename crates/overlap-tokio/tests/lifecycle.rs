@@ -248,7 +248,7 @@ fn handle_block_on_of_a_runtime_nobody_runs() {
     );
 }
 
-/// Item B: two live current-thread runtimes on one thread, each running
+/// Two live current-thread runtimes on one thread, each running
 /// file operations in turn.
 #[test]
 fn two_current_thread_runtimes_on_one_thread() {
@@ -278,7 +278,7 @@ fn two_current_thread_runtimes_on_one_thread() {
     );
 }
 
-/// Item C: a runtime built without its I/O driver. overlap-tokio works on
+/// A runtime built without its I/O driver. overlap-tokio works on
 /// it, as tokio::fs does, and prints nothing (tokio's panic is kept off
 /// stderr).
 #[test]
@@ -309,10 +309,10 @@ fn a_runtime_without_io() {
     );
 }
 
-/// Item C under `panic = "abort"`: the example `no_io_runtime`, built with
+/// A runtime without its I/O driver under `panic = "abort"`: the example `no_io_runtime`, built with
 /// the workspace's `panic-abort` profile (every crate compiled to abort), uses
-/// overlap_tokio::fs on runtimes without an I/O driver. Before the fix the
-/// registration's panic ended such a process (exit 134); it must exit 0 and
+/// overlap_tokio::fs on runtimes without an I/O driver. A panic in the
+/// registration would end such a process (exit 134); it must exit 0 and
 /// print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
 /// the rings anyway, brings the abort back: the check can fail.)
 #[test]
@@ -352,7 +352,7 @@ fn a_runtime_without_io_under_panic_abort() {
     assert!(stderr.is_empty(), "nothing on stderr:\n{stderr}");
 }
 
-/// Item D: `shutdown_timeout` with reads in flight that never complete on
+/// `shutdown_timeout` with reads in flight that never complete on
 /// their own returns within its timeout and leaves no worker thread behind
 /// (the watcher completes the reads once the pipe is written).
 #[test]

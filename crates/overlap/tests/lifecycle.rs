@@ -376,8 +376,8 @@ fn an_orphaned_ring_completes_its_operations() {
 }
 
 /// Dropping the last handle of a ring with a pipe read in flight, without
-/// orphaning it first: the drop returns at once (it used to wait for the
-/// read, forever if nobody wrote), and the watcher completes the read.
+/// orphaning it first: the drop returns at once (rather than waiting for
+/// the read, forever if nobody writes), and the watcher completes the read.
 #[test]
 fn dropping_the_last_handle_of_a_busy_ring_does_not_block() {
     // The engine is kept to the end: dropping its last handle is a

@@ -535,7 +535,7 @@ mod tests {
     /// kernel as the witness: without the cancellation in `drain` the
     /// pending read completes into the buffer here. (The end-to-end test in
     /// `tests/soundness.rs`, which watches freed blocks after real engine
-    /// shutdowns, never failed on Linux 6.18, even before the fix: once the
+    /// shutdowns, never failed on Linux 6.18, even without that cancellation: once the
     /// ring is closed the kernel cancels the read's task work.)
     #[test]
     fn after_drain_the_kernel_no_longer_writes_the_eventfd_buffer() {
