@@ -309,11 +309,11 @@ fn a_runtime_without_io() {
     );
 }
 
-/// A runtime without its I/O driver under `panic = "abort"`: the example `no_io_runtime`, built with
-/// the workspace's `panic-abort` profile (every crate compiled to abort), uses
-/// overlap_tokio::fs on runtimes without an I/O driver. A panic in the
-/// registration would end such a process (exit 134); it must exit 0 and
-/// print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
+/// A runtime without its I/O driver under `panic = "abort"`: the example
+/// `no_io_runtime`, built with the workspace's `panic-abort` profile (every
+/// crate compiled to abort), uses overlap_tokio::fs on runtimes without an
+/// I/O driver. A panic in the registration would end such a process (exit
+/// 134); it must exit 0 and print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
 /// the rings anyway, brings the abort back: the check can fail.)
 #[test]
 fn a_runtime_without_io_under_panic_abort() {
