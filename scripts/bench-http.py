@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers of scripts/bench-http (the HTTP load sweep).
+"""The Python parts of scripts/bench-http (the HTTP load sweep).
 
     bench-http.py mkdata DIR small|large COUNT    the dataset (idempotent)
     bench-http.py evict DIR                       drop DIR's files from the page cache

@@ -69,7 +69,7 @@ for (variant, wl, run), by in sorted(rows.items(), key=order):
           f"**{statistics.median(ratios):.2f}** ({', '.join(f'{x:.2f}' for x in ratios)}) | "
           f"{o_cpu:.1f} / {j_cpu:.1f} | {o_thr} / {j_thr} |")
 
-# Issue 22's W3 target compares what each gives a program at its best: overlap-java with its
+# The W3 comparison takes what each gives a program at its best: overlap-java with its
 # default group (at most 8 library threads) against the JDK's channel with a 32-thread pool.
 cross = []
 for (variant, wl, run), by in sorted(rows.items(), key=order):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarises scripts/bench-tokio output: median IOPS and CPU per read of
-each (driver, tasks) with its fio equivalent, and issue 9's ratios."""
+each (driver, tasks) with its fio equivalent, and the ratios of
+overlap-tokio to spawn_blocking, tokio::fs and plain threads."""
 import json
 import statistics
 import sys

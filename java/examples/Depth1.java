@@ -7,8 +7,8 @@
 //   java --enable-native-access=ALL-UNNAMED -cp java/target/overlap-java-0.1.0.jar \
 //       java/examples/Depth1.java FILE [READS_PER_ROUND] [ROUNDS] [cached|direct|both]
 //
-// FILE: an existing file of at least 64 MiB on the disk or the fast device (for example
-// ../shared/peers/mkdata.py DIR 1073741824 makes DIR/overlap-data.bin).
+// FILE: an existing file of at least 64 MiB on the disk or the fast device (for example one
+// made by `head -c 1073741824 /dev/urandom > FILE`).
 
 import com.sun.nio.file.ExtendedOpenOption;
 import dev.overlap.nio.OverlapAsynchronousFileChannel;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Reproduces issue 10's targets: asyncio file reads through overlap against
-what Python users run today.
+"""asyncio file reads through overlap against what Python users run
+today.
 
   python python/bench/bench_asyncio.py --file /path/on/disk/data.bin [--seconds 3]
 

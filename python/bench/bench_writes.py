@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 26's writes and copies for Python: ``overlap.aiofiles`` against
+"""Writes and copies in Python: ``overlap.aiofiles`` against
 ``aiofiles`` (25.1, its default executor), interleaved in one process and
 one event loop (each round runs every workload once per system, the first
 system alternating between rounds).

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests (imported by name; conftest.py sets
+"""What the tests share (imported by name; conftest.py sets
 REAL_AIOFILES before aiofiles_upstream/ points "aiofiles" at overlap's)."""
 
 import asyncio

@@ -378,7 +378,7 @@ class _StallAfter:
 
 
 async def test_a_cancelled_read_consumes_nothing(tmp_path):
-    # Issue 26: after a cancelled 32 MiB read aiofiles' tell() says
+    # After a cancelled 32 MiB read aiofiles' tell() says
     # 33554432 (its thread finished the read; the bytes are lost), ours
     # stays: the next read returns the same bytes, however far a read of
     # many engine reads (readall, readline) had got.

@@ -1,4 +1,4 @@
-"""Append mode means what it means to the OS (issue 20, A): the file is
+"""Append mode means what it means to the OS: the file is
 opened with O_APPEND and every write lands at the end of the file, as one
 step with respect to every other appender (tasks, threads, processes).
 

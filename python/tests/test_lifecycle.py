@@ -1,4 +1,4 @@
-"""Hubs outlive neither their loop nor their process (issue 20, 1 and 2).
+"""Hubs outlive neither their loop nor their process.
 
 1. A loop closed with an operation in flight: the hub learns that its loop
    closed and hands its ring to the engine, which completes what is in

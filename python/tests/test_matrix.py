@@ -1,4 +1,4 @@
-"""The lifecycle matrix, Python asyncio rows (issue 20).
+"""The lifecycle matrix, Python asyncio rows (``docs/acknowledged-bytes.md``).
 
 The engine's matrix (``crates/overlap/tests/matrix.rs``) runs the Rust
 front ends; these are the Python package's: every front end (the native

@@ -41,7 +41,7 @@ def test_driver_reports_kind_and_reason():
 
 
 def test_stats_and_driver_keys_follow_one_scheme():
-    # Every key about what is in flight is spelled in_flight (issue 26:
+    # Every key about what is in flight is spelled in_flight (not
     # in_flight_ops beside inflight_ops_high_water).
     s, d = overlap.stats(), overlap.driver()
     keys = set(s) | set(d)

@@ -1,4 +1,4 @@
-//! Small helpers that more than one command uses.
+//! Small functions that more than one command uses.
 
 use std::ffi::CStr;
 use std::os::fd::AsRawFd;

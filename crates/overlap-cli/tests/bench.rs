@@ -196,7 +196,7 @@ fn read_jobs_never_write_a_given_file() {
     assert!(f.exists(), "a given file is never removed");
 }
 
-/// Every key of the issue's schema, with its JSON type.
+/// Every key of the JSON schema of `overlap bench`, with its JSON type.
 const SCHEMA: &[(&str, &str)] = &[
     ("system", "string"),
     ("driver", "string"),
@@ -1179,11 +1179,11 @@ fn each_row_is_printed_when_its_job_is_done() {
     assert_no_leftovers(&dir);
 }
 
-/// Issue 20, 13: `--driver tokio-fs` gave every task a `try_clone` of one
-/// file, so tasks sought and read on each other's shared position ("early
-/// eof" at valid offsets about one run in two at 64 tasks). Each task has a
-/// file of its own now; `--driver spawn-blocking` reads positionally
-/// (`pread`) and never had the defect. Several runs, since it was a race.
+/// `--driver tokio-fs` gives every task a file of its own: with a
+/// `try_clone` of one file each, tasks would seek and read on each other's
+/// shared position ("early eof" at valid offsets about one run in two at
+/// 64 tasks). `--driver spawn-blocking` reads positionally (`pread`).
+/// Several runs, since such a race shows only in some.
 #[test]
 fn tokio_baselines_at_concurrency_64_read_every_byte() {
     let dir = scratch("tokio-baselines");

@@ -409,8 +409,9 @@ fn repair_salvages_and_lists_what_it_dropped() {
     seg.write_all_at(&[0xde, 0xad], 4096 + lsns[20] + 26)
         .unwrap();
     drop((f, seg));
-    // verify refuses (it used to say "ok"), append refuses (it used to cut
-    // 29 acknowledged records silently and hand out their LSNs again).
+    // verify refuses (rather than saying "ok"), append refuses (rather than
+    // cutting 29 acknowledged records silently and handing out their LSNs
+    // again).
     let v = journal(&["verify", dir], None);
     assert!(!v.status.success());
     assert!(stderr(&v).contains("repair"), "{}", stderr(&v));
@@ -621,7 +622,7 @@ fn the_engine_driver_is_said_only_with_v() {
 /// A driver other than io_uring (forced here with `OVERLAP_DRIVER`, as
 /// a seccomp filter forces it in a container; `./scripts/test` runs this
 /// again under one) is said once on stderr, with the reason, without
-/// `-v` (it used to be said only with `-v`); `-q` silences it.
+/// `-v`; `-q` silences it.
 #[test]
 fn a_fallback_from_io_uring_is_said_once_unless_quiet() {
     let d = scratch("fallback").join("j");

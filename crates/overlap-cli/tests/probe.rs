@@ -324,7 +324,7 @@ fn json_run_with_the_default_driver() {
         );
     }
 
-    // The acceptance, where its cause is known: on ext4 (Linux 6.3 or
+    // Where the cause is known, the verdict is checked: on ext4 (Linux 6.3 or
     // later takes a shared lock for aligned writes into preallocated space),
     // a direct write that extends the file is always handed to a kernel
     // worker, and one into preallocated space never is.

@@ -1,8 +1,8 @@
 //! The integration tests of the `overlap` command, one binary (modules
 //! below), each running the built binary as a user would.
 //!
-//! Helpers shared by the modules (the built binary, fresh directories, its
-//! output) are in `util.rs`.
+//! What the modules share (the built binary, fresh directories, its
+//! output) is in `util.rs`.
 
 #![allow(
     clippy::unwrap_used,

@@ -1,4 +1,4 @@
-//! Helpers shared by the command's tests.
+//! What the command's tests share.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -139,7 +139,7 @@ fn check(name: &str, damage: impl Fn(&Layout), expect: Tail, want: fn(&Damage) -
                 Tail::Torn => {
                     assert_eq!(report.truncated_at, Some(l.last), "{what}");
                     // The damaged record's bytes are on disk: its LSN is
-                    // not handed out again (issue 26).
+                    // not handed out again (no LSN is handed out twice).
                     assert!(report.end_lsn > l.last, "{what}");
                 }
             }

@@ -145,9 +145,9 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_segment_too_large_for_the_file_system_leaves_nothing() {
-    // The case: `--segment-mib 100` on a small file system left a
-    // 56 MB .seg.tmp, the file system full, and the 100 MiB size in the
-    // checkpoint, so a retry with a smaller size failed the same way.
+    // `--segment-mib 100` on a small file system must not leave a 56 MB
+    // .seg.tmp, the file system full, and the 100 MiB size in the
+    // checkpoint (a retry with a smaller size would fail the same way).
     let Some(mount) = mount_or_skip("journal-enospc-big-segment", 32) else {
         return;
     };

@@ -1,8 +1,8 @@
-//! The recovery rule (issue 12, item 2): a record that may have been
+//! The recovery rule: a record that may have been
 //! acknowledged is never cut silently. The durable point in the checkpoint
 //! lags the acknowledgements, so damage past it with valid records after it
 //! is refused in the default mode, and only `Salvage` drops it, keeping
-//! every valid record after it (issue 26) and reporting what it dropped.
+//! every valid record after it and reporting what it dropped.
 
 use std::fs::OpenOptions as FsOpen;
 use std::os::unix::fs::FileExt;
@@ -95,10 +95,10 @@ fn refused(r: Result<impl std::fmt::Debug, Error>, at: u64, what: &str) -> Damag
 
 #[test]
 fn damage_with_records_after_it_is_refused_not_cut() {
-    // The issue's case: two damaged bytes in an acknowledged record past
-    // the (lagging) durable point, intact records after it. Before the
-    // change, verify said ok and the next open cut 150 acknowledged records
-    // without a word.
+    // Two damaged bytes in an acknowledged record past the (lagging)
+    // durable point, intact records after it. A recovery that cut at the
+    // first damage would have said ok in verify and cut 150 acknowledged
+    // records at the next open without a word.
     let l = build("two-bytes", 10);
     let victim = l.lsns[50];
     l.write(victim + 40, &[0xde, 0xad]);
@@ -118,7 +118,7 @@ fn damage_with_records_after_it_is_refused_not_cut() {
     assert!(matches!(d, Damage::RecordsFollow { .. }));
 
     // Salvage drops the damaged record only, keeps the 149 intact records
-    // after it (it cut them all before issue 26), and says what it dropped.
+    // after it (it does not cut them all), and says what it dropped.
     let rep = verify(&l.dir, &opts().recovery(RecoveryMode::Salvage)).unwrap();
     assert_eq!(rep.truncated_at, Some(victim));
     assert_eq!(rep.records, 199);

@@ -85,10 +85,10 @@ fn append_one(dir: &Path) -> u64 {
 }
 
 /// The acknowledged tail is gone: the segment file cut short, or its
-/// blocks read back as zeros. Repair reports the lost records (it used to
-/// say "nothing to repair"), keeps the checkpoint's durable point (it used
-/// to lower it), and the next append gets an LSN above every acknowledged
-/// one (it used to get an acknowledged record's LSN again).
+/// blocks read back as zeros. Repair reports the lost records (rather than
+/// "nothing to repair"), keeps the checkpoint's durable point (never lowers
+/// it), and the next append gets an LSN above every acknowledged one (never
+/// an acknowledged record's LSN again).
 #[test]
 fn a_lost_acknowledged_tail_never_lowers_the_durable_point() {
     for how in ["cut", "zeroed"] {
@@ -139,7 +139,7 @@ fn a_lost_acknowledged_tail_never_lowers_the_durable_point() {
 /// blocks zeroed, from there. Repair continues above the checkpoint's
 /// floor (written, synced, before those acknowledgements), and the next
 /// append, after repair and after the open that follows, gets an LSN above
-/// every acknowledged one (it used to get a lost record's LSN again).
+/// every acknowledged one (never a lost record's LSN again).
 #[test]
 fn records_lost_past_a_lagging_durable_point_keep_their_lsns() {
     for how in ["cut", "zeroed"] {
@@ -196,9 +196,9 @@ fn records_lost_past_a_lagging_durable_point_keep_their_lsns() {
 }
 
 /// A valid record in a segment after missing segments: the dry run and
-/// the repair agree, the repair completes (it used to fail half-way with
-/// "segment 2 does not exist", leaving a journal that neither opened nor
-/// repaired), keeps the records after the gap, and the journal appends.
+/// the repair agree, the repair completes (rather than failing half-way
+/// with "segment 2 does not exist", leaving a journal that neither opens
+/// nor repairs), keeps the records after the gap, and the journal appends.
 #[test]
 fn valid_records_after_missing_segments_are_kept() {
     let (dir, geo, recs) = build("missing-middle", 1200);

@@ -1,6 +1,6 @@
 //! The journal's integration tests: one binary, one module per subject.
-//! Helpers more than one module uses (the test's directory, segment file
-//! names) are in `common/mod.rs`.
+//! What more than one module uses (the test's directory, segment file
+//! names) is in `common/mod.rs`.
 
 #![allow(
     clippy::unwrap_used,

@@ -1,4 +1,4 @@
-//! What a WAL user meets (issue 26): `repair` that salvages and never
+//! What a WAL user meets: `repair` that salvages and never
 //! hands out an LSN twice, `read_from` in the middle of a record, a second
 //! open in the same process, `wait(Accepted)` without the flusher, the LSN
 //! after a record, atomic batches, and a tailing reader.

@@ -1,6 +1,6 @@
 //! Writes and copies, `tokio::fs` against `overlap_tokio::fs`, interleaved
 //! (each round runs every workload once per system, the first system
-//! alternating between rounds): the table of issue 26.
+//! alternating between rounds): the writes table of BENCHMARKS.md.
 //!
 //! | workload | what |
 //! | --- | --- |
@@ -21,7 +21,7 @@
 //!
 //! DIR is a directory on the disk to measure (files named `wc-*` are made
 //! there and removed at the end); SIZE_MIB the source and written size
-//! (default 8), ROUNDS (default 3), TREE_FILES (default 300). The issue's
+//! (default 8), ROUNDS (default 3), TREE_FILES (default 300). BENCHMARKS.md's
 //! table: `DIR 1024 5 3000` for the copies, `DIR 512` for the BufWriter
 //! rows. `WC_WORKS` (a comma-separated list of the workload names above,
 //! e.g. `WC_WORKS="fs::copy warm,tree copy cold"`) runs only those. Prints

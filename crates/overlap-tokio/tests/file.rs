@@ -74,9 +74,9 @@ fn drain(reader: std::fs::File, n: usize) -> std::thread::JoinHandle<Vec<u8>> {
     })
 }
 
-/// Issue 26: `io::copy` and a `BufWriter` write 8 KiB at a time; each
-/// write waiting for the one before made every 8 KiB a write of its own
-/// (an io_uring worker each, on ext4). While a write is in flight, later
+/// `io::copy` and a `BufWriter` write 8 KiB at a time; were each write to
+/// wait for the one before, every 8 KiB would be a write of its own (an
+/// io_uring worker each, on ext4). While a write is in flight, later
 /// small writes are taken at once and written after it, as one write.
 async fn small_writes_behind_a_write_in_flight_return_at_once() {
     let dir = tempdir();
@@ -696,7 +696,7 @@ fn halves(got: &[u8], half: usize, either: bool) -> bool {
 }
 
 async fn clones_writing_in_turn_never_overwrite_each_other() {
-    // Issue 20, 6: the second clone's write landed on the first's.
+    // The second clone's write must not land on the first's.
     tokio::time::timeout(LIMIT, async {
         let dir = tempdir();
         let half = 64 << 10;
@@ -831,7 +831,7 @@ fn line(t: usize, i: usize) -> String {
 }
 
 async fn appending_tasks_lose_no_line() {
-    // Issue 20, A: 50 tasks appending 40 lines each, each line one
+    // 50 tasks appending 40 lines each, each line one
     // write_all and a flush: every line lands, whole, at the end.
     tokio::time::timeout(LIMIT, async {
         let dir = tempdir();
@@ -917,7 +917,7 @@ async fn appending_after_a_seek_still_appends() {
 }
 
 async fn set_max_buf_size_zero_panics_as_tokio() {
-    // Issue 20, 11: tokio panics on 0 (documented); so must this.
+    // tokio panics on 0 (documented); so must this.
     let dir = tempdir();
     let p = dir.path().join("f");
     let mut ours = File::create(&p).await.unwrap();

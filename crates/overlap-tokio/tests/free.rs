@@ -88,7 +88,7 @@ async fn copy_copies_contents_and_permissions() {
     );
 }
 
-/// Issue 26: `copy` moves the bytes with `copy_file_range` (as std's, so
+/// `copy` moves the bytes with `copy_file_range` (as std's, so
 /// tokio's), and falls back to reads and writes where the kernel refuses.
 async fn copy_uses_copy_file_range_and_falls_back() {
     let dir = tempdir();
@@ -270,7 +270,7 @@ async fn read_dir_lists_every_entry_in_chunks() {
     );
 }
 
-/// Issue 26: `tokio_stream::wrappers::ReadDirStream::new(rd)` takes
+/// `tokio_stream::wrappers::ReadDirStream::new(rd)` takes
 /// tokio's `ReadDir`; `overlap_tokio::wrappers::ReadDirStream` is the same
 /// for overlap's, used the same way.
 async fn read_dir_stream_as_tokio_streams() {
@@ -404,8 +404,8 @@ impl Drop for Doomed {
 }
 
 async fn arguments_live_until_the_future_completes() {
-    // Issue 20, 10: a NamedTempFile given by value was dropped (and its
-    // file deleted) before the open ran.
+    // A NamedTempFile given by value must not be dropped (and its file
+    // deleted) before the open runs.
     let dir = tempdir();
     let file = |name: &str| {
         let p = dir.path().join(name);

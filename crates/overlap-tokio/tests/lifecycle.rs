@@ -1,5 +1,5 @@
-//! Operations outlive the runtime and the thread that polled them (issue
-//! 20, overlap-tokio's rows of the lifecycle matrix): a runtime dropped or
+//! Operations outlive the runtime and the thread that polled them
+//! (overlap-tokio's rows of the lifecycle matrix): a runtime dropped or
 //! shut down with operations in flight, threads of the blocking pool that
 //! end, a runtime nobody runs, two runtimes on one thread, a runtime
 //! without its I/O driver.
@@ -103,7 +103,7 @@ fn start_pipe_reads(rt: &tokio::runtime::Runtime, fifo: &Path, n: usize) {
     );
 }
 
-/// Item 3: a current-thread runtime dropped with reads in flight, on a
+/// A current-thread runtime dropped with reads in flight, on a
 /// thread that lives on. The reads complete when the pipe is written, their
 /// budget is released, and a later operation is not stuck behind them.
 #[test]
@@ -157,7 +157,7 @@ fn runtime_dropped_with_reads_in_flight() {
     );
 }
 
-/// Item 4: every blocking-pool thread that polls an overlap-tokio future
+/// Every blocking-pool thread that polls an overlap-tokio future
 /// (`spawn_blocking` + `Handle::block_on`) leaves no ring behind once it
 /// has ended.
 #[test]
@@ -216,7 +216,7 @@ fn blocking_threads_leave_no_ring_behind() {
     );
 }
 
-/// Item 5: `Handle::block_on` on a current-thread runtime that nobody runs
+/// `Handle::block_on` on a current-thread runtime that nobody runs
 /// completes, as tokio::fs does.
 #[test]
 fn handle_block_on_of_a_runtime_nobody_runs() {
@@ -248,7 +248,7 @@ fn handle_block_on_of_a_runtime_nobody_runs() {
     );
 }
 
-/// Item B: two live current-thread runtimes on one thread, each running
+/// Two live current-thread runtimes on one thread, each running
 /// file operations in turn.
 #[test]
 fn two_current_thread_runtimes_on_one_thread() {
@@ -278,7 +278,7 @@ fn two_current_thread_runtimes_on_one_thread() {
     );
 }
 
-/// Item C: a runtime built without its I/O driver. overlap-tokio works on
+/// A runtime built without its I/O driver. overlap-tokio works on
 /// it, as tokio::fs does, and prints nothing (tokio's panic is kept off
 /// stderr).
 #[test]
@@ -309,11 +309,11 @@ fn a_runtime_without_io() {
     );
 }
 
-/// Item C under `panic = "abort"`: the example `no_io_runtime`, built with
-/// the workspace's `panic-abort` profile (every crate compiled to abort), uses
-/// overlap_tokio::fs on runtimes without an I/O driver. Before the fix the
-/// registration's panic ended such a process (exit 134); it must exit 0 and
-/// print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
+/// A runtime without its I/O driver under `panic = "abort"`: the example
+/// `no_io_runtime`, built with the workspace's `panic-abort` profile (every
+/// crate compiled to abort), uses overlap_tokio::fs on runtimes without an
+/// I/O driver. A panic in the registration would end such a process (exit
+/// 134); it must exit 0 and print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
 /// the rings anyway, brings the abort back: the check can fail.)
 #[test]
 fn a_runtime_without_io_under_panic_abort() {
@@ -352,7 +352,7 @@ fn a_runtime_without_io_under_panic_abort() {
     assert!(stderr.is_empty(), "nothing on stderr:\n{stderr}");
 }
 
-/// Item D: `shutdown_timeout` with reads in flight that never complete on
+/// `shutdown_timeout` with reads in flight that never complete on
 /// their own returns within its timeout and leaves no worker thread behind
 /// (the watcher completes the reads once the pipe is written).
 #[test]

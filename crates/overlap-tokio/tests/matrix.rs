@@ -1,5 +1,5 @@
-//! overlap-tokio's rows of the lifecycle matrix (issue 20; the engine's
-//! rows are `crates/overlap/tests/matrix.rs`): every front end, through
+//! overlap-tokio's rows of the lifecycle matrix (`docs/acknowledged-bytes.md`;
+//! the engine's rows are `crates/overlap/tests/matrix.rs`): every front end, through
 //! every event that may befall the task that started an operation, for
 //! every kind of operation, on the process's driver (`scripts/test` runs
 //! it on io_uring and with `OVERLAP_DRIVER=pool`; crates/no-uring runs it

@@ -5,8 +5,8 @@
 //! allows it, the engine's thread pool with `OVERLAP_DRIVER=pool`;
 //! `scripts/test` runs this binary once each way.
 //!
-//! Helpers shared by the modules (`rt_tests!`, runtimes, temporary
-//! directories, data, error summaries, child processes) are in `util.rs`.
+//! What the modules share (`rt_tests!`, runtimes, temporary directories,
+//! data, error summaries, child processes) is in `util.rs`.
 
 #![allow(
     clippy::unwrap_used,

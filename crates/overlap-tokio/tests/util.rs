@@ -1,4 +1,4 @@
-//! Helpers: the per-runtime macro, temporary directories, error summaries.
+//! What the tests share: the per-runtime macro, temporary directories, error summaries.
 #![allow(dead_code, unused_macros)]
 
 use std::future::Future;

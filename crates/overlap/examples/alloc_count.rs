@@ -1,6 +1,6 @@
 //! Heap allocations per read at steady state, counted by a global allocator
-//! that wraps the system's: the accounting of issue 25 ("zero heap
-//! allocations per read on the port path"). Counts, not times: the numbers
+//! that wraps the system's: the check of "zero heap allocations per read
+//! on the port path". Counts, not times: the numbers
 //! repeat on a busy machine.
 //!
 //! Four paths, each warmed up first, then `reads` reads counted:

@@ -276,7 +276,7 @@ mod tests {
 
     /// An operation the engine refused at shutdown reaches its owner as
     /// `Error::Shutdown`, not as the kernel's `ECANCELED` (which a read
-    /// racing with `shutdown` used to get); kernel errors stay the kernel's.
+    /// racing with `shutdown` would otherwise get); kernel errors stay the kernel's.
     #[test]
     fn a_refused_operation_is_a_shutdown() {
         let read = OpKind::Read(Read {

@@ -1,5 +1,5 @@
 //! Operations a thread queues before it waits reach the kernel together
-//! (issue 24, KB 156932's probe): on a thread's own ring (`block_on`) and in
+//! (as KB 156932's probe queues them): on a thread's own ring (`block_on`) and in
 //! a port's [`Port::batch`], at most one submitting system call per 16
 //! operations, counted in `submit_syscalls`; one operation waited for alone
 //! still takes one call; and what a batch queued is submitted before its

@@ -1,5 +1,5 @@
 //! Operations outlive the thread, the executor and the process copy that
-//! started them (issue 20): the engine's side of the lifecycle matrix.
+//! started them: the engine's side of the lifecycle matrix.
 //!
 //! Each scenario runs with a time limit (`within`): a hang is a failure,
 //! never a hung test. Operations on pipes stand for the reads that never
@@ -63,7 +63,7 @@ fn resident_pages(f: &std::fs::File, len: usize) -> usize {
     }
 }
 
-/// Item 8: a thread submits buffered reads of uncached data through a port
+/// A thread submits buffered reads of uncached data through a port
 /// and exits at once. Linux finishes such a read with task work on the
 /// submitter; once it has exited, on a kernel worker without the process's
 /// memory (`EFAULT`). Every read must still come back with its data.
@@ -153,7 +153,7 @@ fn fifo_pairs(engine: &Engine, dir: &Path, n: usize) -> (Vec<File>, Vec<std::fs:
         .unzip()
 }
 
-/// Item 9: `Engine::shutdown` waits for an operation of a port that is in
+/// `Engine::shutdown` waits for an operation of a port that is in
 /// flight (a read of a pipe nobody has written yet), as it does on the
 /// pool; the completion is then there for the port's workers.
 fn shutdown_waits_for_a_ports_operation_in_flight(d: Driver) {
@@ -247,7 +247,7 @@ fn finish(
     }
 }
 
-/// Item 7: a thread submits on a reactor ring (here through `flush`, as a
+/// A thread submits on a reactor ring (here through `flush`, as a
 /// reaper task on another worker would) and exits. Linux cancels its pipe
 /// read (`ECANCELED`) and faults its buffered reads of uncached data
 /// (`EFAULT`); whoever reaps the ring submits them again through the
@@ -376,8 +376,8 @@ fn an_orphaned_ring_completes_its_operations() {
 }
 
 /// Dropping the last handle of a ring with a pipe read in flight, without
-/// orphaning it first: the drop returns at once (it used to wait for the
-/// read, forever if nobody wrote), and the watcher completes the read.
+/// orphaning it first: the drop returns at once (rather than waiting for
+/// the read, forever if nobody writes), and the watcher completes the read.
 #[test]
 fn dropping_the_last_handle_of_a_busy_ring_does_not_block() {
     // The engine is kept to the end: dropping its last handle is a
@@ -628,7 +628,7 @@ fn a_shallow_ring_defers_while_the_engine_has_many_in_flight_on_another() {
     }
 }
 
-/// Item 2 (the engine's part): after `fork`, the child drops, drains and
+/// After `fork` (the engine's part), the child drops, drains and
 /// orphans a reactor ring made by the parent without touching it: the
 /// child exits at once, and the parent's pipe read completes in the parent
 /// with the parent's data.

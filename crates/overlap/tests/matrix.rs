@@ -1,4 +1,4 @@
-//! The lifecycle matrix (issue 20): every front end of the engine, on every
+//! The lifecycle matrix (`docs/acknowledged-bytes.md`): every front end of the engine, on every
 //! driver, through every event that may befall the code that started an
 //! operation, for every kind of operation.
 //!

@@ -25,7 +25,7 @@ per_driver!(
     metadata_matches_the_kernel,
     close_waits_for_operations_in_flight,
     many_operations_in_flight_out_of_order,
-    file_open_and_create_helpers,
+    file_open_and_create,
     a_tiny_ring_and_one_thread_still_take_many_operations,
     appenders_on_threads_lose_no_line,
     direct_appenders_on_threads_lose_no_block,
@@ -641,10 +641,10 @@ fn many_operations_in_flight_out_of_order(d: Driver) {
     assert_pattern(&std_read(&path, 0, (n * slot) as usize), 17, 0);
 }
 
-fn file_open_and_create_helpers(d: Driver) {
+fn file_open_and_create(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
-    let path = dir.path().join("helpers");
+    let path = dir.path().join("open-create");
     std::fs::write(&path, b"old contents that create() must truncate").unwrap();
     let f = File::create(&engine, &path).wait().unwrap();
     assert_eq!(f.metadata().wait().unwrap().len, 0);

@@ -1,5 +1,5 @@
 //! What a completion port offers beyond reads and writes (the C ABI's
-//! needs, issue 21): fsync, fdatasync and fallocate through the port; a
+//! needs): fsync, fdatasync and fallocate through the port; a
 //! batch take with a minimum, a maximum and a timeout that waits even when
 //! nothing is outstanding; posted completions that wake waiters; and
 //! cancellation by key, after which the operation completes exactly once.

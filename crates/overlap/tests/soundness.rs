@@ -1,4 +1,4 @@
-//! Regression tests for five soundness defects found in review:
+//! Regression tests for five soundness defects:
 //!
 //! 1. A panic in user code (a buffer's `Drop`, a `Waker`) on the engine's
 //!    own thread unwinds it: the ring and every in-flight operation's buffer
@@ -517,10 +517,10 @@ fn quarantine_changes() -> Vec<(usize, u64)> {
 }
 
 /// End to end, through real engine shutdowns. On Linux 6.18 this never
-/// failed, even against the code before the fix: once its ring is closed,
+/// failed, even without the cancellation in `drain`: once its ring is closed,
 /// the kernel cancels the pending read's task work instead of running it
 /// (its `io_should_terminate_tw` checks for a dying ring).
-/// The regression test that does fail without the fix is the driver's unit
+/// The regression test that does fail without it is the driver's unit
 /// test `after_drain_the_kernel_no_longer_writes_the_eventfd_buffer`
 /// (`src/driver/uring/core.rs`), which checks the rule where the buffer is freed.
 #[test]

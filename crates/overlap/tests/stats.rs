@@ -230,9 +230,9 @@ fn direct_reads_are_not_inline(d: Driver) {
         "every read counted once, inline or not ({after:?})"
     );
     if inline > 0 {
-        // Seen on this VM's virtio disk (the old code too): a cache below
-        // the file system answers O_DIRECT reads within the submitting
-        // call. Then they are inline, and the statistics say so.
+        // On some virtual disks (virtio) a cache below the file system
+        // answers O_DIRECT reads within the submitting call. Then they are
+        // inline, and the statistics say so.
         eprintln!(
             "SKIPPED: direct_reads_are_not_inline: the device answered {inline} of {n} \
              direct reads within the submitting call (a cache below the file system); \

@@ -5,8 +5,8 @@
 //! seccomp filter, counting process-wide threads, fork) run this binary
 //! again for one test (`common::run_child`).
 //!
-//! Helpers shared by the modules (`per_driver!`, test files, patterned
-//! data, counting and panicking buffers, child processes, deadlines) are in
+//! What the modules share (`per_driver!`, test files, patterned data,
+//! counting and panicking buffers, child processes, deadlines) is in
 //! `common/mod.rs`.
 
 #![allow(

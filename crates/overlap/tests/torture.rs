@@ -111,7 +111,7 @@ fn run_rows(d: Driver) {
     }
 }
 
-// ------------------------------------------------------------ helpers
+// ------------------------------------------------------ shared pieces
 
 /// A direct-I/O file of `blocks` blocks of zeros, open for reading and writing.
 fn direct_file(engine: &Engine, path: &Path, blocks: usize) -> File {

@@ -26,7 +26,7 @@ fn parse_bytes(s: &str) -> std::result::Result<usize, crate::size::SizeError> {
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
-    /// The three scenarios: append latency (100 B, 4 threads),
+    /// The three target scenarios: append latency (100 B, 4 threads),
     /// throughput at Written (100 B, 4 threads), and 64 committers waiting
     /// for Durable on 4 KiB records against an fdatasync-per-record baseline.
     Targets,

@@ -412,7 +412,7 @@ impl Flusher {
     /// flusher woken from the ring waits in one before it can wake the
     /// committers and start the next write; a yielding flusher stays on
     /// the run queue and gets the CPU back as soon as the committers
-    /// ahead of it block. Measured on 2 vCPUs (BENCHMARKS.md, session 5):
+    /// ahead of it block. Measured on 2 vCPUs (BENCHMARKS.md):
     /// 64 committers 156-178k commits/s polling against 105-140k sleeping,
     /// 128 committers 176-185k against 159-163k. With few committers it
     /// gains nothing and takes CPU (1 committer, forced: 4.6-5.0k against

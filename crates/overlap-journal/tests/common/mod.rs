@@ -1,4 +1,4 @@
-//! Helpers shared by the journal's integration tests: where a test's
+//! What the journal's integration tests share: where a test's
 //! journal lives and how its files are named. (Each module keeps its own
 //! `opts()` and `payload()`: their sizes are what that module tests.)
 #![allow(dead_code)]

@@ -2,7 +2,7 @@
 //! threads, started on demand. A real fallback, not a toy: it is what
 //! `fio --ioengine=psync --numjobs=N` does.
 //!
-//! Two things keep it from being slower than psync (issue 11; figures in
+//! Two things keep it from being slower than psync (figures in
 //! BENCHMARKS.md): a thread blocked in `Op::wait` makes the call itself
 //! ([`run_on_caller`]: one context switch per read, as `pread`, where the
 //! hand-off to a worker and back made five), and an idle worker looks for

@@ -1,4 +1,4 @@
-//! Shared helpers for the integration tests: the per-driver macro, test
+//! What the integration tests share: the per-driver macro, test
 //! files under `CARGO_TARGET_TMPDIR`, patterned data, a buffer that counts
 //! itself, a buffer that is never freed (to see writes after its drop), user
 //! code that panics off its thread, child processes for tests that need a
@@ -554,7 +554,7 @@ pub fn is_child(name: &str) -> bool {
     if std::env::var(CHILD_MARKER).as_deref() == Ok(name) {
         true
     } else {
-        eprintln!("SKIPPED: {name} is a helper that its parent test runs in a child process");
+        eprintln!("SKIPPED: {name} runs only as the child process of its parent test");
         false
     }
 }

@@ -523,7 +523,7 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 mod tests {
     use super::*;
 
-    /// Issue 8, defect 3e: the eventfd read's 8-byte buffer must stay alive
+    /// The eventfd read's 8-byte buffer must stay alive
     /// for as long as the kernel may write it. `RingCore` frees it in `Drop`
     /// right after `drain`; so once `drain` has returned, writing the
     /// eventfd (as `shutdown()` does to wake a sleeper) must leave that
@@ -535,7 +535,7 @@ mod tests {
     /// kernel as the witness: without the cancellation in `drain` the
     /// pending read completes into the buffer here. (The end-to-end test in
     /// `tests/soundness.rs`, which watches freed blocks after real engine
-    /// shutdowns, never failed on Linux 6.18, even before the fix: once the
+    /// shutdowns, never failed on Linux 6.18, even without that cancellation: once the
     /// ring is closed the kernel cancels the read's task work.)
     #[test]
     fn after_drain_the_kernel_no_longer_writes_the_eventfd_buffer() {

@@ -97,7 +97,7 @@ class _EngineBinary:
             self._inflight = None
             self._trim(inflight[1])
 
-    # -- helpers
+    # -- private methods
 
     def _check_open(self):
         if self._detached:

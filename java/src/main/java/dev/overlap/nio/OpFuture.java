@@ -25,7 +25,7 @@ import java.util.concurrent.TimeoutException;
  * posts a wake-up completion (a "nudge") to the port for the getter, whose wait is also bounded
  * by a short slice. Not from a virtual thread (a wait in native code would pin its carrier),
  * nor beyond the engine's number of helpers, nor once the engine is closed: then get() waits
- * for a reaper as before.
+ * for a reaper.
  */
 final class OpFuture<V> implements Future<V> {
     /** {@link #help}: no getter in the port for this future. */
