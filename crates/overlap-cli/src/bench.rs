@@ -2,7 +2,7 @@
 //! the thread pool) and of plain `pread`/`pwrite`, optionally side by side
 //! with fio itself on the same file.
 //!
-//! Vocabulary (also in BENCHMARKS.md):
+//! Vocabulary (also in docs/benchmarking.md):
 //! - `--iodepth N`: one requester keeps N operations in flight (engine: one
 //!   thread with a completion port, or N futures; sync: N threads, as fio's
 //!   psync with `numjobs=N`).

@@ -1,7 +1,7 @@
 //! `--compare-fio`: the equivalent fio job on the same file, its JSON parsed
 //! into the same result type.
 //!
-//! Equivalences (BENCHMARKS.md repeats them):
+//! Equivalences (docs/benchmarking.md repeats them):
 //! - `uring` (and `pool`): `--ioengine=io_uring --iodepth=<concurrency × iodepth> --numjobs=1`;
 //! - `aio`: `--ioengine=libaio --iodepth=<concurrency × iodepth> --numjobs=1`,
 //!   then psync as for `pool`;

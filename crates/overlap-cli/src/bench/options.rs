@@ -84,7 +84,7 @@ impl Driver {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Requester {
     /// A port when --iodepth is above 1, a future awaited in a loop at 1 (the
-    /// cheaper of the two for each; see BENCHMARKS.md).
+    /// cheaper of the two for each; see docs/benchmarking.md).
     Auto,
     /// N futures polled together on one thread with its own context (as
     /// `join!` does): in `overlap::block_on`, on the thread's own ring.
@@ -98,7 +98,7 @@ pub(crate) enum Requester {
     Threads,
 }
 
-/// The standard workloads (BENCHMARKS.md gives the equivalent fio commands).
+/// The standard workloads (docs/benchmarking.md gives the equivalent fio commands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Preset {
     /// 500 × 64 KiB scattered O_DIRECT reads, all submitted at once.

@@ -153,7 +153,7 @@ pub(crate) fn print_json(r: &BenchResult) -> Result<()> {
 }
 
 /// What the table's terser columns mean, printed under the header (the
-/// full list is BENCHMARKS.md's "Columns").
+/// full list is in docs/benchmarking.md, "How to read the table").
 pub(crate) const LEGEND: &str = "# req: how requests were made (futures, port, tokio tasks, \
     threads, fio); dio: O_DIRECT; file: a write's file growing or preallocated; ctx_sw: context \
     switches; thr: most threads the process had at once; kw: io_uring kernel workers (iou-wrk) \

@@ -42,7 +42,8 @@
 //! submissions of the tasks one reaping woke are handed to the kernel in
 //! one call by that task (`ReactorRing::set_flusher`). The tokio
 //! integration's measurements are in BENCHMARKS.md (against `tokio::fs`)
-//! and `docs/bench-log/2026-11-23-issue9-tokio.md` (against this thread).
+//! and `docs/bench-log/2026-11-23-tokio-fs-and-rust-runtimes.md`
+//! (against this thread).
 //!
 //! Constraints kept: the engine is `Clone + Send + Sync`; the budget is
 //! global (every ring takes its permits from the one limiter); statistics
