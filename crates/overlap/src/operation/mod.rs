@@ -25,6 +25,16 @@ pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
 /// What `statx` is asked for.
 pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
 
+/// The result of an operation that a child after `fork` handed to the
+/// parent's engine's driver (whose threads are not in the child).
+pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
+
+/// The result of an operation the engine refused because it was shutting
+/// down ([`Error::Shutdown`](crate::Error::Shutdown)): not performed. Apart
+/// from a kernel's `-ECANCELED`, which a caller may see for other reasons
+/// (a port's cancellation, a submitter's exit).
+pub(crate) const REFUSED_AT_SHUTDOWN: i64 = i64::MIN + 2;
+
 /// One operation of the kernel interface. The required items are what every
 /// operation must say; the provided ones are for an operation that owns a
 /// resource before it runs (a close owns its descriptor) or knows its result
@@ -56,7 +66,7 @@ pub(crate) trait Operation {
     /// down first): not performed, [`Error::Shutdown`](crate::Error::Shutdown)
     /// to its owner.
     fn refused(&self) -> i64 {
-        crate::cell::REFUSED_AT_SHUTDOWN
+        REFUSED_AT_SHUTDOWN
     }
 }
 
