@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::admit::{Admission, FastPath, Running, Verdict};
-use crate::cell::{to_result, Completable, EngineLink, EngineState, ENGINE_ACROSS_FORK};
+use crate::cell::{to_result, Completable, EngineLink, EngineState};
 use crate::driver::uring::port::PortOp;
 use crate::driver::uring::{self, Route};
 use crate::engine::Shared;
@@ -592,11 +592,7 @@ pub(crate) fn submit<B: Send + 'static>(
         // here, and a blocking call on this thread would act on the parent's
         // handles as if they were the child's. Refused with what to do (a
         // close still closes the child's copy of its descriptor).
-        let res = match op.kind() {
-            OpKind::Close(_) => op.kind().refused(),
-            _ => ENGINE_ACROSS_FORK,
-        };
-        op.finish(res, true);
+        op.finish(op.kind().refused_in_child(), true);
         return cell;
     }
     if route != Route::Driver {

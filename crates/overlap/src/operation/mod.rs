@@ -68,6 +68,61 @@ pub(crate) trait Operation {
     fn refused(&self) -> i64 {
         REFUSED_AT_SHUTDOWN
     }
+    /// The result to report when a forked child hands the operation to its
+    /// parent's engine (whose threads are not in the child): not performed.
+    fn refused_in_child(&self) -> i64 {
+        ENGINE_ACROSS_FORK
+    }
+    /// The descriptor and memory of an operation that moves file data
+    /// through a buffer: what a ring's registered buffers (its
+    /// [`fixed`](Self::fixed) form) and registered files go by. `None` for
+    /// the rest.
+    fn data(&self) -> Option<Data> {
+        None
+    }
+    /// The same operation on registered buffer `index` (io_uring's
+    /// `READ_FIXED`, `WRITE_FIXED`), where there is such a form.
+    fn fixed(&self, _index: u16) -> Option<squeue::Entry> {
+        None
+    }
+    /// The Linux AIO command that performs it, if there is one.
+    fn aio(&self) -> Option<AioCommand> {
+        None
+    }
+}
+
+/// What an operation that moves file data through a buffer works on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Data {
+    pub fd: i32,
+    /// The buffer's address and length.
+    pub addr: usize,
+    pub len: usize,
+}
+
+/// An operation as Linux AIO performs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AioCommand {
+    pub code: AioCode,
+    pub fd: i32,
+    /// Whether the file is O_DIRECT (AIO is asynchronous for data only then).
+    pub direct: bool,
+}
+
+/// The AIO commands the engine uses (`IOCB_CMD_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AioCode {
+    Pread,
+    Pwrite,
+    Fsync,
+    Fdsync,
+}
+
+impl AioCode {
+    /// A sync rather than a data transfer.
+    pub(crate) fn is_sync(self) -> bool {
+        matches!(self, AioCode::Fsync | AioCode::Fdsync)
+    }
 }
 
 /// What a successful result (`>= 0`) of an operation is.
@@ -195,6 +250,37 @@ macro_rules! operations {
             pub(crate) fn refused(&self) -> i64 {
                 match self {
                     $(OpKind::$op(op) => op.refused(),)+
+                }
+            }
+
+            /// The result to report in a forked child that handed the
+            /// operation to its parent's engine (a close still closes the
+            /// child's copy of its descriptor).
+            pub(crate) fn refused_in_child(&self) -> i64 {
+                match self {
+                    $(OpKind::$op(op) => op.refused_in_child(),)+
+                }
+            }
+
+            /// What a data operation works on (see [`Operation::data`]).
+            #[inline]
+            pub(crate) fn data(&self) -> Option<Data> {
+                match self {
+                    $(OpKind::$op(op) => op.data(),)+
+                }
+            }
+
+            /// The registered-buffer form (see [`Operation::fixed`]).
+            pub(crate) fn fixed(&self, index: u16) -> Option<squeue::Entry> {
+                match self {
+                    $(OpKind::$op(op) => op.fixed(index),)+
+                }
+            }
+
+            /// The Linux AIO command (see [`Operation::aio`]).
+            pub(crate) fn aio(&self) -> Option<AioCommand> {
+                match self {
+                    $(OpKind::$op(op) => op.aio(),)+
                 }
             }
         }
