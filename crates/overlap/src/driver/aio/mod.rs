@@ -511,3 +511,18 @@ impl AioDriver {
         self.pool.shutdown();
     }
 }
+
+impl crate::driver::Driver for AioDriver {
+    fn submit(&self, op: Arc<dyn Completable>, urgent: bool) {
+        AioDriver::submit(self, op, urgent);
+    }
+    fn pool_takes(&self, kind: &OpKind) -> bool {
+        !self.takes(kind)
+    }
+    fn aio(&self) -> Option<&Arc<Inner>> {
+        Some(self.inner())
+    }
+    fn shutdown(&self) {
+        AioDriver::shutdown(self);
+    }
+}
