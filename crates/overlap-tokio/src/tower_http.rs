@@ -228,7 +228,7 @@ impl thfs::Backend for OverlapBackend {
             let st = file
                 .engine_file()
                 .stat_cached()
-                .map_err(|e| crate::fs::engine_err(e, libc::EBADF))?;
+                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF))?;
             if !st.is_file() && !st.is_dir() {
                 return Err(not_served());
             }
@@ -730,7 +730,7 @@ impl thfs::File for OverlapFile {
                 .file
                 .engine_file()
                 .stat_cached()
-                .map_err(|e| crate::fs::engine_err(e, libc::EBADF)),
+                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF)),
         };
         if let Ok(st) = &st {
             // A regular file's length (a special file's says nothing).

@@ -24,8 +24,8 @@ use std::task::{Context, Poll};
 
 use crate::engine::Shared;
 use crate::error::Error;
-use crate::future::Request;
 use crate::limiter::{Acquire, Permit};
+use crate::request::Request;
 
 /// Where the caller-side page-cache fast path runs in the admission.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -208,7 +208,7 @@ fn begin<B>(req: &mut Request<B>, fast: FastPath) -> Option<Verdict> {
         return Some(Verdict::Refused(e));
     }
     if fast == FastPath::BeforeBudget {
-        if let Some(n) = crate::sys::read_nowait(req) {
+        if let Some(n) = read_nowait(req) {
             return Some(Verdict::Cached(n, None));
         }
     }
@@ -224,7 +224,7 @@ fn admitted<B>(req: &mut Request<B>, permit: Permit, fast: FastPath, gate: &impl
         return Verdict::Refused(Error::Shutdown);
     }
     if fast == FastPath::AfterBudget {
-        if let Some(n) = crate::sys::read_nowait(req) {
+        if let Some(n) = read_nowait(req) {
             return Verdict::Cached(n, Some(permit));
         }
     }
@@ -242,5 +242,30 @@ fn outcome<B>(req: Request<B>, v: Verdict) -> Outcome<B> {
             debug_assert!(false, "a full budget queues, it is no outcome");
             Err((Error::WouldBlock, req.buf))
         }
+    }
+}
+
+/// The cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread. Returns
+/// the byte count when the whole request was served from the page cache (or
+/// the read ended at end of file); `None` sends it to the driver.
+fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
+    if !req.fast_path {
+        return None;
+    }
+    let counters = &req.shared().counters;
+    let crate::operation::OpKind::Read(read) = &req.kind else {
+        return None;
+    };
+    // SAFETY: the read's memory is the request's own buffer, exclusively
+    // borrowed through `req` for the duration of this call.
+    unsafe {
+        crate::sys::nowait_into(
+            counters,
+            req.file().map(|f| &f.inner().misses),
+            read.fd,
+            read.ptr,
+            read.len as usize,
+            read.offset,
+        )
     }
 }

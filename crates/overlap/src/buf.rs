@@ -364,28 +364,6 @@ impl AlignedBufPool {
         Ok(pool)
     }
 
-    /// A pool whose buffers suit `file`'s direct-I/O alignment: the address
-    /// is aligned to the memory alignment, and at least to the page size, and
-    /// `len` is rounded up to the offset alignment.
-    ///
-    /// Why the page size: STATX_DIOALIGN's memory alignment (often 512) is
-    /// what the kernel *accepts*, not what it handles best. ext4 counts a
-    /// buffer that is not aligned to the file-system block as "unaligned
-    /// I/O", and serialises such writes into preallocated (unwritten)
-    /// extents under its exclusive inode lock; io_uring then hands every one
-    /// to a kernel worker thread (measured by `overlap probe`).
-    pub fn for_file(file: &crate::File, len: usize, max_idle: usize) -> Result<AlignedBufPool> {
-        let a = file.alignment();
-        let align = (a.memory as usize)
-            .max(a.offset as usize)
-            .max(page_size().min(MAX_ALIGN));
-        let len = len
-            .max(1)
-            .checked_next_multiple_of(a.offset.max(1) as usize)
-            .ok_or_else(|| Error::InvalidInput(format!("buffer length {len} is too large")))?;
-        AlignedBufPool::new(len, align, max_idle)
-    }
-
     /// A pool of `count` buffers of `len` bytes aligned to `align`, carved
     /// from one allocation of `count` times `len` (rounded up to `align`),
     /// page-aligned and zeroed, which a port can register with the kernel
@@ -505,7 +483,7 @@ impl AlignedBufPool {
 }
 
 /// The memory page size (4096 where the kernel will not say).
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory arguments.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n)

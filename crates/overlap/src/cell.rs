@@ -213,15 +213,8 @@ pub(crate) const FORKED_OP: &str = "the operation was in flight when this proces
     kernel completes it in the parent, with the parent's memory; start it again in this process, \
     on an engine made here";
 
-/// The result of an operation that a child after `fork` handed to the
-/// parent's engine's driver (whose threads are not in the child).
-pub(crate) const ENGINE_ACROSS_FORK: i64 = i64::MIN + 1;
-
-/// The result of an operation the engine refused because it was shutting
-/// down ([`Error::Shutdown`]): not performed. Apart from a kernel's
-/// `-ECANCELED`, which a caller may see for other reasons (a port's
-/// cancellation, a submitter's exit).
-pub(crate) const REFUSED_AT_SHUTDOWN: i64 = i64::MIN + 2;
+/// The sentinel results, declared beside the operations that return them.
+pub(crate) use crate::operation::{ENGINE_ACROSS_FORK, REFUSED_AT_SHUTDOWN};
 
 /// What [`Error::Forked`] says of a port used in a child.
 pub(crate) const FORKED_PORT: &str = "the port was made before this process forked and \

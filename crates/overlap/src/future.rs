@@ -13,15 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::admit::{Admission, FastPath, Running, Verdict};
-use crate::cell::{to_result, Completable, EngineLink, EngineState, ENGINE_ACROSS_FORK};
+use crate::cell::{to_result, Completable, EngineLink, EngineState};
 use crate::driver::uring::port::PortOp;
 use crate::driver::uring::{self, Route};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
-use crate::file::FileRef;
+use crate::file::inner::FileRef;
 use crate::limiter::Permit;
 use crate::operation::OpKind;
-use crate::port::{Completion, PortShared};
+use crate::port::queue::{Completion, Queue as PortShared};
+use crate::request::{Owner, Request};
 
 enum State {
     Waiting(Option<Waker>),
@@ -376,59 +377,18 @@ impl<B> Drop for OpCell<B> {
     }
 }
 
-/// What a request reaches its engine's state through: its file (opened on
-/// that engine), or the state itself for an operation without one. One
-/// reference either way: a file's request clones no `Arc` of the engine's
-/// until it becomes an operation cell (a future's page-cache hit never
-/// does).
-pub(crate) enum Owner {
-    File(FileRef),
-    Engine(Arc<Shared>),
-}
-
-/// A request prepared but not yet admitted to the engine.
-pub(crate) struct Request<B> {
-    pub owner: Owner,
-    pub buf: B,
-    /// The operation, with pointers into `buf`'s heap memory, which does not
-    /// move when `buf` moves (IoBuf contract).
-    pub kind: OpKind,
-    /// Bytes charged against the in-flight budget.
-    pub bytes: usize,
-    /// Try `preadv2(RWF_NOWAIT)` on the caller's thread first.
-    pub fast_path: bool,
-}
-
-impl<B> Request<B> {
-    /// The engine's state.
-    #[inline]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        match &self.owner {
-            Owner::File(f) => f.shared(),
-            Owner::Engine(s) => s,
-        }
-    }
-
-    /// The file it operates on, if any.
-    #[inline]
-    pub(crate) fn file(&self) -> Option<&FileRef> {
-        match &self.owner {
-            Owner::File(f) => Some(f),
-            Owner::Engine(_) => None,
-        }
-    }
-
-    /// Checks that the engine runs and counts the operation in on its file
-    /// (which fails once the file is closed).
-    pub(crate) fn start(&mut self) -> Result<()> {
-        if self.shared().is_shut() {
-            return Err(Error::Shutdown);
-        }
-        match &mut self.owner {
-            Owner::File(f) => f.start(),
-            Owner::Engine(_) => Ok(()),
-        }
-    }
+/// Runs a buffer-less operation through the engine: on `owner`'s file (its
+/// engine's), or on the engine alone.
+pub(crate) async fn run_op(owner: Owner, kind: OpKind) -> Result<i64> {
+    let req = Request {
+        owner,
+        buf: (),
+        kind,
+        bytes: 0,
+        fast_path: false,
+    };
+    let (res, ()) = Op::request(req).await;
+    res.map(|n| n as i64)
 }
 
 /// A waker's identity: what `Waker::will_wake` compares (its data and
@@ -632,11 +592,7 @@ pub(crate) fn submit<B: Send + 'static>(
         // here, and a blocking call on this thread would act on the parent's
         // handles as if they were the child's. Refused with what to do (a
         // close still closes the child's copy of its descriptor).
-        let res = match op.kind() {
-            OpKind::Close(_) => op.kind().refused(),
-            _ => ENGINE_ACROSS_FORK,
-        };
-        op.finish(res, true);
+        op.finish(op.kind().refused_in_child(), true);
         return cell;
     }
     if route != Route::Driver {

@@ -171,6 +171,7 @@ mod limiter;
 mod operation;
 pub mod path;
 mod port;
+mod request;
 mod stats;
 mod sys;
 mod wait;

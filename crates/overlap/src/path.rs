@@ -31,9 +31,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::file::run_op;
-use crate::future::{Op, Owner, Request, Task};
+use crate::future::{run_op, Op, Task};
 use crate::operation::{self, OpKind};
+use crate::request::{Owner, Request};
 
 /// `path` as a NUL-terminated string, or [`Error::InvalidInput`] naming it.
 pub(crate) fn cpath(path: &Path) -> Result<CString> {

@@ -2,31 +2,54 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::future::Request;
-use crate::operation::OpKind;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// The cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread. Returns
-/// the byte count when the whole request was served from the page cache (or
-/// the read ended at end of file); `None` sends it to the driver.
-pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
-    if !req.fast_path {
-        return None;
+/// After this many consecutive misses the fast path is skipped: on a miss the
+/// kernel starts the disk read on the calling thread, which is exactly the
+/// blocking that asynchronous I/O should spare it.
+const MISS_STREAK: u32 = 4;
+/// While skipping, one read in this many still tries the page cache, so a
+/// file that becomes cached gets the fast path back.
+const RETRY_EVERY: u32 = 32;
+/// A streak is forgotten once the last miss is this old: the file may have
+/// been read into the cache meanwhile.
+const STREAK_EXPIRES_NS: u64 = 10_000_000;
+
+/// A file's recent page-cache fast-path misses: after a streak of them the
+/// fast path is skipped for a while (see the constants above).
+#[derive(Default)]
+pub(crate) struct MissHistory {
+    /// Consecutive misses.
+    streak: AtomicU32,
+    /// Reads that skipped the fast path because of the streak.
+    skipped: AtomicU32,
+    /// When the last miss happened (ns on CLOCK_MONOTONIC).
+    last_ns: AtomicU64,
+}
+
+impl MissHistory {
+    /// Whether a buffered read of this file should try the page cache first.
+    pub(crate) fn worth_trying(&self) -> bool {
+        if self.streak.load(Ordering::Relaxed) < MISS_STREAK {
+            return true;
+        }
+        let since_miss =
+            crate::stats::monotonic_ns().saturating_sub(self.last_ns.load(Ordering::Relaxed));
+        since_miss > STREAK_EXPIRES_NS
+            || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
     }
-    let counters = &req.shared().counters;
-    let OpKind::Read(read) = &req.kind else {
-        return None;
-    };
-    // SAFETY: the read's memory is the request's own buffer, exclusively
-    // borrowed through `req` for the duration of this call.
-    unsafe {
-        nowait_into(
-            counters,
-            req.file().map(|f| f.inner()),
-            read.fd,
-            read.ptr,
-            read.len as usize,
-            read.offset,
-        )
+
+    /// Records the outcome of a fast-path attempt.
+    pub(crate) fn record(&self, hit: bool) {
+        if hit {
+            if self.streak.load(Ordering::Relaxed) != 0 {
+                self.streak.store(0, Ordering::Relaxed);
+            }
+        } else {
+            self.streak.fetch_add(1, Ordering::Relaxed);
+            self.last_ns
+                .store(crate::stats::monotonic_ns(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -42,13 +65,13 @@ pub(crate) fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
 /// `fd` an open descriptor that stays open during it.
 pub(crate) unsafe fn nowait_into(
     counters: &crate::stats::Counters,
-    file: Option<&crate::file::FileInner>,
+    file: Option<&MissHistory>,
     fd: i32,
     ptr: *mut u8,
     len: usize,
     offset: u64,
 ) -> Option<usize> {
-    if file.is_some_and(|f| !f.fast_path_worth_trying()) {
+    if file.is_some_and(|f| !f.worth_trying()) {
         counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
         return None;
     }
@@ -64,13 +87,13 @@ pub(crate) unsafe fn nowait_into(
         counters.fast_hits.fetch_add(1, Ordering::Relaxed);
         counters.fast_bytes.fetch_add(r as u64, Ordering::Relaxed);
         if let Some(f) = file {
-            f.fast_path_result(true);
+            f.record(true);
         }
         return Some(r as usize);
     }
     counters.fast_misses.fetch_add(1, Ordering::Relaxed);
     if let Some(f) = file {
-        f.fast_path_result(false);
+        f.record(false);
     }
     None
 }

@@ -6,7 +6,8 @@ use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use super::{asyncify, File};
+use super::support::asyncify;
+use super::File;
 /// How much [`copy`] moves per read and write.
 const COPY_CHUNK: usize = 1 << 20;
 

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use super::engine;
+use super::support::engine;
 use crate::reactor::on_ring;
 /// Creates a new, empty directory at the provided path (`mkdirat` through
 /// the engine, mode `0o777` less the umask).

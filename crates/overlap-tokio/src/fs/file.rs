@@ -3,12 +3,11 @@
 use std::fmt;
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use super::{asyncify, engine_err, OpenOptions};
+use super::support::{asyncify, engine_err};
 use crate::reactor::on_ring;
 
 /// The largest transfer one `poll_read` or `poll_write` makes, as tokio's
@@ -103,106 +102,6 @@ impl File {
 
     pub(crate) fn from_engine(file: overlap::File) -> File {
         File::new(file, 0, DEFAULT_MAX_BUF_SIZE)
-    }
-
-    /// Attempts to open a file in read-only mode.
-    ///
-    /// See [`OpenOptions`] for more details.
-    ///
-    /// # Errors
-    ///
-    /// This function will return an error if path does not already exist.
-    /// Other errors may also be returned according to [`OpenOptions::open`].
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use overlap_tokio::fs::File;
-    /// use tokio::io::AsyncReadExt;
-    ///
-    /// # async fn dox() -> std::io::Result<()> {
-    /// let mut file = File::open("foo.txt").await?;
-    ///
-    /// let mut contents = vec![];
-    /// file.read_to_end(&mut contents).await?;
-    ///
-    /// println!("len = {}", contents.len());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
-        Self::options().read(true).open(path).await
-    }
-
-    /// Opens a file in write-only mode.
-    ///
-    /// This function will create a file if it does not exist, and will
-    /// truncate it if it does.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use overlap_tokio::fs::File;
-    /// use tokio::io::AsyncWriteExt;
-    ///
-    /// # async fn dox() -> std::io::Result<()> {
-    /// let mut file = File::create("foo.txt").await?;
-    /// file.write_all(b"hello, world!").await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
-        Self::options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .await
-    }
-
-    /// Opens a file in read-write mode, creating it, or failing with
-    /// [`io::ErrorKind::AlreadyExists`] if it exists: if the call succeeds,
-    /// the file returned is new (atomically, with no race between checking
-    /// and creating).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use overlap_tokio::fs::File;
-    /// use tokio::io::AsyncWriteExt;
-    ///
-    /// # async fn dox() -> std::io::Result<()> {
-    /// let mut file = File::create_new("foo.txt").await?;
-    /// file.write_all(b"hello, world!").await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn create_new<P: AsRef<Path>>(path: P) -> std::io::Result<File> {
-        Self::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .await
-    }
-
-    /// Returns a new [`OpenOptions`] object, as `OpenOptions::new()`.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// use overlap_tokio::fs::File;
-    /// use tokio::io::AsyncWriteExt;
-    ///
-    /// # async fn dox() -> std::io::Result<()> {
-    /// let mut f = File::options().append(true).open("example.log").await?;
-    /// f.write_all(b"new line\n").await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn options() -> OpenOptions {
-        OpenOptions::new()
     }
 
     /// Converts a [`std::fs::File`] to a `File`. The file's position is

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{asyncify, engine};
+use super::support::{asyncify, engine};
 use crate::reactor::on_ring;
 /// Renames a file or directory to a new name, replacing the original file
 /// if `to` already exists (`renameat` through the engine).

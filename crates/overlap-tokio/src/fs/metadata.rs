@@ -7,7 +7,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{asyncify, engine};
+use super::support::{asyncify, engine};
 use crate::reactor::on_ring;
 /// Given a path, queries the file system to get information about a file,
 /// directory, etc., following symbolic links. (A `std::fs::Metadata` can

@@ -159,8 +159,6 @@
 //!   get `EINVAL` from the kernel; use [`File::read_at`] and
 //!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
 
-use std::io;
-
 mod copy;
 mod create_dir;
 mod file;
@@ -170,6 +168,7 @@ mod open_options;
 mod read;
 mod read_dir;
 mod remove;
+pub(crate) mod support;
 mod write;
 
 pub use copy::{copy, copy_reporting, CopyReport};
@@ -183,104 +182,3 @@ pub use read_dir::{read_dir, DirEntry, ReadDir};
 pub use remove::{remove_dir, remove_dir_all, remove_file};
 pub use std::fs::FileTimes;
 pub use write::write;
-
-/// Runs `f` on tokio's blocking pool (on a thread of its own outside a
-/// tokio runtime).
-pub(crate) async fn asyncify<F, T>(f: F) -> io::Result<T>
-where
-    F: FnOnce() -> io::Result<T> + Send + 'static,
-    T: Send + 'static,
-{
-    spawn_blocking(f).await?
-}
-
-/// Starts `f` on tokio's blocking pool when polled inside a tokio runtime
-/// (as `tokio::task::spawn_blocking`), else on a thread of its own: a
-/// future of this crate polled outside tokio (`futures::executor::block_on`,
-/// `overlap::block_on`) works rather than panics.
-pub(crate) fn spawn_blocking<F, T>(f: F) -> Blocking<T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    if let Ok(handle) = tokio::runtime::Handle::try_current() {
-        return Blocking::Pool(handle.spawn_blocking(f));
-    }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("overlap-tokio-blocking".into())
-        .spawn(move || {
-            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-            let _ = tx.send(res.map_err(|_| ()));
-        });
-    match spawned {
-        Ok(_) => Blocking::Thread(rx),
-        Err(e) => Blocking::Failed(Some(e)),
-    }
-}
-
-/// The future of [`spawn_blocking`]: the result of the blocking call, or
-/// why there is none (it panicked, its runtime shut down, no thread could
-/// be started), as tokio reports it.
-pub(crate) enum Blocking<T> {
-    Pool(tokio::task::JoinHandle<T>),
-    Thread(tokio::sync::oneshot::Receiver<Result<T, ()>>),
-    Failed(Option<io::Error>),
-}
-
-impl<T> std::fmt::Debug for Blocking<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Blocking::Pool(_) => "Blocking::Pool",
-            Blocking::Thread(_) => "Blocking::Thread",
-            Blocking::Failed(_) => "Blocking::Failed",
-        })
-    }
-}
-
-impl<T> std::future::Future for Blocking<T> {
-    type Output = io::Result<T>;
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<T>> {
-        use std::task::{ready, Poll};
-        // Every variant is Unpin.
-        Poll::Ready(match self.get_mut() {
-            Blocking::Pool(h) => ready!(std::pin::Pin::new(h).poll(cx)).map_err(join_err),
-            Blocking::Thread(rx) => match ready!(std::pin::Pin::new(rx).poll(cx)) {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(())) | Err(_) => Err(io::Error::other("background task failed: panicked")),
-            },
-            Blocking::Failed(e) => Err(e
-                .take()
-                .unwrap_or_else(|| io::Error::other("background task failed"))),
-        })
-    }
-}
-
-/// A blocking task that did not finish, as tokio reports it.
-pub(crate) fn join_err(e: tokio::task::JoinError) -> io::Error {
-    io::Error::other(format!("background task failed: {e}"))
-}
-
-/// An engine error as std would have reported it: `not_opened` is the errno
-/// the kernel gives for a descriptor not open for the access (`EBADF` for
-/// reads and writes, `EINVAL` for `ftruncate`), which the engine checks
-/// before submission.
-pub(crate) fn engine_err(e: overlap::Error, not_opened: i32) -> io::Error {
-    match e {
-        overlap::Error::NotOpenedFor(_) => io::Error::from_raw_os_error(not_opened),
-        overlap::Error::Closed => io::Error::from_raw_os_error(libc::EBADF),
-        e => e.into(),
-    }
-}
-
-fn engine() -> &'static overlap::Engine {
-    crate::engine()
-}
-
-/// Files up to this size are read or written with one request; larger ones
-/// in pieces of this size (a request larger than the engine's in-flight
-/// budget waits until nothing else is in flight).
-const WHOLE_MAX: usize = 8 << 20;

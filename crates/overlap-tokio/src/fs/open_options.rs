@@ -3,7 +3,8 @@
 use std::io;
 use std::path::Path;
 
-use super::{engine_err, File};
+use super::support::engine_err;
+use super::File;
 use crate::reactor::on_ring;
 
 /// Options and flags which can be used to configure how a file is opened:
@@ -338,5 +339,109 @@ impl OpenOptions {
             .await
             .map_err(|e| engine_err(e, libc::EINVAL))?;
         Ok(File::from_engine(file))
+    }
+}
+
+/// `File`'s constructors by path, declared beside the options they use
+/// (the options' `open` returns a `File`).
+impl File {
+    /// Attempts to open a file in read-only mode.
+    ///
+    /// See [`OpenOptions`] for more details.
+    ///
+    /// # Errors
+    ///
+    /// This function will return an error if path does not already exist.
+    /// Other errors may also be returned according to [`OpenOptions::open`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncReadExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::open("foo.txt").await?;
+    ///
+    /// let mut contents = vec![];
+    /// file.read_to_end(&mut contents).await?;
+    ///
+    /// println!("len = {}", contents.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
+        Self::options().read(true).open(path).await
+    }
+
+    /// Opens a file in write-only mode.
+    ///
+    /// This function will create a file if it does not exist, and will
+    /// truncate it if it does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
+        Self::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .await
+    }
+
+    /// Opens a file in read-write mode, creating it, or failing with
+    /// [`io::ErrorKind::AlreadyExists`] if it exists: if the call succeeds,
+    /// the file returned is new (atomically, with no race between checking
+    /// and creating).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut file = File::create_new("foo.txt").await?;
+    /// file.write_all(b"hello, world!").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn create_new<P: AsRef<Path>>(path: P) -> std::io::Result<File> {
+        Self::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .await
+    }
+
+    /// Returns a new [`OpenOptions`] object, as `OpenOptions::new()`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use overlap_tokio::fs::File;
+    /// use tokio::io::AsyncWriteExt;
+    ///
+    /// # async fn dox() -> std::io::Result<()> {
+    /// let mut f = File::options().append(true).open("example.log").await?;
+    /// f.write_all(b"new line\n").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
     }
 }

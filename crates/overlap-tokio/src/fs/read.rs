@@ -4,7 +4,8 @@
 use std::io;
 use std::path::Path;
 
-use super::{engine_err, File, WHOLE_MAX};
+use super::support::{engine_err, WHOLE_MAX};
+use super::File;
 use crate::reactor::on_ring;
 /// How much [`read`] asks for at a time once past the expected length.
 const READ_CHUNK: usize = 64 << 10;

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use super::{asyncify, spawn_blocking, Blocking};
+use super::support::{asyncify, spawn_blocking, Blocking};
 
 /// Entries read per trip to the blocking pool.
 const CHUNK: usize = 32;

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{asyncify, engine};
+use super::support::{asyncify, engine};
 use crate::reactor::on_ring;
 /// Removes a file from the filesystem (`unlinkat` through the engine).
 ///

@@ -4,7 +4,8 @@
 use std::io;
 use std::path::Path;
 
-use super::{File, WHOLE_MAX};
+use super::support::WHOLE_MAX;
+use super::File;
 /// Creates a future that will open a file for writing and write the entire
 /// contents of `contents` to it: the file is created if it does not exist
 /// and truncated if it does.

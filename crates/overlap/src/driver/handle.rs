@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{aio, pool, uring};
+use super::{aio, pool, uring, Driver};
 use crate::cell::Completable;
 
 pub(crate) enum DriverHandle {
@@ -13,6 +13,16 @@ pub(crate) enum DriverHandle {
 }
 
 impl DriverHandle {
+    /// The driver, as its contract.
+    #[inline]
+    fn get(&self) -> &dyn Driver {
+        match self {
+            DriverHandle::Uring(d) => d,
+            DriverHandle::Pool(d) => d,
+            DriverHandle::Aio(d) => d,
+        }
+    }
+
     pub(crate) fn is_uring(&self) -> bool {
         matches!(self, DriverHandle::Uring(_))
     }
@@ -20,46 +30,30 @@ impl DriverHandle {
     /// Whether the thread pool performs `kind` (rather than the kernel,
     /// through io_uring or AIO): a thread in `Op::wait` then runs it itself.
     pub(crate) fn pool_takes(&self, kind: &crate::operation::OpKind) -> bool {
-        match self {
-            DriverHandle::Uring(_) => false,
-            DriverHandle::Pool(_) => true,
-            DriverHandle::Aio(d) => !d.takes(kind),
-        }
+        self.get().pool_takes(kind)
     }
 
     /// Submits `op`; `urgent` is false when a thread will wait for it
     /// (`block_on`, a port's worker): on AIO that thread reaps it itself
     /// (`aio::lead`).
+    #[inline]
     pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
-        match self {
-            DriverHandle::Uring(d) => d.submit(op),
-            DriverHandle::Pool(d) => d.submit(op),
-            DriverHandle::Aio(d) => d.submit(op, urgent),
-        }
+        self.get().submit(op, urgent);
     }
 
     /// The AIO context, on an `aio+pool` engine.
     pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
-        match self {
-            DriverHandle::Aio(d) => Some(d.inner()),
-            _ => None,
-        }
+        self.get().aio()
     }
 
-    /// Stops accepting work, lets everything in flight complete, and joins the
-    /// driver's threads (unless called from one of them).
     /// Wakes the engine's thread (io_uring) to look at the reactor rings.
     pub(crate) fn nudge(&self) {
-        if let DriverHandle::Uring(d) = self {
-            d.nudge();
-        }
+        self.get().nudge();
     }
 
+    /// Stops accepting work, lets everything in flight complete, and joins
+    /// the driver's threads (unless called from one of them).
     pub(crate) fn shutdown(&self) {
-        match self {
-            DriverHandle::Uring(d) => d.shutdown(),
-            DriverHandle::Pool(d) => d.shutdown(),
-            DriverHandle::Aio(d) => d.shutdown(),
-        }
+        self.get().shutdown();
     }
 }

@@ -18,6 +18,64 @@ pub(crate) mod handle;
 pub(crate) mod pool;
 pub(crate) mod uring;
 
+use std::sync::Arc;
+
+use crate::cell::Completable;
+use crate::operation::OpKind;
+
+/// What a driver does for the engine: the contract that io_uring (the
+/// engine thread's ring, [`uring::engine_thread::UringDriver`]), Linux AIO
+/// beside a pool ([`aio::AioDriver`]) and the pool ([`pool::PoolDriver`])
+/// keep, and that a new driver (IOCP) implements without touching them;
+/// [`handle::DriverHandle`] is the engine's one, whichever it is.
+///
+/// - **Submit** ([`submit`](Self::submit)): the operation arrives admitted
+///   (its share of the in-flight budget held, its file counted in, so the
+///   descriptor stays open), and the driver performs it: on the kernel, or
+///   on a thread of its own. It never waits for the operation on the
+///   caller's thread, except the pool where the caller waits for it anyway
+///   (`Stats::ran_on_caller`). `urgent`: no thread will wait for this
+///   operation (a future polled by another executor), so nobody else will
+///   reap it.
+/// - **Complete**: exactly once per operation submitted, the driver calls
+///   [`Completable::complete`] (performed: the kernel's `>= 0` or `-errno`,
+///   and whether it was known when the submitting call returned) or
+///   [`Completable::refuse`] (shutting down: not performed, a close still
+///   closes), through [`contain`], with none of its locks held (completion
+///   runs user code). Until that call the buffer and the operation belong
+///   to the kernel: nothing frees them.
+/// - **Wait**: a thread that waits for its own operations may reap them
+///   itself (a thread's own ring, `aio::lead`); the driver never makes one
+///   caller wait for another caller's operation.
+/// - **Cancel**: only io_uring can stop an operation in the kernel (a
+///   port's `cancel`); elsewhere an operation runs to its end.
+/// - **Shut down** ([`shutdown`](Self::shutdown)): refuse what comes after,
+///   complete everything in flight, join the driver's threads (unless
+///   called from one of them).
+/// - **Count** what only the driver knows, in the engine's counters: each
+///   submitting system call (`submit_syscalls`), what went to AIO or the
+///   pool (`aio_submitted`, `pool_submitted`), what ran on the caller. A
+///   result's bytes, errors and "inline" are counted by the operation cell
+///   at completion, the same for every driver.
+/// - **Fork**: an operation of a parent's engine in a forked child never
+///   reaches a driver (the cell refuses it first), so no driver acts on
+///   the parent's threads, rings or context from the child.
+pub(crate) trait Driver: Send + Sync {
+    /// Performs `op` (see the contract above).
+    fn submit(&self, op: Arc<dyn Completable>, urgent: bool);
+    /// Whether a thread of the pool performs `kind` (rather than the kernel):
+    /// a thread in `Op::wait` then runs it itself.
+    fn pool_takes(&self, kind: &OpKind) -> bool;
+    /// Wakes the driver's thread to look at the reactor rings (io_uring's).
+    fn nudge(&self) {}
+    /// The AIO context, on a driver that has one.
+    fn aio(&self) -> Option<&Arc<aio::Inner>> {
+        None
+    }
+    /// Refuses new work, completes what is in flight, joins the threads.
+    fn shutdown(&self);
+}
+
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

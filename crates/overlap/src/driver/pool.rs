@@ -235,3 +235,15 @@ impl Inner {
         }
     }
 }
+
+impl super::Driver for PoolDriver {
+    fn submit(&self, op: Arc<dyn Completable>, _urgent: bool) {
+        PoolDriver::submit(self, op);
+    }
+    fn pool_takes(&self, _kind: &crate::operation::OpKind) -> bool {
+        true
+    }
+    fn shutdown(&self) {
+        PoolDriver::shutdown(self);
+    }
+}

@@ -2,7 +2,7 @@
 //! flight on it (so that close waits for them), and the page-cache fast
 //! path's miss streak.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::Waker;
 
@@ -10,6 +10,7 @@ use super::Alignment;
 use crate::cell::{FixedFiles, RegisteredFile};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
+use crate::sys::MissHistory;
 
 pub(super) const CLOSED: usize = 1 << (usize::BITS - 1);
 
@@ -29,28 +30,13 @@ pub(crate) struct FileInner {
     pub(super) direct: bool,
     /// Set once, right after opening, from `statx`.
     pub(super) align: OnceLock<Alignment>,
-    /// Consecutive page-cache fast-path misses on this file.
-    pub(super) miss_streak: AtomicU32,
-    /// Reads that skipped the fast path because of the streak.
-    pub(super) skipped: AtomicU32,
-    /// When the last miss happened (ns on CLOCK_MONOTONIC).
-    pub(super) last_miss_ns: AtomicU64,
+    /// The page-cache fast path's recent misses on this file.
+    pub(crate) misses: MissHistory,
     /// The port rings that registered the descriptor with the kernel
     /// (`Port::register_file`): each is told before the descriptor is closed
     /// or given away, since a registered file stays open in the ring's table.
     pub(crate) registered: Mutex<Vec<Weak<dyn FixedFiles>>>,
 }
-
-/// After this many consecutive misses the fast path is skipped: on a miss the
-/// kernel starts the disk read on the calling thread, which is exactly the
-/// blocking that asynchronous I/O should spare it.
-const MISS_STREAK: u32 = 4;
-/// While skipping, one read in this many still tries the page cache, so a
-/// file that becomes cached gets the fast path back.
-const RETRY_EVERY: u32 = 32;
-/// A streak is forgotten once the last miss is this old: the file may have
-/// been read into the cache meanwhile.
-const STREAK_EXPIRES_NS: u64 = 10_000_000;
 
 impl FileInner {
     /// The state of a descriptor this engine now owns, opened with `flags`.
@@ -60,9 +46,7 @@ impl FileInner {
             fd: AtomicI32::new(fd),
             append: flags & libc::O_APPEND != 0,
             state: AtomicUsize::new(0),
-            miss_streak: AtomicU32::new(0),
-            skipped: AtomicU32::new(0),
-            last_miss_ns: AtomicU64::new(0),
+            misses: MissHistory::default(),
             close_waker: Mutex::new(None),
             shared,
             readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
@@ -81,30 +65,6 @@ impl FileInner {
             if let Some(ring) = ring.upgrade() {
                 ring.forget(fd);
             }
-        }
-    }
-
-    /// Whether a buffered read of this file should try the page cache first.
-    pub(crate) fn fast_path_worth_trying(&self) -> bool {
-        if self.miss_streak.load(Ordering::Relaxed) < MISS_STREAK {
-            return true;
-        }
-        let since_miss =
-            crate::stats::monotonic_ns().saturating_sub(self.last_miss_ns.load(Ordering::Relaxed));
-        since_miss > STREAK_EXPIRES_NS
-            || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
-    }
-
-    /// Records the outcome of a fast-path attempt.
-    pub(crate) fn fast_path_result(&self, hit: bool) {
-        if hit {
-            if self.miss_streak.load(Ordering::Relaxed) != 0 {
-                self.miss_streak.store(0, Ordering::Relaxed);
-            }
-        } else {
-            self.miss_streak.fetch_add(1, Ordering::Relaxed);
-            self.last_miss_ns
-                .store(crate::stats::monotonic_ns(), Ordering::Relaxed);
         }
     }
 

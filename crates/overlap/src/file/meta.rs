@@ -7,8 +7,9 @@ use std::os::unix::ffi::OsStrExt;
 use super::{alignment_of, Alignment, File, FileRef, Need, Prepared};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::error::{Error, Result};
-use crate::future::{Op, Owner, Request, Task};
+use crate::future::{Op, Task};
 use crate::operation::{self, OpKind};
+use crate::request::{Owner, Request};
 
 /// What [`File::metadata`] reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -3,22 +3,23 @@
 use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::Poll;
 
-use crate::buf::{IoBuf, IoBufMut};
+use crate::buf::{AlignedBufPool, IoBuf, IoBufMut};
 use crate::engine::Engine;
 use crate::error::{AlignmentPart, Error, Result};
-use crate::future::{Op, Owner, Request, Task};
+use crate::future::{run_op, Op, Task};
 use crate::operation::{self, OpKind};
+use crate::request::{Owner, Request};
 
 /// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
 /// longer requests come back short and the `*_exact`/`*_all` forms go on.
 pub const MAX_RW_BYTES: usize = 0x7fff_f000;
 
 mod align;
-mod inner;
+pub(crate) mod inner;
 mod meta;
 mod options;
 
@@ -28,20 +29,6 @@ use inner::CLOSED;
 pub(crate) use inner::{FileInner, FileRef};
 pub use meta::Metadata;
 pub use options::{Access, OpenOptions};
-
-/// Runs a buffer-less operation through the engine: on `owner`'s file (its
-/// engine's), or on the engine alone.
-pub(crate) async fn run_op(owner: Owner, kind: OpKind) -> Result<i64> {
-    let req = Request {
-        owner,
-        buf: (),
-        kind,
-        bytes: 0,
-        fast_path: false,
-    };
-    let (res, ()) = Op::request(req).await;
-    res.map(|n| n as i64)
-}
 
 /// An open file. Cheap to clone (handles share the descriptor); closing any
 /// handle closes it for all, after the operations in flight finish.
@@ -263,9 +250,7 @@ impl File {
             fd: AtomicI32::new(dup),
             append: i.append,
             state: AtomicUsize::new(0),
-            miss_streak: AtomicU32::new(0),
-            skipped: AtomicU32::new(0),
-            last_miss_ns: AtomicU64::new(0),
+            misses: crate::sys::MissHistory::default(),
             close_waker: Mutex::new(None),
             shared: i.shared.clone(),
             readable: i.readable,
@@ -524,7 +509,7 @@ impl File {
         let n = unsafe {
             crate::sys::nowait_into(
                 &shared.counters,
-                Some(&self.inner),
+                Some(&self.inner.misses),
                 self.inner.fd(),
                 buf.as_mut_ptr().cast::<u8>(),
                 len,
@@ -722,5 +707,31 @@ impl File {
             .await
             .map(|_| ())
         })
+    }
+}
+
+/// Declared with the files rather than beside the pool: it reads a file's
+/// alignment, and the buffers sit below the files.
+impl AlignedBufPool {
+    /// A pool whose buffers suit `file`'s direct-I/O alignment: the address
+    /// is aligned to the memory alignment, and at least to the page size, and
+    /// `len` is rounded up to the offset alignment.
+    ///
+    /// Why the page size: STATX_DIOALIGN's memory alignment (often 512) is
+    /// what the kernel *accepts*, not what it handles best. ext4 counts a
+    /// buffer that is not aligned to the file-system block as "unaligned
+    /// I/O", and serialises such writes into preallocated (unwritten)
+    /// extents under its exclusive inode lock; io_uring then hands every one
+    /// to a kernel worker thread (measured by `overlap probe`).
+    pub fn for_file(file: &File, len: usize, max_idle: usize) -> Result<AlignedBufPool> {
+        let a = file.alignment();
+        let align = (a.memory as usize)
+            .max(a.offset as usize)
+            .max(crate::buf::page_size().min(crate::buf::MAX_ALIGN));
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(a.offset.max(1) as usize)
+            .ok_or_else(|| Error::InvalidInput(format!("buffer length {len} is too large")))?;
+        AlignedBufPool::new(len, align, max_idle)
     }
 }

@@ -3,11 +3,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{run_op, File, FileInner};
+use super::{File, FileInner};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::future::{Owner, Task};
+use crate::future::{run_op, Task};
 use crate::operation::{self, OpKind};
+use crate::request::Owner;
 
 /// Expected access pattern, passed to the kernel as `posix_fadvise` advice
 /// (the analogue of Windows' `FILE_FLAG_SEQUENTIAL_SCAN` and

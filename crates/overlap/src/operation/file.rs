@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use io_uring::{opcode, squeue, types};
 
-use super::{ret, Operation, Returns, Span, Transfer, STATX_MASK};
+use super::{ret, AioCode, AioCommand, Data, Operation, Returns, Span, Transfer, STATX_MASK};
 /// `pread` into memory the cell owns.
 #[derive(Debug)]
 pub(crate) struct Read {
@@ -30,6 +30,27 @@ impl Operation for Read {
             addr: self.ptr as usize,
             offset: self.offset,
             len: self.len as usize,
+        })
+    }
+    fn data(&self) -> Option<Data> {
+        Some(Data {
+            fd: self.fd,
+            addr: self.ptr as usize,
+            len: self.len as usize,
+        })
+    }
+    fn fixed(&self, index: u16) -> Option<squeue::Entry> {
+        Some(
+            opcode::ReadFixed::new(types::Fd(self.fd), self.ptr, self.len, index)
+                .offset(self.offset)
+                .build(),
+        )
+    }
+    fn aio(&self) -> Option<AioCommand> {
+        Some(AioCommand {
+            code: AioCode::Pread,
+            fd: self.fd,
+            direct: self.direct,
         })
     }
     fn entry(&self) -> squeue::Entry {
@@ -82,6 +103,27 @@ impl Operation for Write {
             len: self.len as usize,
         })
     }
+    fn data(&self) -> Option<Data> {
+        Some(Data {
+            fd: self.fd,
+            addr: self.ptr as usize,
+            len: self.len as usize,
+        })
+    }
+    fn fixed(&self, index: u16) -> Option<squeue::Entry> {
+        Some(
+            opcode::WriteFixed::new(types::Fd(self.fd), self.ptr, self.len, index)
+                .offset(self.offset)
+                .build(),
+        )
+    }
+    fn aio(&self) -> Option<AioCommand> {
+        Some(AioCommand {
+            code: AioCode::Pwrite,
+            fd: self.fd,
+            direct: self.direct,
+        })
+    }
     fn entry(&self) -> squeue::Entry {
         opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
@@ -121,6 +163,17 @@ impl Operation for Fsync {
     }
     fn transfer(&self) -> Transfer {
         Transfer::None
+    }
+    fn aio(&self) -> Option<AioCommand> {
+        Some(AioCommand {
+            code: if self.datasync {
+                AioCode::Fdsync
+            } else {
+                AioCode::Fsync
+            },
+            fd: self.fd,
+            direct: false,
+        })
     }
     fn entry(&self) -> squeue::Entry {
         let flags = if self.datasync {
@@ -307,6 +360,10 @@ impl Operation for Close {
         self.release();
     }
     /// Refused or not, a close still closes: the descriptor must not leak.
+    fn refused_in_child(&self) -> i64 {
+        // A close still closes the child's copy of its descriptor.
+        self.refused()
+    }
     fn refused(&self) -> i64 {
         self.blocking()
     }

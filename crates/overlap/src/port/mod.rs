@@ -10,7 +10,8 @@
 //! to a queue (`queue`); on Linux AIO a worker that waits reaps the
 //! context's events itself when no other thread does.
 
-mod queue;
+pub(crate) mod queue;
+pub use queue::Completion;
 mod registered;
 
 use std::sync::Arc;
@@ -23,9 +24,10 @@ use crate::driver::uring::Route;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::future::{submit, OpCell, Owner, Request, Target};
+use crate::future::{submit, OpCell, Target};
 use crate::limiter::Permit;
 use crate::operation::{Nop, OpKind};
+use crate::request::{Owner, Request};
 use crate::wait::block_on;
 
 /// Admits a port's request: waiting for budget in the calling thread
@@ -70,21 +72,6 @@ impl<B: Send + 'static> Gate for PortRing<B> {
     fn admits(&self, shared: &crate::engine::Shared) -> bool {
         self.admit(shared)
     }
-}
-
-/// A finished operation taken from a [`Port`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Completion<B> {
-    /// The key given at submission.
-    pub key: u64,
-    /// Bytes transferred, or the error.
-    pub result: Result<usize>,
-    /// The buffer, given back.
-    pub buf: B,
-    /// Whether the operation completed synchronously (already done when the
-    /// submitting system call returned: a page-cache hit, for example).
-    pub inline: bool,
 }
 
 enum Mode<B: Send + 'static> {

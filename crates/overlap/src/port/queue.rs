@@ -11,9 +11,24 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-use super::Completion;
 use crate::driver::aio;
+use crate::error::Result;
 use crate::limiter::Permit;
+
+/// A finished operation taken from a [`Port`](crate::Port).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Completion<B> {
+    /// The key given at submission.
+    pub key: u64,
+    /// Bytes transferred, or the error.
+    pub result: Result<usize>,
+    /// The buffer, given back.
+    pub buf: B,
+    /// Whether the operation completed synchronously (already done when the
+    /// submitting system call returned: a page-cache hit, for example).
+    pub inline: bool,
+}
 
 struct Delivered<B> {
     completion: Completion<B>,

@@ -12,7 +12,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 use super::File;
-use crate::fs::engine_err;
+use crate::fs::support::engine_err;
 use crate::reactor::on_ring;
 
 /// The file offset that reads and writes use, shared by a file and its

@@ -54,7 +54,7 @@ use slab::Slab;
 use super::pool::PoolDriver;
 use crate::cell::Completable;
 
-use crate::operation::OpKind;
+use crate::operation::{AioCode, AioCommand, OpKind};
 use crate::stats::Counters;
 pub(crate) use lead::{wait, Waiter};
 
@@ -369,11 +369,10 @@ impl AioDriver {
 
     /// Whether AIO performs `kind` asynchronously (else the pool does).
     pub(crate) fn takes(&self, kind: &OpKind) -> bool {
-        match kind {
-            OpKind::Read(r) => r.direct,
-            OpKind::Write(w) => w.direct,
-            OpKind::Fsync(_) => self.inner.sync_ok.load(Ordering::Relaxed),
-            _ => false,
+        match kind.aio() {
+            Some(cmd) if cmd.code.is_sync() => self.inner.sync_ok.load(Ordering::Relaxed),
+            Some(cmd) => cmd.direct,
+            None => false,
         }
     }
 
@@ -391,12 +390,16 @@ impl AioDriver {
             self.pool.submit(op);
             return;
         }
-        let (opcode, fd) = match op.kind() {
-            OpKind::Read(r) => (IOCB_CMD_PREAD, r.fd),
-            OpKind::Write(w) => (IOCB_CMD_PWRITE, w.fd),
-            OpKind::Fsync(f) if f.datasync => (IOCB_CMD_FDSYNC, f.fd),
-            OpKind::Fsync(f) => (IOCB_CMD_FSYNC, f.fd),
-            _ => unreachable!("takes() admits reads, writes and syncs only"),
+        let Some(AioCommand { code, fd, .. }) = op.kind().aio() else {
+            debug_assert!(false, "takes() admits only operations with an AIO command");
+            self.pool.submit(op);
+            return;
+        };
+        let opcode = match code {
+            AioCode::Pread => IOCB_CMD_PREAD,
+            AioCode::Pwrite => IOCB_CMD_PWRITE,
+            AioCode::Fsync => IOCB_CMD_FSYNC,
+            AioCode::Fdsync => IOCB_CMD_FDSYNC,
         };
         let mut iocb = Iocb {
             aio_lio_opcode: opcode,
@@ -468,7 +471,7 @@ impl AioDriver {
                     }
                 };
                 drop(removed);
-                let is_sync = matches!(op.kind(), OpKind::Fsync(_));
+                let is_sync = code.is_sync();
                 if is_sync && errno == libc::EINVAL {
                     // No IOCB_CMD_FSYNC/FDSYNC for this file or kernel.
                     inner.sync_ok.store(false, Ordering::Relaxed);
@@ -506,5 +509,20 @@ impl AioDriver {
             }
         }
         self.pool.shutdown();
+    }
+}
+
+impl crate::driver::Driver for AioDriver {
+    fn submit(&self, op: Arc<dyn Completable>, urgent: bool) {
+        AioDriver::submit(self, op, urgent);
+    }
+    fn pool_takes(&self, kind: &OpKind) -> bool {
+        !self.takes(kind)
+    }
+    fn aio(&self) -> Option<&Arc<Inner>> {
+        Some(self.inner())
+    }
+    fn shutdown(&self) {
+        AioDriver::shutdown(self);
     }
 }

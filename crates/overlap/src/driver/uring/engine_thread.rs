@@ -354,3 +354,18 @@ impl EngineThread {
         }
     }
 }
+
+impl crate::driver::Driver for UringDriver {
+    fn submit(&self, op: Arc<dyn Completable>, _urgent: bool) {
+        UringDriver::submit(self, op);
+    }
+    fn pool_takes(&self, _kind: &crate::operation::OpKind) -> bool {
+        false
+    }
+    fn nudge(&self) {
+        UringDriver::nudge(self);
+    }
+    fn shutdown(&self) {
+        UringDriver::shutdown(self);
+    }
+}

@@ -17,11 +17,11 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, IoUring};
 
 use crate::cell::{FixedFiles, RegisteredFile};
 use crate::error::Error;
-use crate::operation::{OpKind, Opcodes};
+use crate::operation::{Data, OpKind, Opcodes};
 use crate::stats::Counters;
 
 pub(crate) use crate::cell::Keep;
@@ -110,14 +110,12 @@ impl Registry {
         ops: &Opcodes,
         counters: &Counters,
     ) -> Option<squeue::Entry> {
-        let (fd, addr, len) = match kind {
-            OpKind::Read(r) => (r.fd, r.ptr as usize, r.len as usize),
-            OpKind::Write(w) => (w.fd, w.ptr as usize, w.len as usize),
-            _ => return kind.entry(ops),
+        let Some(Data { fd, addr, len }) = kind.data() else {
+            return kind.entry(ops);
         };
         let fixed = self
             .region_of(addr, len)
-            .and_then(|index| fixed_entry(kind, index));
+            .and_then(|index| kind.fixed(index));
         if fixed.is_some() {
             counters.fixed_buffer_ops.fetch_add(1, Ordering::Relaxed);
         }
@@ -340,24 +338,6 @@ pub(crate) unsafe fn set_buffer_slot(
     };
     // SAFETY: the caller's contract above.
     unsafe { submitter.register_buffers_update(index as u32, &[iov], None) }.map(|_| ())
-}
-
-/// The `READ_FIXED`/`WRITE_FIXED` entry of a read or write whose buffer
-/// lies in registered buffer `index`; `None` for any other operation.
-pub(crate) fn fixed_entry(kind: &OpKind, index: u16) -> Option<squeue::Entry> {
-    match kind {
-        OpKind::Write(w) => Some(
-            opcode::WriteFixed::new(types::Fd(w.fd), w.ptr, w.len, index)
-                .offset(w.offset)
-                .build(),
-        ),
-        OpKind::Read(r) => Some(
-            opcode::ReadFixed::new(types::Fd(r.fd), r.ptr, r.len, index)
-                .offset(r.offset)
-                .build(),
-        ),
-        _ => None,
-    }
 }
 
 /// Whether this kernel releases a file removed from a ring's table at

@@ -19,10 +19,10 @@ use std::sync::{Arc, Weak};
 
 use io_uring::{squeue, IoUring};
 
-use super::registry::{fixed_entry, has_fixed_opcodes, set_buffer_slot};
+use super::registry::{has_fixed_opcodes, set_buffer_slot};
 
 use crate::cell::{arenas_freed, EngineState, RegisteredPool};
-use crate::operation::{OpKind, Opcodes};
+use crate::operation::{Data, OpKind, Opcodes};
 
 /// Slots of a ring's table (the most pools an engine registers, too).
 const SLOTS: usize = crate::cell::MAX_ENGINE_POOLS;
@@ -78,10 +78,8 @@ impl RingBuffers {
                 self.sweep(ring);
             }
         }
-        let (addr, len) = match kind {
-            OpKind::Read(r) => (r.ptr as usize, r.len as usize),
-            OpKind::Write(w) => (w.ptr as usize, w.len as usize),
-            _ => return kind.entry(ops),
+        let Some(Data { addr, len, .. }) = kind.data() else {
+            return kind.entry(ops);
         };
         let Some(end) = addr.checked_add(len) else {
             return kind.entry(ops);
@@ -94,7 +92,7 @@ impl RingBuffers {
             return kind.entry(ops);
         };
         debug_assert!(index < SLOTS, "a slot of the table");
-        let sqe = fixed_entry(kind, index as u16)?;
+        let sqe = kind.fixed(index as u16)?;
         state
             .counters
             .fixed_buffer_ops
