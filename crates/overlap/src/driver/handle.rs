@@ -43,7 +43,10 @@ impl DriverHandle {
 
     /// The AIO context, on an `aio+pool` engine.
     pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
-        self.get().aio()
+        match self {
+            DriverHandle::Aio(d) => Some(d.inner()),
+            _ => None,
+        }
     }
 
     /// Wakes the engine's thread (io_uring) to look at the reactor rings.

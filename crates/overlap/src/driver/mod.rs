@@ -68,10 +68,6 @@ pub(crate) trait Driver: Send + Sync {
     fn pool_takes(&self, kind: &OpKind) -> bool;
     /// Wakes the driver's thread to look at the reactor rings (io_uring's).
     fn nudge(&self) {}
-    /// The AIO context, on a driver that has one.
-    fn aio(&self) -> Option<&Arc<aio::Inner>> {
-        None
-    }
     /// Refuses new work, completes what is in flight, joins the threads.
     fn shutdown(&self);
 }

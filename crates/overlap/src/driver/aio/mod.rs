@@ -519,9 +519,6 @@ impl crate::driver::Driver for AioDriver {
     fn pool_takes(&self, kind: &OpKind) -> bool {
         !self.takes(kind)
     }
-    fn aio(&self) -> Option<&Arc<Inner>> {
-        Some(self.inner())
-    }
     fn shutdown(&self) {
         AioDriver::shutdown(self);
     }
