@@ -484,7 +484,7 @@ impl File {
 
     /// The direct-I/O alignment of the file (what buffers, offsets and
     /// lengths must be multiples of when it was opened with
-    /// [`OpenOptions::direct`]).
+    /// [`OpenOptions::direct`](super::OpenOptions::direct)).
     pub fn alignment(&self) -> overlap::Alignment {
         self.file.alignment()
     }
