@@ -32,6 +32,29 @@
 //! | a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter) (overlap-tokio's `on_ring` and `fs`, the Python package's loop) | the polling thread's reactor ring, watched by the executor's reactor (`COOP_TASKRUN`; any thread may reap) | [`reactor`] |
 //! | a future polled by another executor (tokio, smol, ...) without an integration | this engine thread's ring, `SINGLE_ISSUER\|DEFER_TASKRUN` | [`engine_thread`] |
 //!
+//! # Every ring's life
+//!
+//! Every ring is made by one function, [`setup::build_ring`], which tries
+//! `SINGLE_ISSUER|DEFER_TASKRUN` (one issuer), then `COOP_TASKRUN`, then no
+//! flag, and requires `IORING_FEAT_EXT_ARG` (timed waits). Each kind:
+//!
+//! | | engine thread's ring | a thread's own ring | reactor ring | a port's ring |
+//! | --- | --- | --- | --- | --- |
+//! | made by | `EngineBuilder::build` (the engine thread, at start) | the thread's first `.wait()`/`block_on` of an operation | an integration, per executor thread (`ReactorRing::new`) | `Port::new` on an io_uring engine |
+//! | entries (SQ / CQ) | `EngineBuilder::ring_entries` (256) / `max_inflight_ops` clamped to 2x..65,536 | 64 / 1,024 | 256 / 4,096 | as the engine thread's |
+//! | flags | one issuer | one issuer | `COOP_TASKRUN` at most (any thread reaps) | `COOP_TASKRUN` at most (many submitters and waiters) |
+//! | who submits | the engine thread only (other threads queue to it and write its eventfd) | that thread only | the thread inside `enter`; the reaping task's flush | any thread |
+//! | who reaps | the engine thread | that thread, inside `block_on` | the executor's task (`reap`), else the watcher | the port's workers in `next` |
+//! | its thread or executor goes | lives with the engine | the thread's exit reaps it first (thread-local destructor); Linux cancels its kernel-worker work | `orphan` hands it to the watcher, which closes it once nothing is in flight | lives with the port; dropping the port waits for its operations |
+//! | resubmits after a submitter's exit | no (its thread never exits first) | no (reaped before the exit) | yes, through the engine's driver | yes, from a live thread |
+//! | after `fork` (in the child) | the engine's copy refuses operations (`Error::Forked`), the ring is never touched | left alone (its fork generation differs) | left alone (`inherited`) | left alone; the port refuses (`Error::Forked`) |
+//! | engine shutdown | drains what is in flight, then the thread exits | operations counted in (`own_ring_ops`) are waited for | shutdown reaps every live ring itself | settled: what is in flight completes (`Settle`) |
+//!
+//! Ring sizes reach the rings from `EngineBuilder` for the engine thread's
+//! and the ports' rings; a thread's own ring and a reactor ring have fixed
+//! sizes (a full submission queue is submitted and refilled, so more may be
+//! in flight, and the kernel keeps completion-queue overflow).
+//!
 //! The engine thread stays for futures of executors without an
 //! integration, because such an executor parks where overlap cannot reach
 //! (a tokio worker in `epoll_wait`): someone else must wait in the kernel
