@@ -27,6 +27,17 @@ const CANCEL_KEY: u64 = u64::MAX - 1;
 /// what a call submits); the low bits carry the call's number.
 const MARKER_BIT: u64 = 1 << 63;
 
+// The user-data encodings of a ring: an operation's slab key below
+// `MARKER_BIT`, a marker with it set and its call's number below, and the
+// two reserved keys, which the completion loop matches before markers,
+// above every call number a ring reaches.
+const _: () = {
+    assert!(MARKER_BIT.is_power_of_two());
+    assert!(EVENTFD_KEY != CANCEL_KEY);
+    assert!(EVENTFD_KEY & MARKER_BIT != 0 && CANCEL_KEY & MARKER_BIT != 0);
+    assert!(CANCEL_KEY < EVENTFD_KEY);
+};
+
 /// An operation whose result is known, to be completed once the ring is no
 /// longer borrowed (completion runs user code, which may use the ring).
 pub(crate) struct Done {
@@ -253,8 +264,8 @@ impl RingCore {
         self.woken = self.woken.saturating_sub(1);
         let key = self.slab.insert((op, self.batch + 1));
         debug_assert!(
-            (key as u64) < CANCEL_KEY,
-            "slab keys stay below the reserved ones"
+            (key as u64) < MARKER_BIT,
+            "slab keys stay below the markers and the reserved keys"
         );
         self.push_entry(&sqe.user_data(key as u64), done);
         Some(key)
@@ -325,8 +336,8 @@ impl RingCore {
         if had {
             self.batch += 1;
             debug_assert!(
-                self.batch < MARKER_BIT,
-                "call numbers stay below the marker bit"
+                MARKER_BIT | self.batch < CANCEL_KEY,
+                "call numbers stay below the marker bit and the reserved keys"
             );
             let marker = opcode::Nop::new()
                 .build()

@@ -62,6 +62,12 @@ impl Hasher for AddrHasher {
 /// [`PortRing::cancel`] (no cell is at address 1).
 const CANCEL: u64 = 1;
 
+// A cell's address (`Arc::into_raw`) is aligned at least as its counts
+// are, so no cell is at `WAKE` or `CANCEL`.
+const _: () = assert!(
+    WAKE != CANCEL && std::mem::align_of::<std::sync::atomic::AtomicUsize>() as u64 > CANCEL
+);
+
 /// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
 const IORING_ENTER_GETEVENTS: u32 = 1;
 /// `IORING_ENTER_EXT_ARG`: the argument is an `io_uring_getevents_arg`.
@@ -633,7 +639,8 @@ impl<C: PortOp> PortRing<C> {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front();
             if let Some((cell, res, inline)) = stashed {
-                self.stashed.fetch_sub(1, Ordering::AcqRel);
+                let before = self.stashed.fetch_sub(1, Ordering::AcqRel);
+                debug_assert!(before > 0, "a stashed completion is counted once");
                 return self.complete(cell, res, inline);
             }
         }
@@ -720,7 +727,12 @@ impl<C: PortOp> PortRing<C> {
         }
         // Counted out before any user code runs (`take` releases the file,
         // whose close may wake a waker that panics).
-        let left = self.outstanding.fetch_sub(1, Ordering::AcqRel) - 1;
+        let before = self.outstanding.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(
+            before > 0,
+            "an operation is counted out once, after it was counted in"
+        );
+        let left = before.wrapping_sub(1);
         if left == 0 {
             // Workers waiting in the ring for completions that will not
             // come must return.

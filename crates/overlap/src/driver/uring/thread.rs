@@ -303,7 +303,8 @@ impl Drop for JoinedScope {
 
 pub(crate) fn count_out(done: &[Done]) {
     for d in done {
-        d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        let before = d.op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "an own-ring operation is counted out once");
     }
 }
 
