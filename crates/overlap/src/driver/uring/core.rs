@@ -360,25 +360,13 @@ impl RingCore {
     fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
         loop {
             let to_submit = self.pending() as u32;
-            let r = match timeout {
-                Some(t) if want > 0 => {
-                    let ts = types::Timespec::from(t);
-                    let args = types::SubmitArgs::new().timespec(&ts);
-                    self.ring.submitter().submit_with_args(want, &args)
-                }
-                _ => {
-                    // SAFETY: no extra argument; GETEVENTS asks the kernel to
-                    // run completion work (and to wait for `want`).
-                    unsafe {
-                        self.ring.submitter().enter::<libc::sigset_t>(
-                            to_submit,
-                            want as u32,
-                            IORING_ENTER_GETEVENTS,
-                            None,
-                        )
-                    }
-                }
-            };
+            // A timeout bounds a wait only (with nothing wanted the call
+            // returns at once).
+            let timeout = timeout.filter(|_| want > 0);
+            // SAFETY: the queued entries' pointers are into cells this core
+            // keeps until their completions (module docs); GETEVENTS asks
+            // the kernel to run completion work and to wait for `want`.
+            let r = unsafe { super::setup::enter(&self.ring, to_submit, want as u32, timeout) };
             match r {
                 Ok(_) => return,
                 Err(e) => match e.raw_os_error() {
@@ -526,9 +514,6 @@ impl Drop for RingCore {
         }
     }
 }
-
-/// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
-const IORING_ENTER_GETEVENTS: u32 = 1;
 
 #[cfg(test)]
 mod tests {

@@ -68,27 +68,6 @@ const _: () = assert!(
     WAKE != CANCEL && std::mem::align_of::<std::sync::atomic::AtomicUsize>() as u64 > CANCEL
 );
 
-/// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
-const IORING_ENTER_GETEVENTS: u32 = 1;
-/// `IORING_ENTER_EXT_ARG`: the argument is an `io_uring_getevents_arg`.
-const IORING_ENTER_EXT_ARG: u32 = 8;
-
-/// The kernel's `struct io_uring_getevents_arg` (Linux 5.11).
-#[repr(C)]
-struct GeteventsArg {
-    sigmask: u64,
-    sigmask_sz: u32,
-    min_wait_usec: u32,
-    ts: u64,
-}
-
-/// The kernel's `struct __kernel_timespec`.
-#[repr(C)]
-struct KernelTimespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
 /// The longest a worker sleeps in the ring before it checks whether any
 /// completion is still to come.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(10);
@@ -685,11 +664,7 @@ impl<C: PortOp> PortRing<C> {
         let listed = self.take_listed();
         // SAFETY: no argument but the flag; the kernel takes at most the
         // entries queued (pushed under `sq`, their cells alive in the ring).
-        let r = unsafe {
-            self.ring
-                .submitter()
-                .enter::<libc::sigset_t>(queued, 0, IORING_ENTER_GETEVENTS, None)
-        };
+        let r = unsafe { super::setup::enter(&self.ring, queued, 0, None) };
         self.settled(listed, true);
         r
     }
@@ -769,26 +744,9 @@ impl<C: PortOp> PortRing<C> {
         } else {
             0
         };
-        let ts = KernelTimespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let arg = GeteventsArg {
-            sigmask: 0,
-            sigmask_sz: 0,
-            min_wait_usec: 0,
-            ts: &ts as *const KernelTimespec as u64,
-        };
-        // SAFETY: `arg` is the kernel's `io_uring_getevents_arg` (EXT_ARG
-        // with its size), its `ts` points at `ts`; both outlive the call.
-        let r = unsafe {
-            self.ring.submitter().enter(
-                to_submit,
-                1,
-                IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-                Some(&arg),
-            )
-        };
+        // SAFETY: the entries queued were pushed under `sq`, their cells
+        // alive in the ring until their completions are taken.
+        let r = unsafe { super::setup::enter(&self.ring, to_submit, 1, Some(left)) };
         if let Err(e) = r {
             if !matches!(
                 e.raw_os_error(),
