@@ -75,8 +75,8 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::{Inner, IoEvent, State, EVENTS_PER_REAP, WAKE_KEY};
-use crate::driver::uring::core::{complete_all, Done};
 use crate::driver::Panic;
+use crate::driver::{complete_all, Done};
 
 /// How long the reaper leaves the role to the waiting threads after the
 /// last one left with operations in flight.

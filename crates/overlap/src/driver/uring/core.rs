@@ -16,7 +16,7 @@ use slab::Slab;
 
 use super::ring_buffers::RingBuffers;
 use crate::cell::{fork_generation, Completable};
-use crate::driver::Panic;
+use crate::driver::{complete_all, Done};
 use crate::operation::Opcodes;
 
 /// User data of the eventfd read that wakes a thread asleep in its ring.
@@ -37,70 +37,6 @@ const _: () = {
     assert!(EVENTFD_KEY & MARKER_BIT != 0 && CANCEL_KEY & MARKER_BIT != 0);
     assert!(CANCEL_KEY < EVENTFD_KEY);
 };
-
-/// An operation whose result is known, to be completed once the ring is no
-/// longer borrowed (completion runs user code, which may use the ring).
-pub(crate) struct Done {
-    pub op: Arc<dyn Completable>,
-    pub res: i64,
-    pub inline: bool,
-}
-
-/// The most completions a thread's spare list keeps room for between
-/// batches (a larger batch's list is let go).
-const SPARE_DONE_MAX: usize = 1024;
-
-thread_local! {
-    /// An empty list of completions with room in it, lent to each reap of a
-    /// thread's or a reactor's ring on this thread, so that reaping
-    /// allocates nothing per batch at steady state (a nested reap, finding
-    /// it lent, makes its own).
-    static SPARE_DONE: std::cell::Cell<Vec<Done>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// This thread's spare list of completions (empty), or a new one.
-pub(crate) fn spare_done() -> Vec<Done> {
-    let v = SPARE_DONE
-        .try_with(std::cell::Cell::take)
-        .unwrap_or_default();
-    debug_assert!(v.is_empty(), "a spare list is kept empty");
-    v
-}
-
-/// Gives `done` (completed, so empty) back as this thread's spare list.
-pub(crate) fn keep_done(done: Vec<Done>) {
-    debug_assert!(
-        done.is_empty(),
-        "completions are finished before the list is kept"
-    );
-    if done.is_empty() && done.capacity() <= SPARE_DONE_MAX {
-        let _ = SPARE_DONE.try_with(|s| s.set(done));
-    }
-}
-
-/// Completes `done` operations, containing panics in user code, with the
-/// wake-ups of the batch deferred to its end. Returns the first panic's
-/// payload (on a driver thread panics are reported instead; a thread that
-/// reaps its own ring resumes it once its ring is consistent again).
-pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
-    let first = done.first()?;
-    first.op.shared().counters.sample_workers_maybe();
-    crate::driver::with_deferred_wakes(|| {
-        let mut caught = None;
-        for d in done.drain(..) {
-            let name = d.op.kind().name();
-            let p = crate::driver::contain(name, move || {
-                let Done { op, res, inline } = d;
-                op.complete(res, inline);
-                // The last reference may be this one: the buffer's Drop
-                // runs here.
-                drop(op);
-            });
-            caught = caught.or(p);
-        }
-        caught
-    })
-}
 
 /// A ring and the operations in flight on it.
 pub(crate) struct RingCore {

@@ -20,9 +20,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use super::core::{complete_all, Done, RingCore};
+use super::core::RingCore;
 use super::setup::{self, Issuers};
 use crate::cell::Completable;
+use crate::driver::{complete_all, Done};
 use crate::driver::{contain, mark_driver_thread, on_driver_thread};
 use crate::error::FallbackReason;
 use crate::stats::Counters;

@@ -40,10 +40,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Wake, Waker};
 use std::thread::Thread;
 
-use super::core::{complete_all, keep_done, spare_done, Done, RingCore};
+use super::core::RingCore;
 use super::setup::{self, Issuers};
 use crate::cell::{fork_generation, Completable};
 use crate::driver::aio;
+use crate::driver::{complete_all, keep_done, spare_done, Done};
 use crate::driver::{spin_window, Panic};
 use crate::stats::Counters;
 

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Waker;
 
-use super::core::{complete_all, keep_done, spare_done, Done, RingCore};
+use super::core::RingCore;
 use super::setup::{self, Issuers};
 use super::thread::count_out;
 use crate::cell::{fork_generation, Completable, EngineState, ENGINE_ACROSS_FORK};
+use crate::driver::{complete_all, keep_done, spare_done, Done};
 use crate::error::FallbackReason;
 use crate::operation::OpKind;
 
