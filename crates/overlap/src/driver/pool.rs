@@ -43,6 +43,21 @@ struct State {
     shutdown: bool,
 }
 
+impl State {
+    /// The counts' invariant: a sleeping worker is idle, an idle one is a
+    /// running thread, and no more threads run than the bound.
+    #[inline]
+    fn check(&self, max_threads: usize) {
+        debug_assert!(
+            self.asleep <= self.idle && self.idle <= self.threads && self.threads <= max_threads,
+            "pool counts: {} asleep, {} idle, {} threads (at most {max_threads})",
+            self.asleep,
+            self.idle,
+            self.threads
+        );
+    }
+}
+
 impl PoolDriver {
     pub(crate) fn start(max_threads: usize, counters: Arc<Counters>) -> PoolDriver {
         PoolDriver {
@@ -118,6 +133,7 @@ impl PoolDriver {
         }
         // Workers still looking for work take it without a wake-up; wake
         // a sleeping one only for what they cannot take.
+        st.check(inner.max_threads);
         let looking = st.idle - st.asleep;
         if st.asleep > 0 && st.queue.len() > looking {
             inner.cv.notify_one();
@@ -166,7 +182,9 @@ struct Alive<'a>(&'a Inner);
 impl Drop for Alive<'_> {
     fn drop(&mut self) {
         let mut st = self.0.st.lock().unwrap_or_else(|p| p.into_inner());
+        debug_assert!(st.threads > 0, "a worker is uncounted once");
         st.threads -= 1;
+        st.check(self.0.max_threads);
         let orphaned = !st.queue.is_empty() && st.idle == 0 && !st.shutdown;
         drop(st);
         if orphaned && std::thread::panicking() {
@@ -219,6 +237,7 @@ impl Inner {
                         }
                     }
                     st.asleep += 1;
+                    st.check(self.max_threads);
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                     st.asleep -= 1;
                     st.idle -= 1;
