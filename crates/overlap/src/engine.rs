@@ -244,6 +244,41 @@ impl EngineBuilder {
 
     /// Starts the engine.
     pub fn build(self) -> Result<Engine> {
+        self.validate()?;
+        let (choice, forced_by) = self.resolve_choice()?;
+        let counters = Arc::new(Counters::default());
+        let limiter = Arc::new(Limiter::new(
+            self.max_inflight_ops,
+            self.max_inflight_bytes,
+            counters.clone(),
+        ));
+        let cq_entries = (self.max_inflight_ops as u32).clamp(self.ring_entries * 2, 65536);
+        let (driver, info) = self.start_driver(choice, forced_by, cq_entries, &counters)?;
+        let shared = Arc::new(Shared {
+            state: EngineState {
+                counters,
+                max_kernel_workers: self.max_kernel_workers,
+                ring_entries: self.ring_entries,
+                cq_entries,
+                own_ring_ops: AtomicUsize::new(0),
+                pools: Default::default(),
+                generation: fork_generation(),
+                shut: AtomicBool::new(false),
+            },
+            driver,
+            limiter,
+            fast_path: self.fast_path,
+            waits_on_caller: self.waits_on_caller,
+            info,
+            port_rings: Mutex::new(Vec::new()),
+        });
+        Ok(Engine {
+            inner: Arc::new(EngineInner { shared }),
+        })
+    }
+
+    /// Rejects limits out of their ranges, with the range in the message.
+    fn validate(&self) -> Result<()> {
         if self.max_inflight_ops == 0 || self.max_inflight_bytes == 0 {
             return Err(Error::InvalidInput(
                 "in-flight limits must be at least 1".into(),
@@ -266,6 +301,12 @@ impl EngineBuilder {
                 "max_kernel_workers must be between 1 and 4096, got {n}"
             )));
         }
+        Ok(())
+    }
+
+    /// The driver to start and who chose it: the builder's choice, or
+    /// `OVERLAP_DRIVER` when the choice is `Auto` and the environment counts.
+    fn resolve_choice(&self) -> Result<(DriverChoice, String)> {
         let mut choice = self.driver;
         let mut forced_by = "the engine builder".to_string();
         if choice == DriverChoice::Auto && self.use_env {
@@ -284,56 +325,31 @@ impl EngineBuilder {
                 };
             }
         }
-        let counters = Arc::new(Counters::default());
-        let limiter = Arc::new(Limiter::new(
-            self.max_inflight_ops,
-            self.max_inflight_bytes,
-            counters.clone(),
-        ));
-        let cq_entries = (self.max_inflight_ops as u32).clamp(self.ring_entries * 2, 65536);
-        let pool_detail = format!("up to {} threads", self.pool_threads);
-        let aio_events = self
-            .max_inflight_ops
-            .min(crate::driver::aio::MAX_AIO_EVENTS);
-        // AIO with the pool beside it, else the pool alone and why.
-        let aio_or_pool = |fallback: FallbackReason| -> (DriverHandle, DriverInfo) {
-            let pool = PoolDriver::start(self.pool_threads, counters.clone());
-            match AioDriver::start(aio_events, pool, counters.clone()) {
-                Ok(d) => (
-                    DriverHandle::Aio(d),
-                    DriverInfo {
-                        kind: DriverKind::Aio,
-                        fallback: Some(fallback),
-                        detail: format!(
-                            "AIO context of {aio_events} events for O_DIRECT reads, writes and syncs; pool of {pool_detail} for the rest"
-                        ),
-                        aio_unavailable: None,
-                    },
-                ),
-                Err((why, pool)) => (
-                    DriverHandle::Pool(pool),
-                    DriverInfo {
-                        kind: DriverKind::Pool,
-                        fallback: Some(fallback),
-                        detail: pool_detail.clone(),
-                        aio_unavailable: Some(why),
-                    },
-                ),
-            }
-        };
-        let (driver, info) = match choice {
+        Ok((choice, forced_by))
+    }
+
+    /// Starts the driver `choice` names and describes it; `Auto` falls back
+    /// from io_uring to AIO with the pool beside it, else to the pool alone.
+    fn start_driver(
+        &self,
+        choice: DriverChoice,
+        forced_by: String,
+        cq_entries: u32,
+        counters: &Arc<Counters>,
+    ) -> Result<(DriverHandle, DriverInfo)> {
+        Ok(match choice {
             DriverChoice::Pool => {
                 let d = PoolDriver::start(self.pool_threads, counters.clone());
                 let info = DriverInfo {
                     kind: DriverKind::Pool,
                     fallback: Some(FallbackReason::Forced(forced_by)),
-                    detail: pool_detail.clone(),
+                    detail: self.pool_detail(),
                     aio_unavailable: None,
                 };
                 (DriverHandle::Pool(d), info)
             }
             DriverChoice::Aio => {
-                let (d, info) = aio_or_pool(FallbackReason::Forced(forced_by));
+                let (d, info) = self.start_aio_or_pool(FallbackReason::Forced(forced_by), counters);
                 if let Some(reason) = info.aio_unavailable {
                     d.shutdown();
                     return Err(Error::AioUnavailable { reason });
@@ -357,32 +373,53 @@ impl EngineBuilder {
                             aio_unavailable: None,
                         },
                     ),
-                    Err(reason) if choice == DriverChoice::Auto => aio_or_pool(reason),
+                    Err(reason) if choice == DriverChoice::Auto => {
+                        self.start_aio_or_pool(reason, counters)
+                    }
                     Err(reason) => return Err(Error::UringUnavailable { reason }),
                 }
             }
-        };
-        let shared = Arc::new(Shared {
-            state: EngineState {
-                counters,
-                max_kernel_workers: self.max_kernel_workers,
-                ring_entries: self.ring_entries,
-                cq_entries,
-                own_ring_ops: AtomicUsize::new(0),
-                pools: Default::default(),
-                generation: fork_generation(),
-                shut: AtomicBool::new(false),
-            },
-            driver,
-            limiter,
-            fast_path: self.fast_path,
-            waits_on_caller: self.waits_on_caller,
-            info,
-            port_rings: Mutex::new(Vec::new()),
-        });
-        Ok(Engine {
-            inner: Arc::new(EngineInner { shared }),
         })
+    }
+
+    /// AIO with the pool beside it, else the pool alone and why.
+    fn start_aio_or_pool(
+        &self,
+        fallback: FallbackReason,
+        counters: &Arc<Counters>,
+    ) -> (DriverHandle, DriverInfo) {
+        let aio_events = self
+            .max_inflight_ops
+            .min(crate::driver::aio::MAX_AIO_EVENTS);
+        let pool = PoolDriver::start(self.pool_threads, counters.clone());
+        match AioDriver::start(aio_events, pool, counters.clone()) {
+            Ok(d) => (
+                DriverHandle::Aio(d),
+                DriverInfo {
+                    kind: DriverKind::Aio,
+                    fallback: Some(fallback),
+                    detail: format!(
+                        "AIO context of {aio_events} events for O_DIRECT reads, writes and syncs; pool of {} for the rest",
+                        self.pool_detail()
+                    ),
+                    aio_unavailable: None,
+                },
+            ),
+            Err((why, pool)) => (
+                DriverHandle::Pool(pool),
+                DriverInfo {
+                    kind: DriverKind::Pool,
+                    fallback: Some(fallback),
+                    detail: self.pool_detail(),
+                    aio_unavailable: Some(why),
+                },
+            ),
+        }
+    }
+
+    /// The pool's limit as [`DriverInfo::detail`] states it.
+    fn pool_detail(&self) -> String {
+        format!("up to {} threads", self.pool_threads)
     }
 }
 

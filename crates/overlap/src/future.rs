@@ -536,23 +536,10 @@ pub(crate) fn submit<B: Send + 'static>(
     // A parent's engine in a forked child runs nothing, on no route: the
     // child's calls on the parent's handles fail at once (below).
     let forked = shared.forked();
-    // `waits_on_caller`: the call is made here unless this thread's own
-    // ring holds operations, which only a ring's entry would submit.
-    let inline = route == Route::Inline
-        && (shared.driver.pool_takes(&req.kind)
-            || (shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
-        && !shared.is_shut()
-        && !forked;
+    let inline = runs_on_caller(shared, &req.kind, route, uring, forked);
     let own_ring = route != Route::Driver && uring;
     let for_future = matches!(target, Target::Future);
-    // A thread in `block_on` will wait for the operation, and a port's
-    // worker for a port's (unless the port's workers sleep on its condition
-    // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
-    let awaited = match &target {
-        Target::Future => route != Route::Driver,
-        Target::Port(q, _) => !(shared.driver.aio().is_some() && q.has_sleepers()),
-        Target::Ring(_) => true,
-    };
+    let awaited = is_awaited(shared, &target, route);
     // An operation run here is done before this returns: it needs no
     // waker (storing one would only have the completion wake its own
     // poller).
@@ -563,17 +550,7 @@ pub(crate) fn submit<B: Send + 'static>(
     shared.counters.submitted.fetch_add(1, Ordering::Relaxed);
     let op: Arc<dyn Completable> = cell.clone();
     if inline {
-        if uring {
-            // What this thread queued on a port's ring inside
-            // `Port::batch` goes to the kernel before it blocks here.
-            uring::thread::flush_deferred();
-        }
-        crate::driver::pool::run_on_caller(op);
-        // The future's lock-free check (`OpCell::poll_done`) relies on it.
-        debug_assert!(
-            cell.done.load(Ordering::SeqCst),
-            "an operation run on the caller is done"
-        );
+        run_here(&cell, op, uring);
         return cell;
     }
     // The ring whose waiter will be woken, on io_uring (the routing of
@@ -602,6 +579,51 @@ pub(crate) fn submit<B: Send + 'static>(
     }
     shared.driver.submit_as(op, !awaited);
     cell
+}
+
+/// Whether an operation of `kind` polled by `route` runs on the calling
+/// thread (`uring`: the engine's driver is io_uring; `forked`: the engine
+/// is a parent's).
+#[inline]
+fn runs_on_caller(shared: &Shared, kind: &OpKind, route: Route, uring: bool, forked: bool) -> bool {
+    // `waits_on_caller`: the call is made here unless this thread's own
+    // ring holds operations, which only a ring's entry would submit.
+    route == Route::Inline
+        && (shared.driver.pool_takes(kind)
+            || (shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
+        && !shared.is_shut()
+        && !forked
+}
+
+/// Whether a thread will wait for an operation delivered to `target` and
+/// polled by `route`.
+#[inline]
+fn is_awaited<B: Send + 'static>(shared: &Shared, target: &Target<B>, route: Route) -> bool {
+    // A thread in `block_on` will wait for the operation, and a port's
+    // worker for a port's (unless the port's workers sleep on its condition
+    // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
+    match target {
+        Target::Future => route != Route::Driver,
+        Target::Port(q, _) => !(shared.driver.aio().is_some() && q.has_sleepers()),
+        Target::Ring(_) => true,
+    }
+}
+
+/// Runs `op`, the operation of `cell`, on the calling thread (`uring`: the
+/// engine's driver is io_uring).
+#[inline]
+fn run_here<B: Send + 'static>(cell: &OpCell<B>, op: Arc<dyn Completable>, uring: bool) {
+    if uring {
+        // What this thread queued on a port's ring inside
+        // `Port::batch` goes to the kernel before it blocks here.
+        uring::thread::flush_deferred();
+    }
+    crate::driver::pool::run_on_caller(op);
+    // The future's lock-free check (`OpCell::poll_done`) relies on it.
+    debug_assert!(
+        cell.done.load(Ordering::SeqCst),
+        "an operation run on the caller is done"
+    );
 }
 
 /// A boxed operation for the less frequent calls (sync, allocate, metadata,

@@ -164,6 +164,51 @@ pub(crate) fn statx_cached(
     path: &std::ffi::CStr,
     flags: i32,
 ) -> Option<std::result::Result<libc::statx, i32>> {
+    debug_assert_eq!(
+        flags & !libc::AT_SYMLINK_NOFOLLOW,
+        0,
+        "statx_cached takes AT_SYMLINK_NOFOLLOW only"
+    );
+    if !CACHED_STATX_WORKS.load(Ordering::Relaxed) {
+        return None;
+    }
+    let fd = match open_cached(path, flags) {
+        Ok(fd) => fd,
+        Err(errno) => {
+            return match errno {
+                // Absent, with every component that says so in the cache: as
+                // statx itself would answer.
+                libc::ENOENT | libc::ENOTDIR => {
+                    count_inline(counters, true);
+                    Some(Err(errno))
+                }
+                libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG => {
+                    CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
+                    None
+                }
+                _ => None, // EAGAIN (not all cached), or for the driver to report
+            };
+        }
+    };
+    let st = statx_in_memory(&fd)?;
+    if st.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
+        // Before 6.8: no way to name the file system without asking it.
+        CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
+        return None;
+    }
+    if !is_local_fs(st.stx_mnt_id) {
+        return None;
+    }
+    count_inline(counters, false);
+    Some(Ok(st))
+}
+
+/// `openat2(path, O_PATH, RESOLVE_CACHED)`: the descriptor of `path` found
+/// through the dentry cache alone, or the errno (`flags`: of `statx`).
+fn open_cached(
+    path: &std::ffi::CStr,
+    flags: i32,
+) -> std::result::Result<std::os::fd::OwnedFd, i32> {
     /// `RESOLVE_CACHED` (linux/openat2.h; Linux 5.12).
     const RESOLVE_CACHED: u64 = 0x20;
     /// `struct open_how` (linux/openat2.h): extensible, 24 bytes in 5.6+.
@@ -172,14 +217,6 @@ pub(crate) fn statx_cached(
         flags: u64,
         mode: u64,
         resolve: u64,
-    }
-    debug_assert_eq!(
-        flags & !libc::AT_SYMLINK_NOFOLLOW,
-        0,
-        "statx_cached takes AT_SYMLINK_NOFOLLOW only"
-    );
-    if !CACHED_STATX_WORKS.load(Ordering::Relaxed) {
-        return None;
     }
     let mut open_flags = libc::O_PATH | libc::O_CLOEXEC;
     if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
@@ -203,30 +240,22 @@ pub(crate) fn statx_cached(
         )
     };
     if fd < 0 {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        return match errno {
-            // Absent, with every component that says so in the cache: as
-            // statx itself would answer.
-            libc::ENOENT | libc::ENOTDIR => {
-                count_inline(counters, true);
-                Some(Err(errno))
-            }
-            libc::ENOSYS | libc::EINVAL | libc::EPERM | libc::E2BIG => {
-                CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
-                None
-            }
-            _ => None, // EAGAIN (not all cached), or for the driver to report
-        };
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
     // SAFETY: `openat2` just returned this descriptor to us alone.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `statx` of `fd` with `AT_STATX_DONT_SYNC` (the in-memory inode), asking
+/// for the mount's unique id too; `None` when the call fails.
+fn statx_in_memory(fd: &std::os::fd::OwnedFd) -> Option<libc::statx> {
     // SAFETY: statx is plain old data; all-zero is a valid value.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is writable for the call; the empty path with
     // AT_EMPTY_PATH names `fd`, open for the call.
     let r = unsafe {
         libc::statx(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            std::os::fd::AsRawFd::as_raw_fd(fd),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
             crate::operation::STATX_MASK | STATX_MNT_ID_UNIQUE,
@@ -236,16 +265,7 @@ pub(crate) fn statx_cached(
     if r != 0 {
         return None;
     }
-    if st.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
-        // Before 6.8: no way to name the file system without asking it.
-        CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
-        return None;
-    }
-    if !is_local_fs(st.stx_mnt_id) {
-        return None;
-    }
-    count_inline(counters, false);
-    Some(Ok(st))
+    Some(st)
 }
 
 /// `STATX_MNT_ID_UNIQUE` (linux/stat.h; Linux 6.8): `stx_mnt_id` is the
@@ -304,6 +324,28 @@ fn is_local_fs(mnt_id: u64) -> bool {
     const SLOTS: usize = 64;
     /// 0: empty; else `(mnt_id << 1 | local) + 1`.
     static KNOWN: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    // Unique ids count up from 2^32; the shift below keeps 63 bits.
+    let cacheable = mnt_id < 1 << 62;
+    let slot = &KNOWN[(mnt_id as usize).wrapping_mul(0x9E37_79B9) % SLOTS];
+    if cacheable {
+        let v = slot.load(Ordering::Relaxed);
+        if v != 0 && (v - 1) >> 1 == mnt_id {
+            return (v - 1) & 1 == 1;
+        }
+    }
+    let Some(local) = statmount_is_local(mnt_id) else {
+        return false;
+    };
+    if cacheable {
+        slot.store(((mnt_id << 1) | u64::from(local)) + 1, Ordering::Relaxed);
+    }
+    local
+}
+
+/// Whether the mount `mnt_id` holds a local file system, by
+/// `statmount(STATMOUNT_SB_BASIC)`; `None` (and the dentry-cache `statx`
+/// turned off) when the kernel or a sandbox has no `statmount`.
+fn statmount_is_local(mnt_id: u64) -> Option<bool> {
     /// `statmount` (Linux 6.8): 457 on every architecture with the unified
     /// system call table (all but alpha and mips).
     const SYS_STATMOUNT: libc::c_long = 457;
@@ -329,15 +371,6 @@ fn is_local_fs(mnt_id: u64) -> bool {
         rest: [u64; 60],
     }
     const _: () = assert!(std::mem::size_of::<StatMount>() == 512);
-    // Unique ids count up from 2^32; the shift below keeps 63 bits.
-    let cacheable = mnt_id < 1 << 62;
-    let slot = &KNOWN[(mnt_id as usize).wrapping_mul(0x9E37_79B9) % SLOTS];
-    if cacheable {
-        let v = slot.load(Ordering::Relaxed);
-        if v != 0 && (v - 1) >> 1 == mnt_id {
-            return (v - 1) & 1 == 1;
-        }
-    }
     let req = MntIdReq {
         size: std::mem::size_of::<MntIdReq>() as u32,
         spare: 0,
@@ -357,22 +390,17 @@ fn is_local_fs(mnt_id: u64) -> bool {
             0 as libc::c_uint,
         )
     };
-    let local = if r == 0 {
-        sm.mask & STATMOUNT_SB_BASIC != 0 && is_local_magic(sm.sb_magic)
-    } else {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if matches!(errno, libc::ENOSYS | libc::EINVAL) {
-            // No statmount (before 6.8), or a sandbox refusing it.
-            CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
-            return false;
-        }
-        // EPERM (a mount outside the caller's root: chroot, /proc/PID/root),
-        // ENOENT (another namespace's, or unmounted meanwhile), a security
-        // module's refusal: this mount is not answered here; others are.
-        false
-    };
-    if cacheable {
-        slot.store(((mnt_id << 1) | u64::from(local)) + 1, Ordering::Relaxed);
+    if r == 0 {
+        return Some(sm.mask & STATMOUNT_SB_BASIC != 0 && is_local_magic(sm.sb_magic));
     }
-    local
+    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    if matches!(errno, libc::ENOSYS | libc::EINVAL) {
+        // No statmount (before 6.8), or a sandbox refusing it.
+        CACHED_STATX_WORKS.store(false, Ordering::Relaxed);
+        return None;
+    }
+    // EPERM (a mount outside the caller's root: chroot, /proc/PID/root),
+    // ENOENT (another namespace's, or unmounted meanwhile), a security
+    // module's refusal: this mount is not answered here; others are.
+    Some(false)
 }

@@ -218,26 +218,10 @@ impl<B: Send + 'static> Port<B> {
             Prepared::Req(req) if self.inner.engine.shared().forked() => {
                 return Err((Error::Forked(FORKED_PORT), req.buf));
             }
-            Prepared::Done(Ok(n), buf) => match &self.inner.mode {
-                Mode::Queue(q) => {
-                    q.push_immediate(key, n, buf, None);
-                    return Ok(());
-                }
-                // The result travels through the ring like any other, so
-                // that a worker asleep in it sees it. Like the queue's, it
-                // needs no budget.
-                Mode::Ring(ring) => {
-                    let req = Request {
-                        owner: Owner::Engine(self.inner.engine.shared().clone()),
-                        buf,
-                        kind: OpKind::Nop(Nop { res: n as i64 }),
-                        bytes: 0,
-                        fast_path: false,
-                    };
-                    ring.submit(ring_cell(ring, req, key, None));
-                    return Ok(());
-                }
-            },
+            Prepared::Done(Ok(n), buf) => {
+                self.launch_done(n, buf, key);
+                return Ok(());
+            }
             Prepared::Req(req) => req,
         };
         // The one admission path (`crate::admit`), as a future's, with the
@@ -249,47 +233,91 @@ impl<B: Send + 'static> Port<B> {
         // takes it). The ring's gate also counts the operation in for
         // shutdown to wait for, unless shutdown already began.
         match &self.inner.mode {
+            Mode::Ring(ring) => Self::launch_on_ring(ring, req, key, wait),
+            Mode::Queue(q) => Self::launch_on_queue(q, req, key, wait),
+        }
+    }
+
+    /// Delivers the result `n` of a request done without the kernel as the
+    /// completion of `key`.
+    #[inline]
+    fn launch_done(&self, n: usize, buf: B, key: u64) {
+        match &self.inner.mode {
+            Mode::Queue(q) => q.push_immediate(key, n, buf, None),
+            // The result travels through the ring like any other, so
+            // that a worker asleep in it sees it. Like the queue's, it
+            // needs no budget.
             Mode::Ring(ring) => {
-                // In place first: the request moves once, into its cell; a
-                // full budget is waited out (`admit`) unless the caller
-                // does not wait.
-                let mut req = req;
-                let permit = match crate::admit::now_in_place(&mut req, FastPath::Never, &**ring) {
-                    Verdict::Go(permit) => permit,
-                    Verdict::Full if wait => match admit(req, FastPath::Never, true, &**ring)? {
-                        Admitted::Go(admitted, permit) => {
-                            req = admitted;
-                            permit
-                        }
-                        Admitted::Cached(..) => {
-                            debug_assert!(false, "a port's ring takes no fast path");
-                            return Ok(());
-                        }
-                    },
-                    Verdict::Full => return Err((Error::WouldBlock, req.buf)),
-                    Verdict::Refused(e) => return Err((e, req.buf)),
-                    Verdict::Cached(..) => {
-                        debug_assert!(false, "a port's ring takes no fast path");
-                        return Ok(());
-                    }
+                let req = Request {
+                    owner: Owner::Engine(self.inner.engine.shared().clone()),
+                    buf,
+                    kind: OpKind::Nop(Nop { res: n as i64 }),
+                    bytes: 0,
+                    fast_path: false,
                 };
-                ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
+                ring.submit(ring_cell(ring, req, key, None));
             }
-            Mode::Queue(q) => match admit(req, FastPath::AfterBudget, wait, &Running)? {
-                Admitted::Go(req, permit) => {
-                    // Counted before the driver can complete it (`take`
-                    // decrements).
-                    q.add_outstanding();
-                    submit(
-                        req,
-                        Target::Port(q.clone(), key),
-                        Some(permit),
-                        Route::Driver,
-                        None,
-                    );
+        }
+    }
+
+    /// Admits `req` (with no fast path) and submits it to the port's ring.
+    #[inline]
+    fn launch_on_ring(
+        ring: &Arc<PortRing<B>>,
+        req: Request<B>,
+        key: u64,
+        wait: bool,
+    ) -> std::result::Result<(), (Error, B)> {
+        // In place first: the request moves once, into its cell; a
+        // full budget is waited out (`admit`) unless the caller
+        // does not wait.
+        let mut req = req;
+        let permit = match crate::admit::now_in_place(&mut req, FastPath::Never, &**ring) {
+            Verdict::Go(permit) => permit,
+            Verdict::Full if wait => match admit(req, FastPath::Never, true, &**ring)? {
+                Admitted::Go(admitted, permit) => {
+                    req = admitted;
+                    permit
                 }
-                Admitted::Cached(n, buf, permit) => q.push_immediate(key, n, buf, permit),
+                Admitted::Cached(..) => {
+                    debug_assert!(false, "a port's ring takes no fast path");
+                    return Ok(());
+                }
             },
+            Verdict::Full => return Err((Error::WouldBlock, req.buf)),
+            Verdict::Refused(e) => return Err((e, req.buf)),
+            Verdict::Cached(..) => {
+                debug_assert!(false, "a port's ring takes no fast path");
+                return Ok(());
+            }
+        };
+        ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
+        Ok(())
+    }
+
+    /// Admits `req` (the fast path after the budget) and hands it to the
+    /// driver, or queues its cached result, for the port's queue.
+    #[inline]
+    fn launch_on_queue(
+        q: &Arc<PortShared<B>>,
+        req: Request<B>,
+        key: u64,
+        wait: bool,
+    ) -> std::result::Result<(), (Error, B)> {
+        match admit(req, FastPath::AfterBudget, wait, &Running)? {
+            Admitted::Go(req, permit) => {
+                // Counted before the driver can complete it (`take`
+                // decrements).
+                q.add_outstanding();
+                submit(
+                    req,
+                    Target::Port(q.clone(), key),
+                    Some(permit),
+                    Route::Driver,
+                    None,
+                );
+            }
+            Admitted::Cached(n, buf, permit) => q.push_immediate(key, n, buf, permit),
         }
         Ok(())
     }

@@ -448,78 +448,102 @@ pub(super) fn reap(inner: &Arc<Inner>) {
     let mut done: Vec<Done> = Vec::with_capacity(EVENTS_PER_REAP);
     let mut idle_rounds = 0u32;
     loop {
-        let mut st = inner.lock();
-        // Wait until the role is ours to take.
-        loop {
-            st.reaping.reaper = ReaperSleep::Awake;
-            if st.shutdown && st.slab.is_empty() && st.completing == 0 {
-                check(&st);
-                return;
-            }
-            let r = &st.reaping;
-            let free = r.role == Role::Free && r.waiters == 0 && !st.slab.is_empty();
-            let since = r.left_at.map_or(GRACE, |t| t.elapsed());
-            if free && (r.urgent || st.shutdown || since >= GRACE) {
-                break;
-            }
-            if st.slab.is_empty() {
-                idle_rounds += 1;
-            } else {
-                idle_rounds = 0;
-            }
-            if idle_rounds > IDLE_ROUNDS && !st.shutdown {
-                st.reaping.reaper = ReaperSleep::Untimed;
-                check(&st);
-                st = inner.reaper_cv.wait(st).unwrap_or_else(|p| p.into_inner());
-                idle_rounds = 0;
-            } else {
-                st.reaping.reaper = ReaperSleep::Timed;
-                let nap = if free {
-                    GRACE.saturating_sub(since)
-                } else {
-                    GRACE
-                };
-                st = inner
-                    .reaper_cv
-                    .wait_timeout(st, nap.max(Duration::from_micros(100)))
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
+        let st = inner.lock();
+        let Some(st) = await_role(inner, st, &mut idle_rounds) else {
+            return;
+        };
+        hold_role(inner, st, &mut events, &mut done);
+    }
+}
+
+/// The reaper waits, the lock `st` held but for its sleeps, until the role
+/// is its to take; `None` at shutdown with nothing in flight (then the
+/// reaper ends). `idle_rounds`: consecutive rounds with nothing in flight.
+fn await_role<'a>(
+    inner: &'a Inner,
+    mut st: MutexGuard<'a, State>,
+    idle_rounds: &mut u32,
+) -> Option<MutexGuard<'a, State>> {
+    // Wait until the role is ours to take.
+    loop {
+        st.reaping.reaper = ReaperSleep::Awake;
+        if st.shutdown && st.slab.is_empty() && st.completing == 0 {
+            check(&st);
+            return None;
         }
-        st.reaping.role = Role::Reaper;
-        st.reaping.urgent = false;
-        let held = Held::mark(inner);
-        // Hold the role while nobody waits.
-        loop {
-            let timeout = if st.shutdown {
-                Duration::from_millis(10)
+        let r = &st.reaping;
+        let free = r.role == Role::Free && r.waiters == 0 && !st.slab.is_empty();
+        let since = r.left_at.map_or(GRACE, |t| t.elapsed());
+        if free && (r.urgent || st.shutdown || since >= GRACE) {
+            return Some(st);
+        }
+        if st.slab.is_empty() {
+            *idle_rounds += 1;
+        } else {
+            *idle_rounds = 0;
+        }
+        if *idle_rounds > IDLE_ROUNDS && !st.shutdown {
+            st.reaping.reaper = ReaperSleep::Untimed;
+            check(&st);
+            st = inner.reaper_cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            *idle_rounds = 0;
+        } else {
+            st.reaping.reaper = ReaperSleep::Timed;
+            let nap = if free {
+                GRACE.saturating_sub(since)
             } else {
-                Duration::from_secs(1)
+                GRACE
             };
+            st = inner
+                .reaper_cv
+                .wait_timeout(st, nap.max(Duration::from_micros(100)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The reaper takes the role (the lock `st` held) and reaps and completes
+/// until a thread waits or nothing is in flight, then hands the role on.
+fn hold_role<'a>(
+    inner: &'a Arc<Inner>,
+    mut st: MutexGuard<'a, State>,
+    events: &mut [IoEvent; EVENTS_PER_REAP],
+    done: &mut Vec<Done>,
+) {
+    st.reaping.role = Role::Reaper;
+    st.reaping.urgent = false;
+    let held = Held::mark(inner);
+    // Hold the role while nobody waits.
+    loop {
+        let timeout = if st.shutdown {
+            Duration::from_millis(10)
+        } else {
+            Duration::from_secs(1)
+        };
+        check(&st);
+        drop(st);
+        let n = inner.getevents(events, timeout);
+        st = inner.lock();
+        collect(&mut st, &events[..n], done);
+        let keep = st.reaping.waiters == 0 && !st.slab.is_empty();
+        if !keep {
+            st.reaping.role = Role::Free;
+            drop(held);
+            let promote = fill_role(inner, &mut st);
             check(&st);
             drop(st);
-            let n = inner.getevents(&mut events, timeout);
-            st = inner.lock();
-            collect(&mut st, &events[..n], &mut done);
-            let keep = st.reaping.waiters == 0 && !st.slab.is_empty();
-            if !keep {
-                st.reaping.role = Role::Free;
-                drop(held);
-                let promote = fill_role(inner, &mut st);
-                check(&st);
-                drop(st);
-                wake_promoted(promote);
-                if !done.is_empty() {
-                    // On this driver thread `contain` reports panics.
-                    let _ = complete(inner, &mut done);
-                }
-                break;
-            }
+            wake_promoted(promote);
             if !done.is_empty() {
-                drop(st);
-                let _ = complete(inner, &mut done);
-                st = inner.lock();
+                // On this driver thread `contain` reports panics.
+                let _ = complete(inner, done);
             }
+            return;
+        }
+        if !done.is_empty() {
+            drop(st);
+            let _ = complete(inner, done);
+            st = inner.lock();
         }
     }
 }

@@ -127,6 +127,29 @@ fn io_destroy(ctx: AioContext) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The iocb of an operation of `kind` (command `code` on `fd`), its key
+/// (`aio_data`) still to be set.
+#[inline]
+fn iocb_for(kind: &OpKind, code: AioCode, fd: i32) -> Iocb {
+    let opcode = match code {
+        AioCode::Pread => IOCB_CMD_PREAD,
+        AioCode::Pwrite => IOCB_CMD_PWRITE,
+        AioCode::Fsync => IOCB_CMD_FSYNC,
+        AioCode::Fdsync => IOCB_CMD_FDSYNC,
+    };
+    let mut iocb = Iocb {
+        aio_lio_opcode: opcode,
+        aio_fildes: fd as u32,
+        ..Iocb::default()
+    };
+    if let Some(crate::operation::Span { addr, offset, len }) = kind.span() {
+        iocb.aio_buf = addr as u64;
+        iocb.aio_nbytes = len as u64;
+        iocb.aio_offset = offset as i64;
+    }
+    iocb
+}
+
 /// Submits one iocb: `Ok(())`, or the errno `io_submit` returned.
 fn io_submit_one(ctx: AioContext, iocb: &Iocb) -> Result<(), i32> {
     let mut ptrs = [iocb as *const Iocb];
@@ -395,96 +418,114 @@ impl AioDriver {
             self.pool.submit(op);
             return;
         };
-        let opcode = match code {
-            AioCode::Pread => IOCB_CMD_PREAD,
-            AioCode::Pwrite => IOCB_CMD_PWRITE,
-            AioCode::Fsync => IOCB_CMD_FSYNC,
-            AioCode::Fdsync => IOCB_CMD_FDSYNC,
-        };
-        let mut iocb = Iocb {
-            aio_lio_opcode: opcode,
-            aio_fildes: fd as u32,
-            ..Iocb::default()
-        };
-        if let Some(crate::operation::Span { addr, offset, len }) = op.kind().span() {
-            iocb.aio_buf = addr as u64;
-            iocb.aio_nbytes = len as u64;
-            iocb.aio_offset = offset as i64;
-        }
-        let inner = &self.inner;
-        let (key, seq) = {
-            let mut st = inner.lock();
-            if st.shutdown {
-                drop(st);
-                if let Some(p) = super::contain(op.kind().name(), || op.refuse()) {
-                    std::panic::resume_unwind(p);
-                }
-                return;
-            }
-            if st.slab.len() >= MAX_AIO_EVENTS {
-                // The context is full: the pool does it rather than a
-                // caller waiting for room.
-                drop(st);
-                self.pool.submit(op);
-                return;
-            }
-            st.seq += 1;
-            let seq = st.seq;
-            let key = st.slab.insert(Entry {
-                op: op.clone(),
-                submitting: true,
-                seq,
-            });
-            debug_assert!(
-                (key as u64) < WAKE_KEY,
-                "slab keys stay below the reserved one"
-            );
-            let promote = lead::submitted(inner, &mut st, urgent);
-            lead::check(&st);
-            drop(st);
-            lead::wake_promoted(promote);
-            (key, seq)
+        let mut iocb = iocb_for(op.kind(), code, fd);
+        let Some((op, key, seq)) = self.register(op, urgent) else {
+            return;
         };
         iocb.aio_data = key as u64;
-        let counters = &inner.counters;
-        counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
+        let inner = &self.inner;
+        inner
+            .counters
+            .submit_syscalls
+            .fetch_add(1, Ordering::Relaxed);
         match io_submit_one(inner.ctx, &iocb) {
-            Ok(()) => {
-                counters.aio_submitted.fetch_add(1, Ordering::Relaxed);
-                let mut st = inner.lock();
-                if let Some(e) = st.slab.get_mut(key) {
-                    if e.seq == seq {
-                        e.submitting = false;
-                    }
-                }
+            Ok(()) => self.mark_submitted(key, seq),
+            Err(errno) => self.not_submitted(op, code, key, seq, errno),
+        }
+    }
+
+    /// Enters `op` in the slab under a fresh sequence number and returns it
+    /// with its key and number; `None` when the operation went elsewhere
+    /// (refused at shutdown, or to the pool when the context is full).
+    #[inline]
+    fn register(
+        &self,
+        op: Arc<dyn Completable>,
+        urgent: bool,
+    ) -> Option<(Arc<dyn Completable>, usize, u64)> {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        if st.shutdown {
+            drop(st);
+            if let Some(p) = super::contain(op.kind().name(), || op.refuse()) {
+                std::panic::resume_unwind(p);
             }
-            Err(errno) => {
-                // Not submitted: the kernel holds no pointer into the cell.
-                let removed = {
-                    let mut st = inner.lock();
-                    let ours = st.slab.get(key).is_some_and(|e| e.seq == seq);
-                    debug_assert!(ours, "an unsubmitted operation cannot complete");
-                    if ours {
-                        st.slab.try_remove(key)
-                    } else {
-                        None
-                    }
-                };
-                drop(removed);
-                let is_sync = code.is_sync();
-                if is_sync && errno == libc::EINVAL {
-                    // No IOCB_CMD_FSYNC/FDSYNC for this file or kernel.
-                    inner.sync_ok.store(false, Ordering::Relaxed);
-                    self.pool.submit(op);
-                } else if errno == libc::EAGAIN {
-                    // Out of AIO resources for now: the pool does it.
-                    self.pool.submit(op);
-                } else if let Some(p) =
-                    super::contain(op.kind().name(), || op.complete(-(errno as i64), true))
-                {
-                    std::panic::resume_unwind(p);
-                }
+            return None;
+        }
+        if st.slab.len() >= MAX_AIO_EVENTS {
+            // The context is full: the pool does it rather than a
+            // caller waiting for room.
+            drop(st);
+            self.pool.submit(op);
+            return None;
+        }
+        st.seq += 1;
+        let seq = st.seq;
+        let key = st.slab.insert(Entry {
+            op: op.clone(),
+            submitting: true,
+            seq,
+        });
+        debug_assert!(
+            (key as u64) < WAKE_KEY,
+            "slab keys stay below the reserved one"
+        );
+        let promote = lead::submitted(inner, &mut st, urgent);
+        lead::check(&st);
+        drop(st);
+        lead::wake_promoted(promote);
+        Some((op, key, seq))
+    }
+
+    /// `io_submit` took the operation at `key`: a completion reaped from
+    /// now on is not inline.
+    #[inline]
+    fn mark_submitted(&self, key: usize, seq: u64) {
+        let inner = &self.inner;
+        inner.counters.aio_submitted.fetch_add(1, Ordering::Relaxed);
+        let mut st = inner.lock();
+        if let Some(e) = st.slab.get_mut(key) {
+            if e.seq == seq {
+                e.submitting = false;
             }
+        }
+    }
+
+    /// `io_submit` refused the operation at `key` with `errno`: takes it out
+    /// of the slab, then hands it to the pool or completes it with the error.
+    fn not_submitted(
+        &self,
+        op: Arc<dyn Completable>,
+        code: AioCode,
+        key: usize,
+        seq: u64,
+        errno: i32,
+    ) {
+        let inner = &self.inner;
+        // Not submitted: the kernel holds no pointer into the cell.
+        let removed = {
+            let mut st = inner.lock();
+            let ours = st.slab.get(key).is_some_and(|e| e.seq == seq);
+            debug_assert!(ours, "an unsubmitted operation cannot complete");
+            if ours {
+                st.slab.try_remove(key)
+            } else {
+                None
+            }
+        };
+        drop(removed);
+        let is_sync = code.is_sync();
+        if is_sync && errno == libc::EINVAL {
+            // No IOCB_CMD_FSYNC/FDSYNC for this file or kernel.
+            inner.sync_ok.store(false, Ordering::Relaxed);
+            self.pool.submit(op);
+        } else if errno == libc::EAGAIN {
+            // Out of AIO resources for now: the pool does it.
+            self.pool.submit(op);
+        } else if let Some(p) =
+            super::contain(op.kind().name(), || op.complete(-(errno as i64), true))
+        {
+            std::panic::resume_unwind(p);
         }
     }
 

@@ -74,6 +74,74 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// An empty queue with its own eventfd.
+    fn new() -> Result<Arc<Queue>, FallbackReason> {
+        // SAFETY: eventfd has no memory arguments; the result is checked.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(FallbackReason::Other(format!(
+                "eventfd: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: efd is a fresh descriptor that nothing else owns.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        Ok(Arc::new(Queue {
+            idle: Condvar::new(),
+            st: Mutex::new(QState {
+                ops: Vec::new(),
+                parked: false,
+                sleeping: false,
+                wake_pending: false,
+                shutdown: false,
+                dead: false,
+            }),
+            eventfd,
+        }))
+    }
+}
+
+/// The engine thread: sets up its ring, reports the setup flags (or why
+/// it failed) on `tx`, then runs until shutdown.
+fn engine_thread_main(
+    config: RingConfig,
+    q: Arc<Queue>,
+    counters: Arc<Counters>,
+    tx: mpsc::Sender<Result<String, FallbackReason>>,
+) {
+    mark_driver_thread();
+    let setup = setup::build_ring(config.entries, config.cq_entries, Issuers::One).and_then(
+        |(ring, flags)| {
+            let ops = setup::probe_opcodes(&ring)?;
+            let workers = setup::bound_kernel_workers(&ring, config.max_kernel_workers)?;
+            Ok((ring, ops, format!("{flags}; {workers}")))
+        },
+    );
+    match setup {
+        Ok((ring, ops, flags)) => {
+            let _ = tx.send(Ok(flags));
+            let core = RingCore::new(ring, ops, Some(q.eventfd.as_raw_fd()));
+            let mut engine = EngineThread {
+                core,
+                queue: q.clone(),
+                counters,
+                fixed_chunk: config.submit_chunk,
+            };
+            // However the thread ends, later operations are
+            // refused, not queued for a thread that is gone.
+            let _dead = Dead(q.clone());
+            engine.run();
+            // Everything in flight was reaped; the eventfd read
+            // is cancelled and reaped too before the ring goes.
+            engine.core.drain(|_| {});
+        }
+        Err(reason) => {
+            let _ = tx.send(Err(reason));
+        }
+    }
+}
+
 /// Setup of the engine's rings, decided once on the engine thread.
 #[derive(Clone, Copy)]
 pub(crate) struct RingConfig {
@@ -91,64 +159,12 @@ impl UringDriver {
         config: RingConfig,
         counters: Arc<Counters>,
     ) -> Result<(UringDriver, String), FallbackReason> {
-        // SAFETY: eventfd has no memory arguments; the result is checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(FallbackReason::Other(format!(
-                "eventfd: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // SAFETY: efd is a fresh descriptor that nothing else owns.
-        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
-        let queue = Arc::new(Queue {
-            idle: Condvar::new(),
-            st: Mutex::new(QState {
-                ops: Vec::new(),
-                parked: false,
-                sleeping: false,
-                wake_pending: false,
-                shutdown: false,
-                dead: false,
-            }),
-            eventfd,
-        });
+        let queue = Queue::new()?;
         let (tx, rx) = mpsc::channel();
         let q = queue.clone();
         let thread = std::thread::Builder::new()
             .name("overlap-uring".into())
-            .spawn(move || {
-                mark_driver_thread();
-                let setup = setup::build_ring(config.entries, config.cq_entries, Issuers::One)
-                    .and_then(|(ring, flags)| {
-                        let ops = setup::probe_opcodes(&ring)?;
-                        let workers =
-                            setup::bound_kernel_workers(&ring, config.max_kernel_workers)?;
-                        Ok((ring, ops, format!("{flags}; {workers}")))
-                    });
-                match setup {
-                    Ok((ring, ops, flags)) => {
-                        let _ = tx.send(Ok(flags));
-                        let core = RingCore::new(ring, ops, Some(q.eventfd.as_raw_fd()));
-                        let mut engine = EngineThread {
-                            core,
-                            queue: q.clone(),
-                            counters,
-                            fixed_chunk: config.submit_chunk,
-                        };
-                        // However the thread ends, later operations are
-                        // refused, not queued for a thread that is gone.
-                        let _dead = Dead(q.clone());
-                        engine.run();
-                        // Everything in flight was reaped; the eventfd read
-                        // is cancelled and reaped too before the ring goes.
-                        engine.core.drain(|_| {});
-                    }
-                    Err(reason) => {
-                        let _ = tx.send(Err(reason));
-                    }
-                }
-            })
+            .spawn(move || engine_thread_main(config, q, counters, tx))
             .map_err(|e| {
                 FallbackReason::Other(format!("could not start the engine thread: {e}"))
             })?;
@@ -262,58 +278,9 @@ impl EngineThread {
         let mut reads_seen = 0;
         loop {
             self.core.arm_eventfd(&mut done);
-            let shutdown = {
-                let mut st = self.queue.lock();
-                if self.core.eventfd_reads() != reads_seen {
-                    // The eventfd write was consumed: the next one must wake.
-                    reads_seen = self.core.eventfd_reads();
-                    st.wake_pending = false;
-                }
-                if st.ops.is_empty() && self.core.in_flight() == 0 && !st.shutdown {
-                    // Nothing in flight: nothing to wait for in the ring.
-                    while st.ops.is_empty() && !st.shutdown {
-                        // Before every wait: a wake-up that came while the
-                        // lock was let go (the watcher's pass below) cleared
-                        // it, and `wake` notifies only a parked thread.
-                        st.parked = true;
-                        // While reactor rings live, the engine thread is
-                        // also their watcher (`super::reactor`).
-                        let Some(tick) = super::reactor::watch_tick() else {
-                            st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
-                            continue;
-                        };
-                        st = self
-                            .queue
-                            .idle
-                            .wait_timeout(st, tick)
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0;
-                        if st.ops.is_empty() && !st.shutdown {
-                            drop(st);
-                            super::reactor::watch_if_due();
-                            st = self.queue.lock();
-                        }
-                    }
-                    st.parked = false;
-                }
-                std::mem::swap(&mut st.ops, &mut local);
-                if local.is_empty() {
-                    st.sleeping = true;
-                }
-                st.shutdown
-            };
+            let shutdown = self.take_queued(&mut local, &mut reads_seen);
             if !local.is_empty() {
-                for op in local.drain(..) {
-                    self.core.push(op, &mut done);
-                    if self.core.pending() >= self.submit_chunk() {
-                        self.submit(&mut done);
-                    }
-                }
-                self.submit(&mut done);
-                complete_all(&mut done);
-                // Under steady load this branch may run for long: the
-                // reactor rings' passes are due here too.
-                super::reactor::watch_if_due();
+                self.submit_all(&mut local, &mut done);
                 continue;
             }
             if shutdown && self.core.in_flight() == 0 {
@@ -329,6 +296,79 @@ impl EngineThread {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .sample();
+    }
+
+    /// Under the queue's lock: swaps what callers queued into `local`
+    /// (parked first while nothing is queued or in flight), marks the
+    /// thread sleeping when there is nothing, and returns whether shutdown
+    /// began. `reads_seen`: the eventfd reads already accounted for.
+    fn take_queued(&self, local: &mut Vec<Arc<dyn Completable>>, reads_seen: &mut u64) -> bool {
+        debug_assert!(local.is_empty(), "the previous batch was all pushed");
+        let mut st = self.queue.lock();
+        if self.core.eventfd_reads() != *reads_seen {
+            // The eventfd write was consumed: the next one must wake.
+            *reads_seen = self.core.eventfd_reads();
+            st.wake_pending = false;
+        }
+        if st.ops.is_empty() && self.core.in_flight() == 0 && !st.shutdown {
+            // Nothing in flight: nothing to wait for in the ring.
+            st = self.park(st);
+        }
+        std::mem::swap(&mut st.ops, local);
+        if local.is_empty() {
+            st.sleeping = true;
+        }
+        st.shutdown
+    }
+
+    /// Waits on the queue's condition variable (the guard `st` held
+    /// throughout but for the waits and the reactor watcher's passes) until
+    /// an operation is queued or shutdown begins.
+    fn park<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, QState>,
+    ) -> std::sync::MutexGuard<'a, QState> {
+        while st.ops.is_empty() && !st.shutdown {
+            // Before every wait: a wake-up that came while the
+            // lock was let go (the watcher's pass below) cleared
+            // it, and `wake` notifies only a parked thread.
+            st.parked = true;
+            // While reactor rings live, the engine thread is
+            // also their watcher (`super::reactor`).
+            let Some(tick) = super::reactor::watch_tick() else {
+                st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+                continue;
+            };
+            st = self
+                .queue
+                .idle
+                .wait_timeout(st, tick)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            if st.ops.is_empty() && !st.shutdown {
+                drop(st);
+                super::reactor::watch_if_due();
+                st = self.queue.lock();
+            }
+        }
+        st.parked = false;
+        st
+    }
+
+    /// Moves `local`'s operations into the ring, submitting in chunks,
+    /// then completes what was reaped.
+    fn submit_all(&mut self, local: &mut Vec<Arc<dyn Completable>>, done: &mut Vec<Done>) {
+        for op in local.drain(..) {
+            self.core.push(op, done);
+            if self.core.pending() >= self.submit_chunk() {
+                self.submit(done);
+            }
+        }
+        self.submit(done);
+        complete_all(done);
+        // Under steady load this branch may run for long: the
+        // reactor rings' passes are due here too.
+        super::reactor::watch_if_due();
     }
 
     fn submit(&mut self, done: &mut Vec<Done>) {

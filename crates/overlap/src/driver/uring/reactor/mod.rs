@@ -652,46 +652,58 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
         .reactor_submitted
         .fetch_add(1, Ordering::Relaxed);
     let mut done = spare_done();
-    let wake_flusher = {
-        let mut core = lock(&inner.core);
-        if inner.orphaned.load(Ordering::Acquire) {
-            // Orphaned since the check above: not on this ring.
-            drop(core);
-            op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
-            return Err(op);
-        }
-        let key = core.push(op, &mut done);
-        // Deferred while enough is in flight or about to be: the tasks
-        // that the last reaps woke and that have not submitted yet count
-        // (without them, a ring that a busy executor had let run low went
-        // on at one read per system call, which kept the executor busy).
-        // The engine's count wins even on an idle ring: at 64 tasks on two
-        // workers one ring often sat empty while the other held the reads,
-        // and the tasks stolen onto it submitted alone (requiring something
-        // else in flight here kept 94% of those calls). What it costs where
-        // the engine is deep for other reasons (threads' own rings, idle
-        // pipe reads): a lone read waits for one poll of the flusher.
-        let deferred = (core.in_flight() + core.likely_soon() > DEFER_FROM || engine_deep)
-            && core.pending() < batch_limit()
-            && inner.has_flusher.load(Ordering::Acquire);
-        if deferred {
-            // The first entry queued wakes the flusher.
-            core.pending() == 1
-        } else {
-            if core.submit(&mut done) {
-                charge_syscall_to(engine, key, &done, &core);
-            }
-            // Taken only in part (see `flush`): the flusher must come back
-            // for the rest.
-            core.pending() > 0
-        }
-    };
+    let wake_flusher = push_current(inner, op, engine, engine_deep, &mut done)?;
     if wake_flusher {
         inner.wake_flusher();
     }
     finish(&mut done);
     keep_done(done);
     Ok(())
+}
+
+/// Under the ring's lock: pushes `op` (of the engine at address `engine`,
+/// `engine_deep` when that engine has many operations on its rings) and
+/// submits now or leaves it to the flusher. Returns whether the flusher
+/// must be woken, or the operation back when the ring was orphaned.
+#[inline]
+fn push_current(
+    inner: &Inner,
+    op: Arc<dyn Completable>,
+    engine: usize,
+    engine_deep: bool,
+    done: &mut Vec<Done>,
+) -> Result<bool, Arc<dyn Completable>> {
+    let mut core = lock(&inner.core);
+    if inner.orphaned.load(Ordering::Acquire) {
+        // Orphaned since the check above: not on this ring.
+        drop(core);
+        op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        return Err(op);
+    }
+    let key = core.push(op, done);
+    // Deferred while enough is in flight or about to be: the tasks
+    // that the last reaps woke and that have not submitted yet count
+    // (without them, a ring that a busy executor had let run low went
+    // on at one read per system call, which kept the executor busy).
+    // The engine's count wins even on an idle ring: at 64 tasks on two
+    // workers one ring often sat empty while the other held the reads,
+    // and the tasks stolen onto it submitted alone (requiring something
+    // else in flight here kept 94% of those calls). What it costs where
+    // the engine is deep for other reasons (threads' own rings, idle
+    // pipe reads): a lone read waits for one poll of the flusher.
+    let deferred = (core.in_flight() + core.likely_soon() > DEFER_FROM || engine_deep)
+        && core.pending() < batch_limit()
+        && inner.has_flusher.load(Ordering::Acquire);
+    if deferred {
+        // The first entry queued wakes the flusher.
+        return Ok(core.pending() == 1);
+    }
+    if core.submit(done) {
+        charge_syscall_to(engine, key, done, &core);
+    }
+    // Taken only in part (see `flush`): the flusher must come back
+    // for the rest.
+    Ok(core.pending() > 0)
 }
 
 mod watcher;
