@@ -144,31 +144,7 @@ fn run_plan(
     for (n, job) in plan.jobs.iter().enumerate() {
         let target = data.target_for(job)?;
         if !args.json {
-            eprintln!(
-                "[{}/{}] overlap {} {} bs={} iodepth={} concurrency={}{}{}{}",
-                n + 1,
-                total,
-                job.driver.as_str(),
-                job.rw.as_str(),
-                job.bs,
-                job.iodepth,
-                job.concurrency,
-                if job.requester == Requester::Threads {
-                    " threads"
-                } else {
-                    ""
-                },
-                if job.direct { " direct" } else { "" },
-                if job.rw.is_write() {
-                    if job.prealloc {
-                        " preallocated"
-                    } else {
-                        " growing"
-                    }
-                } else {
-                    ""
-                }
-            );
+            announce(n, total, job);
         }
         let res = run::run_job(job, &target, interactive)
             .with_context(|| format!("{} job on {}", job.driver.as_str(), target.path.display()))?;
@@ -198,6 +174,35 @@ fn run_plan(
         }
     }
     Ok(results)
+}
+
+/// Says which job starts, the `n`th (from 0) of `total`, on standard error.
+fn announce(n: usize, total: usize, job: &Job) {
+    eprintln!(
+        "[{}/{}] overlap {} {} bs={} iodepth={} concurrency={}{}{}{}",
+        n + 1,
+        total,
+        job.driver.as_str(),
+        job.rw.as_str(),
+        job.bs,
+        job.iodepth,
+        job.concurrency,
+        if job.requester == Requester::Threads {
+            " threads"
+        } else {
+            ""
+        },
+        if job.direct { " direct" } else { "" },
+        if job.rw.is_write() {
+            if job.prealloc {
+                " preallocated"
+            } else {
+                " growing"
+            }
+        } else {
+            ""
+        }
+    );
 }
 
 /// Prints a result as soon as it is known: a JSON line, or a table row

@@ -439,6 +439,16 @@ fn page_size() -> u64 {
     }
 }
 
+/// Whether the page cache holds all that the next read of `file` into
+/// `buf` would return, the file being `len` bytes long.
+#[inline]
+fn next_read_cached(file: &mut crate::fs::File, len: u64, buf: &ReadBuf<'_>) -> bool {
+    file.next_read_offset().is_some_and(|pos| {
+        let want = (buf.remaining() as u64).min(len.saturating_sub(pos));
+        all_cached(file.as_raw_fd(), pos, want)
+    })
+}
+
 /// Whether the page cache holds every page of `len` bytes at `offset` of
 /// `fd` (`cachestat`, Linux 6.5: asks the page cache only, starts no
 /// read-ahead). `false` where the kernel lacks it, and for a file the
@@ -583,16 +593,8 @@ impl OverlapFile {
         // (the completion woke us), the read is first polled as it is: done,
         // it needs no permit to hand its bytes over.
         if let Some(rel) = gate.pending.take() {
-            if !rel.held.load(Ordering::Acquire) {
-                let res = me.poll_read_within_len(cx, buf, false);
-                if res.is_ready() {
-                    return res;
-                }
-                // Woken early (by the engine's budget, say): on as a new
-                // read, for a permit.
-            } else {
-                rel.set_waker(cx.waker());
-                return me.poll_holding(rel, buf, true);
+            if let Some(res) = me.poll_pending(rel, cx, buf) {
+                return res;
             }
         }
         let Some(gate) = me.gate.as_mut() else {
@@ -604,12 +606,7 @@ impl OverlapFile {
                 // None left: a read the page cache answers whole goes on
                 // without one (asking the cache starts no read-ahead; a read
                 // that misses would).
-                let len = *me.len.get_mut();
-                let hot = me.file.next_read_offset().is_some_and(|pos| {
-                    let want = (buf.remaining() as u64).min(len.saturating_sub(pos));
-                    all_cached(me.file.as_raw_fd(), pos, want)
-                });
-                if hot {
+                if next_read_cached(&mut me.file, *me.len.get_mut(), buf) {
                     // Without a permit: no read-ahead either.
                     return me.poll_read_within_len(cx, buf, false);
                 }
@@ -642,6 +639,29 @@ impl OverlapFile {
             waker: std::sync::Mutex::new(cx.waker().clone()),
         });
         me.poll_holding(rel, buf, false)
+    }
+
+    /// The read that held `rel`'s permit, polled again: `Some` when that
+    /// settles this poll, `None` when it goes on as a new read, for a permit.
+    #[inline]
+    fn poll_pending(
+        &mut self,
+        rel: Arc<Release>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Option<Poll<io::Result<()>>> {
+        if !rel.held.load(Ordering::Acquire) {
+            let res = self.poll_read_within_len(cx, buf, false);
+            if res.is_ready() {
+                return Some(res);
+            }
+            // Woken early (by the engine's budget, say): on as a new
+            // read, for a permit.
+            None
+        } else {
+            rel.set_waker(cx.waker());
+            Some(self.poll_holding(rel, buf, true))
+        }
     }
 
     /// Polls the read holding `rel`'s permit with `rel` as its waker (its

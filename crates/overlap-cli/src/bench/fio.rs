@@ -219,6 +219,23 @@ fn percentile(lat: &Value, p: &str) -> Option<f64> {
         .and_then(|(_, v)| v.as_f64())
 }
 
+/// The latencies (µs) of a read/write section of fio's JSON: mean, p50,
+/// p99, p99.9, max; all NaN when not `timed`.
+fn latencies(sect: &Value, timed: bool) -> Result<[f64; 5]> {
+    if !timed {
+        // `--disable-lat`: nothing timed, as in overlap's arms.
+        return Ok([f64::NAN; 5]);
+    }
+    let lat = sect
+        .get("lat_ns")
+        .filter(|l| l.get("percentile").is_some())
+        .or_else(|| sect.get("clat_ns"))
+        .ok_or_else(|| anyhow!("fio's JSON has no latency figures"))?;
+    let p = |q: &str| percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0);
+    let us = |key: &str| num(lat, key).unwrap_or(0.0) / 1e3;
+    Ok([us("mean"), p("50"), p("99"), p("99.9"), us("max")])
+}
+
 /// Parses fio's `--output-format=json` (fio may print notices before the JSON).
 pub(crate) fn parse(
     out: &str,
@@ -241,19 +258,7 @@ pub(crate) fn parse(
         .ok_or_else(|| anyhow!("fio's JSON has no read/write section"))?;
     let ops = num(sect, "total_ios")? as u64;
     let runtime_s = num(sect, "runtime")? / 1e3;
-    let [mean, p50, p99, p999, max] = if job.timed {
-        let lat = sect
-            .get("lat_ns")
-            .filter(|l| l.get("percentile").is_some())
-            .or_else(|| sect.get("clat_ns"))
-            .ok_or_else(|| anyhow!("fio's JSON has no latency figures"))?;
-        let p = |q: &str| percentile(lat, q).map(|ns| ns / 1e3).unwrap_or(0.0);
-        let us = |key: &str| num(lat, key).unwrap_or(0.0) / 1e3;
-        [us("mean"), p("50"), p("99"), p("99.9"), us("max")]
-    } else {
-        // `--disable-lat`: nothing timed, as in overlap's arms.
-        [f64::NAN; 5]
-    };
+    let [mean, p50, p99, p999, max] = latencies(sect, job.timed)?;
     // usr_cpu/sys_cpu are percentages of the jobs' summed run time.
     let job_runtime_s = num(j, "job_runtime")? / 1e3;
     let cpu_s = (num(j, "usr_cpu")? + num(j, "sys_cpu")?) / 100.0 * job_runtime_s;

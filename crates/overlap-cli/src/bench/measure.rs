@@ -292,44 +292,8 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("bench-sampler".into())
             .spawn(move || {
-                let start = Instant::now();
-                let mut out = Sampled::default();
-                let mut baseline: HashMap<u32, u64> = HashMap::new();
-                let mut seen: HashSet<u32> = HashSet::new();
-                let mut tick = 0u64;
-                loop {
-                    let finished = d.load(Ordering::Acquire);
-                    if let Some((n, rss)) = proc_threads_rss(&pid_s) {
-                        out.threads_peak = out.threads_peak.max(n);
-                        out.rss_peak_bytes = out.rss_peak_bytes.max(rss);
-                    }
-                    if track_workers {
-                        for (tid, ns) in proc_iou_workers(&pid_s) {
-                            if baseline.insert(tid, ns).is_none_or(|b| b != ns) && ns > 0 {
-                                seen.insert(tid);
-                            }
-                        }
-                    }
-                    if let (Some(dl), Some(c)) = (deadline, &stop) {
-                        if Instant::now() >= dl {
-                            c.stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    if tick % 10 == 0 {
-                        match &progress {
-                            Progress::Ops(c) => bar.set_position(c.claimed()),
-                            Progress::Time => bar.set_position(start.elapsed().as_millis() as u64),
-                        }
-                    }
-                    if finished {
-                        break;
-                    }
-                    tick += 1;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                bar.finish_and_clear();
-                out.kernel_workers = seen.len() as u64;
-                out
+                let stop = stop.as_ref();
+                sample(&d, &pid_s, track_workers, &progress, deadline, stop, &bar)
             })
             .expect("spawning the sampler thread");
         // One sample now, on the caller's thread, with the sampler started:
@@ -356,6 +320,58 @@ impl Sampler {
         out.rss_peak_bytes = out.rss_peak_bytes.max(self.first.1);
         out
     }
+}
+
+/// The sampler thread's loop: every 10 ms until `done`, samples the threads
+/// and RSS of `pid_s` (and its io_uring workers when `track_workers`), stops
+/// `stop`'s claims at `deadline` and moves the bar every 100 ms.
+fn sample(
+    done: &AtomicBool,
+    pid_s: &str,
+    track_workers: bool,
+    progress: &Progress,
+    deadline: Option<Instant>,
+    stop: Option<&Arc<Claims>>,
+    bar: &ProgressBar,
+) -> Sampled {
+    let start = Instant::now();
+    let mut out = Sampled::default();
+    let mut baseline: HashMap<u32, u64> = HashMap::new();
+    let mut seen: HashSet<u32> = HashSet::new();
+    let mut tick = 0u64;
+    loop {
+        let finished = done.load(Ordering::Acquire);
+        if let Some((n, rss)) = proc_threads_rss(pid_s) {
+            out.threads_peak = out.threads_peak.max(n);
+            out.rss_peak_bytes = out.rss_peak_bytes.max(rss);
+        }
+        if track_workers {
+            for (tid, ns) in proc_iou_workers(pid_s) {
+                if baseline.insert(tid, ns).is_none_or(|b| b != ns) && ns > 0 {
+                    seen.insert(tid);
+                }
+            }
+        }
+        if let (Some(dl), Some(c)) = (deadline, stop) {
+            if Instant::now() >= dl {
+                c.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        if tick % 10 == 0 {
+            match progress {
+                Progress::Ops(c) => bar.set_position(c.claimed()),
+                Progress::Time => bar.set_position(start.elapsed().as_millis() as u64),
+            }
+        }
+        if finished {
+            break;
+        }
+        tick += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bar.finish_and_clear();
+    out.kernel_workers = seen.len() as u64;
+    out
 }
 
 impl Drop for Sampler {

@@ -173,18 +173,8 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
     let max_inflight_ops = usize_opt(args.max_inflight_ops, "max-inflight-ops")?;
     let max_inflight_bytes = usize_opt(args.max_inflight_bytes, "max-inflight-bytes")?;
     let pool_threads = usize_opt(args.pool_threads, "pool-threads")?;
-    let max_kernel_workers = args
-        .max_kernel_workers
-        .map(|n| u32::try_from(n).with_context(|| format!("--max-kernel-workers {n} is too large")))
-        .transpose()?;
-    if let Some(n) = pool_threads {
-        if n > overlap::MAX_POOL_THREADS {
-            bail!(
-                "--pool-threads {n} exceeds the engine's ceiling of {}",
-                overlap::MAX_POOL_THREADS
-            );
-        }
-    }
+    let max_kernel_workers = max_kernel_workers(args)?;
+    refuse_pool_threads(pool_threads)?;
     refuse_for_requesters(args, direct, &axes)?;
 
     let threads = args.requester == Requester::Threads;
@@ -217,6 +207,26 @@ pub(crate) fn plan(args: &BenchOpts) -> Result<Plan> {
         size,
         swept: axes.swept(),
     })
+}
+
+/// `--max-kernel-workers` as the engine takes it.
+fn max_kernel_workers(args: &BenchOpts) -> Result<Option<u32>> {
+    args.max_kernel_workers
+        .map(|n| u32::try_from(n).with_context(|| format!("--max-kernel-workers {n} is too large")))
+        .transpose()
+}
+
+/// Refuses `--pool-threads` over the engine's ceiling.
+fn refuse_pool_threads(pool_threads: Option<usize>) -> Result<()> {
+    if let Some(n) = pool_threads {
+        if n > overlap::MAX_POOL_THREADS {
+            bail!(
+                "--pool-threads {n} exceeds the engine's ceiling of {}",
+                overlap::MAX_POOL_THREADS
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The values a plan sweeps: every combination is a job.

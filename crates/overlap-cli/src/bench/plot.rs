@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -144,6 +145,14 @@ pub(crate) fn draw(path: &Path, results: &[BenchResult], swept: Option<&str>) ->
     Ok(())
 }
 
+/// The chart's coordinates: x the label's index, y the IOPS.
+type Plot<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The error of a drawing call, for the user.
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
+    anyhow!("drawing the plot: {e:?}")
+}
+
 fn chart<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     results: &[BenchResult],
@@ -152,51 +161,16 @@ fn chart<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing the plot: {e:?}");
+    let err = draw_err::<DB::ErrorType>;
     // A numeric sweep draws one line per system and driver; otherwise
     // (drivers, growing vs preallocated) one bar per result.
     let numeric = matches!(swept, Some("concurrency") | Some("iodepth") | Some("bs"));
-    let mut xs: Vec<String> = Vec::new();
-    for r in results {
-        let l = if numeric {
-            x_label(r, swept)
-        } else {
-            bar_label(r, swept)
-        };
-        if !xs.contains(&l) {
-            xs.push(l);
-        }
-    }
-    if numeric {
-        xs.sort_by_key(|x| x.parse::<u64>().unwrap_or(0));
-    }
-    let mut series: Vec<String> = Vec::new();
-    for r in results {
-        let s = if numeric {
-            series_name(r, swept, results)
-        } else {
-            r.system.clone()
-        };
-        if !series.contains(&s) {
-            series.push(s);
-        }
-    }
+    let xs = x_labels(results, swept, numeric);
+    let series = series_names(results, swept, numeric);
     let ymax = results.iter().map(|r| r.iops).fold(0.0f64, f64::max) * 1.15 + 1.0;
     root.fill(&WHITE).map_err(err)?;
     let n = xs.len();
-    let title = format!(
-        "{}{}",
-        if numeric {
-            format!("throughput vs {}", swept.unwrap_or("driver"))
-        } else {
-            format!("throughput by {}", x_title(swept))
-        },
-        results[0]
-            .preset
-            .as_ref()
-            .map(|p| format!(" (preset {p})"))
-            .unwrap_or_default()
-    );
+    let title = chart_title(results, swept, numeric);
     let mut c = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 24))
         .margin(20)
@@ -223,41 +197,10 @@ where
     for (k, name) in series.iter().enumerate() {
         let color = Palette99::pick(k).to_rgba();
         if !numeric {
-            let bars: Vec<(f64, f64)> = results
-                .iter()
-                .filter(|r| &r.system == name)
-                .filter_map(|r| {
-                    let l = bar_label(r, swept);
-                    xs.iter().position(|x| *x == l).map(|i| (i as f64, r.iops))
-                })
-                .collect();
-            c.draw_series(
-                bars.iter().map(|&(x, y)| {
-                    Rectangle::new([(x - 0.35, 0.0), (x + 0.35, y)], color.filled())
-                }),
-            )
-            .map_err(err)?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.filled()));
+            draw_bars(&mut c, results, swept, &xs, name, color)?;
             continue;
         }
-        let mut pts: Vec<(f64, f64)> = results
-            .iter()
-            .filter(|r| series_name(r, swept, results) == *name)
-            .filter_map(|r| {
-                let l = x_label(r, swept);
-                xs.iter().position(|x| *x == l).map(|i| (i as f64, r.iops))
-            })
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(err)?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-            .map_err(err)?;
+        draw_line(&mut c, results, swept, &xs, name, color)?;
     }
     c.configure_series_labels()
         .background_style(WHITE.mix(0.8))
@@ -265,5 +208,119 @@ where
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(err)?;
+    Ok(())
+}
+
+/// The labels on the x axis, in order: numeric ones sorted by value, the
+/// others in the order of the results.
+fn x_labels(results: &[BenchResult], swept: Option<&str>, numeric: bool) -> Vec<String> {
+    let mut xs: Vec<String> = Vec::new();
+    for r in results {
+        let l = if numeric {
+            x_label(r, swept)
+        } else {
+            bar_label(r, swept)
+        };
+        if !xs.contains(&l) {
+            xs.push(l);
+        }
+    }
+    if numeric {
+        xs.sort_by_key(|x| x.parse::<u64>().unwrap_or(0));
+    }
+    xs
+}
+
+/// The names of the series (lines of a numeric sweep, else systems), in the
+/// order of the results.
+fn series_names(results: &[BenchResult], swept: Option<&str>, numeric: bool) -> Vec<String> {
+    let mut series: Vec<String> = Vec::new();
+    for r in results {
+        let s = if numeric {
+            series_name(r, swept, results)
+        } else {
+            r.system.clone()
+        };
+        if !series.contains(&s) {
+            series.push(s);
+        }
+    }
+    series
+}
+
+/// The chart's caption: what is plotted against what, and the preset.
+fn chart_title(results: &[BenchResult], swept: Option<&str>, numeric: bool) -> String {
+    format!(
+        "{}{}",
+        if numeric {
+            format!("throughput vs {}", swept.unwrap_or("driver"))
+        } else {
+            format!("throughput by {}", x_title(swept))
+        },
+        results[0]
+            .preset
+            .as_ref()
+            .map(|p| format!(" (preset {p})"))
+            .unwrap_or_default()
+    )
+}
+
+/// The bars of the system `name`, one per result, with its legend entry.
+fn draw_bars<DB: DrawingBackend>(
+    c: &mut Plot<'_, DB>,
+    results: &[BenchResult],
+    swept: Option<&str>,
+    xs: &[String],
+    name: &str,
+    color: RGBAColor,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let bars: Vec<(f64, f64)> = results
+        .iter()
+        .filter(|r| r.system == name)
+        .filter_map(|r| {
+            let l = bar_label(r, swept);
+            xs.iter().position(|x| *x == l).map(|i| (i as f64, r.iops))
+        })
+        .collect();
+    c.draw_series(
+        bars.iter()
+            .map(|&(x, y)| Rectangle::new([(x - 0.35, 0.0), (x + 0.35, y)], color.filled())),
+    )
+    .map_err(draw_err)?
+    .label(name)
+    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], color.filled()));
+    Ok(())
+}
+
+/// The line of the series `name`, its points and its legend entry.
+fn draw_line<DB: DrawingBackend>(
+    c: &mut Plot<'_, DB>,
+    results: &[BenchResult],
+    swept: Option<&str>,
+    xs: &[String],
+    name: &str,
+    color: RGBAColor,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let mut pts: Vec<(f64, f64)> = results
+        .iter()
+        .filter(|r| series_name(r, swept, results) == *name)
+        .filter_map(|r| {
+            let l = x_label(r, swept);
+            xs.iter().position(|x| *x == l).map(|i| (i as f64, r.iops))
+        })
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    c.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+        .map_err(draw_err)?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        .map_err(draw_err)?;
     Ok(())
 }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
-use overlap::{AlignedBuf, AlignedBufPool, DriverChoice, Engine, File, KernelWorkers, Op, Port};
+use overlap::{
+    AlignedBuf, AlignedBufPool, Completion, DriverChoice, Engine, File, KernelWorkers, Op, Port,
+};
 
 use super::{default_ops, Driver, Job, Requester, Rw, Target};
 
@@ -126,47 +128,25 @@ async fn slot(r: &Req, mut buf: AlignedBuf, mut record: impl FnMut(Option<Durati
     }
 }
 
+/// The depth from which the port requester submits each pass in one
+/// [`Port::batch`] (see the measurement in `port_requester`).
+const BATCH_FROM_DEPTH: usize = 64;
+
 /// One requester keeping `depth` operations in flight through a completion port.
 ///
 /// Submission uses the `try_` forms: a port's completions hold their share of
 /// the in-flight budget until taken, so a single thread that blocked in a
 /// submission waiting for budget would wait for itself forever. On
 /// `WouldBlock` it takes a completion first, then retries.
-/// The depth from which the port requester submits each pass in one
-/// [`Port::batch`] (see the measurement in `port_requester`).
-const BATCH_FROM_DEPTH: usize = 64;
-
 fn port_requester(engine: &Engine, r: &Req) -> u64 {
-    let Req {
-        ref file,
-        rw,
-        depth,
-        ref claims,
-        offsets,
-        bs,
-        ..
-    } = *r;
     let port: Port<AlignedBuf> = Port::new(engine);
-    if r.fixed {
-        match port.register_buffers(&r.pool) {
-            Ok(true) => {}
-            Ok(false) => claims.fail("--fixed-buffers: this driver's port has no ring".into()),
-            Err(e) => claims.fail(format!("--fixed-buffers: registering the buffers: {e}")),
-        }
-    }
-    if r.fixed_files {
-        match port.register_file(file) {
-            Ok(true) => {}
-            Ok(false) => claims.fail("--fixed-files: the port cannot register the file".into()),
-            Err(e) => claims.fail(format!("--fixed-files: registering the file: {e}")),
-        }
-    }
+    register_on_port(&port, r);
     let mut h = r.lat.local();
-    let mut starts = vec![(None, 0u64); depth];
-    // Slots free to submit into, with their buffer once they have one.
-    let mut free: Vec<(usize, Option<AlignedBuf>)> = (0..depth).rev().map(|s| (s, None)).collect();
-    // An operation refused for lack of budget: (number, first attempt).
-    let mut retry: Option<(u64, Option<Instant>)> = None;
+    let mut s = PortSlots {
+        starts: vec![(None, 0u64); r.depth],
+        free: (0..r.depth).rev().map(|s| (s, None)).collect(),
+        retry: None,
+    };
     loop {
         // At depth, everything submitted in one pass reaches the kernel in
         // one system call (32 at most per call). Measured on the fast
@@ -175,67 +155,119 @@ fn port_requester(engine: &Engine, r: &Req) -> u64 {
         // the CPU per read; at depth 32 it gave 0.65-0.81x the reads/s (the
         // submissions of a pass wait for the pass), so shallower loops submit
         // each read as they go.
-        let mut pass = |port: &Port<AlignedBuf>| {
-            // One clock read per pass: its submissions follow within
-            // microseconds, so each latency is overstated by at most that
-            // (two clock reads per operation cost about 4% of the CPU at
-            // depth 256 on the fast device).
-            let mut now = None;
-            while let Some((slot, buf)) = free.pop() {
-                let Some((i, t0)) = retry.take().or_else(|| {
-                    claims
-                        .claim()
-                        .map(|i| (i, *now.get_or_insert_with(|| h.now())))
-                }) else {
-                    free.push((slot, buf));
-                    break;
-                };
-                let buf = buf.unwrap_or_else(|| r.buf());
-                let off = offsets.at(i);
-                starts[slot] = (t0, off);
-                let wait = port.outstanding() == 0; // nothing of ours holds budget
-                let res = match (rw.is_write(), wait) {
-                    (true, true) => port.write_at(file, buf, off, slot as u64),
-                    (true, false) => port.try_write_at(file, buf, off, slot as u64),
-                    (false, true) => port.read_at(file, buf, off, slot as u64),
-                    (false, false) => port.try_read_at(file, buf, off, slot as u64),
-                };
-                match res {
-                    Ok(()) => {}
-                    Err((overlap::Error::WouldBlock, buf)) => {
-                        free.push((slot, Some(buf)));
-                        retry = Some((i, t0));
-                        break;
-                    }
-                    Err((e, buf)) => {
-                        claims.fail(format!("submission at offset {off} refused: {e}"));
-                        free.push((slot, Some(buf)));
-                        break;
-                    }
-                }
-            }
-        };
-        if depth >= BATCH_FROM_DEPTH {
-            port.batch(pass);
+        if r.depth >= BATCH_FROM_DEPTH {
+            port.batch(|port| port_pass(port, r, &h, &mut s));
         } else {
-            pass(&port);
+            port_pass(&port, r, &h, &mut s);
         }
         // Waits for one completion, then takes every other one ready, so
         // that the next pass resubmits them together.
         let Some(first) = port.next() else { break };
-        // One clock read for the completions taken together.
-        let done = h.now();
-        let mut next = Some(first);
-        while let Some(c) = next {
-            let slot = c.key as usize;
-            let (t, off) = starts[slot];
-            h.record(done.zip(t).map(|(d, t)| d.saturating_duration_since(t)));
-            claims.check(c.result, bs, off);
-            free.push((slot, Some(c.buf)));
-            next = port.try_next();
-        }
+        port_take(&port, first, r, &mut h, &mut s);
     }
     h.finish()
+}
+
+/// The port requester's slots and the operation it could not submit yet.
+struct PortSlots {
+    /// Each slot's operation: its start (when timed) and its offset.
+    starts: Vec<(Option<Instant>, u64)>,
+    /// Slots free to submit into, with their buffer once they have one.
+    free: Vec<(usize, Option<AlignedBuf>)>,
+    /// An operation refused for lack of budget: (number, first attempt).
+    retry: Option<(u64, Option<Instant>)>,
+}
+
+/// Registers the buffers (`--fixed-buffers`) and the file (`--fixed-files`)
+/// with `port`; a failure fails the claims.
+fn register_on_port(port: &Port<AlignedBuf>, r: &Req) {
+    let claims = &r.claims;
+    if r.fixed {
+        match port.register_buffers(&r.pool) {
+            Ok(true) => {}
+            Ok(false) => claims.fail("--fixed-buffers: this driver's port has no ring".into()),
+            Err(e) => claims.fail(format!("--fixed-buffers: registering the buffers: {e}")),
+        }
+    }
+    if r.fixed_files {
+        match port.register_file(&r.file) {
+            Ok(true) => {}
+            Ok(false) => claims.fail("--fixed-files: the port cannot register the file".into()),
+            Err(e) => claims.fail(format!("--fixed-files: registering the file: {e}")),
+        }
+    }
+}
+
+/// One pass of the port requester: submits into every free slot until the
+/// claims run out or a submission is refused.
+fn port_pass(port: &Port<AlignedBuf>, r: &Req, h: &LocalLat, s: &mut PortSlots) {
+    let Req {
+        ref file,
+        rw,
+        ref claims,
+        offsets,
+        ..
+    } = *r;
+    // One clock read per pass: its submissions follow within
+    // microseconds, so each latency is overstated by at most that
+    // (two clock reads per operation cost about 4% of the CPU at
+    // depth 256 on the fast device).
+    let mut now = None;
+    while let Some((slot, buf)) = s.free.pop() {
+        let Some((i, t0)) = s.retry.take().or_else(|| {
+            claims
+                .claim()
+                .map(|i| (i, *now.get_or_insert_with(|| h.now())))
+        }) else {
+            s.free.push((slot, buf));
+            break;
+        };
+        let buf = buf.unwrap_or_else(|| r.buf());
+        let off = offsets.at(i);
+        s.starts[slot] = (t0, off);
+        let wait = port.outstanding() == 0; // nothing of ours holds budget
+        let res = match (rw.is_write(), wait) {
+            (true, true) => port.write_at(file, buf, off, slot as u64),
+            (true, false) => port.try_write_at(file, buf, off, slot as u64),
+            (false, true) => port.read_at(file, buf, off, slot as u64),
+            (false, false) => port.try_read_at(file, buf, off, slot as u64),
+        };
+        match res {
+            Ok(()) => {}
+            Err((overlap::Error::WouldBlock, buf)) => {
+                s.free.push((slot, Some(buf)));
+                s.retry = Some((i, t0));
+                break;
+            }
+            Err((e, buf)) => {
+                claims.fail(format!("submission at offset {off} refused: {e}"));
+                s.free.push((slot, Some(buf)));
+                break;
+            }
+        }
+    }
+}
+
+/// Records and checks `first` and every other completion ready on `port`,
+/// and frees their slots.
+fn port_take(
+    port: &Port<AlignedBuf>,
+    first: Completion<AlignedBuf>,
+    r: &Req,
+    h: &mut LocalLat,
+    s: &mut PortSlots,
+) {
+    // One clock read for the completions taken together.
+    let done = h.now();
+    let mut next = Some(first);
+    while let Some(c) = next {
+        let slot = c.key as usize;
+        let (t, off) = s.starts[slot];
+        h.record(done.zip(t).map(|(d, t)| d.saturating_duration_since(t)));
+        r.claims.check(c.result, r.bs, off);
+        s.free.push((slot, Some(c.buf)));
+        next = port.try_next();
+    }
 }
 
 fn run_engine(
@@ -245,55 +277,8 @@ fn run_engine(
     offsets: Offsets,
     bar: ProgressBar,
 ) -> Result<Measured> {
-    let mut b = Engine::builder()
-        .driver(match job.driver {
-            Driver::Pool => DriverChoice::Pool,
-            Driver::Aio => DriverChoice::Aio,
-            Driver::Auto => DriverChoice::Auto,
-            _ => DriverChoice::Uring,
-        })
-        .cache_fast_path(job.fast_path);
-    if let Some(n) = job.max_inflight_ops {
-        b = b.max_inflight_ops(n);
-    }
-    if let Some(n) = job.max_inflight_bytes {
-        b = b.max_inflight_bytes(n);
-    }
-    if let Some(n) = job.pool_threads {
-        b = b.pool_threads(n);
-    }
-    if let Some(n) = job.max_kernel_workers {
-        b = b.max_kernel_workers(n);
-    }
-    let engine = b.build().context("starting the engine")?;
-    let file = overlap::OpenOptions::new()
-        .read(true)
-        .write(job.rw.is_write())
-        .direct(job.direct)
-        .open(&engine, &target.path)
-        .wait()
-        .with_context(|| format!("opening {}", target.path.display()))?;
-    let a = file.alignment();
-    if job.direct && a.offset > 0 && job.bs % a.offset as usize != 0 {
-        bail!(
-            "--bs {} with --direct: {} needs multiples of {} bytes (direct-I/O alignment from {})",
-            job.bs,
-            target.path.display(),
-            a.offset,
-            a.source
-        );
-    }
-    // Page-aligned, as fio's buffers: ext4 treats a direct write whose
-    // *address* is not aligned to the file system block as unaligned and
-    // takes the exclusive-lock path, which io_uring can only run on a
-    // kernel worker (measured: 8 iou-wrk threads and 5x fewer IOPS on
-    // preallocated appends with 512-byte aligned buffers).
-    let align = (a.memory.max(a.offset) as usize).clamp(PAGE, overlap::MAX_ALIGN);
-    let pool = if job.fixed_buffers {
-        AlignedBufPool::contiguous(job.bs, align, job.in_flight())?
-    } else {
-        AlignedBufPool::new(job.bs, align, job.in_flight())?
-    };
+    let engine = build_engine(job)?;
+    let (file, pool) = open_with_pool(job, target, &engine)?;
     let lat = LatSink::new(job.timed);
     let req = Req {
         file: file.clone(),
@@ -319,14 +304,7 @@ fn run_engine(
         && (job.requester == Requester::Port
             || (job.requester == Requester::Auto && job.iodepth > 1));
     if job.fixed_buffers && !on_port {
-        match engine.register_buffers(&pool) {
-            Ok(true) => {}
-            Ok(false) => bail!(
-                "--fixed-buffers: the {} driver has no ring to register the buffers with",
-                engine.driver().kind
-            ),
-            Err(e) => bail!("--fixed-buffers: registering the buffers: {e}"),
-        }
+        register_on_engine(&engine, &pool)?;
     }
     let s0 = engine.stats();
     if job.requester == Requester::Threads {
@@ -336,25 +314,7 @@ fn run_engine(
     }
     let meter = Meter::start(claims, job, bar);
     let (ops, requester) = match (&runtime, job.requester) {
-        (Some(rt), _) => {
-            let parts = rt.block_on(async {
-                let tasks: Vec<_> = (0..job.concurrency)
-                    // overlap-tokio: each worker submits on its own ring,
-                    // and tokio's reactor delivers the completions.
-                    .map(|_| tokio::spawn(overlap_tokio::on_ring(requester(req.clone()))))
-                    .collect();
-                let mut parts = Vec::with_capacity(tasks.len());
-                for t in tasks {
-                    parts.push(t.await);
-                }
-                parts
-            });
-            let parts = parts
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()
-                .context("a requester task panicked")?;
-            (parts.iter().sum(), "tokio")
-        }
+        (Some(rt), _) => (tokio_requesters(rt, job, &req)?, "tokio"),
         // The engine's own block_on (what `.wait()` runs): the requester's
         // operations go on this thread's ring and the thread sleeps in the
         // kernel until their completions wake it.
@@ -368,6 +328,98 @@ fn run_engine(
     let w = meter.finish();
     drop(runtime);
     engine_measured(&engine, s0, &lat, ops, w, requester)
+}
+
+/// The engine with the job's driver, fast path and limits.
+fn build_engine(job: &Job) -> Result<Engine> {
+    let mut b = Engine::builder()
+        .driver(match job.driver {
+            Driver::Pool => DriverChoice::Pool,
+            Driver::Aio => DriverChoice::Aio,
+            Driver::Auto => DriverChoice::Auto,
+            _ => DriverChoice::Uring,
+        })
+        .cache_fast_path(job.fast_path);
+    if let Some(n) = job.max_inflight_ops {
+        b = b.max_inflight_ops(n);
+    }
+    if let Some(n) = job.max_inflight_bytes {
+        b = b.max_inflight_bytes(n);
+    }
+    if let Some(n) = job.pool_threads {
+        b = b.pool_threads(n);
+    }
+    if let Some(n) = job.max_kernel_workers {
+        b = b.max_kernel_workers(n);
+    }
+    b.build().context("starting the engine")
+}
+
+/// Opens the target on `engine`, checks `--bs` against its direct-I/O
+/// alignment and makes the job's buffer pool.
+fn open_with_pool(job: &Job, target: &Target, engine: &Engine) -> Result<(File, AlignedBufPool)> {
+    let file = overlap::OpenOptions::new()
+        .read(true)
+        .write(job.rw.is_write())
+        .direct(job.direct)
+        .open(engine, &target.path)
+        .wait()
+        .with_context(|| format!("opening {}", target.path.display()))?;
+    let a = file.alignment();
+    if job.direct && a.offset > 0 && job.bs % a.offset as usize != 0 {
+        bail!(
+            "--bs {} with --direct: {} needs multiples of {} bytes (direct-I/O alignment from {})",
+            job.bs,
+            target.path.display(),
+            a.offset,
+            a.source
+        );
+    }
+    // Page-aligned, as fio's buffers: ext4 treats a direct write whose
+    // *address* is not aligned to the file system block as unaligned and
+    // takes the exclusive-lock path, which io_uring can only run on a
+    // kernel worker (measured: 8 iou-wrk threads and 5x fewer IOPS on
+    // preallocated appends with 512-byte aligned buffers).
+    let align = (a.memory.max(a.offset) as usize).clamp(PAGE, overlap::MAX_ALIGN);
+    let pool = if job.fixed_buffers {
+        AlignedBufPool::contiguous(job.bs, align, job.in_flight())?
+    } else {
+        AlignedBufPool::new(job.bs, align, job.in_flight())?
+    };
+    Ok((file, pool))
+}
+
+/// Registers `pool` with the engine's ring (`--fixed-buffers` off a port).
+fn register_on_engine(engine: &Engine, pool: &AlignedBufPool) -> Result<()> {
+    match engine.register_buffers(pool) {
+        Ok(true) => Ok(()),
+        Ok(false) => bail!(
+            "--fixed-buffers: the {} driver has no ring to register the buffers with",
+            engine.driver().kind
+        ),
+        Err(e) => bail!("--fixed-buffers: registering the buffers: {e}"),
+    }
+}
+
+/// `job.concurrency` requester tasks on `rt`; the operations they did.
+fn tokio_requesters(rt: &tokio::runtime::Runtime, job: &Job, req: &Req) -> Result<u64> {
+    let parts = rt.block_on(async {
+        let tasks: Vec<_> = (0..job.concurrency)
+            // overlap-tokio: each worker submits on its own ring,
+            // and tokio's reactor delivers the completions.
+            .map(|_| tokio::spawn(overlap_tokio::on_ring(requester(req.clone()))))
+            .collect();
+        let mut parts = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            parts.push(t.await);
+        }
+        parts
+    });
+    let parts = parts
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .context("a requester task panicked")?;
+    Ok(parts.iter().sum())
 }
 
 /// An engine job's result: the window, the latencies and the engine's

@@ -56,19 +56,7 @@ pub(crate) fn run(
     // file itself, as a tokio user would, before the window. Clones would
     // seek and read on each other's position.
     let tokio_files = if job.driver == Driver::TokioFs {
-        rt.block_on(async {
-            let mut v = Vec::with_capacity(job.concurrency);
-            for _ in 0..job.concurrency {
-                let f = tokio::fs::OpenOptions::new()
-                    .read(true)
-                    .write(job.rw.is_write())
-                    .open(&target.path)
-                    .await
-                    .with_context(|| format!("opening {} for a task", target.path.display()))?;
-                v.push(f);
-            }
-            Ok::<_, anyhow::Error>(v)
-        })?
+        task_files(&rt, job, target)?
     } else {
         Vec::new()
     };
@@ -109,6 +97,27 @@ pub(crate) fn run(
         ops += p.context("a requester task panicked")??;
     }
     Ok(Measured::without_engine(ops, w, lat.merged()?, "tokio"))
+}
+
+/// The target opened once per task on `rt`, as `tokio::fs::File`s.
+fn task_files(
+    rt: &tokio::runtime::Runtime,
+    job: &Job,
+    target: &Target,
+) -> Result<Vec<tokio::fs::File>> {
+    rt.block_on(async {
+        let mut v = Vec::with_capacity(job.concurrency);
+        for _ in 0..job.concurrency {
+            let f = tokio::fs::OpenOptions::new()
+                .read(true)
+                .write(job.rw.is_write())
+                .open(&target.path)
+                .await
+                .with_context(|| format!("opening {} for a task", target.path.display()))?;
+            v.push(f);
+        }
+        Ok::<_, anyhow::Error>(v)
+    })
 }
 
 /// One task: each operation a `pread`/`pwrite` on tokio's blocking pool.

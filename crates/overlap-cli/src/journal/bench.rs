@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
-use overlap_journal::{Journal, Level, Lsn};
+use overlap_journal::{Journal, JournalStats, Level, Lsn};
 use serde::Serialize;
 
 use crate::size::fmt_bytes;
@@ -287,8 +287,44 @@ fn run_scenario(
         .spin_committers(args.spin_committers);
     let j = Arc::new(Journal::open(dir, opts).context("opening the bench journal")?);
     let storage = j.recovery_report().storage.clone();
-    let stop = Arc::new(AtomicBool::new(false));
     let duration = Duration::from_secs_f64(args.duration);
+    let a = append_for(args, &j, bytes, threads, level, duration)?;
+    let stats = j.stats();
+    drop(j);
+    let baseline = if level == Level::Durable {
+        Some(baseline_commits(dir, bytes, threads, duration)?)
+    } else {
+        None
+    };
+    Ok(BenchResult {
+        baseline_commits_per_s: baseline,
+        ..bench_result(name, bytes, threads, level, &a, &stats, storage)
+    })
+}
+
+/// What the committers of one scenario did.
+struct Appended {
+    /// Append latencies (ns).
+    lat: Histogram<u64>,
+    /// Commit latencies (µs), at `Level::Durable`.
+    commit: Histogram<u64>,
+    /// Records appended.
+    records: u64,
+    /// Seconds from the start of the committers to the end of the run.
+    elapsed: f64,
+}
+
+/// Runs `threads` committers (and the retirer, if asked) on `j` for
+/// `duration`, then at `Level::Written` waits for the last record.
+fn append_for(
+    args: &BenchArgs,
+    j: &Arc<Journal>,
+    bytes: usize,
+    threads: usize,
+    level: Level,
+    duration: Duration,
+) -> Result<Appended> {
+    let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|t| {
@@ -324,28 +360,41 @@ fn run_scenario(
         j.wait_blocking(last, Level::Written)?;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let stats = j.stats();
-    drop(j);
-    let records_per_s = records as f64 / elapsed;
-    let baseline = if level == Level::Durable {
-        Some(baseline_commits(dir, bytes, threads, duration)?)
-    } else {
-        None
-    };
-    Ok(BenchResult {
+    Ok(Appended {
+        lat,
+        commit,
+        records,
+        elapsed,
+    })
+}
+
+/// A scenario's result from what its committers did and the journal's
+/// statistics; no baseline.
+fn bench_result(
+    name: &str,
+    bytes: usize,
+    threads: usize,
+    level: Level,
+    a: &Appended,
+    stats: &JournalStats,
+    storage: String,
+) -> BenchResult {
+    let (lat, commit) = (&a.lat, &a.commit);
+    let records_per_s = a.records as f64 / a.elapsed;
+    BenchResult {
         scenario: name.to_string(),
         record_bytes: bytes,
         threads,
         level: level.to_string(),
-        duration_s: elapsed,
-        records,
+        duration_s: a.elapsed,
+        records: a.records,
         records_per_s,
         append_ns_p50: lat.value_at_quantile(0.5),
         append_ns_p99: lat.value_at_quantile(0.99),
         append_ns_p999: lat.value_at_quantile(0.999),
         append_ns_max: lat.max(),
         commits_per_s: (level == Level::Durable).then_some(records_per_s),
-        baseline_commits_per_s: baseline,
+        baseline_commits_per_s: None,
         commit_us_p50: (level == Level::Durable).then(|| commit.value_at_quantile(0.5)),
         commit_us_p99: (level == Level::Durable).then(|| commit.value_at_quantile(0.99)),
         full_waits: stats.full_waits,
@@ -369,7 +418,7 @@ fn run_scenario(
         syncs: stats.syncs,
         sync_us_p50: stats.sync_latency_us.p50,
         storage,
-    })
+    }
 }
 
 /// The naive log: `threads` committers share one preallocated file; each

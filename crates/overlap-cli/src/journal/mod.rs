@@ -295,69 +295,9 @@ fn append(dir: &Path, level: Level, open: &OpenArgs, say: Say) -> Result<()> {
     report_cut(dir, j.recovery_report());
     // A printer thread acknowledges in order while the main thread appends.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Lsn>(65536);
-    let printer = {
-        let j = j.clone();
-        std::thread::spawn(move || -> (u64, Result<()>) {
-            let stdout = std::io::stdout();
-            let mut printed = 0u64;
-            for lsn in rx {
-                if let Err(e) = j.wait_blocking(lsn, level) {
-                    let e = anyhow::Error::from(e)
-                        .context(format!("the journal: waiting for LSN {lsn} to be {level}"));
-                    return (printed, Err(e));
-                }
-                let mut o = stdout.lock();
-                if let Err(e) = writeln!(o, "{lsn}").and_then(|()| o.flush()) {
-                    // Not an io::Error in the chain: a closed pipe here is a
-                    // failure (records not reported), not a quiet exit.
-                    let e = anyhow::anyhow!(
-                        "standard output failed ({e}); the journal is fine, but LSN {lsn} and \
-                         later could not be reported"
-                    );
-                    return (printed, Err(e));
-                }
-                printed += 1;
-            }
-            (printed, Ok(()))
-        })
-    };
-    let stdin = std::io::stdin();
-    let mut line = Vec::new();
+    let printer = spawn_printer(j.clone(), level, rx);
     let mut n = 0u64;
-    let mut input = stdin.lock();
-    let result = loop {
-        line.clear();
-        match input.read_until(b'\n', &mut line) {
-            Ok(0) => break Ok(()),
-            Ok(_) => {}
-            Err(e) => break Err(anyhow::anyhow!("reading standard input: {e}")),
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        if line.len() > max {
-            break Err(anyhow::anyhow!(
-                "line {}: {} bytes exceeds the record limit of {max} bytes",
-                n + 1,
-                line.len()
-            ));
-        }
-        match j.append(&line) {
-            Ok(lsn) => {
-                n += 1;
-                if tx.send(lsn).is_err() {
-                    break Ok(()); // the printer failed; its error follows
-                }
-            }
-            Err(e) => {
-                break Err(anyhow::Error::from(e).context(format!(
-                    "the journal {}: appending line {}",
-                    dir.display(),
-                    n + 1
-                )))
-            }
-        }
-    };
+    let result = append_lines(dir, &j, max, &tx, &mut n);
     drop(tx);
     let (printed, printer_res) = printer
         .join()
@@ -373,6 +313,85 @@ fn append(dir: &Path, level: Level, open: &OpenArgs, say: Say) -> Result<()> {
     printer_res.map_err(partial)?;
     closed.with_context(|| format!("closing the journal {}", dir.display()))?;
     Ok(())
+}
+
+/// The printer thread of `append`: prints each LSN from `rx` once it is at
+/// `level`; returns how many it printed and why it stopped early, if it did.
+fn spawn_printer(
+    j: Arc<Journal>,
+    level: Level,
+    rx: std::sync::mpsc::Receiver<Lsn>,
+) -> std::thread::JoinHandle<(u64, Result<()>)> {
+    std::thread::spawn(move || -> (u64, Result<()>) {
+        let stdout = std::io::stdout();
+        let mut printed = 0u64;
+        for lsn in rx {
+            if let Err(e) = j.wait_blocking(lsn, level) {
+                let e = anyhow::Error::from(e)
+                    .context(format!("the journal: waiting for LSN {lsn} to be {level}"));
+                return (printed, Err(e));
+            }
+            let mut o = stdout.lock();
+            if let Err(e) = writeln!(o, "{lsn}").and_then(|()| o.flush()) {
+                // Not an io::Error in the chain: a closed pipe here is a
+                // failure (records not reported), not a quiet exit.
+                let e = anyhow::anyhow!(
+                    "standard output failed ({e}); the journal is fine, but LSN {lsn} and \
+                     later could not be reported"
+                );
+                return (printed, Err(e));
+            }
+            printed += 1;
+        }
+        (printed, Ok(()))
+    })
+}
+
+/// Appends each line of standard input (at most `max` bytes) to `j` and
+/// sends its LSN to the printer; counts the lines appended in `n`.
+fn append_lines(
+    dir: &Path,
+    j: &Journal,
+    max: usize,
+    tx: &std::sync::mpsc::SyncSender<Lsn>,
+    n: &mut u64,
+) -> Result<()> {
+    let stdin = std::io::stdin();
+    let mut line = Vec::new();
+    let mut input = stdin.lock();
+    loop {
+        line.clear();
+        match input.read_until(b'\n', &mut line) {
+            Ok(0) => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(anyhow::anyhow!("reading standard input: {e}")),
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if line.len() > max {
+            break Err(anyhow::anyhow!(
+                "line {}: {} bytes exceeds the record limit of {max} bytes",
+                *n + 1,
+                line.len()
+            ));
+        }
+        match j.append(&line) {
+            Ok(lsn) => {
+                *n += 1;
+                if tx.send(lsn).is_err() {
+                    break Ok(()); // the printer failed; its error follows
+                }
+            }
+            Err(e) => {
+                break Err(anyhow::Error::from(e).context(format!(
+                    "the journal {}: appending line {}",
+                    dir.display(),
+                    *n + 1
+                )))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -189,39 +189,14 @@ impl Flusher {
                 return Poll::Ready(Ok(()));
             }
             if state & CLOSED != 0 {
-                let drained = self.filled == state & !FLAGS
-                    && self.inflight.is_none()
-                    && self.stage_pos + self.stage_len as u64 <= self.submitted;
-                if drained {
-                    return Poll::Ready(self.sync_if_requested(true));
+                match self.closing_turn(state, progress) {
+                    Some(ready) => return ready,
+                    None => continue,
                 }
-                if !progress {
-                    if self.inflight.is_some() {
-                        // The write's completion wakes us.
-                        return Poll::Pending;
-                    }
-                    // An appender reserved space and is still copying.
-                    std::thread::yield_now();
-                }
-                continue;
             }
             if let Some(inf) = &self.inflight {
                 let wants_spin = self.spin_on(inf);
-                if wants_spin {
-                    Counters::add(&sh.stats.poll_turns, 1);
-                }
-                let spin = !progress && wants_spin;
-                self.polling = spin;
-                if spin {
-                    // Stay runnable while the write is in flight.
-                    std::thread::yield_now();
-                }
-                if progress || spin {
-                    // Look at the ring without sleeping (with `DEFER_TASKRUN`
-                    // a completion is only seen when `block_on` enters it),
-                    // then go on.
-                    cx.waker().wake_by_ref();
-                }
+                self.while_writing(cx, progress, wants_spin);
                 // Else: sleep in the ring until the write completes.
                 return Poll::Pending;
             }
@@ -230,23 +205,78 @@ impl Flusher {
             }
             // Nothing to do: bring the checkpoint up to date, then sleep
             // until an appender or waiter wakes us.
-            self.record_durable(true)?;
-            sh.sleeping.store(true, SeqCst);
-            // Pairs with the appender's publish-then-load of `sleeping`:
-            // either it sees the flag or the loads below see its record
-            // (`ring.committed` alone is only an acquire load).
-            fence(SeqCst);
-            let durable = sh.durable.load(SeqCst);
-            let work = sh.ring.committed(self.filled).is_some()
-                || (sh.durable_request.load(SeqCst) > durable && self.filled > durable)
-                || sh.reserve.load(SeqCst) & FLAGS != 0;
-            if work {
-                sh.sleeping.store(false, SeqCst);
+            if self.work_before_sleep()? {
                 continue;
             }
-            sh.sweep_bells();
             return Poll::Pending;
         }
+    }
+
+    /// The end of a turn once the journal is closed: `Some` to return (the
+    /// last sync once everything is written, or to wait for the write in
+    /// flight), `None` to go on.
+    #[inline]
+    fn closing_turn(&mut self, state: u64, progress: bool) -> Option<Poll<io::Result<()>>> {
+        let drained = self.filled == state & !FLAGS
+            && self.inflight.is_none()
+            && self.stage_pos + self.stage_len as u64 <= self.submitted;
+        if drained {
+            return Some(Poll::Ready(self.sync_if_requested(true)));
+        }
+        if !progress {
+            if self.inflight.is_some() {
+                // The write's completion wakes us.
+                return Some(Poll::Pending);
+            }
+            // An appender reserved space and is still copying.
+            std::thread::yield_now();
+        }
+        None
+    }
+
+    /// With a write in flight, before the turn returns: spins on it when
+    /// `wants_spin` and nothing progressed, and wakes the turn again
+    /// when it spins or progressed.
+    #[inline]
+    fn while_writing(&mut self, cx: &mut Context<'_>, progress: bool, wants_spin: bool) {
+        if wants_spin {
+            Counters::add(&self.sh.stats.poll_turns, 1);
+        }
+        let spin = !progress && wants_spin;
+        self.polling = spin;
+        if spin {
+            // Stay runnable while the write is in flight.
+            std::thread::yield_now();
+        }
+        if progress || spin {
+            // Look at the ring without sleeping (with `DEFER_TASKRUN`
+            // a completion is only seen when `block_on` enters it),
+            // then go on.
+            cx.waker().wake_by_ref();
+        }
+    }
+
+    /// Brings the checkpoint up to date and marks the flusher asleep;
+    /// returns whether work arrived meanwhile (the flusher is then awake).
+    #[inline]
+    fn work_before_sleep(&mut self) -> io::Result<bool> {
+        self.record_durable(true)?;
+        let sh = &*self.sh;
+        sh.sleeping.store(true, SeqCst);
+        // Pairs with the appender's publish-then-load of `sleeping`:
+        // either it sees the flag or the loads below see its record
+        // (`ring.committed` alone is only an acquire load).
+        fence(SeqCst);
+        let durable = sh.durable.load(SeqCst);
+        let work = sh.ring.committed(self.filled).is_some()
+            || (sh.durable_request.load(SeqCst) > durable && self.filled > durable)
+            || sh.reserve.load(SeqCst) & FLAGS != 0;
+        if work {
+            sh.sleeping.store(false, SeqCst);
+            return Ok(true);
+        }
+        sh.sweep_bells();
+        Ok(false)
     }
 
     /// Moves published records from the ring into the stage.
@@ -258,27 +288,7 @@ impl Flusher {
         // Room for a block moved to the next stage, and for the zeros a
         // write into a recycled segment appends.
         let room = stage.capacity() as u64 - 2 * self.bs - CLEAN_END_MAX;
-        let mut p = self.filled;
-        'take: while let Some(mut total) = sh.ring.committed(p) {
-            // An atomic batch is taken whole (its later records were
-            // published before its first), so that no write, and no
-            // watermark, ends inside one.
-            let mut q = p;
-            loop {
-                q += align_up((total & !RING_BATCH_MORE) as u64, RECORD_ALIGN);
-                if total & RING_BATCH_MORE == 0 {
-                    break;
-                }
-                match sh.ring.committed(q) {
-                    Some(t) => total = t,
-                    None => break 'take,
-                }
-            }
-            if q - self.stage_pos > room {
-                break;
-            }
-            p = q;
-        }
+        let p = published_end(sh, self.filled, self.stage_pos, room);
         if p == self.filled {
             return false;
         }
@@ -288,7 +298,8 @@ impl Flusher {
             let cap = stage.capacity();
             let _ = stage.set_len(cap);
         }
-        // SAFETY: every record in [filled, p) was seen published above and
+        // SAFETY: every record in [filled, p) was seen published (by
+        // `published_end`) and
         // is released only below; zeroing the taken bytes means no byte left
         // in the ring ever looks like a commit word later.
         unsafe {
@@ -298,42 +309,10 @@ impl Flusher {
         advance(&sh.released, p);
         sh.wake_space();
         // Seal the headers and zero the padding.
-        let mut q = self.filled;
-        let (mut n, mut payload) = (0u64, 0u64);
-        while q < p {
-            let o = (q - self.stage_pos) as usize;
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&stage[o..o + 8]);
-            let total = (u64::from_ne_bytes(w) as u32 & !RING_BATCH_MORE) as usize;
-            let span = align_up(total as u64, RECORD_ALIGN) as usize;
-            debug_assert!(
-                q % RECORD_ALIGN == 0
-                    && (RECORD_HEADER..=RECORD_HEADER + sh.max_record).contains(&total)
-                    && q + span as u64 <= p,
-                "a record taken from the ring at {q} (total {total}) lies within [{}, {p})",
-                self.filled
-            );
-            seal_record(&sh.geo, q, &mut stage[o..o + total]);
-            debug_assert!(
-                reads_back(&sh.geo, q, &stage[o..o + total]),
-                "the record sealed at {q} reads back"
-            );
-            stage[o + total..o + span].fill(0);
-            payload += (total - RECORD_HEADER) as u64;
-            n += 1;
-            q += span as u64;
-        }
+        let (n, payload) = seal_taken(sh, stage, self.stage_pos, self.filled, p);
         self.stage_len = off + len;
         self.n_collected += n;
-        let st = &sh.stats;
-        Counters::add(&st.appends, n);
-        Counters::add(&st.payload_bytes, payload);
-        Counters::add(&st.log_bytes, len as u64);
-        Counters::add(&st.batches, 1);
-        st.with(|h| {
-            let _ = h.batch_records.record(n);
-            let _ = h.batch_bytes.record(len as u64);
-        });
+        count_batch(&sh.stats, n, payload, len as u64);
         self.filled = p;
         advance(&sh.accepted, p);
         sh.wake_waiters(false);
@@ -471,16 +450,41 @@ impl Flusher {
         next[..self.stage_len - shift].copy_from_slice(&cur[shift..self.stage_len]);
         let _ = cur.set_len(wlen);
         if boundary {
-            let n = self.n_collected - self.n_submitted;
-            self.n_submitted = self.n_collected;
-            self.sh.stats.with(|h| {
-                let _ = h.write_records.record(n);
-            });
+            self.count_write_records();
         }
-        let mut fut = self
-            .sh
-            .storage
-            .write_async(seq, geo.file_offset(self.stage_pos), cur);
+        self.start_write(cx, seq, cur, piece_end, boundary);
+        self.stage = Some(next);
+        self.stage_len -= shift;
+        self.stage_pos = keep_from;
+        self.submitted = piece_end;
+        // Preallocate the next segment ahead of need.
+        self.prealloc.request(seq + 1);
+        Ok(true)
+    }
+
+    /// Counts the records of a write that ends on a record boundary.
+    #[inline]
+    fn count_write_records(&mut self) {
+        let n = self.n_collected - self.n_submitted;
+        self.n_submitted = self.n_collected;
+        self.sh.stats.with(|h| {
+            let _ = h.write_records.record(n);
+        });
+    }
+
+    /// Hands `buf` to the storage as the write of segment `seq` at the
+    /// stage's position, ending at `piece_end`; it is then in flight.
+    #[inline]
+    fn start_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        seq: u64,
+        buf: AlignedBuf,
+        piece_end: u64,
+        boundary: bool,
+    ) {
+        let offset = self.sh.geo.file_offset(self.stage_pos);
+        let mut fut = self.sh.storage.write_async(seq, offset, buf);
         // Poll once: that queues the write on this thread's ring (the
         // caller returns to `block_on`, which hands it to the kernel).
         let done = match fut.as_mut().poll(cx) {
@@ -496,13 +500,6 @@ impl Flusher {
             n_end: self.n_collected,
             started: Instant::now(),
         });
-        self.stage = Some(next);
-        self.stage_len -= shift;
-        self.stage_pos = keep_from;
-        self.submitted = piece_end;
-        // Preallocate the next segment ahead of need.
-        self.prealloc.request(seq + 1);
-        Ok(true)
     }
 
     /// Syncs what is written when a waiter asked for `Durable` (or when
@@ -612,6 +609,87 @@ impl Flusher {
         self.ckpt_at = Instant::now();
         Ok(())
     }
+}
+
+/// Where the published records from `from` end, taking only whole atomic
+/// batches, and none that would end more than `room` past `stage_pos`.
+#[inline]
+fn published_end(sh: &Shared, from: u64, stage_pos: u64, room: u64) -> u64 {
+    let mut p = from;
+    'take: while let Some(mut total) = sh.ring.committed(p) {
+        // An atomic batch is taken whole (its later records were
+        // published before its first), so that no write, and no
+        // watermark, ends inside one.
+        let mut q = p;
+        loop {
+            q += align_up((total & !RING_BATCH_MORE) as u64, RECORD_ALIGN);
+            if total & RING_BATCH_MORE == 0 {
+                break;
+            }
+            match sh.ring.committed(q) {
+                Some(t) => total = t,
+                None => break 'take,
+            }
+        }
+        if q - stage_pos > room {
+            break;
+        }
+        p = q;
+    }
+    p
+}
+
+/// Seals the headers of the records in [`from`, `to`) of the stage (which
+/// starts at log position `stage_pos`) and zeroes their padding; returns
+/// how many there are and their payload bytes.
+#[inline]
+fn seal_taken(
+    sh: &Shared,
+    stage: &mut AlignedBuf,
+    stage_pos: u64,
+    from: u64,
+    to: u64,
+) -> (u64, u64) {
+    let p = to;
+    let mut q = from;
+    let (mut n, mut payload) = (0u64, 0u64);
+    while q < p {
+        let o = (q - stage_pos) as usize;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&stage[o..o + 8]);
+        let total = (u64::from_ne_bytes(w) as u32 & !RING_BATCH_MORE) as usize;
+        let span = align_up(total as u64, RECORD_ALIGN) as usize;
+        debug_assert!(
+            q % RECORD_ALIGN == 0
+                && (RECORD_HEADER..=RECORD_HEADER + sh.max_record).contains(&total)
+                && q + span as u64 <= p,
+            "a record taken from the ring at {q} (total {total}) lies within [{from}, {p})"
+        );
+        seal_record(&sh.geo, q, &mut stage[o..o + total]);
+        debug_assert!(
+            reads_back(&sh.geo, q, &stage[o..o + total]),
+            "the record sealed at {q} reads back"
+        );
+        stage[o + total..o + span].fill(0);
+        payload += (total - RECORD_HEADER) as u64;
+        n += 1;
+        q += span as u64;
+    }
+    (n, payload)
+}
+
+/// Counts a batch taken from the ring: `n` records, `payload` bytes of
+/// payload, `len` bytes of log.
+#[inline]
+fn count_batch(st: &Counters, n: u64, payload: u64, len: u64) {
+    Counters::add(&st.appends, n);
+    Counters::add(&st.payload_bytes, payload);
+    Counters::add(&st.log_bytes, len);
+    Counters::add(&st.batches, 1);
+    st.with(|h| {
+        let _ = h.batch_records.record(n);
+        let _ = h.batch_bytes.record(len);
+    });
 }
 
 impl Flusher {

@@ -37,7 +37,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     align_down, align_up, record_span, Geometry, CLEAN_END_MAX, LSN_MASK, RECORD_ALIGN,
 };
-use crate::recovery::{recover, RecoveryReport};
+use crate::recovery::{recover, Recovered, RecoveryReport};
 use crate::ring::{Padded, Ring};
 use crate::stats::{Counters, JournalStats};
 use crate::storage::{FsStorage, Storage};
@@ -83,7 +83,6 @@ impl Journal {
     }
 
     /// Opens a journal on any [`Storage`] (tests use a fault-injecting one).
-    // Long on purpose: mostly the first state of `Shared` and `Flusher`, field by field.
     pub fn open_with_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Journal> {
         options.validate()?;
         let rec = recover(
@@ -94,81 +93,8 @@ impl Journal {
             true,
             None,
         )?;
-        let bs = storage.block_size() as u64;
-        let end = rec.end;
-        let shared = Arc::new(Shared {
-            reserve: Padded(AtomicU64::new(end)),
-            released: Padded(AtomicU64::new(end)),
-            sleeping: Padded(AtomicBool::new(false)),
-            accepted: Padded(AtomicU64::new(end)),
-            written: AtomicU64::new(end),
-            durable: AtomicU64::new(end),
-            durable_request: AtomicU64::new(0),
-            ring: Ring::new(options.buffer_bytes),
-            max_record: options.max_record_bytes,
-            read_limit: rec.read_limit,
-            recycle_segments: options.recycle_segments,
-            failure: OnceLock::new(),
-            space: Mutex::new(Vec::new()),
-            space_waiting: AtomicUsize::new(0),
-            waiters: Mutex::new(Vec::new()),
-            waiting: AtomicUsize::new(0),
-            written_bell: Bell::default(),
-            durable_bell: Bell::default(),
-            flusher: OnceLock::new(),
-            stats: Counters::new(),
-            storage: storage.clone(),
-            geo: rec.geo,
-            meta: Mutex::new(Meta {
-                checkpoint: rec.checkpoint,
-            }),
-            first_seq: Mutex::new(rec.first_seq),
-            finished: AtomicBool::new(false),
-        });
-        let stage_cap = align_up(
-            (STAGE_BYTES as u64)
-                .max(2 * record_span(options.max_record_bytes) + 4 * bs + CLEAN_END_MAX),
-            bs,
-        ) as usize;
-        let mut stage = AlignedBuf::new(stage_cap, storage.buffer_align())?;
-        stage[..rec.tail.len()].copy_from_slice(&rec.tail);
-        let flusher = Flusher {
-            sh: shared.clone(),
-            stage: Some(stage),
-            stage_pos: align_down(end, bs),
-            stage_len: rec.tail.len(),
-            filled: end,
-            submitted: end,
-            bs,
-            inflight: None,
-            ckpt_durable: rec.checkpoint.durable_lsn,
-            ckpt_reserved: rec.checkpoint.reserved_lsn,
-            ckpt_at: Instant::now(),
-            n_collected: 0,
-            n_submitted: 0,
-            n_written: 0,
-            n_durable: 0,
-            last_commit_records: 0,
-            last_woken: 0,
-            polling: false,
-            write_ewma_ns: 0,
-            own_ring: storage.completes_on_own_ring(),
-            spin_waiters: spin_waiters(options.spin_committers),
-            spare: Some(AlignedBuf::new(stage_cap, storage.buffer_align())?),
-            dirty: BTreeSet::new(),
-            prealloc: Arc::new(Prealloc {
-                st: Mutex::new(PreallocState {
-                    want: rec.last_seq.max(rec.geo.segment_of(end) + 1),
-                    created: rec.last_seq,
-                    error: None,
-                    stop: false,
-                    recycled: Default::default(),
-                    ckpt_want: 0,
-                    ckpt_done: 0,
-                }),
-                cv: std::sync::Condvar::new(),
-            }),
-        };
+        let shared = first_shared(&storage, &options, &rec);
+        let flusher = first_flusher(&shared, &storage, &options, &rec)?;
         let prealloc = flusher.prealloc.clone();
         let pre_handle = {
             let prealloc = prealloc.clone();
@@ -623,6 +549,96 @@ fn batch_lsns(first: u64, records: &[&[u8]]) -> Vec<Lsn> {
             lsn
         })
         .collect()
+}
+
+/// The first state of the journal's shared part, at the end recovery found.
+fn first_shared(storage: &Arc<dyn Storage>, options: &Options, rec: &Recovered) -> Arc<Shared> {
+    let end = rec.end;
+    Arc::new(Shared {
+        reserve: Padded(AtomicU64::new(end)),
+        released: Padded(AtomicU64::new(end)),
+        sleeping: Padded(AtomicBool::new(false)),
+        accepted: Padded(AtomicU64::new(end)),
+        written: AtomicU64::new(end),
+        durable: AtomicU64::new(end),
+        durable_request: AtomicU64::new(0),
+        ring: Ring::new(options.buffer_bytes),
+        max_record: options.max_record_bytes,
+        read_limit: rec.read_limit,
+        recycle_segments: options.recycle_segments,
+        failure: OnceLock::new(),
+        space: Mutex::new(Vec::new()),
+        space_waiting: AtomicUsize::new(0),
+        waiters: Mutex::new(Vec::new()),
+        waiting: AtomicUsize::new(0),
+        written_bell: Bell::default(),
+        durable_bell: Bell::default(),
+        flusher: OnceLock::new(),
+        stats: Counters::new(),
+        storage: storage.clone(),
+        geo: rec.geo,
+        meta: Mutex::new(Meta {
+            checkpoint: rec.checkpoint,
+        }),
+        first_seq: Mutex::new(rec.first_seq),
+        finished: AtomicBool::new(false),
+    })
+}
+
+/// The flusher's first state: its stage holds the block recovery ended in,
+/// up to the end; its preallocator continues from the last segment.
+fn first_flusher(
+    sh: &Arc<Shared>,
+    storage: &Arc<dyn Storage>,
+    options: &Options,
+    rec: &Recovered,
+) -> Result<Flusher> {
+    let bs = storage.block_size() as u64;
+    let end = rec.end;
+    let stage_cap = align_up(
+        (STAGE_BYTES as u64)
+            .max(2 * record_span(options.max_record_bytes) + 4 * bs + CLEAN_END_MAX),
+        bs,
+    ) as usize;
+    let mut stage = AlignedBuf::new(stage_cap, storage.buffer_align())?;
+    stage[..rec.tail.len()].copy_from_slice(&rec.tail);
+    Ok(Flusher {
+        sh: sh.clone(),
+        stage: Some(stage),
+        stage_pos: align_down(end, bs),
+        stage_len: rec.tail.len(),
+        filled: end,
+        submitted: end,
+        bs,
+        inflight: None,
+        ckpt_durable: rec.checkpoint.durable_lsn,
+        ckpt_reserved: rec.checkpoint.reserved_lsn,
+        ckpt_at: Instant::now(),
+        n_collected: 0,
+        n_submitted: 0,
+        n_written: 0,
+        n_durable: 0,
+        last_commit_records: 0,
+        last_woken: 0,
+        polling: false,
+        write_ewma_ns: 0,
+        own_ring: storage.completes_on_own_ring(),
+        spin_waiters: spin_waiters(options.spin_committers),
+        spare: Some(AlignedBuf::new(stage_cap, storage.buffer_align())?),
+        dirty: BTreeSet::new(),
+        prealloc: Arc::new(Prealloc {
+            st: Mutex::new(PreallocState {
+                want: rec.last_seq.max(rec.geo.segment_of(end) + 1),
+                created: rec.last_seq,
+                error: None,
+                stop: false,
+                recycled: Default::default(),
+                ckpt_want: 0,
+                ckpt_done: 0,
+            }),
+            cv: std::sync::Condvar::new(),
+        }),
+    })
 }
 
 /// Removes a journal directory that a failed [`Journal::open`] created:

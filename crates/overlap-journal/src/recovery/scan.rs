@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{corrupt, DroppedStretch, RecoveryMode, StorageSource};
-use crate::error::{Damage, Result};
+use crate::error::{Damage, Error, Result};
 use crate::format::{
     align_down, align_up, Geometry, Next, RecordReader, StreamSource, FILLER_BYTES, RECORD_ALIGN,
 };
@@ -245,17 +245,7 @@ impl Scan<'_> {
             (None, _) => Some(Damage::IncompleteBatch),
         };
         if from < self.durable && !salvage {
-            // A segment that must hold acknowledged records is gone.
-            let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
-                .find(|s| self.segs.binary_search(s).is_err());
-            if let Some(seq) = first_missing {
-                return Err(corrupt(
-                    geo.segment_start(seq).max(from),
-                    Damage::MissingSegment(seq),
-                ));
-            }
-            // Records acknowledged durable are gone: never silently skipped.
-            return Err(corrupt(from, damage.unwrap_or(Damage::Truncated)));
+            return Err(self.durable_gone(from, damage));
         }
         // Valid records after it mean it is not the torn tail of a log
         // written in order (see the crate documentation).
@@ -294,6 +284,23 @@ impl Scan<'_> {
         }
         self.drop_tail(t, pending, (from, pos), d, in_batch)
             .map(Some)
+    }
+
+    /// The error for a log that ends (or is damaged) at `from`, before the
+    /// durable point, outside salvage: a missing segment, or `damage`.
+    fn durable_gone(&self, from: u64, damage: Option<Damage>) -> Error {
+        let geo = self.geo;
+        // A segment that must hold acknowledged records is gone.
+        let first_missing = (geo.segment_of(self.start)..=geo.segment_of(self.durable))
+            .find(|s| self.segs.binary_search(s).is_err());
+        if let Some(seq) = first_missing {
+            return corrupt(
+                geo.segment_start(seq).max(from),
+                Damage::MissingSegment(seq),
+            );
+        }
+        // Records acknowledged durable are gone: never silently skipped.
+        corrupt(from, damage.unwrap_or(Damage::Truncated))
     }
 
     /// Drops a damaged tail from `from` (the scan stopped at `pos`): up to
