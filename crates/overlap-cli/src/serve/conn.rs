@@ -123,7 +123,13 @@ impl TimedIo {
                 if p.in_flight == 0 && !p.head {
                     p.since = Instant::now();
                 }
-                p.reader.take().filter(|_| was_blocked && p.in_flight == 0)
+                // Taken only when it is woken: a response still in flight
+                // keeps it for its own end (`InFlight`'s drop).
+                if was_blocked && p.in_flight == 0 {
+                    p.reader.take()
+                } else {
+                    None
+                }
             };
             if let Some(w) = reader {
                 w.wake();
