@@ -441,14 +441,8 @@ fn submissions_of_ready_tasks_are_batched() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (pipe, writer) = fifo_with_writer(dir.path());
-    let file = Arc::new(
-        OpenOptions::new()
-            .read(true)
-            .open(&engine, &pipe)
-            .wait()
-            .unwrap(),
-    );
+    let (file, writer) = fifo_gate(&engine, dir.path(), "fifo");
+    let file = Arc::new(file);
     let warm = make_file(&engine, dir.path());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -485,23 +479,6 @@ fn submissions_of_ready_tasks_are_batched() {
         calls * 4 <= ops,
         "{ops} reads took {calls} submitting system calls: not batched"
     );
-}
-
-/// A FIFO in `dir`, and a read-write end of it that stands for its writer
-/// (so that opening it for reading does not wait); dropping the end makes
-/// every read of the FIFO return end of file.
-fn fifo_with_writer(dir: &std::path::Path) -> (std::path::PathBuf, std::fs::File) {
-    use std::os::unix::ffi::OsStrExt;
-    let path = dir.join("fifo");
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-    let writer = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    (path, writer)
 }
 
 /// `overlap_tokio::fs` polls its engine operations on the tokio thread's

@@ -14,9 +14,13 @@ use crate::reactor::on_ring;
 /// (2 MiB); [`File::set_max_buf_size`] changes it.
 pub(crate) const DEFAULT_MAX_BUF_SIZE: usize = 2 * 1024 * 1024;
 
+#[macro_use]
+mod cursor;
+mod leftover;
 mod stream;
 
-use stream::{Buf, Cursor, Inner, State, AT_END};
+use cursor::{Cursor, AT_END};
+use stream::{Buf, Inner, State};
 
 /// A reference to an open file on the filesystem: `tokio::fs::File`, whose
 /// reads, writes, syncs and truncation are engine operations (io_uring where

@@ -38,7 +38,12 @@ impl DriverHandle {
     /// (`aio::lead`).
     #[inline]
     pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
-        self.get().submit(op, urgent);
+        // Per operation: dispatched statically, not through `get`'s vtable.
+        match self {
+            DriverHandle::Uring(d) => Driver::submit(d, op, urgent),
+            DriverHandle::Pool(d) => Driver::submit(d, op, urgent),
+            DriverHandle::Aio(d) => Driver::submit(d, op, urgent),
+        }
     }
 
     /// The AIO context, on an `aio+pool` engine.

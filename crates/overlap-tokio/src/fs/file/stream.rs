@@ -1,146 +1,20 @@
-//! The streaming side of [`File`](super::File): its cursor, its read-ahead
-//! buffer, the one operation in flight, and `AsyncRead`, `AsyncSeek` and
-//! `AsyncWrite` on them.
+//! The streaming side of [`File`](super::File): its read-ahead buffer, the
+//! bytes behind a write, the one operation in flight, and `AsyncRead`,
+//! `AsyncSeek` and `AsyncWrite` on them (the offset: `cursor`; a dropped
+//! file's operation: `leftover`).
 
 use std::future::Future;
 use std::io::{self, SeekFrom};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
+use super::cursor::{Cursor, AT_END};
 use super::File;
 use crate::fs::support::engine_err;
 use crate::reactor::on_ring;
-
-/// The file offset that reads and writes use, shared by a file and its
-/// [`File::try_clone`] copies as the kernel's offset is shared by duplicated
-/// descriptors. Reads and writes are positional (`read_at`/`write_at`
-/// through the engine), so the offset lives here and no `lseek` is made.
-///
-/// As the kernel's, the offset moves atomically with each operation: a
-/// write takes its range `[pos, pos + len)` when it starts (before
-/// `poll_write` returns), so that a later write, by this file or a clone,
-/// starts after it even while it is in flight. Once the cursor is shared,
-/// operations on it take turns as the kernel's `f_pos_lock` makes them: a
-/// read holds the turn until it knows how far it got; a write only while it
-/// takes its range (unless appending: then until the kernel has put it at
-/// the end). An unshared cursor needs no turns: the file runs one operation
-/// at a time.
-#[derive(Debug)]
-pub(super) struct Cursor {
-    pos: AtomicU64,
-    /// Set by `try_clone`, never cleared.
-    shared: AtomicBool,
-    turn: tokio::sync::Mutex<()>,
-}
-
-/// The cursor after a write to a file opened for appending: the end of the
-/// file, whatever its length now is (resolved with `statx` when needed).
-pub(super) const AT_END: u64 = u64::MAX;
-
-/// This operation's turn on a shared cursor (`None`: not shared, no turn
-/// needed). A macro, not an `async fn`: an unshared cursor, the common
-/// case, then costs one load and no nested future.
-macro_rules! turn {
-    ($cursor:expr) => {
-        if $cursor.is_shared() {
-            Some($cursor.turn.lock().await)
-        } else {
-            None
-        }
-    };
-}
-
-impl Cursor {
-    pub(super) fn new(pos: u64) -> Cursor {
-        Cursor {
-            pos: AtomicU64::new(pos),
-            shared: AtomicBool::new(false),
-            turn: tokio::sync::Mutex::new(()),
-        }
-    }
-    pub(super) fn get(&self) -> u64 {
-        self.pos.load(Ordering::Acquire)
-    }
-    fn set(&self, pos: u64) {
-        self.pos.store(pos, Ordering::Release);
-    }
-    /// Marks the cursor shared (by a clone): operations take turns from now.
-    pub(super) fn share(&self) {
-        self.shared.store(true, Ordering::Release);
-    }
-    /// Whether a clone shares the cursor (operations then take turns).
-    #[inline]
-    pub(super) fn is_shared(&self) -> bool {
-        self.shared.load(Ordering::Acquire)
-    }
-    /// Moves the cursor back over `n` bytes read ahead but not consumed
-    /// (relative, as tokio's `lseek(SEEK_CUR, -n)`).
-    fn unread(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let _ = self
-            .pos
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pos| {
-                (pos != AT_END).then(|| pos.saturating_sub(n as u64))
-            });
-    }
-    /// The offset, asking the kernel for the file's length when it is the
-    /// end of the file.
-    async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
-        let pos = self.get();
-        if pos != AT_END {
-            return Ok(pos);
-        }
-        let len = on_ring(file.stat())
-            .await
-            .map_err(|e| engine_err(e, libc::EBADF))?
-            .len;
-        // Unless someone moved it meanwhile (an unshared cursor's reader
-        // giving back read-ahead).
-        let _ = self
-            .pos
-            .compare_exchange(AT_END, len, Ordering::AcqRel, Ordering::Acquire);
-        Ok(self.get())
-    }
-    /// Takes `len` bytes from the cursor: returns where they start, the
-    /// cursor now past them.
-    async fn take(&self, file: &overlap::File, len: u64) -> io::Result<u64> {
-        loop {
-            let pos = self.resolve(file).await?;
-            let end = pos.checked_add(len).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "file position overflows")
-            })?;
-            if self
-                .pos
-                .compare_exchange(pos, end, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Ok(pos);
-            }
-        }
-    }
-    /// Gives back the unused tail `[used, taken)` of a range taken, unless
-    /// the cursor has moved since.
-    fn give_back(&self, taken: u64, used: u64) {
-        if used < taken {
-            let _ = self
-                .pos
-                .compare_exchange(taken, used, Ordering::AcqRel, Ordering::Acquire);
-        }
-    }
-    /// Moves the cursor back over `n` unread bytes, in this operation's turn.
-    pub(super) async fn unread_in_turn(&self, n: usize) {
-        if n > 0 {
-            let _turn = turn!(self);
-            self.unread(n);
-        }
-    }
-}
 
 /// Bytes accepted by `poll_write` while a write was in flight: the write
 /// in flight writes them after its own, as one write (write-behind), so
@@ -150,7 +24,7 @@ impl Cursor {
 /// the file is dropped), so the lock is never contended.
 #[derive(Default)]
 pub(super) struct Behind {
-    data: Vec<u8>,
+    pub(super) data: Vec<u8>,
     /// The write in flight will still write what is added: set when a write
     /// starts, cleared (under the lock) when it finishes with nothing left.
     open: bool,
@@ -158,7 +32,7 @@ pub(super) struct Behind {
 
 pub(super) type WriteBehind = Arc<std::sync::Mutex<Behind>>;
 
-fn lock(b: &WriteBehind) -> std::sync::MutexGuard<'_, Behind> {
+pub(super) fn lock(b: &WriteBehind) -> std::sync::MutexGuard<'_, Behind> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -841,95 +715,5 @@ impl AsyncWrite for File {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_flush(cx)
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // The file is dropped. An operation in flight (a write above all,
-        // with the bytes behind it) is finished, not abandoned: see
-        // `Leftover`.
-        let State::Busy(fut) = std::mem::replace(&mut self.state, State::Idle(Buf::default()))
-        else {
-            let b = lock(&self.behind);
-            if !b.data.is_empty() {
-                // A failed write's bytes, its error reported (or kept for
-                // the next call, which will not come).
-                eprintln!(
-                    "overlap-tokio: a file dropped after a failed write: {} bytes not written",
-                    b.data.len()
-                );
-            }
-            return;
-        };
-        if !self.busy_writing {
-            return;
-        }
-        let left = Leftover(Some(fut), false);
-        match tokio::runtime::Handle::try_current() {
-            // tokio's blocking pool: a runtime's end (drop, `shutdown_timeout`,
-            // the end of `#[tokio::main]`) never drops a task that has
-            // started there, and dropping the runtime waits for it, as for
-            // `tokio::fs`'s own writes. Never a runtime task, which
-            // shutdown would drop with the bytes behind still unwritten.
-            Ok(handle) => drop(handle.spawn_blocking(move || left.finish())),
-            // Outside a runtime: a thread of its own.
-            Err(_) => {
-                let _ = std::thread::Builder::new()
-                    .name("overlap-tokio-drop".into())
-                    .spawn(move || left.finish());
-            }
-        }
-    }
-}
-
-/// The operation of a dropped file, run to its end by [`finish`]
-/// (Self::finish) off any runtime task: the rest of a write (a write cut
-/// short, one waiting for the engine's budget, the bytes behind it). The
-/// engine completes what it has submitted whatever happens; the rest needs
-/// this. Should the closure that owns it be dropped unrun (a blocking task
-/// refused or cancelled at a runtime's shutdown, no thread to be had), its
-/// drop hands it to a thread of its own (the dropping thread is a runtime's,
-/// maybe in its shutdown: it must not wait), or, with no thread to be had,
-/// runs it there and then (the second field).
-struct Leftover(Option<OpFuture>, bool);
-
-impl Leftover {
-    fn finish(mut self) {
-        self.run();
-    }
-    fn run(&mut self) {
-        if let Some(fut) = self.0.take() {
-            // Off the runtime's rings (whose reaper is a task that shutdown
-            // drops) and outside tokio's budget (this thread's may be spent:
-            // the future would never get on).
-            let (op, _) = crate::reactor::off_ring(|| {
-                overlap::block_on(tokio::task::coop::unconstrained(fut))
-            });
-            if let Operation::Write(Err(e)) = op {
-                // No caller is left to tell.
-                eprintln!("overlap-tokio: the write of a dropped file failed: {e}");
-            }
-        }
-    }
-}
-
-impl Drop for Leftover {
-    fn drop(&mut self) {
-        let Some(fut) = self.0.take() else {
-            return;
-        };
-        if self.1 {
-            self.0 = Some(fut);
-            self.run();
-            return;
-        }
-        let mut rest = Leftover(Some(fut), true);
-        let spawned = std::thread::Builder::new()
-            .name("overlap-tokio-drop".into())
-            .spawn(move || rest.run());
-        // Not spawned: the closure, and with it `rest`, was dropped, which
-        // ran it here (its second field).
-        drop(spawned);
     }
 }
