@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
-use overlap::{DriverKind, ReactorRing};
+use overlap::ReactorRing;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -479,11 +479,7 @@ impl Hub {
     #[new]
     fn new() -> PyResult<Hub> {
         let engine = crate::engine()?;
-        let ring = if engine.driver().kind == DriverKind::Uring {
-            ReactorRing::new().ok()
-        } else {
-            None
-        };
+        let ring = engine.reactor_ring().ok();
         // SAFETY: plain system call; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {

@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::time::Duration;
 
-use overlap::{Completion, Engine, Error, Port};
+use overlap::{Completion, Engine, Error, Port, WhenFull};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
@@ -62,8 +62,8 @@ pub const OVERLAP_OP_FALLOCATE: u32 = 5;
 
 /// A completion port of an engine. Opaque.
 pub struct overlap_port {
+    /// Made with the port's `OVERLAP_PORT_NONBLOCK` as its `WhenFull`.
     port: Port<CBuf>,
-    nonblock: bool,
     /// The port's engine (the port holds it too), for the fork check.
     engine: Engine,
 }
@@ -142,9 +142,13 @@ pub extern "C" fn overlap_port_create(
         } else {
             Port::new(&e.engine)
         };
+        let port = port.with_when_full(if flags & OVERLAP_PORT_NONBLOCK != 0 {
+            WhenFull::Fail
+        } else {
+            WhenFull::Wait
+        });
         let h = Box::into_raw(Box::new(overlap_port {
             port,
-            nonblock: flags & OVERLAP_PORT_NONBLOCK != 0,
             engine: e.engine.clone(),
         }));
         // SAFETY: out is a writable pointer (checked non-NULL).
@@ -161,27 +165,22 @@ fn submit_one(p: &overlap_port, op: &overlap_op, what: &str) -> i32 {
     // SAFETY: a non-NULL file is a live handle (the header's rule).
     let f = unsafe { &*op.file };
     let (port, file, key) = (&p.port, &f.file, op.user_data);
-    let wait = !p.nonblock;
     let res: Result<(), Error> = match op.opcode {
         OVERLAP_OP_READ | OVERLAP_OP_WRITE => {
             let b = match CBuf::new(op.buf, op.len, what) {
                 Ok(b) => b,
                 Err((errno, msg)) => return fail(errno, msg),
             };
-            let r = match (op.opcode == OVERLAP_OP_READ, wait) {
-                (true, true) => port.read_at(file, b, op.offset, key),
-                (true, false) => port.try_read_at(file, b, op.offset, key),
-                (false, true) => port.write_at(file, b, op.offset, key),
-                (false, false) => port.try_write_at(file, b, op.offset, key),
+            let r = if op.opcode == OVERLAP_OP_READ {
+                port.read_at(file, b, op.offset, key)
+            } else {
+                port.write_at(file, b, op.offset, key)
             };
             r.map_err(|(e, _)| e)
         }
-        OVERLAP_OP_FSYNC if wait => port.sync_all(file, key),
-        OVERLAP_OP_FSYNC => port.try_sync_all(file, key),
-        OVERLAP_OP_FDATASYNC if wait => port.sync_data(file, key),
-        OVERLAP_OP_FDATASYNC => port.try_sync_data(file, key),
-        OVERLAP_OP_FALLOCATE if wait => port.allocate(file, op.mode, op.offset, op.len, key),
-        OVERLAP_OP_FALLOCATE => port.try_allocate(file, op.mode, op.offset, op.len, key),
+        OVERLAP_OP_FSYNC => port.sync_all(file, key),
+        OVERLAP_OP_FDATASYNC => port.sync_data(file, key),
+        OVERLAP_OP_FALLOCATE => port.allocate(file, op.mode, op.offset, op.len, key),
         other => {
             return fail(
                 libc::EINVAL,

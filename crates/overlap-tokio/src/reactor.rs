@@ -246,7 +246,12 @@ fn make_ring(handle: &tokio::runtime::Handle) -> Option<ThreadRing> {
     if !may_register() {
         return None;
     }
-    let ring = ReactorRing::new().ok()?;
+    // Sized by the process engine's builder once it is made; the default
+    // size otherwise (the ring serves any engine's futures).
+    let ring = match crate::global::engine_if_made() {
+        Some(e) => e.reactor_ring().ok()?,
+        None => ReactorRing::new().ok()?,
+    };
     let afd = {
         let _enter = handle.enter();
         let fd = RingFd(ring.clone());

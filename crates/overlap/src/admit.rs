@@ -36,7 +36,7 @@ pub(crate) enum FastPath {
     /// After the budget and the shutdown check (a port's queue): a hit is a
     /// completion like any other, which holds its share of the budget until
     /// a worker takes it, so completions nobody collects cannot pile up
-    /// without bound; and `try_read_at` refuses on a full budget, hit or not.
+    /// without bound; and a port handle that fails when full (`WhenFull::Fail`) refuses on a full budget, hit or not.
     AfterBudget,
     /// Not at all (a port's ring): the kernel tries a buffered read against
     /// the page cache during submission and completes it inline on a hit,

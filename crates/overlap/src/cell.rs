@@ -159,15 +159,69 @@ impl RegisteredPools {
     }
 }
 
+/// The size of one ring: submission-queue and completion-queue entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RingSize {
+    pub sq: u32,
+    pub cq: u32,
+}
+
+/// The most submission-queue entries a ring may ask for (the kernel's
+/// `IORING_MAX_ENTRIES`).
+pub(crate) const MAX_SQ_ENTRIES: u32 = 32768;
+/// The most completion-queue entries a ring may ask for (the kernel's
+/// `IORING_MAX_CQ_ENTRIES`).
+pub(crate) const MAX_CQ_ENTRIES: u32 = 2 * MAX_SQ_ENTRIES;
+
+/// Completion-queue entries per submission-queue entry of a thread's own
+/// ring and of a reactor ring: their submission queues are submitted and
+/// refilled when full, so more operations than entries may be in flight.
+const CQ_PER_SQ_ENTRY: u32 = 16;
+
+/// Submission-queue entries of a reactor ring unless its engine's builder
+/// says otherwise.
+pub(crate) const DEFAULT_REACTOR_RING_ENTRIES: u32 = 256;
+
+impl RingSize {
+    /// The size of a ring one executor thread fills and reaps (a thread's
+    /// own, a reactor's) with `sq` submission-queue entries.
+    pub(crate) fn per_thread(sq: u32) -> RingSize {
+        RingSize {
+            sq,
+            cq: sq.saturating_mul(CQ_PER_SQ_ENTRY).min(MAX_CQ_ENTRIES),
+        }
+    }
+
+    /// Within the kernel's bounds, and with room for at least as many
+    /// completions as submissions.
+    pub(crate) fn is_valid(self) -> bool {
+        (1..=MAX_SQ_ENTRIES).contains(&self.sq) && (self.sq..=MAX_CQ_ENTRIES).contains(&self.cq)
+    }
+}
+
+/// The size of every kind of ring an engine's operations use, decided once
+/// by `EngineBuilder::build` and read from here by whoever makes a ring
+/// (`crate::driver::uring` documents each kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RingSizes {
+    /// The engine thread's ring; a port's ring is the same size.
+    pub engine: RingSize,
+    /// A thread's own ring (made by the first operation of the engine the
+    /// thread waits for).
+    pub thread: RingSize,
+    /// A reactor ring made for the engine.
+    pub reactor: RingSize,
+}
+
 /// The part of an engine's state that drivers use (the engine's `Shared`
 /// holds it and dereferences to it).
 pub(crate) struct EngineState {
     pub counters: Arc<Counters>,
     /// The bound on kernel workers, applied to every ring that submits.
     pub max_kernel_workers: Option<u32>,
-    /// Ring sizes, for the rings of completion ports.
-    pub ring_entries: u32,
-    pub cq_entries: u32,
+    /// The size of every kind of ring of the engine, as `EngineBuilder`
+    /// decided them.
+    pub rings: RingSizes,
     /// Operations in flight on threads' own rings (see
     /// `crate::driver::uring::thread`) and on reactor rings: what shutdown
     /// waits for, besides the driver and the ports' rings.

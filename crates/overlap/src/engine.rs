@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::cell::{fork_generation, Completable, EngineLink, EngineState};
+use crate::cell::{RingSize, RingSizes, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
 use crate::driver::handle::DriverHandle;
 use crate::driver::uring::engine_thread::{RingConfig, UringDriver};
 use crate::driver::uring::port::Settle;
@@ -106,6 +107,12 @@ pub const DEFAULT_POOL_THREADS: usize = 32;
 pub const MAX_POOL_THREADS: usize = 1024;
 /// Default io_uring submission-queue size.
 pub const DEFAULT_RING_ENTRIES: u32 = 256;
+/// Default submission-queue entries of a thread's own ring
+/// ([`EngineBuilder::thread_ring_entries`]).
+pub const DEFAULT_THREAD_RING_ENTRIES: u32 = 64;
+/// Default submission-queue entries of a reactor ring
+/// ([`EngineBuilder::reactor_ring_entries`]).
+pub const DEFAULT_REACTOR_RING_ENTRIES: u32 = crate::cell::DEFAULT_REACTOR_RING_ENTRIES;
 
 /// Configures an [`Engine`].
 ///
@@ -125,6 +132,8 @@ pub struct EngineBuilder {
     max_inflight_bytes: usize,
     pool_threads: usize,
     ring_entries: u32,
+    thread_ring_entries: u32,
+    reactor_ring_entries: u32,
     fast_path: bool,
     use_env: bool,
     max_kernel_workers: Option<u32>,
@@ -140,6 +149,8 @@ impl Default for EngineBuilder {
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
             pool_threads: DEFAULT_POOL_THREADS,
             ring_entries: DEFAULT_RING_ENTRIES,
+            thread_ring_entries: DEFAULT_THREAD_RING_ENTRIES,
+            reactor_ring_entries: DEFAULT_REACTOR_RING_ENTRIES,
             fast_path: true,
             use_env: true,
             max_kernel_workers: None,
@@ -181,10 +192,28 @@ impl EngineBuilder {
         self.pool_threads = n;
         self
     }
-    /// io_uring submission-queue entries (default 256; rounded up to a power
-    /// of two by the kernel).
+    /// io_uring submission-queue entries of the engine thread's ring and of
+    /// each port's ring (default 256, at most 32768; rounded up to a power
+    /// of two by the kernel). Their completion queues hold
+    /// `max_inflight_ops`, at least twice this and at most 65,536.
     pub fn ring_entries(mut self, n: u32) -> Self {
         self.ring_entries = n;
+        self
+    }
+    /// io_uring submission-queue entries of each thread's own ring, made by
+    /// the thread's first `.wait()` or [`block_on`](crate::block_on) of an
+    /// operation of this engine (default 64, at most 32768; its completion
+    /// queue holds 16 times as many). A thread has one such ring for every
+    /// engine: the first engine it waits for sizes it.
+    pub fn thread_ring_entries(mut self, n: u32) -> Self {
+        self.thread_ring_entries = n;
+        self
+    }
+    /// io_uring submission-queue entries of each reactor ring made for this
+    /// engine ([`Engine::reactor_ring`]; default 256, at most 32768; its
+    /// completion queue holds 16 times as many).
+    pub fn reactor_ring_entries(mut self, n: u32) -> Self {
+        self.reactor_ring_entries = n;
         self
     }
     /// Try `preadv2(RWF_NOWAIT)` on the caller's thread before queueing a
@@ -252,14 +281,13 @@ impl EngineBuilder {
             self.max_inflight_bytes,
             counters.clone(),
         ));
-        let cq_entries = (self.max_inflight_ops as u32).clamp(self.ring_entries * 2, 65536);
-        let (driver, info) = self.start_driver(choice, forced_by, cq_entries, &counters)?;
+        let rings = self.ring_sizes();
+        let (driver, info) = self.start_driver(choice, forced_by, rings.engine, &counters)?;
         let shared = Arc::new(Shared {
             state: EngineState {
                 counters,
                 max_kernel_workers: self.max_kernel_workers,
-                ring_entries: self.ring_entries,
-                cq_entries,
+                rings,
                 own_ring_ops: AtomicUsize::new(0),
                 pools: Default::default(),
                 generation: fork_generation(),
@@ -290,11 +318,16 @@ impl EngineBuilder {
                 self.pool_threads
             )));
         }
-        if self.ring_entries == 0 || self.ring_entries > 32768 {
-            return Err(Error::InvalidInput(format!(
-                "ring_entries must be between 1 and 32768, got {}",
-                self.ring_entries
-            )));
+        for (what, n) in [
+            ("ring_entries", self.ring_entries),
+            ("thread_ring_entries", self.thread_ring_entries),
+            ("reactor_ring_entries", self.reactor_ring_entries),
+        ] {
+            if !(1..=MAX_SQ_ENTRIES).contains(&n) {
+                return Err(Error::InvalidInput(format!(
+                    "{what} must be between 1 and {MAX_SQ_ENTRIES}, got {n}"
+                )));
+            }
         }
         if let Some(n) = self.max_kernel_workers.filter(|n| !(1..=4096).contains(n)) {
             return Err(Error::InvalidInput(format!(
@@ -302,6 +335,25 @@ impl EngineBuilder {
             )));
         }
         Ok(())
+    }
+
+    /// The size of every kind of ring, from the builder's settings (which
+    /// `validate` checked): the one place ring sizes are decided.
+    fn ring_sizes(&self) -> RingSizes {
+        let ops = u32::try_from(self.max_inflight_ops).unwrap_or(u32::MAX);
+        let sizes = RingSizes {
+            engine: RingSize {
+                sq: self.ring_entries,
+                cq: ops.clamp(self.ring_entries * 2, MAX_CQ_ENTRIES),
+            },
+            thread: RingSize::per_thread(self.thread_ring_entries),
+            reactor: RingSize::per_thread(self.reactor_ring_entries),
+        };
+        debug_assert!(
+            sizes.engine.is_valid() && sizes.thread.is_valid() && sizes.reactor.is_valid(),
+            "validated settings give sizes the kernel takes"
+        );
+        sizes
     }
 
     /// The driver to start and who chose it: the builder's choice, or
@@ -334,7 +386,7 @@ impl EngineBuilder {
         &self,
         choice: DriverChoice,
         forced_by: String,
-        cq_entries: u32,
+        ring: RingSize,
         counters: &Arc<Counters>,
     ) -> Result<(DriverHandle, DriverInfo)> {
         Ok(match choice {
@@ -358,8 +410,7 @@ impl EngineBuilder {
             }
             DriverChoice::Uring | DriverChoice::Auto => {
                 let config = RingConfig {
-                    entries: self.ring_entries,
-                    cq_entries,
+                    size: ring,
                     max_kernel_workers: self.max_kernel_workers,
                     submit_chunk: self.submit_chunk,
                 };
@@ -578,6 +629,21 @@ impl Engine {
     /// (`format!("{}", engine.driver())` says both on one line).
     pub fn driver(&self) -> &DriverInfo {
         &self.inner.shared.info
+    }
+
+    /// A [`ReactorRing`](crate::ReactorRing) of the size this engine's
+    /// builder set ([`EngineBuilder::reactor_ring_entries`]), for an
+    /// executor thread that polls this engine's futures; the reason
+    /// io_uring cannot be used otherwise (on an engine whose driver is not
+    /// io_uring too: its operations never reach the ring).
+    pub fn reactor_ring(&self) -> std::result::Result<crate::ReactorRing, FallbackReason> {
+        if self.driver().kind != DriverKind::Uring {
+            return Err(FallbackReason::Other(format!(
+                "the engine runs on {}, not io_uring",
+                self.driver().kind
+            )));
+        }
+        crate::ReactorRing::with_size(self.inner.shared.rings.reactor)
     }
 
     /// Registers the memory of `pool`, a contiguous pool

@@ -180,12 +180,13 @@ pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
 pub use driver::uring::reactor::ReactorRing;
 pub use engine::{
     DriverChoice, DriverInfo, DriverKind, Engine, EngineBuilder, DEFAULT_MAX_INFLIGHT_BYTES,
-    DEFAULT_MAX_INFLIGHT_OPS, DEFAULT_POOL_THREADS, DEFAULT_RING_ENTRIES, MAX_POOL_THREADS,
+    DEFAULT_MAX_INFLIGHT_OPS, DEFAULT_POOL_THREADS, DEFAULT_REACTOR_RING_ENTRIES,
+    DEFAULT_RING_ENTRIES, DEFAULT_THREAD_RING_ENTRIES, MAX_POOL_THREADS,
 };
 pub use error::{AlignmentPart, Error, FallbackReason, Result};
 pub use file::{Access, Alignment, File, Metadata, OpenOptions, MAX_RW_BYTES};
 pub use future::{Op, Task};
 pub use join::{join_all, JoinAll};
-pub use port::{Batch, Completion, Port};
+pub use port::{Batch, Completion, Port, WhenFull};
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;

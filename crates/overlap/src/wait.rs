@@ -3,37 +3,9 @@
 //! wakes it is the thread's waiter, in `crate::driver::uring::thread`.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
-use crate::driver::uring::thread::{drain_own_ring, sleep, Local, RingState, LOCAL};
-
-/// Leaves a `block_on`: the outermost one reaps the thread's ring, also
-/// when unwinding. Restores the enclosing run's `inline` flag.
-struct Depth<'a>(&'a Local, bool);
-
-impl Drop for Depth<'_> {
-    fn drop(&mut self) {
-        let l = self.0;
-        l.inline.set(self.1);
-        l.depth.set(l.depth.get() - 1);
-        if l.depth.get() > 0 {
-            // The nested run cleared the thread's wake-up flag, which the
-            // outer future may have been woken through meanwhile: poll it
-            // again (a spurious poll is harmless, a lost wake-up is not).
-            l.waker.notified.store(true, Ordering::SeqCst);
-        }
-        if l.depth.get() == 0 {
-            if let Some(p) = drain_own_ring(l) {
-                if std::thread::panicking() {
-                    crate::driver::report_panic("an operation reaped while unwinding", &p);
-                } else {
-                    std::panic::resume_unwind(p);
-                }
-            }
-        }
-    }
-}
+use crate::driver::uring::thread::with_waiter;
 
 /// Runs a future to completion on the current thread: what every `.wait()`
 /// uses.
@@ -77,31 +49,14 @@ pub(crate) fn block_on_one<F: Future>(fut: F) -> F::Output {
 
 fn block_on_as<F: Future>(fut: F, inline: bool) -> F::Output {
     let mut fut = std::pin::pin!(fut);
-    // `try_with` is re-entrant, so a nested block_on is fine; during thread
-    // teardown the thread-local is gone: wait without a ring.
-    if LOCAL.try_with(|_| ()).is_ok() {
-        return LOCAL.with(|l| run(l, fut.as_mut(), inline));
-    }
-    let local = Local::new();
-    local.ring.replace(RingState::Unavailable);
-    run(&local, fut, inline)
-}
-
-fn run<F: Future>(l: &Local, mut fut: std::pin::Pin<&mut F>, inline: bool) -> F::Output {
-    l.depth.set(l.depth.get() + 1);
-    let _depth = Depth(l, l.inline.replace(inline));
-    let mut cx = Context::from_waker(&l.waker_obj);
-    loop {
-        // A swap, not a store: when it takes away a wake-up that another
-        // thread's completion set, it synchronises with that thread, so the
-        // poll below sees what the completion wrote (a future's lock-free
-        // `done` check in `OpCell::poll_done`). A plain store could be
-        // ordered after that check: the poll would see the operation not
-        // done, and the wake-up it erased would be lost.
-        l.waker.notified.swap(false, Ordering::SeqCst);
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
+    with_waiter(inline, |w| {
+        let mut cx = Context::from_waker(w.waker());
+        loop {
+            w.take_wake_up();
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            w.sleep();
         }
-        sleep(l);
-    }
+    })
 }

@@ -346,7 +346,8 @@ fn many_threads_waiting_on_one_engine_each_get_their_own_completions() {
                 let key_off = |k: u64| ((t * 53 + k * 11) % blocks) * 4096;
                 while done < per_thread {
                     while next < per_thread && port.outstanding() < 8 {
-                        port.try_read_at(&file, pool.get(), key_off(next), next)
+                        port.with_when_full(overlap::WhenFull::Fail)
+                            .read_at(&file, pool.get(), key_off(next), next)
                             .map_err(|(e, _)| e)
                             .unwrap();
                         next += 1;

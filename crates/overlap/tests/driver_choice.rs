@@ -606,3 +606,99 @@ fn child_max_kernel_workers() {
     );
     child_ok("child_max_kernel_workers");
 }
+
+/// (submission, completion) entries of every io_uring the process holds
+/// open, as the kernel reports them (`SqMask`/`CqMask` in
+/// `/proc/self/fdinfo`).
+fn open_ring_sizes() -> Vec<(u32, u32)> {
+    let mask = |info: &str, key: &str| -> Option<u32> {
+        let line = info.lines().find(|l| l.starts_with(key))?;
+        let hex = line[key.len()..].trim().trim_start_matches("0x");
+        u32::from_str_radix(hex, 16).ok().map(|m| m + 1)
+    };
+    let mut sizes = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let is_ring = std::fs::read_link(entry.path())
+            .is_ok_and(|l| l.to_string_lossy() == "anon_inode:[io_uring]");
+        let info = std::fs::read_to_string(format!(
+            "/proc/self/fdinfo/{}",
+            entry.file_name().to_string_lossy()
+        ));
+        if let (true, Ok(info)) = (is_ring, info) {
+            if let (Some(sq), Some(cq)) = (mask(&info, "SqMask:"), mask(&info, "CqMask:")) {
+                sizes.push((sq, cq));
+            }
+        }
+    }
+    sizes
+}
+
+fn count_of(size: (u32, u32)) -> usize {
+    open_ring_sizes().iter().filter(|s| **s == size).count()
+}
+
+/// Every kind of ring takes its size from the engine's builder: the
+/// engine thread's and a port's (`ring_entries`, the completion queue
+/// `max_inflight_ops`), a thread's own (`thread_ring_entries`, 16 times as
+/// many completions) and a reactor ring (`reactor_ring_entries`), as the
+/// kernel reports the rings it made. Sizes no other test asks for.
+#[test]
+fn ring_sizes_travel_from_the_builder_to_every_ring() {
+    if let Some(why) = uring_unavailable() {
+        eprintln!("SKIPPED: ring sizes: io_uring unavailable here: {why}");
+        return;
+    }
+    let engine_ring = (8, 64);
+    let before = count_of(engine_ring);
+    let engine = Engine::builder()
+        .driver(DriverChoice::Uring)
+        .ignore_env()
+        .ring_entries(8)
+        .max_inflight_ops(64)
+        .thread_ring_entries(32)
+        .reactor_ring_entries(16)
+        .build()
+        .unwrap();
+    assert!(
+        count_of(engine_ring) > before,
+        "the engine thread's ring: {:?}",
+        open_ring_sizes()
+    );
+
+    let port = overlap::Port::<Vec<u8>>::new(&engine);
+    assert!(
+        count_of(engine_ring) > before + 1,
+        "a port's ring: {:?}",
+        open_ring_sizes()
+    );
+    drop(port);
+
+    let reactor = engine.reactor_ring().unwrap();
+    assert!(
+        count_of((16, 256)) >= 1,
+        "a reactor ring: {:?}",
+        open_ring_sizes()
+    );
+    drop(reactor);
+
+    // A thread's own ring is made by the thread's first wait, and closed
+    // at its exit: look while the thread waits to be let go.
+    let dir = tempdir();
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"ring").unwrap();
+    let file = File::open(&engine, &path).wait().unwrap();
+    let (made, look) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let t = std::thread::spawn(move || {
+        let (read, _buf) = file.read_at(vec![0u8; 4], 0).wait();
+        made.0.send(read.unwrap()).unwrap();
+        look.1.recv().unwrap();
+    });
+    assert_eq!(made.1.recv().unwrap(), 4);
+    assert!(
+        count_of((32, 512)) >= 1,
+        "a thread's own ring: {:?}",
+        open_ring_sizes()
+    );
+    look.0.send(()).unwrap();
+    t.join().unwrap();
+}

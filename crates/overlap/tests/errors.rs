@@ -97,7 +97,10 @@ fn misaligned_direct_io_is_refused_before_submission(d: Driver) {
         assert_pattern(back.bytes(), 21, 0);
         let (err, back) = port.write_at(&file, back, 0, 1).unwrap_err();
         assert_misaligned(&err, AlignmentPart::Buffer, mem, addr);
-        let (err, back) = port.try_write_at(&file, back, 0, 1).unwrap_err();
+        let (err, back) = port
+            .with_when_full(overlap::WhenFull::Fail)
+            .write_at(&file, back, 0, 1)
+            .unwrap_err();
         assert_misaligned(&err, AlignmentPart::Buffer, mem, addr);
         let (err, back) = port.read_at(&file, back, 0, 1).unwrap_err();
         assert_misaligned(&err, AlignmentPart::Buffer, mem, addr);
@@ -128,7 +131,10 @@ fn misaligned_direct_io_is_refused_before_submission(d: Driver) {
         assert_pattern(&buf, 22, 0);
         let (res, buf) = file.read_exact_at(buf, bad).wait();
         assert_misaligned(&res.unwrap_err(), AlignmentPart::Offset, off, bad);
-        let (err, buf) = aport.try_write_at(&file, buf, bad, 2).unwrap_err();
+        let (err, buf) = aport
+            .with_when_full(overlap::WhenFull::Fail)
+            .write_at(&file, buf, bad, 2)
+            .unwrap_err();
         assert_misaligned(&err, AlignmentPart::Offset, off, bad);
         let (err, buf) = aport.read_at(&file, buf, bad, 2).unwrap_err();
         assert_misaligned(&err, AlignmentPart::Offset, off, bad);
@@ -326,7 +332,10 @@ fn write_to_read_only_and_read_from_write_only(d: Driver) {
     let port: Port<Vec<u8>> = Port::new(&engine);
     let (err, back) = port.write_at(&ro, back, 0, 1).unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("write")));
-    let (err, back) = port.try_write_at(&ro, back, 0, 1).unwrap_err();
+    let (err, back) = port
+        .with_when_full(overlap::WhenFull::Fail)
+        .write_at(&ro, back, 0, 1)
+        .unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("write")));
     assert_eq!(back, data);
     // Reading it is fine.
@@ -346,7 +355,10 @@ fn write_to_read_only_and_read_from_write_only(d: Driver) {
     assert!(matches!(res, Err(Error::NotOpenedFor("read"))));
     let (err, back) = port.read_at(&wo, back, 0, 2).unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("read")));
-    let (err, back) = port.try_read_at(&wo, back, 0, 2).unwrap_err();
+    let (err, back) = port
+        .with_when_full(overlap::WhenFull::Fail)
+        .read_at(&wo, back, 0, 2)
+        .unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("read")));
     assert_eq!(back, vec![7u8; 100], "nothing was read into it");
     assert_eq!(port.outstanding(), 0);
@@ -385,7 +397,9 @@ fn zero_length_operations(d: Driver) {
     // Through a port: a completion with 0.
     let port: Port<Vec<u8>> = Port::new(&engine);
     port.write_at(&file, Vec::new(), 0, 7).unwrap();
-    port.try_read_at(&file, Vec::new(), 0, 8).unwrap();
+    port.with_when_full(overlap::WhenFull::Fail)
+        .read_at(&file, Vec::new(), 0, 8)
+        .unwrap();
     let mut keys = Vec::new();
     while let Some(c) = port.next() {
         assert_eq!(c.result.unwrap(), 0);
@@ -464,7 +478,10 @@ fn offsets_that_overflow(d: Driver) {
     let (err, back) = port.write_at(&file, vec![3u8; 8], u64::MAX, 1).unwrap_err();
     assert_overflow::<()>(Err(err), u64::MAX, 8);
     assert_eq!(back, vec![3u8; 8]);
-    let (err, _) = port.try_read_at(&file, vec![3u8; 8], max, 1).unwrap_err();
+    let (err, _) = port
+        .with_when_full(overlap::WhenFull::Fail)
+        .read_at(&file, vec![3u8; 8], max, 1)
+        .unwrap_err();
     assert_overflow::<()>(Err(err), max, 8);
     // The largest offset that fits is handed to the kernel, which refuses
     // it with its own (typed) error, or reads nothing.
@@ -513,7 +530,10 @@ fn use_after_close_and_close_twice(d: Driver) {
     let (err, back) = port.write_at(&other, data.clone(), 0, 1).unwrap_err();
     assert!(matches!(err, Error::Closed));
     assert_eq!(back, data);
-    let (err, _) = port.try_read_at(&other, vec![0u8; 8], 0, 1).unwrap_err();
+    let (err, _) = port
+        .with_when_full(overlap::WhenFull::Fail)
+        .read_at(&other, vec![0u8; 8], 0, 1)
+        .unwrap_err();
     assert!(matches!(err, Error::Closed));
     assert_eq!(Error::Closed.kind(), ErrorKind::NotConnected);
 
@@ -676,6 +696,19 @@ fn invalid_builder_settings(d: Driver) {
         ),
         ("ring_entries 0", d.builder().ring_entries(0)),
         ("ring_entries huge", d.builder().ring_entries(1 << 20)),
+        ("thread_ring_entries 0", d.builder().thread_ring_entries(0)),
+        (
+            "thread_ring_entries huge",
+            d.builder().thread_ring_entries(32769),
+        ),
+        (
+            "reactor_ring_entries 0",
+            d.builder().reactor_ring_entries(0),
+        ),
+        (
+            "reactor_ring_entries huge",
+            d.builder().reactor_ring_entries(1 << 20),
+        ),
     ];
     for (name, b) in cases {
         match b.build() {
@@ -712,7 +745,10 @@ fn port_refuses_a_file_of_another_engine(d: Driver) {
     let (err, back) = port.write_at(&file, vec![1, 2, 3], 0, 1).unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
     assert_eq!(back, vec![1, 2, 3]);
-    let (err, _) = port.try_read_at(&file, vec![0; 3], 0, 1).unwrap_err();
+    let (err, _) = port
+        .with_when_full(overlap::WhenFull::Fail)
+        .read_at(&file, vec![0; 3], 0, 1)
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)));
     assert_eq!(port.outstanding(), 0);
     assert!(port.next().is_none());

@@ -31,10 +31,15 @@ fn sync_and_allocate_complete_through_the_port(d: Driver) {
     port.sync_all(&file, 2).unwrap();
     port.sync_data(&file, 3).unwrap();
     port.allocate(&file, 0, 4096, 8192, 4).unwrap();
-    port.try_allocate(&file, libc::FALLOC_FL_KEEP_SIZE, 0, 1 << 20, 5)
+    port.with_when_full(overlap::WhenFull::Fail)
+        .allocate(&file, libc::FALLOC_FL_KEEP_SIZE, 0, 1 << 20, 5)
         .unwrap();
-    port.try_sync_data(&file, 6).unwrap();
-    port.try_sync_all(&file, 7).unwrap();
+    port.with_when_full(overlap::WhenFull::Fail)
+        .sync_data(&file, 6)
+        .unwrap();
+    port.with_when_full(overlap::WhenFull::Fail)
+        .sync_all(&file, 7)
+        .unwrap();
     let mut out = Vec::new();
     let mut got = 0;
     while got < 7 {

@@ -213,6 +213,8 @@ fn port_pass(port: &Port<AlignedBuf>, r: &Req, h: &LocalLat, s: &mut PortSlots) 
     // (two clock reads per operation cost about 4% of the CPU at
     // depth 256 on the fast device).
     let mut now = None;
+    // Refused rather than waited for while operations of ours hold budget.
+    let failing = port.with_when_full(overlap::WhenFull::Fail);
     while let Some((slot, buf)) = s.free.pop() {
         let Some((i, t0)) = s.retry.take().or_else(|| {
             claims
@@ -225,12 +227,16 @@ fn port_pass(port: &Port<AlignedBuf>, r: &Req, h: &LocalLat, s: &mut PortSlots) 
         let buf = buf.unwrap_or_else(|| r.buf());
         let off = offsets.at(i);
         s.starts[slot] = (t0, off);
-        let wait = port.outstanding() == 0; // nothing of ours holds budget
-        let res = match (rw.is_write(), wait) {
-            (true, true) => port.write_at(file, buf, off, slot as u64),
-            (true, false) => port.try_write_at(file, buf, off, slot as u64),
-            (false, true) => port.read_at(file, buf, off, slot as u64),
-            (false, false) => port.try_read_at(file, buf, off, slot as u64),
+        // Nothing of ours holds budget: wait for room.
+        let p = if port.outstanding() == 0 {
+            port
+        } else {
+            &failing
+        };
+        let res = if rw.is_write() {
+            p.write_at(file, buf, off, slot as u64)
+        } else {
+            p.read_at(file, buf, off, slot as u64)
         };
         match res {
             Ok(()) => {}

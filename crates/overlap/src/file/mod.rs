@@ -391,12 +391,8 @@ impl File {
         offset: u64,
         len: u64,
     ) -> Prepared<B> {
-        if len == 0 {
-            let e = Error::InvalidInput("fallocate needs a length of at least 1".into());
+        if let Err(e) = check_allocate(offset, len) {
             return Prepared::Done(Err(e), buf);
-        }
-        if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
-            return Prepared::Done(Err(Error::OffsetOverflow { offset, len }), buf);
         }
         if let Err(e) = self.check(Need::Write, 0, offset, 0) {
             return Prepared::Done(Err(e), buf);
@@ -626,12 +622,7 @@ impl File {
     /// stale data. Later writes there do not extend the file, so direct
     /// writes stay asynchronous.
     pub fn allocate(&self, offset: u64, len: u64) -> Task<Result<()>> {
-        if len == 0 || offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
-            let err = if len == 0 {
-                Error::InvalidInput("allocate needs a length of at least 1".into())
-            } else {
-                Error::OffsetOverflow { offset, len }
-            };
+        if let Err(err) = check_allocate(offset, len) {
             return Task::new(async move { Err(err) });
         }
         self.simple(Need::Write, offset, move |fd| {
@@ -734,4 +725,22 @@ impl AlignedBufPool {
             .ok_or_else(|| Error::InvalidInput(format!("buffer length {len} is too large")))?;
         AlignedBufPool::new(len, align, max_idle)
     }
+}
+
+/// The one check of an `fallocate` range, for [`File::allocate`] and a
+/// port's (`prepare_allocate`): at least one byte, ending within the
+/// largest file offset.
+fn check_allocate(offset: u64, len: u64) -> Result<()> {
+    if len == 0 {
+        return Err(Error::InvalidInput(
+            "fallocate needs a length of at least 1".into(),
+        ));
+    }
+    if offset
+        .checked_add(len)
+        .is_none_or(|end| end > i64::MAX as u64)
+    {
+        return Err(Error::OffsetOverflow { offset, len });
+    }
+    Ok(())
 }

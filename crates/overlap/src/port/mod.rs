@@ -107,10 +107,10 @@ impl<B: Send + 'static> Drop for Inner<B> {
 /// The consequence: a thread that both submits and collects must not block
 /// in [`read_at`](Port::read_at)/[`write_at`](Port::write_at) while its own
 /// uncollected completions fill the budget, for it would wait for itself.
-/// Such a thread uses [`try_read_at`](Port::try_read_at)/
-/// [`try_write_at`](Port::try_write_at) and, on [`Error::WouldBlock`],
-/// takes completions before retrying; or it leaves collecting to other
-/// threads.
+/// Such a thread submits through a handle that fails instead of waiting
+/// ([`with_when_full`](Port::with_when_full)`(`[`WhenFull::Fail`]`)`) and,
+/// on [`Error::WouldBlock`], takes completions before retrying; or it
+/// leaves collecting to other threads.
 ///
 /// ```
 /// use overlap::{Engine, File, Port};
@@ -127,12 +127,32 @@ impl<B: Send + 'static> Drop for Inner<B> {
 /// ```
 pub struct Port<B: Send + 'static> {
     inner: Arc<Inner<B>>,
+    /// What this handle's submissions do on a full budget.
+    when_full: WhenFull,
+}
+
+/// What a [`Port`]'s submissions do while the engine's in-flight budget is
+/// full: every submitting method of a handle ([`read_at`](Port::read_at),
+/// [`write_at`](Port::write_at), [`sync_all`](Port::sync_all),
+/// [`sync_data`](Port::sync_data), [`allocate`](Port::allocate)) follows its
+/// handle's mode ([`Port::with_when_full`]), as a C port follows
+/// `OVERLAP_PORT_NONBLOCK`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// Wait until an operation in flight completes and frees room (the
+    /// default).
+    #[default]
+    Wait,
+    /// Fail at once with [`Error::WouldBlock`], giving the buffer back.
+    Fail,
 }
 
 impl<B: Send + 'static> Clone for Port<B> {
     fn clone(&self) -> Self {
         Port {
             inner: self.inner.clone(),
+            when_full: self.when_full,
         }
     }
 }
@@ -192,7 +212,44 @@ impl<B: Send + 'static> Port<B> {
                 engine: engine.clone(),
                 cancellable,
             }),
+            when_full: WhenFull::Wait,
         }
+    }
+
+    /// A handle on this same port (its operations, completions, budget and
+    /// ring) whose submissions do `when_full` while the engine's in-flight
+    /// budget is full. Handles made by [`new`](Self::new),
+    /// [`cancellable`](Self::cancellable) and `clone` wait.
+    ///
+    /// ```
+    /// use overlap::{Engine, Error, File, Port, WhenFull};
+    /// let engine = Engine::builder().max_inflight_ops(1).build().unwrap();
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let file = File::create(&engine, dir.path().join("f")).wait().unwrap();
+    /// let port: Port<Vec<u8>> = Port::new(&engine).with_when_full(WhenFull::Fail);
+    /// port.write_at(&file, vec![1; 512], 0, 1).unwrap();
+    /// // The one operation the budget allows holds it until it is taken.
+    /// match port.write_at(&file, vec![2; 512], 512, 2) {
+    ///     Err((Error::WouldBlock, buf)) => assert_eq!(buf, vec![2; 512]),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(port.next().map(|c| c.key), Some(1));
+    /// ```
+    pub fn with_when_full(&self, when_full: WhenFull) -> Port<B> {
+        Port {
+            inner: self.inner.clone(),
+            when_full,
+        }
+    }
+
+    /// What this handle's submissions do while the budget is full.
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full
+    }
+
+    /// Whether this handle's submissions wait for room in the budget.
+    fn waits(&self) -> bool {
+        self.when_full == WhenFull::Wait
     }
 
     fn check_engine(&self, file: &File) -> Result<()> {
@@ -204,12 +261,8 @@ impl<B: Send + 'static> Port<B> {
         Ok(())
     }
 
-    fn launch(
-        &self,
-        prepared: Prepared<B>,
-        key: u64,
-        wait: bool,
-    ) -> std::result::Result<(), (Error, B)> {
+    fn launch(&self, prepared: Prepared<B>, key: u64) -> std::result::Result<(), (Error, B)> {
+        let wait = self.waits();
         let req: Request<B> = match prepared {
             Prepared::Done(Err(e), buf) => return Err((e, buf)),
             Prepared::Done(_, buf) if self.inner.engine.shared().forked() => {
@@ -323,8 +376,10 @@ impl<B: Send + 'static> Port<B> {
     }
 
     /// Queues a read of up to `buf.len()` bytes at `offset`; its completion
-    /// carries `key`. Waits only while the in-flight budget is full. Invalid
-    /// requests are refused at once with the buffer given back.
+    /// carries `key`. While the
+    /// in-flight budget is full it waits, or fails with
+    /// [`Error::WouldBlock`], as this handle's [`WhenFull`] says.
+    /// Invalid requests are refused at once with the buffer given back.
     pub fn read_at(
         &self,
         file: &File,
@@ -335,31 +390,11 @@ impl<B: Send + 'static> Port<B> {
     where
         B: IoBufMut,
     {
-        if let Err(e) = self.check_engine(file) {
-            return Err((e, buf));
-        }
-        self.launch(file.prepare_read(buf, 0, offset), key, true)
-    }
-
-    /// As [`read_at`](Self::read_at), but fails with [`Error::WouldBlock`]
-    /// instead of waiting for the budget.
-    pub fn try_read_at(
-        &self,
-        file: &File,
-        buf: B,
-        offset: u64,
-        key: u64,
-    ) -> std::result::Result<(), (Error, B)>
-    where
-        B: IoBufMut,
-    {
-        if let Err(e) = self.check_engine(file) {
-            return Err((e, buf));
-        }
-        self.launch(file.prepare_read(buf, 0, offset), key, false)
+        self.submit(file, buf, key, |f, b| f.prepare_read(b, 0, offset))
     }
 
     /// Queues a write of `buf` at `offset`; its completion carries `key`.
+    /// As [`read_at`](Self::read_at) on a full budget and invalid requests.
     pub fn write_at(
         &self,
         file: &File,
@@ -370,28 +405,7 @@ impl<B: Send + 'static> Port<B> {
     where
         B: IoBuf,
     {
-        if let Err(e) = self.check_engine(file) {
-            return Err((e, buf));
-        }
-        self.launch(file.prepare_write(buf, 0, offset), key, true)
-    }
-
-    /// As [`write_at`](Self::write_at), but fails with [`Error::WouldBlock`]
-    /// instead of waiting for the budget.
-    pub fn try_write_at(
-        &self,
-        file: &File,
-        buf: B,
-        offset: u64,
-        key: u64,
-    ) -> std::result::Result<(), (Error, B)>
-    where
-        B: IoBuf,
-    {
-        if let Err(e) = self.check_engine(file) {
-            return Err((e, buf));
-        }
-        self.launch(file.prepare_write(buf, 0, offset), key, false)
+        self.submit(file, buf, key, |f, b| f.prepare_write(b, 0, offset))
     }
 
     /// Operations submitted to this port and not yet taken.
@@ -523,22 +537,14 @@ impl<B: Send + 'static> Port<B> {
     }
 
     /// Queues an `fsync` of `file` (data and metadata to stable storage);
-    /// its completion carries `key` and `B::default()`. Waits only while
-    /// the in-flight budget is full.
+    /// its completion carries `key` and `B::default()`. While the in-flight
+    /// budget is full it waits, or fails with
+    /// [`Error::WouldBlock`], as this handle's [`WhenFull`] says.
     pub fn sync_all(&self, file: &File, key: u64) -> Result<()>
     where
         B: Default,
     {
-        self.plain(file, key, true, |f, b| f.prepare_sync(b, false))
-    }
-
-    /// As [`sync_all`](Self::sync_all), but fails with
-    /// [`Error::WouldBlock`] instead of waiting for the budget.
-    pub fn try_sync_all(&self, file: &File, key: u64) -> Result<()>
-    where
-        B: Default,
-    {
-        self.plain(file, key, false, |f, b| f.prepare_sync(b, false))
+        self.plain(file, key, |f, b| f.prepare_sync(b, false))
     }
 
     /// Queues an `fdatasync` of `file`; as [`sync_all`](Self::sync_all).
@@ -546,16 +552,7 @@ impl<B: Send + 'static> Port<B> {
     where
         B: Default,
     {
-        self.plain(file, key, true, |f, b| f.prepare_sync(b, true))
-    }
-
-    /// As [`sync_data`](Self::sync_data), but fails with
-    /// [`Error::WouldBlock`] instead of waiting for the budget.
-    pub fn try_sync_data(&self, file: &File, key: u64) -> Result<()>
-    where
-        B: Default,
-    {
-        self.plain(file, key, false, |f, b| f.prepare_sync(b, true))
+        self.plain(file, key, |f, b| f.prepare_sync(b, true))
     }
 
     /// Queues `fallocate(mode, offset, len)` on `file` (mode 0 reserves the
@@ -567,42 +564,36 @@ impl<B: Send + 'static> Port<B> {
     where
         B: Default,
     {
-        self.plain(file, key, true, |f, b| {
-            f.prepare_allocate(b, mode, offset, len)
-        })
-    }
-
-    /// As [`allocate`](Self::allocate), but fails with
-    /// [`Error::WouldBlock`] instead of waiting for the budget.
-    pub fn try_allocate(
-        &self,
-        file: &File,
-        mode: i32,
-        offset: u64,
-        len: u64,
-        key: u64,
-    ) -> Result<()>
-    where
-        B: Default,
-    {
-        self.plain(file, key, false, |f, b| {
-            f.prepare_allocate(b, mode, offset, len)
-        })
+        self.plain(file, key, |f, b| f.prepare_allocate(b, mode, offset, len))
     }
 
     fn plain(
         &self,
         file: &File,
         key: u64,
-        wait: bool,
         prepare: impl FnOnce(&File, B) -> Prepared<B>,
     ) -> Result<()>
     where
         B: Default,
     {
-        self.check_engine(file)?;
-        self.launch(prepare(file, B::default()), key, wait)
+        self.submit(file, B::default(), key, prepare)
             .map_err(|(e, _)| e)
+    }
+
+    /// The one path of every submission: the file's engine checked, the
+    /// operation built and checked by the file (`prepare`), then admitted
+    /// and submitted as this handle's [`WhenFull`] says.
+    fn submit(
+        &self,
+        file: &File,
+        buf: B,
+        key: u64,
+        prepare: impl FnOnce(&File, B) -> Prepared<B>,
+    ) -> std::result::Result<(), (Error, B)> {
+        if let Err(e) = self.check_engine(file) {
+            return Err((e, buf));
+        }
+        self.launch(prepare(file, buf), key)
     }
 
     /// Asks that every operation of this port with `key`, submitted and

@@ -3,21 +3,20 @@
 //! reaping, and a teardown that never frees memory the kernel may still
 //! write. (Making the ring is [`super::setup`].)
 
-use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, types};
 
 #[cfg(test)]
 use super::setup::{build_ring, probe_opcodes, Issuers};
 use slab::Slab;
 
+use super::ring::Ring;
 use super::ring_buffers::RingBuffers;
-use crate::cell::{fork_generation, Completable};
+use crate::cell::Completable;
 use crate::driver::{complete_all, Done};
-use crate::operation::Opcodes;
 
 /// User data of the eventfd read that wakes a thread asleep in its ring.
 const EVENTFD_KEY: u64 = u64::MAX;
@@ -40,15 +39,15 @@ const _: () = {
 
 /// A ring and the operations in flight on it.
 pub(crate) struct RingCore {
-    // Freed by `Drop` only once nothing is in flight (`drain`); otherwise
-    // leaked, never freed under the kernel.
-    ring: ManuallyDrop<IoUring>,
+    /// Closed by `Drop` only once nothing is in flight (`drain`); otherwise
+    /// leaked, never freed under the kernel.
+    ring: Ring,
+    // Freed with the ring, or leaked with it.
     eventfd_buf: ManuallyDrop<Box<u64>>,
     eventfd: Option<RawFd>,
     eventfd_armed: bool,
     /// Completed eventfd reads: each consumed the wake-ups written before it.
     eventfd_reads: u64,
-    ops: Opcodes,
     /// In-flight operations keyed by user data, with the number of the
     /// submitting system call.
     slab: Slab<(Arc<dyn Completable>, u64)>,
@@ -60,8 +59,6 @@ pub(crate) struct RingCore {
     marked: u64,
     /// Completions taken from the ring so far (the ring's own included).
     reaped_total: u64,
-    /// Belongs to the parent of a `fork`: `Drop` leaks everything.
-    forsaken: bool,
     /// Operations reaped (their futures woken) and not yet followed by as
     /// many submissions: about that many submissions are likely soon, from
     /// the tasks just woken. Only a hint for deferring submissions (a woken
@@ -73,30 +70,28 @@ pub(crate) struct RingCore {
     /// The pools registered with the engines whose operations this ring
     /// carries, as this ring registered them with the kernel.
     buffers: RingBuffers,
-    /// The fork generation that made the ring: in a child after `fork` the
-    /// ring is the parent's, and `Drop` leaves the kernel's side alone.
-    generation: u64,
 }
 
 impl RingCore {
     /// `eventfd`, if given, must outlive the core: a thread asleep in the
     /// ring is woken by writing it.
-    pub(crate) fn new(ring: IoUring, ops: Opcodes, eventfd: Option<RawFd>) -> RingCore {
+    pub(crate) fn new(ring: Ring, eventfd: Option<RawFd>) -> RingCore {
+        debug_assert!(
+            eventfd.is_none_or(|fd| fd >= 0),
+            "a wake-up eventfd is open"
+        );
         RingCore {
-            ring: ManuallyDrop::new(ring),
+            ring,
             eventfd_buf: ManuallyDrop::new(Box::new(0)),
             eventfd,
             eventfd_armed: false,
             eventfd_reads: 0,
-            ops,
             slab: Slab::new(),
             batch: 0,
             marked: 0,
             reaped_total: 0,
-            forsaken: false,
             woken: 0,
             buffers: RingBuffers::default(),
-            generation: fork_generation(),
         }
     }
 
@@ -106,7 +101,7 @@ impl RingCore {
     #[inline]
     fn entry_of(&mut self, op: &dyn Completable) -> Option<squeue::Entry> {
         self.buffers
-            .entry(&self.ring, op.kind(), &self.ops, op.shared())
+            .entry(self.ring.io(), op.kind(), self.ring.ops(), op.shared())
     }
 
     /// (completions taken, submitting calls made) so far: a watcher that
@@ -115,14 +110,13 @@ impl RingCore {
         (self.reaped_total, self.batch)
     }
 
-    /// Marks the core as the parent's, in a child after `fork`: its ring is
-    /// shared with the parent and its operations are the parent's, so
-    /// `Drop` neither unmaps nor closes anything and frees no operation.
-    pub(crate) fn forsake(&mut self) {
-        self.forsaken = true;
+    /// In a child after `fork`: the ring and its operations are the
+    /// parent's (see [`Ring::inherited`]).
+    pub(crate) fn inherited(&self) -> bool {
+        self.ring.inherited()
     }
 
-    /// In a child after `fork`: forsakes the ring and gives the child's
+    /// In a child after `fork`: gives the child's
     /// copies of its operations back, failed with [`Error::Forked`]
     /// (`INHERITED_ACROSS_FORK`), so that a future of the child waiting for
     /// one hears what happened instead of hanging. Nothing of the ring is
@@ -130,7 +124,10 @@ impl RingCore {
     ///
     /// [`Error::Forked`]: crate::Error::Forked
     pub(crate) fn give_up_inherited(&mut self, done: &mut Vec<Done>) {
-        self.forsaken = true;
+        debug_assert!(
+            self.inherited(),
+            "only a child gives up a ring's operations"
+        );
         for (_, (op, _)) in std::mem::take(&mut self.slab) {
             done.push(Done {
                 op,
@@ -171,10 +168,15 @@ impl RingCore {
 
     /// Entries queued but not yet taken by the kernel.
     pub(crate) fn pending(&mut self) -> usize {
-        self.ring.submission().len()
+        let sq = self.ring.io_mut().submission();
+        debug_assert!(
+            sq.len() <= sq.capacity(),
+            "the kernel's head stays behind the tail"
+        );
+        sq.len()
     }
 
-    pub(crate) fn ring(&self) -> &IoUring {
+    pub(crate) fn ring(&self) -> &Ring {
         &self.ring
     }
 
@@ -219,7 +221,7 @@ impl RingCore {
             // until its completion is reaped; `drain` reaps everything
             // before the ring and the buffer go, and `Drop` leaks both
             // rather than free them with anything in flight.
-            let pushed = unsafe { self.ring.submission().push(sqe) };
+            let pushed = unsafe { self.ring.io_mut().submission().push(sqe) };
             if pushed.is_ok() {
                 return;
             }
@@ -229,7 +231,11 @@ impl RingCore {
 
     /// Free entries in the submission queue.
     fn free_slots(&mut self) -> usize {
-        let sq = self.ring.submission();
+        let sq = self.ring.io_mut().submission();
+        debug_assert!(
+            sq.len() <= sq.capacity(),
+            "the kernel's head stays behind the tail"
+        );
         sq.capacity() - sq.len()
     }
 
@@ -279,7 +285,7 @@ impl RingCore {
                 .build()
                 .user_data(MARKER_BIT | self.batch);
             // SAFETY: a NOP carries no pointer.
-            let pushed = unsafe { self.ring.submission().push(&marker) };
+            let pushed = unsafe { self.ring.io_mut().submission().push(&marker) };
             // `push_entry` keeps the marker's slot free; only a submission
             // the kernel refused (EBUSY: its completion queue overflowed)
             // can leave it taken. Then this call's operations are judged by
@@ -294,39 +300,22 @@ impl RingCore {
     }
 
     fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
-        loop {
-            let to_submit = self.pending() as u32;
-            // A timeout bounds a wait only (with nothing wanted the call
-            // returns at once).
-            let timeout = timeout.filter(|_| want > 0);
-            // SAFETY: the queued entries' pointers are into cells this core
-            // keeps until their completions (module docs); GETEVENTS asks
-            // the kernel to run completion work and to wait for `want`.
-            let r = unsafe { super::setup::enter(&self.ring, to_submit, want as u32, timeout) };
-            match r {
-                Ok(_) => return,
-                Err(e) => match e.raw_os_error() {
-                    // A signal, or the timeout: reap what there is.
-                    Some(libc::EINTR) | Some(libc::ETIME) if want > 0 => return,
-                    Some(libc::EINTR) => {}
-                    // The completion ring is full: reaping makes room.
-                    Some(libc::EBUSY) | Some(libc::EAGAIN) => return,
-                    _ => {
-                        // Should not happen with a valid ring; do not spin.
-                        // Not eprintln!: it panics on a closed stderr pipe.
-                        let _ = writeln!(std::io::stderr(), "overlap: io_uring_enter failed: {e}");
-                        std::thread::sleep(std::time::Duration::from_millis(1));
-                        return;
-                    }
-                },
-            }
-        }
+        let to_submit = self.pending() as u32;
+        let want = u32::try_from(want).unwrap_or(u32::MAX);
+        // SAFETY: the queued entries' pointers are into cells this core
+        // keeps until their completions (module docs); GETEVENTS asks the
+        // kernel to run completion work and to wait for `want`.
+        let took = unsafe { self.ring.enter(to_submit, want, timeout) };
+        debug_assert!(
+            took <= to_submit as usize,
+            "the kernel takes what is queued, no more"
+        );
     }
 
     /// Takes every completion in the ring into `done`; those of operations
     /// whose submitting call's marker has not been reaped yet are inline.
     fn reap(&mut self, done: &mut Vec<Done>) -> usize {
-        let mut cq = self.ring.completion();
+        let mut cq = self.ring.io_mut().completion();
         let mut reaped = 0;
         loop {
             cq.sync();
@@ -421,32 +410,20 @@ impl RingCore {
 
 impl Drop for RingCore {
     fn drop(&mut self) {
-        if self.forsaken {
-            // The parent's ring, in a child: leak it all (the child's
-            // mappings and descriptors go with the child).
+        let idle = self.slab.is_empty() && !self.eventfd_armed;
+        if !idle || self.ring.inherited() {
+            // Busy: only an unwinding owner gets here, and the kernel may
+            // still write into the cells' buffers: they are leaked, never
+            // freed. In a child after `fork` the operations are copies of
+            // the parent's, never completed here: leaked as well.
             std::mem::forget(std::mem::take(&mut self.slab));
-            return;
         }
-        if self.slab.is_empty() && !self.eventfd_armed {
-            // The kernel frees a closed ring's tables later, on its own
-            // time: end the registrations now, so that the pools' pages
-            // are unpinned with the ring. Not in a child after `fork`: the
-            // ring (the kernel's side of it) is the parent's, which still
-            // uses them.
-            if self.generation == fork_generation() {
-                self.buffers.unregister_all(&self.ring);
-            }
-            // SAFETY: nothing is in flight: the kernel holds no pointer into
-            // the cells or the buffer, which are dropped exactly once here.
-            unsafe {
-                ManuallyDrop::drop(&mut self.ring);
-                ManuallyDrop::drop(&mut self.eventfd_buf);
-            }
-        } else {
-            // Only an unwinding owner gets here: the kernel may still write
-            // into the cells' buffers, so they, the ring and the eventfd
-            // buffer are leaked, never freed.
-            std::mem::forget(std::mem::take(&mut self.slab));
+        let buffers = &mut self.buffers;
+        self.ring.close(idle, |io| buffers.unregister_all(io));
+        if idle {
+            // SAFETY: no eventfd read is armed: the kernel holds no pointer
+            // to the buffer, which is dropped exactly once, here.
+            unsafe { ManuallyDrop::drop(&mut self.eventfd_buf) };
         }
     }
 }
@@ -488,7 +465,7 @@ mod tests {
             // which outlives the core (declared first, dropped last).
             let _efd =
                 unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(efd) };
-            let mut core = RingCore::new(ring, ops, Some(efd));
+            let mut core = RingCore::new(Ring::new(ring, ops), Some(efd));
             let mut done = Vec::new();
             core.arm_eventfd(&mut done);
             core.submit(&mut done);

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 use super::core::RingCore;
 use super::setup::{self, Issuers};
-use crate::cell::Completable;
+use crate::cell::{Completable, RingSize};
 use crate::driver::{complete_all, Done};
 use crate::driver::{contain, mark_driver_thread, on_driver_thread};
 use crate::error::FallbackReason;
@@ -111,17 +111,14 @@ fn engine_thread_main(
     tx: mpsc::Sender<Result<String, FallbackReason>>,
 ) {
     mark_driver_thread();
-    let setup = setup::build_ring(config.entries, config.cq_entries, Issuers::One).and_then(
-        |(ring, flags)| {
-            let ops = setup::probe_opcodes(&ring)?;
-            let workers = setup::bound_kernel_workers(&ring, config.max_kernel_workers)?;
-            Ok((ring, ops, format!("{flags}; {workers}")))
-        },
-    );
+    let setup = setup::make_ring(config.size, Issuers::One).and_then(|(ring, flags)| {
+        let workers = setup::bound_kernel_workers(ring.io(), config.max_kernel_workers)?;
+        Ok((ring, format!("{flags}; {workers}")))
+    });
     match setup {
-        Ok((ring, ops, flags)) => {
+        Ok((ring, flags)) => {
             let _ = tx.send(Ok(flags));
-            let core = RingCore::new(ring, ops, Some(q.eventfd.as_raw_fd()));
+            let core = RingCore::new(ring, Some(q.eventfd.as_raw_fd()));
             let mut engine = EngineThread {
                 core,
                 queue: q.clone(),
@@ -145,8 +142,7 @@ fn engine_thread_main(
 /// Setup of the engine's rings, decided once on the engine thread.
 #[derive(Clone, Copy)]
 pub(crate) struct RingConfig {
-    pub entries: u32,
-    pub cq_entries: u32,
+    pub size: RingSize,
     pub max_kernel_workers: Option<u32>,
     /// Entries per `io_uring_enter` fixed by the builder; 0 = adaptive.
     pub submit_chunk: usize,

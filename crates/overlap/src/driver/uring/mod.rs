@@ -4,7 +4,8 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`setup`] | making a ring: setup flags, opcode probe, kernel worker bound, fallback reasons |
-//! | [`core`] | one ring and its operations in flight ([`RingCore`](core::RingCore)): submit, reap, teardown |
+//! | [`ring`] | the owner of every ring ([`Ring`](ring::Ring)): the one `io_uring_enter`, the one teardown, the fork generation |
+//! | [`core`] | a ring one thread drives and its operations in flight ([`RingCore`](core::RingCore)): submit, reap, drain |
 //! | [`engine_thread`] | the engine thread's ring ([`UringDriver`](engine_thread::UringDriver)) |
 //! | [`thread`] | each thread's own ring, the thread's waiter, the deferral of a port's submissions (`Port::batch`) |
 //! | [`reactor`] | reactor rings ([`ReactorRing`](crate::ReactorRing)) and their watcher |
@@ -34,26 +35,42 @@
 //!
 //! # Every ring's life
 //!
-//! Every ring is made by one function, [`setup::build_ring`], which tries
+//! Every ring is made by one function, [`setup::make_ring`], which tries
 //! `SINGLE_ISSUER|DEFER_TASKRUN` (one issuer), then `COOP_TASKRUN`, then no
-//! flag, and requires `IORING_FEAT_EXT_ARG` (timed waits). Each kind:
+//! flag, and requires `IORING_FEAT_EXT_ARG` (timed waits). Every ring is
+//! owned by one type, [`ring::Ring`]: it makes the one `io_uring_enter`
+//! every ring submits and waits with, knows whether the ring is a parent's
+//! (in a child after `fork`), and tears the ring down one way
+//! ([`Ring::close`](ring::Ring::close): registrations end, then the
+//! descriptor and mappings go; a ring the kernel may still write through
+//! is leaked, never freed). Its users keep the operations in flight:
+//! [`core::RingCore`] for the rings one thread (or one lock) drives,
+//! [`port::PortRing`] for a port's. Each kind:
 //!
 //! | | engine thread's ring | a thread's own ring | reactor ring | a port's ring |
 //! | --- | --- | --- | --- | --- |
-//! | made by | `EngineBuilder::build` (the engine thread, at start) | the thread's first `.wait()`/`block_on` of an operation | an integration, per executor thread (`ReactorRing::new`) | `Port::new` on an io_uring engine |
-//! | entries (SQ / CQ) | `EngineBuilder::ring_entries` (256) / `max_inflight_ops` clamped to 2x..65,536 | 64 / 1,024 | 256 / 4,096 | as the engine thread's |
+//! | made by | `EngineBuilder::build` (the engine thread, at start) | the thread's first `.wait()`/`block_on` of an operation | an integration, per executor thread (`Engine::reactor_ring`, `ReactorRing::new`) | `Port::new` on an io_uring engine |
+//! | entries (SQ / CQ) | `EngineBuilder::ring_entries` (256) / `max_inflight_ops` clamped to 2x..65,536 | `EngineBuilder::thread_ring_entries` (64) / 16x, of the first engine the thread waits for | `EngineBuilder::reactor_ring_entries` (256) / 16x; `ReactorRing::new`: 256 / 4,096 | as the engine thread's |
+//! | user of the [`Ring`](ring::Ring) | `RingCore` | `RingCore` | `RingCore` under a lock | `PortRing` |
 //! | flags | one issuer | one issuer | `COOP_TASKRUN` at most (any thread reaps) | `COOP_TASKRUN` at most (many submitters and waiters) |
 //! | who submits | the engine thread only (other threads queue to it and write its eventfd) | that thread only | the thread inside `enter`; the reaping task's flush | any thread |
 //! | who reaps | the engine thread | that thread, inside `block_on` | the executor's task (`reap`), else the watcher | the port's workers in `next` |
 //! | its thread or executor goes | lives with the engine | the thread's exit reaps it first (thread-local destructor); Linux cancels its kernel-worker work | `orphan` hands it to the watcher, which closes it once nothing is in flight | lives with the port; dropping the port waits for its operations |
 //! | resubmits after a submitter's exit | no (its thread never exits first) | no (reaped before the exit) | yes, through the engine's driver | yes, from a live thread |
-//! | after `fork` (in the child) | the engine's copy refuses operations (`Error::Forked`), the ring is never touched | left alone (its fork generation differs) | left alone (`inherited`) | left alone; the port refuses (`Error::Forked`) |
+//! | after `fork` (in the child) | the engine's copy refuses operations (`Error::Forked`), the ring is never entered | never entered (`Ring::inherited`); a new one is made | never entered; the child's copies of its operations fail (`Error::Forked`) | never entered; the port refuses (`Error::Forked`) |
 //! | engine shutdown | drains what is in flight, then the thread exits | operations counted in (`own_ring_ops`) are waited for | shutdown reaps every live ring itself | settled: what is in flight completes (`Settle`) |
+//! | teardown (`Ring::close`) | after its drain | at the thread's exit, after its drain | by the last handle or the watcher, after its drain | when the port drops, after its drain |
 //!
-//! Ring sizes reach the rings from `EngineBuilder` for the engine thread's
-//! and the ports' rings; a thread's own ring and a reactor ring have fixed
-//! sizes (a full submission queue is submitted and refilled, so more may be
-//! in flight, and the kernel keeps completion-queue overflow).
+//! In a child after `fork` a ring's teardown closes only the child's copy
+//! of the descriptor and mappings: the registrations and the operations
+//! are the parent's, and the child's copies of the operations are leaked,
+//! never completed.
+//!
+//! Ring sizes travel one way: `EngineBuilder::build` decides every kind's
+//! (`RingSizes`, in the engine's state), and whoever makes a ring reads its
+//! kind's size there. A full submission queue is submitted and refilled,
+//! so more operations than entries may be in flight, and the kernel keeps
+//! completion-queue overflow.
 //!
 //! The engine thread stays for futures of executors without an
 //! integration, because such an executor parks where overlap cannot reach
@@ -114,6 +131,7 @@ pub(crate) mod engine_thread;
 pub(crate) mod port;
 pub(crate) mod reactor;
 pub(crate) mod registry;
+pub(crate) mod ring;
 mod ring_buffers;
 pub(crate) mod setup;
 pub(crate) mod thread;

@@ -23,19 +23,19 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use io_uring::{opcode, squeue, IoUring};
+use io_uring::{opcode, squeue};
 
 use super::registry::{Keep, Registry};
-use super::setup::{bound_kernel_workers, build_ring, probe_opcodes, Issuers};
+use super::ring::Ring;
+use super::setup::{bound_kernel_workers, make_ring, Issuers};
 use super::thread::{deferral, flush_deferred, Deferral, Deferred};
-use crate::cell::{fork_generation, Completable, EngineState, FixedFiles, RegisteredFile};
+use crate::cell::{Completable, EngineState, FixedFiles, RegisteredFile};
 use crate::error::Error;
-use crate::operation::{OpKind, Opcodes};
+use crate::operation::OpKind;
 
 const WAKE: u64 = 0;
 
@@ -110,8 +110,8 @@ pub(crate) trait PortOp: Completable + Sized + 'static {
 }
 
 pub(crate) struct PortRing<C> {
-    ring: IoUring,
-    ops: Opcodes,
+    /// Closed by `Drop` (the port drained its operations first).
+    ring: Ring,
     /// Serialises pushes to the submission queue.
     sq: Mutex<()>,
     /// Serialises taking from the completion queue; counts the entries taken
@@ -128,8 +128,6 @@ pub(crate) struct PortRing<C> {
     /// port's workers to take (see [`Settle`]); `stashed` counts them.
     stash: Mutex<std::collections::VecDeque<Taken<C>>>,
     stashed: AtomicUsize,
-    /// The fork generation that made the ring (a child never touches it).
-    generation: u64,
     /// Operations queued without a system call inside `Port::batch`
     /// (`super::thread::defer`), until the submitting call that flushes them.
     deferred: Mutex<Vec<Arc<C>>>,
@@ -166,7 +164,7 @@ impl<C: PortOp> Settle for PortRing<C> {
         // Entries another thread queued in a batch are submitted by this
         // call too; this thread's own are flushed first.
         flush_deferred();
-        let _ = self.enter_getevents();
+        self.enter_getevents();
         while let Some((cell, res, inline)) = self.pop() {
             if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
                 self.stash
@@ -184,20 +182,27 @@ impl<C: PortOp> Settle for PortRing<C> {
 
 impl<C> Drop for PortRing<C> {
     /// Ends the registrations before the ring's descriptor closes
-    /// ([`Registry::unregister_all`]). The port drained its operations
-    /// before this (nothing is in flight).
+    /// ([`Registry::unregister_all`]), through the one teardown
+    /// ([`Ring::close`]). The port drained its operations before this:
+    /// what the kernel may still hold is only what an unwinding drain left,
+    /// and then the ring is leaked.
     fn drop(&mut self) {
-        if self.generation != fork_generation() {
-            return; // a child's copy: the tables are the parent's
-        }
-        self.registry.unregister_all(&self.ring);
+        let outstanding = *self.outstanding.get_mut();
+        let stashed = *self.stashed.get_mut();
+        let idle = outstanding <= stashed;
+        debug_assert!(
+            idle || std::thread::panicking() || self.ring.inherited(),
+            "a port's ring goes only once the kernel is done with its operations"
+        );
+        let registry = &mut self.registry;
+        self.ring.close(idle, |io| registry.unregister_all(io));
     }
 }
 
 impl<C: PortOp> FixedFiles for PortRing<C> {
     fn forget(&self, fd: i32) {
         if !self.inherited() {
-            self.registry.forget(&self.ring, fd);
+            self.registry.forget(self.ring.io(), fd);
         }
     }
 }
@@ -212,24 +217,20 @@ impl<C: PortOp> PortRing<C> {
     /// A ring for a port of `shared`'s engine, or `None` if none can be
     /// made (the port then queues completions from the engine's driver).
     pub(crate) fn new(shared: &EngineState, cancellable: bool) -> Option<PortRing<C>> {
-        let (ring, _flags) =
-            build_ring(shared.ring_entries, shared.cq_entries, Issuers::Many).ok()?;
-        let ops = probe_opcodes(&ring).ok()?;
+        let (ring, _flags) = make_ring(shared.rings.engine, Issuers::Many).ok()?;
         if shared.max_kernel_workers.is_some() {
             // io-wq belongs to the submitting task; a port's ring carries
             // the engine's bound for the threads that submit on it.
-            let _ = bound_kernel_workers(&ring, shared.max_kernel_workers);
+            let _ = bound_kernel_workers(ring.io(), shared.max_kernel_workers);
         }
         Some(PortRing {
             ring,
-            ops,
             sq: Mutex::new(()),
             cq: Mutex::new(0),
             outstanding: AtomicUsize::new(0),
             inflight: cancellable.then(|| Mutex::new(HashMap::default())),
             stash: Mutex::new(std::collections::VecDeque::new()),
             stashed: AtomicUsize::new(0),
-            generation: fork_generation(),
             deferred: Mutex::new(Vec::new()),
             listed_count: AtomicUsize::new(0),
             spare: Mutex::new(Vec::new()),
@@ -246,7 +247,7 @@ impl<C: PortOp> PortRing<C> {
         self.check_not_inherited()?;
         let me: Arc<dyn FixedFiles> = self.clone();
         self.registry
-            .register_file(&self.ring, file, Arc::downgrade(&me))
+            .register_file(self.ring.io(), file, Arc::downgrade(&me))
     }
 
     /// Registers a pool's memory, which `arena` keeps allocated
@@ -263,7 +264,7 @@ impl<C: PortOp> PortRing<C> {
         // reaches memory this process freed.
         unsafe {
             self.registry
-                .register_region(&self.ring, &self.ops, start, len, Some(arena))
+                .register_region(self.ring.io(), self.ring.ops(), start, len, Some(arena))
         }
     }
 
@@ -281,7 +282,7 @@ impl<C: PortOp> PortRing<C> {
         // SAFETY: the caller's contract above.
         unsafe {
             self.registry
-                .register_region(&self.ring, &self.ops, start, len, None)
+                .register_region(self.ring.io(), self.ring.ops(), start, len, None)
         }
     }
 
@@ -307,7 +308,7 @@ impl<C: PortOp> PortRing<C> {
 
     /// Made before a `fork` this process is the child of.
     fn inherited(&self) -> bool {
-        self.generation != fork_generation()
+        self.ring.inherited()
     }
 
     /// Counts an operation in before it is submitted ([`submit_admitted`]);
@@ -411,7 +412,7 @@ impl<C: PortOp> PortRing<C> {
     fn enqueue(&self, cell: Arc<C>) {
         let sqe = match self
             .registry
-            .entry(cell.kind(), &self.ops, &cell.shared().counters)
+            .entry(cell.kind(), self.ring.ops(), &cell.shared().counters)
         {
             Some(sqe) => sqe,
             None => {
@@ -527,7 +528,8 @@ impl<C: PortOp> PortRing<C> {
         // counts it inline too: it was there no later than that.
         let taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `cq` serialises every user of the completion queue.
-        let tail = (unsafe { self.ring.completion_shared() }.len() as u32).wrapping_add(*taken);
+        let tail =
+            (unsafe { self.ring.io().completion_shared() }.len() as u32).wrapping_add(*taken);
         for cell in cells {
             cell.set_inline_before(tail);
         }
@@ -549,7 +551,7 @@ impl<C: PortOp> PortRing<C> {
             // the ring keeps alive (`user_data`) until its completion is
             // taken.
             let pushed = unsafe {
-                let mut sq = self.ring.submission_shared();
+                let mut sq = self.ring.io().submission_shared();
                 debug_assert!(
                     sq.len() <= sq.capacity(),
                     "the kernel's submission head ran past the tail"
@@ -571,7 +573,7 @@ impl<C: PortOp> PortRing<C> {
     fn queued(&self) -> u32 {
         let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `sq` serialises every user of the submission queue.
-        let n = unsafe { self.ring.submission_shared() }.len() as u32;
+        let n = unsafe { self.ring.io().submission_shared() }.len() as u32;
         n
     }
 
@@ -585,7 +587,7 @@ impl<C: PortOp> PortRing<C> {
     fn enter_submit(&self) -> bool {
         let listed = self.take_listed();
         loop {
-            match self.ring.submitter().submit() {
+            match self.ring.io().submitter().submit() {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 // EBUSY/EAGAIN: the kernel takes the entries with a later
                 // submission; any other error leaves them queued as well.
@@ -659,21 +661,24 @@ impl<C: PortOp> PortRing<C> {
     /// `io_uring_enter(GETEVENTS)` without waiting: submits what is queued
     /// (a batch another thread has not flushed yet), runs the calling
     /// thread's completion work, flushes an overflowed completion queue.
-    fn enter_getevents(&self) -> std::io::Result<usize> {
+    fn enter_getevents(&self) {
         let queued = self.queued();
         let listed = self.take_listed();
-        // SAFETY: no argument but the flag; the kernel takes at most the
-        // entries queued (pushed under `sq`, their cells alive in the ring).
-        let r = unsafe { super::setup::enter(&self.ring, queued, 0, None) };
+        // SAFETY: the kernel takes at most the entries queued (pushed under
+        // `sq`, their cells alive in the ring).
+        let took = unsafe { self.ring.enter(queued, 0, None) };
+        debug_assert!(
+            took <= queued as usize,
+            "the kernel takes what is queued, no more"
+        );
         self.settled(listed, true);
-        r
     }
 
     fn pop(&self) -> Option<Taken<C>> {
         {
             let mut taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: `cq` serialises every user of the completion queue.
-            let mut cq = unsafe { self.ring.completion_shared() };
+            let mut cq = unsafe { self.ring.io().completion_shared() };
             let mut found = None;
             for cqe in &mut cq {
                 let pos = *taken;
@@ -746,21 +751,11 @@ impl<C: PortOp> PortRing<C> {
         };
         // SAFETY: the entries queued were pushed under `sq`, their cells
         // alive in the ring until their completions are taken.
-        let r = unsafe { super::setup::enter(&self.ring, to_submit, 1, Some(left)) };
-        if let Err(e) = r {
-            if !matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR) | Some(libc::ETIME) | Some(libc::EBUSY) | Some(libc::EAGAIN)
-            ) {
-                // Should not happen with a valid ring; do not spin.
-                // Not eprintln!: it panics on a closed stderr pipe.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "overlap: io_uring_enter on a port failed: {e}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
+        let took = unsafe { self.ring.enter(to_submit, 1, Some(left)) };
+        debug_assert!(
+            took <= to_submit as usize,
+            "the kernel takes what is queued, no more"
+        );
     }
 
     /// Posts a no-op so that every worker asleep in the ring wakes.

@@ -5,8 +5,25 @@
 
 use io_uring::{opcode, IoUring};
 
+use super::ring::Ring;
+use crate::cell::RingSize;
 use crate::error::FallbackReason;
 use crate::operation::Opcodes;
+
+/// A ring of `size` for `issuers`, with the opcodes its kernel supports,
+/// and the setup flags it got.
+pub(crate) fn make_ring(
+    size: RingSize,
+    issuers: Issuers,
+) -> Result<(Ring, &'static str), FallbackReason> {
+    debug_assert!(
+        size.is_valid(),
+        "ring sizes are checked by EngineBuilder::build"
+    );
+    let (io, flags) = build_ring(size.sq, size.cq, issuers)?;
+    let ops = probe_opcodes(&io)?;
+    Ok((Ring::new(io, ops), flags))
+}
 
 /// The kernel's answer to `io_uring_setup`, mapped to a fallback reason.
 pub(crate) fn reason_for(err: &std::io::Error) -> FallbackReason {
@@ -184,71 +201,4 @@ fn unbounded_default() -> Option<(u64, &'static str)> {
         rl.rlim_cur
     };
     Some((n, "RLIMIT_NPROC, the kernel's default"))
-}
-
-/// `IORING_ENTER_GETEVENTS` (the io-uring crate keeps its constants private).
-const IORING_ENTER_GETEVENTS: u32 = 1;
-/// `IORING_ENTER_EXT_ARG`: the argument is an `io_uring_getevents_arg`.
-const IORING_ENTER_EXT_ARG: u32 = 8;
-
-/// The kernel's `struct io_uring_getevents_arg` (Linux 5.11).
-#[repr(C)]
-struct GeteventsArg {
-    sigmask: u64,
-    sigmask_sz: u32,
-    min_wait_usec: u32,
-    ts: u64,
-}
-
-/// The kernel's `struct __kernel_timespec`.
-#[repr(C)]
-struct KernelTimespec {
-    tv_sec: i64,
-    tv_nsec: i64,
-}
-
-/// One `io_uring_enter` with `IORING_ENTER_GETEVENTS`: hands the kernel
-/// `to_submit` queued entries, runs the calling thread's completion work,
-/// and waits until `want` completions are in the ring, or, with a
-/// `timeout`, until it passes (`ETIME`). Every ring's waits go through it
-/// (the engine thread's, a thread's own, a reactor ring's, a port's).
-///
-/// # Safety
-/// The `to_submit` entries at the head of the submission queue must be
-/// valid: their pointers into memory that outlives the operations.
-pub(crate) unsafe fn enter(
-    ring: &IoUring,
-    to_submit: u32,
-    want: u32,
-    timeout: Option<std::time::Duration>,
-) -> std::io::Result<usize> {
-    let Some(t) = timeout else {
-        // SAFETY: no argument but the flag; the caller vouches for the
-        // entries.
-        return unsafe {
-            ring.submitter()
-                .enter::<libc::sigset_t>(to_submit, want, IORING_ENTER_GETEVENTS, None)
-        };
-    };
-    let ts = KernelTimespec {
-        tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: i64::from(t.subsec_nanos()),
-    };
-    let arg = GeteventsArg {
-        sigmask: 0,
-        sigmask_sz: 0,
-        min_wait_usec: 0,
-        ts: &ts as *const KernelTimespec as u64,
-    };
-    // SAFETY: `arg` is the kernel's `io_uring_getevents_arg` (EXT_ARG with
-    // its size), its `ts` points at `ts`; both outlive the call. The caller
-    // vouches for the entries.
-    unsafe {
-        ring.submitter().enter(
-            to_submit,
-            want,
-            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-            Some(&arg),
-        )
-    }
 }

@@ -42,17 +42,11 @@ use std::thread::Thread;
 
 use super::core::RingCore;
 use super::setup::{self, Issuers};
-use crate::cell::{fork_generation, Completable};
+use crate::cell::{Completable, RingSize};
 use crate::driver::aio;
 use crate::driver::{complete_all, keep_done, spare_done, Done};
 use crate::driver::{spin_window, Panic};
 use crate::stats::Counters;
-
-/// Submission-queue entries of a thread's ring (more in flight are fine:
-/// a full queue is submitted and refilled).
-const THREAD_RING_ENTRIES: u32 = 64;
-/// Completion-queue entries of a thread's ring (the kernel keeps overflow).
-const THREAD_RING_CQ_ENTRIES: u32 = 1024;
 
 const RUNNING: u8 = 0;
 const PARKED: u8 = 1;
@@ -126,9 +120,6 @@ impl Wake for ThreadWaker {
 /// A thread's own ring.
 pub(crate) struct ThreadRing {
     core: RingCore,
-    /// The fork generation that made the ring: a child after `fork` shares
-    /// the parent's ring memory and must never touch it.
-    generation: u64,
     /// The bound on the kernel's workers applied to this thread's io-wq.
     workers_bound: Option<u32>,
     /// The counters of the engine charged for the next submitting system
@@ -141,10 +132,12 @@ pub(crate) struct ThreadRing {
 }
 
 impl ThreadRing {
-    fn create(waker: &ThreadWaker) -> Option<ThreadRing> {
-        let (ring, _flags) =
-            setup::build_ring(THREAD_RING_ENTRIES, THREAD_RING_CQ_ENTRIES, Issuers::One).ok()?;
-        let ops = setup::probe_opcodes(&ring).ok()?;
+    /// A ring of `size` (the engine's `RingSizes::thread`) for this thread:
+    /// more operations than its entries may be in flight (a full
+    /// submission queue is submitted and refilled; the kernel keeps
+    /// completion-queue overflow).
+    fn create(waker: &ThreadWaker, size: RingSize) -> Option<ThreadRing> {
+        let (ring, _flags) = setup::make_ring(size, Issuers::One).ok()?;
         if waker.eventfd.get().is_none() {
             // SAFETY: eventfd has no memory arguments; the result is checked.
             let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
@@ -156,8 +149,7 @@ impl ThreadRing {
         }
         let efd = waker.eventfd.get()?.as_raw_fd();
         Some(ThreadRing {
-            core: RingCore::new(ring, ops, Some(efd)),
-            generation: fork_generation(),
+            core: RingCore::new(ring, Some(efd)),
             workers_bound: None,
             last_engine: Weak::new(),
             charged: 0,
@@ -169,7 +161,7 @@ impl ThreadRing {
     fn bound_workers(&mut self, max: Option<u32>) {
         if let Some(n) = max {
             if self.workers_bound.is_none_or(|b| n < b)
-                && setup::bound_kernel_workers(self.core.ring(), Some(n)).is_ok()
+                && setup::bound_kernel_workers(self.core.ring().io(), Some(n)).is_ok()
             {
                 self.workers_bound = Some(n);
             }
@@ -201,9 +193,9 @@ impl ThreadRing {
 
 impl Drop for ThreadRing {
     fn drop(&mut self) {
-        if self.generation != fork_generation() {
-            // A child after fork: the ring's memory is the parent's; leave
-            // it alone (the child's mappings go with the child).
+        if self.core.inherited() {
+            // A child after fork: the ring's operations are the parent's;
+            // the core leaves them and the registrations alone.
             return;
         }
         // The thread is ending: reap what is in flight (normally nothing:
@@ -260,6 +252,97 @@ impl Local {
     pub(crate) fn polled_by_block_on(&self, waker: &Waker) -> bool {
         self.depth.get() > 0
             && (waker.will_wake(&self.waker_obj) || self.joined.get() == waker_id(waker))
+    }
+}
+
+/// A `block_on` of this thread as the thread's waiter sees it
+/// ([`with_waiter`]): the waker to poll with, the take of a wake-up before
+/// each poll, and the sleep until the next.
+pub(crate) struct Waiter<'a> {
+    local: &'a Local,
+}
+
+impl Waiter<'_> {
+    /// The thread's waker: what polls with it (directly, or through
+    /// combinators that pass it on) submits on the thread's own ring.
+    pub(crate) fn waker(&self) -> &Waker {
+        &self.local.waker_obj
+    }
+
+    /// Takes the thread's pending wake-up, before a poll. A swap, not a
+    /// store: when it takes away a wake-up that another thread's completion
+    /// set, it synchronises with that thread, so the poll that follows sees
+    /// what the completion wrote (a future's lock-free `done` check in
+    /// `OpCell::poll_done`). A plain store could be ordered after that
+    /// check: the poll would see the operation not done, and the wake-up it
+    /// erased would be lost.
+    pub(crate) fn take_wake_up(&self) {
+        debug_assert!(self.local.depth.get() > 0, "taken inside a block_on only");
+        self.local.waker.notified.swap(false, Ordering::SeqCst);
+    }
+
+    /// Sleeps until woken: in the thread's ring, in an AIO context it
+    /// leads, or parked.
+    pub(crate) fn sleep(&self) {
+        debug_assert!(
+            self.local.depth.get() > 0,
+            "a block_on sleeps inside itself"
+        );
+        sleep(self.local);
+    }
+}
+
+/// Runs `f` as a `block_on` of this thread (`inline`: one operation at a
+/// time, [`route_for`](super::route_for)), nested in any enclosing one. On
+/// the way out (also when unwinding) the outermost reaps the thread's ring
+/// and the enclosing run's `inline` is restored. During the thread's
+/// teardown (its thread-local gone) it waits without a ring.
+pub(crate) fn with_waiter<R>(inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> R {
+    let mut f = Some(f);
+    let mut run = |l: &Local| {
+        l.depth.set(l.depth.get() + 1);
+        let _depth = Depth(l, l.inline.replace(inline));
+        let f = f.take();
+        debug_assert!(f.is_some(), "the waiter runs once");
+        f.map(|f| f(&Waiter { local: l }))
+    };
+    // `try_with` is re-entrant, so a nested block_on is fine.
+    if let Ok(Some(r)) = LOCAL.try_with(&mut run) {
+        return r;
+    }
+    let local = Local::new();
+    local.ring.replace(RingState::Unavailable);
+    match run(&local) {
+        Some(r) => r,
+        None => unreachable!("`f` is taken only by a run that returned"),
+    }
+}
+
+/// Leaves a `block_on`: the outermost one reaps the thread's ring, also
+/// when unwinding. Restores the enclosing run's `inline` flag.
+struct Depth<'a>(&'a Local, bool);
+
+impl Drop for Depth<'_> {
+    fn drop(&mut self) {
+        let l = self.0;
+        debug_assert!(l.depth.get() > 0, "every block_on left was entered");
+        l.inline.set(self.1);
+        l.depth.set(l.depth.get() - 1);
+        if l.depth.get() > 0 {
+            // The nested run cleared the thread's wake-up flag, which the
+            // outer future may have been woken through meanwhile: poll it
+            // again (a spurious poll is harmless, a lost wake-up is not).
+            l.waker.notified.store(true, Ordering::SeqCst);
+        }
+        if l.depth.get() == 0 {
+            if let Some(p) = drain_own_ring(l) {
+                if std::thread::panicking() {
+                    crate::driver::report_panic("an operation reaped while unwinding", &p);
+                } else {
+                    std::panic::resume_unwind(p);
+                }
+            }
+        }
     }
 }
 
@@ -513,7 +596,7 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
             return Err(op);
         };
         if let RingState::Ready(r) = &mut *state {
-            if r.generation != fork_generation() {
+            if r.core.inherited() {
                 // A child after fork: the ring's memory is the parent's.
                 // Forget it (never drain or free it) and make a new one.
                 let RingState::Ready(inherited) =
@@ -525,7 +608,7 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
             }
         }
         if matches!(*state, RingState::Untried) {
-            *state = match ThreadRing::create(&l.waker) {
+            *state = match ThreadRing::create(&l.waker, op.shared().rings.thread) {
                 Some(r) => RingState::Ready(Box::new(r)),
                 None => RingState::Unavailable,
             };
@@ -579,7 +662,7 @@ pub(crate) fn drain_own_ring(l: &Local) -> Option<Panic> {
             let RingState::Ready(r) = &mut *state else {
                 break;
             };
-            if r.core.in_flight() == 0 || r.generation != fork_generation() {
+            if r.core.in_flight() == 0 || r.core.inherited() {
                 break;
             }
             r.core.wait(None, &mut done);
@@ -602,7 +685,7 @@ pub(crate) fn own_ring_busy() -> bool {
     LOCAL
         .try_with(|l| match l.ring.try_borrow_mut() {
             Ok(mut state) => match &mut *state {
-                RingState::Ready(r) if r.generation == fork_generation() => {
+                RingState::Ready(r) if !r.core.inherited() => {
                     r.core.in_flight() > 0 || r.core.pending() > 0
                 }
                 _ => false,
@@ -631,7 +714,7 @@ pub(crate) fn sleep(l: &Local) {
     let in_ring = {
         let mut state = l.ring.borrow_mut();
         let busy = match &mut *state {
-            RingState::Ready(r) if r.generation == fork_generation() => {
+            RingState::Ready(r) if !r.core.inherited() => {
                 r.core.in_flight() > 0 || r.core.pending() > 0
             }
             _ => false,

@@ -10,16 +10,11 @@ use std::task::Waker;
 use super::core::RingCore;
 use super::setup::{self, Issuers};
 use super::thread::count_out;
-use crate::cell::{fork_generation, Completable, EngineState, ENGINE_ACROSS_FORK};
+use crate::cell::{fork_generation, Completable, EngineState, RingSize, ENGINE_ACROSS_FORK};
+use crate::cell::{DEFAULT_REACTOR_RING_ENTRIES, MAX_SQ_ENTRIES};
 use crate::driver::{complete_all, keep_done, spare_done, Done};
 use crate::error::FallbackReason;
 use crate::operation::OpKind;
-
-/// Submission-queue entries of a reactor ring (a full queue is submitted
-/// and refilled, so more may be in flight).
-const ENTRIES: u32 = 256;
-/// Completion-queue entries (the kernel keeps any overflow).
-const CQ_ENTRIES: u32 = 4096;
 
 /// Rings watched by an executor's reactor: how an async runtime (tokio,
 /// smol, ...) gets completions without a thread of overlap's in between.
@@ -158,8 +153,10 @@ struct Inner {
     /// the lock).
     has_flusher: AtomicBool,
     fd: RawFd,
-    /// The fork generation that made the ring: in a child after `fork` the
-    /// ring's memory and descriptor are the parent's, never to be touched.
+    /// Whether the ring is a parent's, in a child after `fork`
+    /// ([`Ring::inherited`](super::ring::Ring::inherited)), known without
+    /// the core's lock (which a thread of the parent may have held at the
+    /// fork).
     generation: u64,
     /// Handed to the watcher ([`ReactorRing::orphan`]): nothing submits on
     /// it any more.
@@ -203,7 +200,7 @@ fn batch_limit() -> usize {
         std::env::var("OVERLAP_SUBMIT_BATCH")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(DEFAULT_BATCH, |n| n.clamp(1, ENTRIES as usize))
+            .map_or(DEFAULT_BATCH, |n| n.clamp(1, MAX_SQ_ENTRIES as usize))
     })
 }
 
@@ -219,12 +216,22 @@ static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 impl ReactorRing {
     /// A new ring, or the reason io_uring cannot be used (the integration
     /// then leaves operations to the engine's driver).
+    ///
+    /// Its size is [`DEFAULT_REACTOR_RING_ENTRIES`](crate::DEFAULT_REACTOR_RING_ENTRIES)
+    /// (a full submission queue is submitted and refilled, so more may be
+    /// in flight; the kernel keeps completion-queue overflow);
+    /// [`Engine::reactor_ring`](crate::Engine::reactor_ring) makes one of
+    /// the size an engine's builder set.
     pub fn new() -> Result<ReactorRing, FallbackReason> {
-        let (ring, _flags) = setup::build_ring(ENTRIES, CQ_ENTRIES, Issuers::Many)?;
-        let ops = setup::probe_opcodes(&ring)?;
-        let fd = ring.as_raw_fd();
+        Self::with_size(RingSize::per_thread(DEFAULT_REACTOR_RING_ENTRIES))
+    }
+
+    /// A new ring of `size`.
+    pub(crate) fn with_size(size: RingSize) -> Result<ReactorRing, FallbackReason> {
+        let (ring, _flags) = setup::make_ring(size, Issuers::Many)?;
+        let fd = ring.fd();
         let inner = Arc::new(Inner {
-            core: Mutex::new(RingCore::new(ring, ops, None)),
+            core: Mutex::new(RingCore::new(ring, None)),
             flusher: Mutex::new(None),
             has_flusher: AtomicBool::new(false),
             fd,
@@ -474,14 +481,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         watcher::LIVE_RINGS.fetch_sub(1, Ordering::Relaxed);
         if self.inherited() {
-            // A child after fork: the ring (its memory, its descriptor
-            // number) is the parent's. Never touch it; the child's copies of
-            // the operations were failed (or, if the ring was locked at the
-            // fork, are leaked).
-            self.core
-                .get_mut()
-                .unwrap_or_else(|p| p.into_inner())
-                .forsake();
+            // A child after fork: the ring's operations and registrations
+            // are the parent's; the child's copies of the operations were
+            // failed (or, if the ring was locked at the fork, are leaked
+            // with the core), and only the child's descriptor and mappings
+            // go (`Ring::close`).
             return;
         }
         // The last handle: nothing can submit any more. Wait for what is in
