@@ -27,7 +27,8 @@
 //! 2. Its method on `File` (`file/`) or its function (`path.rs`), with the
 //!    argument checks in the one method that prepares the request (the
 //!    future, `.wait()` and a `Port` build on it); on `Port` (`port/`), one
-//!    method with a `wait` mode (`Port::submit_with`).
+//!    method, through the port's one submission path (`Port::submit`), which
+//!    waits or fails on a full budget as the handle's `WhenFull` says.
 //! 3. The tests: `tests/ops.rs` (each driver), and `tests/matrix.rs` if it
 //!    can be in flight when its thread, runtime or engine goes.
 //! 4. The front ends that expose it: `overlap_tokio::fs::File`
