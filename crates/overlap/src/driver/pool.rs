@@ -291,6 +291,10 @@ impl Inner {
             };
             let Some(op) = job else { return };
             let r = op.kind().blocking();
+            debug_assert!(
+                op.kind().span().is_none_or(|s| r <= s.len as i64),
+                "a read or a write moves at most the bytes asked for: {r}"
+            );
             // User code runs in here (wakers, a dropped future's buffer);
             // `contain` keeps a panic from ending this worker.
             super::contain(op.kind().name(), move || {

@@ -402,6 +402,11 @@ pub(super) fn collect(st: &mut MutexGuard<'_, State>, events: &[IoEvent], done: 
             debug_assert!(false, "an AIO event for an unknown operation");
             continue;
         };
+        debug_assert!(
+            ev.res <= e.op.kind().span().map_or(0, |s| s.len as i64),
+            "the kernel moved at most the bytes asked for (a sync, none): {}",
+            ev.res
+        );
         done.push(Done {
             op: e.op,
             res: ev.res,
