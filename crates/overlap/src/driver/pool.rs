@@ -269,10 +269,7 @@ impl Inner {
                         }
                         st = self.st.lock().unwrap_or_else(|p| p.into_inner());
                         if !st.queue.is_empty() || st.shutdown {
-                            debug_assert!(
-                                st.idle > st.asleep,
-                                "this worker is counted idle, awake"
-                            );
+                            debug_assert!(st.idle > st.asleep, "this worker is idle, awake");
                             st.idle -= 1;
                             continue;
                         }
@@ -281,10 +278,7 @@ impl Inner {
                     st.asleep += 1;
                     st.check(self.max_threads);
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-                    debug_assert!(
-                        st.asleep >= 1 && st.idle >= st.asleep,
-                        "this worker is counted asleep and idle"
-                    );
+                    debug_assert!(st.asleep > 0, "this worker is counted asleep");
                     st.asleep -= 1;
                     st.idle -= 1;
                 }
