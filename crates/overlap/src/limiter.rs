@@ -240,9 +240,12 @@ impl Limiter {
     pub(crate) fn in_flight(&self) -> (usize, usize) {
         let used = self.used.load(Ordering::SeqCst);
         let (ops, bytes) = (ops_of(used), bytes_of(used));
+        // (Bytes may exceed the budget: a larger request is admitted with no
+        // bytes in flight, beside operations of none.)
         debug_assert!(
-            ops <= self.max_ops && (bytes <= self.max_bytes || ops == 1),
-            "in flight within the budget (beyond the bytes only alone): {ops} ops, {bytes} bytes"
+            ops <= self.max_ops && (ops > 0 || bytes == 0),
+            "in flight within the operation budget, no bytes without an operation: {ops} ops, \
+             {bytes} bytes"
         );
         (ops, bytes)
     }
