@@ -115,7 +115,10 @@ impl<B> Admission<B> {
         match self.poll_verdict(cx, gate) {
             Poll::Ready(v) => match self.take() {
                 Some(req) => Poll::Ready(outcome(req, v)),
-                None => Poll::Pending,
+                None => {
+                    debug_assert!(false, "a verdict leaves the request to take");
+                    Poll::Pending
+                }
             },
             Poll::Pending => Poll::Pending,
         }
@@ -139,6 +142,10 @@ impl<B> Admission<B> {
                     if let Stage::Init(req) = std::mem::replace(&mut self.stage, Stage::Done) {
                         self.stage = Stage::Budget(acq, req);
                     }
+                    debug_assert!(
+                        matches!(self.stage, Stage::Budget(..)),
+                        "a request the budget could not take waits for it, from Init"
+                    );
                 }
                 Stage::Budget(acq, req) => {
                     return match Pin::new(acq).poll(cx) {
@@ -258,7 +265,7 @@ fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     };
     // SAFETY: the read's memory is the request's own buffer, exclusively
     // borrowed through `req` for the duration of this call.
-    unsafe {
+    let n = unsafe {
         crate::sys::nowait_into(
             counters,
             req.file().map(|f| &f.inner().misses),
@@ -267,5 +274,10 @@ fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
             read.len as usize,
             read.offset,
         )
-    }
+    };
+    debug_assert!(
+        n.is_none_or(|n| n <= read.len as usize),
+        "the fast path reads at most the request's length into its buffer"
+    );
+    n
 }

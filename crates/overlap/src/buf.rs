@@ -218,6 +218,10 @@ impl Drop for AlignedBuf {
                         layout: self.layout,
                         in_arena: self.in_arena,
                     });
+                    debug_assert!(
+                        free.len() <= home.max_idle,
+                        "a pool keeps at most max_idle free buffers (a contiguous one, its count)"
+                    );
                     return;
                 }
             }
@@ -235,15 +239,27 @@ impl Drop for AlignedBuf {
 // SAFETY: the allocation is on the heap and does not move with the value.
 unsafe impl IoBuf for AlignedBuf {
     fn stable_ptr(&self) -> *const u8 {
+        debug_assert!(
+            self.ptr.as_ptr() as usize % self.layout.align() == 0,
+            "the memory handed to the kernel is aligned as allocated"
+        );
         self.ptr.as_ptr()
     }
     fn bytes_len(&self) -> usize {
+        debug_assert!(
+            self.len <= self.layout.size(),
+            "the kernel is given no more bytes than the allocation holds"
+        );
         self.len
     }
 }
 // SAFETY: as above; any byte is a valid u8.
 unsafe impl IoBufMut for AlignedBuf {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
+        debug_assert!(
+            self.ptr.as_ptr() as usize % self.layout.align() == 0,
+            "the memory handed to the kernel is aligned as allocated"
+        );
         self.ptr.as_ptr()
     }
 }
@@ -267,6 +283,10 @@ struct PoolShared {
 impl Drop for PoolShared {
     fn drop(&mut self) {
         let free = self.free.get_mut().unwrap_or_else(|p| p.into_inner());
+        debug_assert!(
+            free.len() <= self.max_idle,
+            "a pool keeps at most max_idle free buffers"
+        );
         for raw in free.drain(..) {
             if raw.in_arena {
                 continue; // the arena's own memory (`Arena`'s drop)
@@ -409,13 +429,20 @@ impl AlignedBufPool {
         // Reversed, so that `get` hands out the lowest addresses first.
         let free = (0..count)
             .rev()
-            .map(|i| RawBuf {
-                // SAFETY: i * cap + cap <= total: inside the allocation.
-                ptr: unsafe { NonNull::new_unchecked(ptr.as_ptr().add(i * cap)) },
-                layout: slice,
-                in_arena: true,
+            .map(|i| {
+                debug_assert!((i + 1) * cap <= total, "each slice lies inside the arena");
+                RawBuf {
+                    // SAFETY: i * cap + cap <= total: inside the allocation.
+                    ptr: unsafe { NonNull::new_unchecked(ptr.as_ptr().add(i * cap)) },
+                    layout: slice,
+                    in_arena: true,
+                }
             })
             .collect();
+        debug_assert!(
+            ptr.as_ptr() as usize % align == 0 && cap % align == 0,
+            "the arena and each slice's size keep every slice aligned"
+        );
         Ok(AlignedBufPool {
             shared: Arc::new(PoolShared {
                 free: Mutex::new(free),
@@ -474,11 +501,17 @@ impl AlignedBufPool {
 
     /// How many free buffers the pool holds now.
     pub fn idle(&self) -> usize {
-        self.shared
+        let n = self
+            .shared
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .len()
+            .len();
+        debug_assert!(
+            n <= self.shared.max_idle,
+            "a pool keeps at most max_idle free buffers"
+        );
+        n
     }
 }
 

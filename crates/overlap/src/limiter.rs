@@ -158,7 +158,8 @@ impl Limiter {
         // until the waiter is queued).
         self.waiting.fetch_add(1, Ordering::SeqCst);
         if queue.is_empty() && self.take(bytes) {
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let before = self.waiting.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(before >= 1, "this submitter counted itself in as waiting");
             drop(queue);
             return Acquire {
                 limiter: self.clone(),
@@ -208,7 +209,12 @@ impl Limiter {
             let Some(w) = queue.pop_front() else {
                 break;
             };
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let before = self.waiting.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(before >= 1, "a queued waiter is counted as waiting");
+            debug_assert!(
+                !w.granted.load(Ordering::Relaxed),
+                "a waiter is granted once, when it leaves the queue"
+            );
             w.granted.store(true, Ordering::Release);
             wake.push(w);
         }
@@ -221,6 +227,10 @@ impl Limiter {
 
     fn wake_all(wake: Vec<Arc<Waiter>>) {
         for w in wake {
+            debug_assert!(
+                w.granted.load(Ordering::Relaxed),
+                "only granted waiters are woken"
+            );
             if let Some(waker) = w.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 waker.wake();
             }
@@ -229,7 +239,15 @@ impl Limiter {
 
     pub(crate) fn in_flight(&self) -> (usize, usize) {
         let used = self.used.load(Ordering::SeqCst);
-        (ops_of(used), bytes_of(used))
+        let (ops, bytes) = (ops_of(used), bytes_of(used));
+        // (Bytes may exceed the budget: a larger request is admitted with no
+        // bytes in flight, beside operations of none.)
+        debug_assert!(
+            ops <= self.max_ops && (ops > 0 || bytes == 0),
+            "in flight within the operation budget, no bytes without an operation: {ops} ops, \
+             {bytes} bytes"
+        );
+        (ops, bytes)
     }
 
     pub(crate) fn max_bytes(&self) -> usize {
@@ -284,8 +302,13 @@ impl Drop for Acquire {
         let Some(w) = self.waiter.take() else { return };
         let mut queue = self.limiter.lock();
         if let Some(pos) = queue.iter().position(|x| Arc::ptr_eq(x, &w)) {
+            debug_assert!(
+                !w.granted.load(Ordering::Relaxed),
+                "a waiter still queued was not granted"
+            );
             queue.remove(pos);
-            self.limiter.waiting.fetch_sub(1, Ordering::SeqCst);
+            let before = self.limiter.waiting.fetch_sub(1, Ordering::SeqCst);
+            debug_assert!(before >= 1, "a queued waiter is counted as waiting");
             // A smaller request queued behind this one may fit now.
             let mut wake = Vec::new();
             self.limiter.grant(&mut queue, &mut wake);

@@ -30,7 +30,12 @@ impl DriverHandle {
     /// Whether the thread pool performs `kind` (rather than the kernel,
     /// through io_uring or AIO): a thread in `Op::wait` then runs it itself.
     pub(crate) fn pool_takes(&self, kind: &crate::operation::OpKind) -> bool {
-        self.get().pool_takes(kind)
+        let pool = self.get().pool_takes(kind);
+        debug_assert!(
+            !(pool && self.is_uring()),
+            "io_uring performs every operation on the kernel, none on a pool"
+        );
+        pool
     }
 
     /// Submits `op`; `urgent` is false when a thread will wait for it
@@ -38,6 +43,10 @@ impl DriverHandle {
     /// (`aio::lead`).
     #[inline]
     pub(crate) fn submit_as(&self, op: Arc<dyn Completable>, urgent: bool) {
+        debug_assert!(
+            !op.shared().forked(),
+            "an operation of a parent's engine is refused in a forked child before any driver"
+        );
         // Per operation: dispatched statically, not through `get`'s vtable.
         match self {
             DriverHandle::Uring(d) => Driver::submit(d, op, urgent),

@@ -120,18 +120,21 @@ pub(crate) fn with_deferred_wakes(f: impl FnOnce() -> Option<Panic>) -> Option<P
             let mut d = d.borrow_mut();
             let outermost = d.is_none();
             if outermost {
-                *d = Some(SPARE_WAKES.try_with(Cell::take).unwrap_or_default());
+                let spare = SPARE_WAKES.try_with(Cell::take).unwrap_or_default();
+                debug_assert!(spare.is_empty(), "the spare list of wake-ups is kept empty");
+                *d = Some(spare);
             }
             outermost
         })
         .unwrap_or(false);
     let mut first = f();
     if outermost {
-        let mut list = DEFERRED
-            .try_with(|d| d.borrow_mut().take())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let taken = DEFERRED.try_with(|d| d.borrow_mut().take());
+        debug_assert!(
+            !matches!(taken, Ok(None)),
+            "a nested batch leaves the outermost one's list in place"
+        );
+        let mut list = taken.ok().flatten().unwrap_or_default();
         for w in list.drain(..) {
             let p = contain("wake-up", || w.wake());
             first = first.or(p);
@@ -180,7 +183,10 @@ pub(crate) fn report_panic(what: &str, payload: &Panic) {
 }
 
 pub(crate) fn mark_driver_thread() {
-    DRIVER_THREAD.with(|c| c.set(true));
+    DRIVER_THREAD.with(|c| {
+        debug_assert!(!c.get(), "a driver thread is marked once, when it starts");
+        c.set(true);
+    });
 }
 
 pub(crate) fn on_driver_thread() -> bool {
@@ -199,12 +205,14 @@ pub(crate) fn on_driver_thread() -> bool {
 /// yield). `OVERLAP_SPIN_US` overrides it (0 turns polling off).
 pub(crate) fn spin_window() -> std::time::Duration {
     static SPIN_NS: OnceLock<u64> = OnceLock::new();
-    std::time::Duration::from_nanos(*SPIN_NS.get_or_init(|| {
+    let ns = *SPIN_NS.get_or_init(|| {
         std::env::var("OVERLAP_SPIN_US")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map_or(DEFAULT_SPIN_NS, |us| us.min(1000) * 1000)
-    }))
+    });
+    debug_assert!(ns <= 1_000_000, "the spin window is at most 1 ms");
+    std::time::Duration::from_nanos(ns)
 }
 
 const DEFAULT_SPIN_NS: u64 = 20_000;
@@ -259,6 +267,16 @@ pub(crate) fn keep_done(done: Vec<Done>) {
 pub(crate) fn complete_all(done: &mut Vec<Done>) -> Option<Panic> {
     let first = done.first()?;
     first.op.shared().counters.sample_workers_maybe();
+    debug_assert!(
+        {
+            let mut ops: Vec<*const ()> = done.iter().map(|d| Arc::as_ptr(&d.op).cast()).collect();
+            ops.sort_unstable();
+            let n = ops.len();
+            ops.dedup();
+            ops.len() == n
+        },
+        "a batch holds each operation once: it is completed once"
+    );
     with_deferred_wakes(|| {
         let mut caught = None;
         for d in done.drain(..) {

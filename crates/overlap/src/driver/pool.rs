@@ -60,6 +60,10 @@ impl State {
 
 impl PoolDriver {
     pub(crate) fn start(max_threads: usize, counters: Arc<Counters>) -> PoolDriver {
+        debug_assert!(
+            max_threads >= 1,
+            "the builder validates pool_threads: a pool may start one thread at least"
+        );
         PoolDriver {
             inner: Arc::new(Inner {
                 queued: AtomicUsize::new(0),
@@ -96,6 +100,11 @@ impl PoolDriver {
             }
             return;
         }
+        debug_assert_eq!(
+            inner.queued.load(Ordering::Relaxed),
+            st.queue.len(),
+            "the queue's length is mirrored under the lock"
+        );
         st.queue.push_back(op);
         inner.queued.store(st.queue.len(), Ordering::Release);
         if st.queue.len() > st.idle && st.threads < inner.max_threads {
@@ -134,6 +143,10 @@ impl PoolDriver {
         // Workers still looking for work take it without a wake-up; wake
         // a sleeping one only for what they cannot take.
         st.check(inner.max_threads);
+        debug_assert!(
+            st.threads > 0 || st.queue.is_empty(),
+            "queued work has a worker to take it"
+        );
         let looking = st.idle - st.asleep;
         if st.asleep > 0 && st.queue.len() > looking {
             inner.cv.notify_one();
@@ -151,8 +164,18 @@ impl PoolDriver {
         }
         let handles =
             std::mem::take(&mut *self.inner.handles.lock().unwrap_or_else(|p| p.into_inner()));
+        let joined = !handles.is_empty();
         for h in handles {
             let _ = h.join();
+        }
+        if joined {
+            let st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+            debug_assert!(
+                st.threads == 0 && st.queue.is_empty(),
+                "after shutdown every worker ended with the queue drained: {} threads, {} queued",
+                st.threads,
+                st.queue.len()
+            );
         }
     }
 }
@@ -165,6 +188,10 @@ impl PoolDriver {
 /// `Stats::ran_on_caller`. A panic in user code reached by completion (a
 /// released permit's waker) is resumed once the operation is recorded.
 pub(crate) fn run_on_caller(op: Arc<dyn Completable>) {
+    debug_assert!(
+        !op.shared().forked(),
+        "a forked child runs no operation of its parent's engine"
+    );
     let counters = &op.shared().counters;
     counters.submit_syscalls.fetch_add(1, Ordering::Relaxed);
     counters.ran_on_caller.fetch_add(1, Ordering::Relaxed);
@@ -185,6 +212,10 @@ impl Drop for Alive<'_> {
         debug_assert!(st.threads > 0, "a worker is uncounted once");
         st.threads -= 1;
         st.check(self.0.max_threads);
+        debug_assert!(
+            st.shutdown || std::thread::panicking(),
+            "a worker ends at shutdown, or by a panic"
+        );
         let orphaned = !st.queue.is_empty() && st.idle == 0 && !st.shutdown;
         drop(st);
         if orphaned && std::thread::panicking() {
@@ -209,6 +240,11 @@ impl Inner {
             let job = {
                 let mut st = self.st.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
+                    debug_assert_eq!(
+                        self.queued.load(Ordering::Relaxed),
+                        st.queue.len(),
+                        "the queue's length is mirrored under the lock"
+                    );
                     if let Some(j) = st.queue.pop_front() {
                         self.queued.store(st.queue.len(), Ordering::Release);
                         break Some(j);
@@ -216,6 +252,7 @@ impl Inner {
                     if st.shutdown {
                         break None;
                     }
+                    debug_assert!(st.idle < st.threads, "this worker is not yet counted idle");
                     st.idle += 1;
                     if !spin.is_zero() {
                         // Look for work for a little while, yielding the CPU,
@@ -232,19 +269,26 @@ impl Inner {
                         }
                         st = self.st.lock().unwrap_or_else(|p| p.into_inner());
                         if !st.queue.is_empty() || st.shutdown {
+                            debug_assert!(st.idle > st.asleep, "this worker is idle, awake");
                             st.idle -= 1;
                             continue;
                         }
                     }
+                    debug_assert!(st.asleep < st.idle, "this worker is idle, not yet asleep");
                     st.asleep += 1;
                     st.check(self.max_threads);
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                    debug_assert!(st.asleep > 0, "this worker is counted asleep");
                     st.asleep -= 1;
                     st.idle -= 1;
                 }
             };
             let Some(op) = job else { return };
             let r = op.kind().blocking();
+            debug_assert!(
+                op.kind().span().is_none_or(|s| r <= s.len as i64),
+                "a read or a write moves at most the bytes asked for: {r}"
+            );
             // User code runs in here (wakers, a dropped future's buffer);
             // `contain` keeps a panic from ending this worker.
             super::contain(op.kind().name(), move || {

@@ -74,7 +74,7 @@ use std::sync::{Arc, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use super::{Inner, IoEvent, State, EVENTS_PER_REAP, WAKE_KEY};
+use super::{Inner, IoEvent, State, EVENTS_PER_REAP, MAX_AIO_EVENTS, WAKE_KEY};
 use crate::driver::Panic;
 use crate::driver::{complete_all, Done};
 
@@ -182,6 +182,14 @@ pub(super) fn check(st: &State) {
             || r.reaper != ReaperSleep::Untimed,
         "operations in flight with nobody to reap them"
     );
+    debug_assert!(
+        r.role != Role::Reaper || r.reaper == ReaperSleep::Awake,
+        "the reaper is awake while it holds the role"
+    );
+    debug_assert!(
+        st.slab.len() <= MAX_AIO_EVENTS,
+        "at most MAX_AIO_EVENTS operations in flight on the context"
+    );
 }
 
 /// Called by a thread about to sleep while it may have operations on this
@@ -198,6 +206,11 @@ pub(crate) fn wait(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>
         // User code run at completion by this very thread, which holds the
         // role further up its stack (a waker or a buffer's `Drop` that
         // blocks on I/O): following would wait for itself. It reaps.
+        debug_assert_ne!(
+            st.reaping.role,
+            Role::Free,
+            "the role is held while a thread that took it completes"
+        );
         drop(st);
         reap_until(inner, w, deadline);
         return true;
@@ -218,6 +231,10 @@ pub(crate) fn wait(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>
     w.follow(deadline);
     let mut st = inner.lock();
     st.reaping.followers.retain(|(i, _)| *i != id);
+    debug_assert!(
+        st.reaping.waiters > st.reaping.followers.len(),
+        "a follower leaving is counted as waiting, and no longer registered"
+    );
     st.reaping.waiters -= 1;
     let promote = fill_role(inner, &mut st);
     check(&st);
@@ -236,6 +253,7 @@ fn lead(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
             self.1.leading(false);
             let mut st = self.0.lock();
             debug_assert_eq!(st.reaping.role, Role::Waiter, "the leader holds the role");
+            debug_assert!(st.reaping.waiters >= 1, "the leader is counted as waiting");
             st.reaping.role = Role::Free;
             st.reaping.waiters -= 1;
             let promote = fill_role(self.0, &mut st);
@@ -260,6 +278,10 @@ thread_local! {
 
 impl Held {
     fn mark(inner: &Arc<Inner>) -> Held {
+        debug_assert!(
+            !Held::on_this_thread(inner),
+            "a thread takes a context's role once (a nested wait reaps on, unmarked)"
+        );
         let p = Arc::as_ptr(inner) as usize;
         let _ = HELD.try_with(|h| h.borrow_mut().push(p));
         Held(p)
@@ -274,7 +296,12 @@ impl Drop for Held {
     fn drop(&mut self) {
         let _ = HELD.try_with(|h| {
             let mut h = h.borrow_mut();
-            if let Some(i) = h.iter().rposition(|p| *p == self.0) {
+            let i = h.iter().rposition(|p| *p == self.0);
+            debug_assert!(
+                i.is_some(),
+                "a context's mark is on the thread that made it"
+            );
+            if let Some(i) = i {
                 h.remove(i);
             }
         });
@@ -287,6 +314,7 @@ fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
     let mut events = [IoEvent::default(); EVENTS_PER_REAP];
     let mut done: Vec<Done> = Vec::new();
     loop {
+        debug_assert!(done.is_empty(), "the last batch was completed");
         if w.ready() {
             return;
         }
@@ -314,6 +342,7 @@ fn reap_until(inner: &Arc<Inner>, w: &dyn Waiter, deadline: Option<Instant>) {
             let mut st = inner.lock();
             debug_assert_ne!(st.reaping.role, Role::Free, "the leader holds the role");
             collect(&mut st, &events[..n], &mut done);
+            debug_assert!(done.len() <= n, "one operation per event at most");
             st.slab.is_empty()
         };
         if !done.is_empty() {
@@ -349,6 +378,7 @@ pub(super) fn completing_here() -> bool {
 /// at shutdown). Returns the first panic of user code.
 fn complete(inner: &Inner, done: &mut Vec<Done>) -> Option<Panic> {
     let n = done.len();
+    debug_assert!(n > 0, "called with a batch to complete");
     let outer = COMPLETING.try_with(|c| c.replace(true)).unwrap_or(false);
     let caught = complete_all(done);
     let _ = COMPLETING.try_with(|c| c.set(outer));
@@ -372,6 +402,11 @@ pub(super) fn collect(st: &mut MutexGuard<'_, State>, events: &[IoEvent], done: 
             debug_assert!(false, "an AIO event for an unknown operation");
             continue;
         };
+        debug_assert!(
+            ev.res <= e.op.kind().span().map_or(0, |s| s.len as i64),
+            "the kernel moved at most the bytes asked for (a sync, none): {}",
+            ev.res
+        );
         done.push(Done {
             op: e.op,
             res: ev.res,
@@ -379,6 +414,10 @@ pub(super) fn collect(st: &mut MutexGuard<'_, State>, events: &[IoEvent], done: 
         });
         st.completing += 1;
     }
+    debug_assert!(
+        st.completing >= done.len(),
+        "what is collected is counted as completing until it is completed"
+    );
 }
 
 /// The role was released (or a waiter left): hands it on. Returns the
@@ -389,6 +428,7 @@ fn fill_role(inner: &Inner, st: &mut State) -> Option<Waker> {
         return None;
     }
     if let Some((_, w)) = r.followers.pop() {
+        debug_assert!(r.waiters >= 1, "a promoted follower is counted as waiting");
         return Some(w);
     }
     if r.waiters == 0 {
@@ -486,6 +526,13 @@ fn await_role<'a>(
             st.reaping.reaper = ReaperSleep::Untimed;
             check(&st);
             st = inner.reaper_cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            debug_assert!(
+                matches!(
+                    st.reaping.reaper,
+                    ReaperSleep::Untimed | ReaperSleep::Notified
+                ),
+                "an untimed sleep ends untimed (spuriously) or notified"
+            );
             *idle_rounds = 0;
         } else {
             st.reaping.reaper = ReaperSleep::Timed;
@@ -499,6 +546,13 @@ fn await_role<'a>(
                 .wait_timeout(st, nap.max(Duration::from_micros(100)))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            debug_assert!(
+                matches!(
+                    st.reaping.reaper,
+                    ReaperSleep::Timed | ReaperSleep::Notified
+                ),
+                "a timed sleep ends timed or notified"
+            );
         }
     }
 }
@@ -511,6 +565,10 @@ fn hold_role<'a>(
     events: &mut [IoEvent; EVENTS_PER_REAP],
     done: &mut Vec<Done>,
 ) {
+    debug_assert!(
+        st.reaping.role == Role::Free && st.reaping.waiters == 0,
+        "the reaper takes the role only when it is free and nobody waits"
+    );
     st.reaping.role = Role::Reaper;
     st.reaping.urgent = false;
     let held = Held::mark(inner);
@@ -525,6 +583,11 @@ fn hold_role<'a>(
         drop(st);
         let n = inner.getevents(events, timeout);
         st = inner.lock();
+        debug_assert_eq!(
+            st.reaping.role,
+            Role::Reaper,
+            "only the reaper gives its role up"
+        );
         collect(&mut st, &events[..n], done);
         let keep = st.reaping.waiters == 0 && !st.slab.is_empty();
         if !keep {

@@ -108,16 +108,22 @@ const EVENTS_PER_REAP: usize = 128;
 pub(crate) const MAX_AIO_EVENTS: usize = 1024;
 
 fn io_setup(nr: u32) -> std::io::Result<AioContext> {
+    debug_assert!(
+        nr >= 1 && nr as usize <= MAX_AIO_EVENTS,
+        "a context holds 1 to MAX_AIO_EVENTS events"
+    );
     let mut ctx: AioContext = 0;
     // SAFETY: io_setup writes one aio_context_t into `ctx`, a live local.
     let r = unsafe { libc::syscall(libc::SYS_io_setup, nr as libc::c_long, &mut ctx) };
     if r < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    debug_assert_ne!(ctx, 0, "io_setup names the context it made");
     Ok(ctx)
 }
 
 fn io_destroy(ctx: AioContext) -> std::io::Result<()> {
+    debug_assert_ne!(ctx, 0, "only a context io_setup made is destroyed");
     // SAFETY: ctx came from io_setup; io_destroy waits for the requests in
     // flight before it returns.
     let r = unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
@@ -142,7 +148,13 @@ fn iocb_for(kind: &OpKind, code: AioCode, fd: i32) -> Iocb {
         aio_fildes: fd as u32,
         ..Iocb::default()
     };
-    if let Some(crate::operation::Span { addr, offset, len }) = kind.span() {
+    let span = kind.span();
+    debug_assert_eq!(
+        span.is_some(),
+        !code.is_sync(),
+        "a read or a write has memory to move, a sync none"
+    );
+    if let Some(crate::operation::Span { addr, offset, len }) = span {
         iocb.aio_buf = addr as u64;
         iocb.aio_nbytes = len as u64;
         iocb.aio_offset = offset as i64;
@@ -152,6 +164,10 @@ fn iocb_for(kind: &OpKind, code: AioCode, fd: i32) -> Iocb {
 
 /// Submits one iocb: `Ok(())`, or the errno `io_submit` returned.
 fn io_submit_one(ctx: AioContext, iocb: &Iocb) -> Result<(), i32> {
+    debug_assert!(
+        iocb.aio_lio_opcode <= IOCB_CMD_FDSYNC && iocb.aio_flags == 0,
+        "only the commands this driver knows, without flags"
+    );
     let mut ptrs = [iocb as *const Iocb];
     loop {
         // SAFETY: `ptrs` holds one pointer to a live iocb, which the kernel
@@ -177,13 +193,17 @@ fn io_submit_one(ctx: AioContext, iocb: &Iocb) -> Result<(), i32> {
                 }
             }
             // 0 submitted without an error: the queue is full.
-            _ => return Err(libc::EAGAIN),
+            _ => {
+                debug_assert_eq!(r, 0, "io_submit of one iocb submits one at most");
+                return Err(libc::EAGAIN);
+            }
         }
     }
 }
 
 /// How `io_setup` failed, as a sentence (for [`DriverInfo`](crate::DriverInfo)).
 pub(crate) fn setup_failure(e: &std::io::Error) -> String {
+    debug_assert!(e.raw_os_error().is_some(), "io_setup fails with an errno");
     match e.raw_os_error() {
         Some(libc::EAGAIN) => {
             let limit = std::fs::read_to_string("/proc/sys/fs/aio-max-nr")
@@ -293,6 +313,11 @@ impl Inner {
     /// Waits up to `timeout` for at least one event; returns how many were
     /// stored in `events` (0 on timeout or interruption).
     fn getevents(&self, events: &mut [IoEvent], timeout: Duration) -> usize {
+        debug_assert!(
+            !events.is_empty() && events.len() <= EVENTS_PER_REAP,
+            "room for one event at least (min_nr is 1), EVENTS_PER_REAP at most"
+        );
+        debug_assert!(!timeout.is_zero(), "a sleep with no timeout would spin");
         let ts = libc::timespec {
             tv_sec: timeout.as_secs() as libc::time_t,
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -318,7 +343,10 @@ impl Inner {
             }
             return 0;
         }
-        debug_assert!(n as usize <= events.len());
+        debug_assert!(
+            n as usize <= events.len(),
+            "io_getevents stores at most as many events as it has room for"
+        );
         n as usize
     }
 }
@@ -326,6 +354,12 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let st = self.st.get_mut().unwrap_or_else(|p| p.into_inner());
+        debug_assert!(
+            st.completing == 0 && st.reaping.waiters == 0,
+            "nobody completes or waits on a context that is going: {} completing, {} waiting",
+            st.completing,
+            st.reaping.waiters
+        );
         // io_destroy waits for every request in flight: only then may the
         // cells the slab holds (and their buffers) be freed.
         if io_destroy(self.ctx).is_err() && !st.slab.is_empty() {
@@ -342,6 +376,10 @@ impl AioDriver {
         pool: PoolDriver,
         counters: Arc<Counters>,
     ) -> Result<AioDriver, (String, PoolDriver)> {
+        debug_assert!(
+            (1..=MAX_AIO_EVENTS).contains(&events),
+            "the engine sizes the context within 1 and MAX_AIO_EVENTS, got {events}"
+        );
         let events = events.clamp(1, MAX_AIO_EVENTS);
         let ctx = match io_setup(events as u32) {
             Ok(c) => c,
@@ -470,6 +508,10 @@ impl AioDriver {
             (key as u64) < WAKE_KEY,
             "slab keys stay below the reserved one"
         );
+        debug_assert!(
+            st.slab.len() <= MAX_AIO_EVENTS,
+            "at most MAX_AIO_EVENTS operations in flight on the context"
+        );
         let promote = lead::submitted(inner, &mut st, urgent);
         lead::check(&st);
         drop(st);
@@ -486,6 +528,7 @@ impl AioDriver {
         let mut st = inner.lock();
         if let Some(e) = st.slab.get_mut(key) {
             if e.seq == seq {
+                debug_assert!(e.submitting, "an operation is marked submitted once");
                 e.submitting = false;
             }
         }
@@ -501,6 +544,7 @@ impl AioDriver {
         seq: u64,
         errno: i32,
     ) {
+        debug_assert!(errno > 0, "io_submit failed with an errno");
         let inner = &self.inner;
         // Not submitted: the kernel holds no pointer into the cell.
         let removed = {
@@ -546,7 +590,13 @@ impl AioDriver {
         // reaper, which waits for those completions to end.
         if !super::on_driver_thread() && !lead::completing_here() {
             if let Some(h) = self.reaper.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                let _ = h.join();
+                if h.join().is_ok() {
+                    let st = inner.lock();
+                    debug_assert!(
+                        st.slab.is_empty() && st.completing == 0,
+                        "the reaper ends with nothing in flight or being completed"
+                    );
+                }
             }
         }
         self.pool.shutdown();
