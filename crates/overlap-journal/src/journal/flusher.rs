@@ -351,7 +351,10 @@ impl Flusher {
                 }
             },
         };
-        debug_assert!(self.spare.is_none(), "the spare stage is the write's buffer");
+        debug_assert!(
+            self.spare.is_none(),
+            "the spare stage is the write's buffer"
+        );
         self.spare = Some(buf);
         res?;
         debug_assert!(
@@ -475,7 +478,10 @@ impl Flusher {
             cur[self.stage_len..wlen].fill(0);
         }
         let keep_from = align_down(piece_end, self.bs);
-        debug_assert!(keep_from >= self.stage_pos, "the kept tail starts inside the stage");
+        debug_assert!(
+            keep_from >= self.stage_pos,
+            "the kept tail starts inside the stage"
+        );
         let shift = (keep_from - self.stage_pos) as usize;
         next[..self.stage_len - shift].copy_from_slice(&cur[shift..self.stage_len]);
         let _ = cur.set_len(wlen);
@@ -765,7 +771,10 @@ impl Flusher {
             },
             true,
         )?;
-        debug_assert!(floor >= durable, "the closing floor covers the durable point");
+        debug_assert!(
+            floor >= durable,
+            "the closing floor covers the durable point"
+        );
         self.ckpt_reserved = floor;
         Ok(())
     }

@@ -96,7 +96,7 @@ impl Iterator for RecordIter {
                 return Some(Ok(Record {
                     lsn: Lsn(lsn),
                     data,
-                }))
+                }));
             }
             // Past a filler that reaches the end.
             Ok(Next::End) if self.reader.position() >= self.end => return None,
