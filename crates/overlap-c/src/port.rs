@@ -588,7 +588,7 @@ fn to_c(c: Completion<CBuf>) -> overlap_completion {
         flags |= OVERLAP_COMPLETION_POSTED;
     }
     debug_assert!(
-        !c.buf.posted || c.buf.bytes_len() == 0,
+        !c.buf.posted || overlap::IoBuf::bytes_len(&c.buf) == 0,
         "a posted completion lends no memory"
     );
     let result = match &c.result {
