@@ -79,6 +79,10 @@ impl FileInner {
     /// Counts an operation in, unless the file is closed.
     pub(crate) fn try_start(&self) -> bool {
         let prev = self.state.fetch_add(1, Ordering::AcqRel);
+        debug_assert!(
+            (prev & !CLOSED) + 1 < CLOSED,
+            "the count of operations on a file never reaches its closed bit"
+        );
         if prev & CLOSED != 0 {
             self.finish();
             return false;
@@ -97,6 +101,10 @@ impl FileInner {
     /// holds a lock: it wakes it after).
     pub(crate) fn finish_quietly(&self) -> Option<std::task::Waker> {
         let prev = self.state.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(
+            prev & !CLOSED > 0,
+            "an operation counted out of a file was counted in"
+        );
         if prev == CLOSED | 1 {
             self.close_waker
                 .lock()

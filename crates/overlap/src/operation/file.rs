@@ -26,6 +26,11 @@ impl Operation for Read {
         "read"
     }
     fn transfer(&self) -> Transfer {
+        debug_assert!(
+            self.len as usize <= crate::file::MAX_RW_BYTES
+                && (self.len == 0 || !self.ptr.is_null()),
+            "a read's span is one operation's, in memory"
+        );
         Transfer::Read(Span {
             addr: self.ptr as usize,
             offset: self.offset,
@@ -69,13 +74,19 @@ impl Operation for Read {
                 self.offset as libc::off_t,
             )
         } as i64);
-        if r != -(libc::ESPIPE as i64) {
-            return r;
-        }
-        // A pipe, FIFO or socket has no offset; io_uring ignores it there,
-        // and so does this side.
-        // SAFETY: as above.
-        ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        let r = if r != -(libc::ESPIPE as i64) {
+            r
+        } else {
+            // A pipe, FIFO or socket has no offset; io_uring ignores it
+            // there, and so does this side.
+            // SAFETY: as above.
+            ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        };
+        debug_assert!(
+            r <= i64::from(self.len),
+            "a read returns at most the bytes asked for"
+        );
+        r
     }
 }
 
@@ -97,6 +108,11 @@ impl Operation for Write {
         "write"
     }
     fn transfer(&self) -> Transfer {
+        debug_assert!(
+            self.len as usize <= crate::file::MAX_RW_BYTES
+                && (self.len == 0 || !self.ptr.is_null()),
+            "a write's span is one operation's, in memory"
+        );
         Transfer::Write(Span {
             addr: self.ptr as usize,
             offset: self.offset,
@@ -139,12 +155,18 @@ impl Operation for Write {
                 self.offset as libc::off_t,
             )
         } as i64);
-        if r != -(libc::ESPIPE as i64) {
-            return r;
-        }
-        // Not seekable: the offset is ignored, as io_uring does.
-        // SAFETY: as above.
-        ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        let r = if r != -(libc::ESPIPE as i64) {
+            r
+        } else {
+            // Not seekable: the offset is ignored, as io_uring does.
+            // SAFETY: as above.
+            ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        };
+        debug_assert!(
+            r <= i64::from(self.len),
+            "a write takes at most the bytes given"
+        );
+        r
     }
 }
 

@@ -28,7 +28,8 @@ impl Stats {
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, u64)> {
         let mut out = Vec::with_capacity(32);
         // Only `NotStats` can come back, which `Stats` never gives.
-        let _ = self.serialize(Walk(&mut out));
+        let walked = self.serialize(Walk(&mut out));
+        debug_assert!(walked.is_ok(), "Stats is a struct of unsigned counters");
         out.into_iter()
     }
 }
