@@ -41,6 +41,7 @@ pub(crate) struct FileInner {
 impl FileInner {
     /// The state of a descriptor this engine now owns, opened with `flags`.
     pub(super) fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
+        debug_assert!(fd >= 0, "a file is made from an open descriptor");
         let acc = flags & libc::O_ACCMODE;
         FileInner {
             fd: AtomicI32::new(fd),
