@@ -177,6 +177,10 @@ impl<B: Send + 'static> OpCell<B> {
     /// `res`, unless it was preset), the buffer and the permit, taken once by
     /// the worker that reaped the completion.
     pub(crate) fn take(&self, cqe_res: i32, inline: bool) -> (i64, Option<(B, Option<Permit>)>) {
+        debug_assert!(
+            matches!(self.target, Target::Ring(_)),
+            "only an operation on a port's ring is taken from it"
+        );
         self.kind.performed();
         let mut slot = self.slot();
         debug_assert!(
@@ -199,6 +203,10 @@ impl<B: Send + 'static> OpCell<B> {
     /// Records a result obtained before submission (a port's ring delivers
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {
+        debug_assert!(
+            matches!(self.target, Target::Ring(_)),
+            "only an operation on a port's ring has its result preset"
+        );
         let mut slot = self.slot();
         debug_assert!(
             !matches!(slot.state, State::Taken),

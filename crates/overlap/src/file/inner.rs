@@ -61,6 +61,10 @@ impl FileInner {
     /// Tells every ring that registered the descriptor to drop it from its
     /// table (`FixedFiles::forget`), before `fd` is closed or given away.
     pub(crate) fn forget_registrations(&self, fd: i32) {
+        debug_assert!(
+            fd >= 0,
+            "registrations are forgotten for the descriptor they name"
+        );
         let rings = std::mem::take(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()));
         for ring in rings {
             if let Some(ring) = ring.upgrade() {

@@ -59,11 +59,13 @@ impl Operation for Read {
         })
     }
     fn entry(&self) -> squeue::Entry {
+        debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         // SAFETY: ptr is valid for len writable bytes owned by the cell,
         // which outlives this call (module docs).
         let r = ret(unsafe {
@@ -141,11 +143,13 @@ impl Operation for Write {
         })
     }
     fn entry(&self) -> squeue::Entry {
+        debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         // SAFETY: ptr is valid for len readable bytes owned by the cell.
         let r = ret(unsafe {
             libc::pwrite(
@@ -421,9 +425,17 @@ impl Operation for Nop {
         opcode::Nop::new().build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(
+            self.res >= -4095,
+            "a no-op's result is a count or a negated errno"
+        );
         self.res
     }
     fn result(&self, _cqe_res: i32) -> i64 {
+        debug_assert!(
+            self.res >= -4095,
+            "a no-op's result is a count or a negated errno"
+        );
         self.res
     }
 }

@@ -172,7 +172,12 @@ impl SerializeStruct for Walk<'_> {
         name: &'static str,
         value: &T,
     ) -> Result<(), NotStats> {
-        if let Ok(v) = value.serialize(Counter) {
+        let v = value.serialize(Counter);
+        debug_assert!(
+            v.is_ok(),
+            "every field of Stats is an unsigned counter: {name}"
+        );
+        if let Ok(v) = v {
             self.0.push((name, v));
         }
         Ok(())
