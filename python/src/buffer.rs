@@ -95,15 +95,27 @@ impl Drop for Mem {
 // `len` bytes are initialised.
 unsafe impl IoBuf for Mem {
     fn stable_ptr(&self) -> *const u8 {
+        debug_assert!(
+            self.ptr.as_ptr() as usize % self.layout.align() == 0,
+            "the memory lent is aligned as allocated"
+        );
         self.ptr.as_ptr()
     }
     fn bytes_len(&self) -> usize {
+        debug_assert!(
+            self.len <= self.layout.size(),
+            "the bytes lent lie in the allocation"
+        );
         self.len
     }
 }
 // SAFETY: as above; any byte is a valid u8.
 unsafe impl IoBufMut for Mem {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
+        debug_assert!(
+            self.ptr.as_ptr() as usize % self.layout.align() == 0,
+            "the memory lent is aligned as allocated"
+        );
         self.ptr.as_ptr()
     }
 }
@@ -262,8 +274,13 @@ impl AlignedBuffer {
         };
         let size = usize::try_from(size)
             .map_err(|_| PyMemoryError::new_err(format!("cannot allocate {size} bytes")))?;
+        let mem = Mem::new(size, align)?;
+        debug_assert!(
+            mem.len == size && mem.align() == align,
+            "the buffer has the size and alignment asked for"
+        );
         Ok(AlignedBuffer {
-            mem: UnsafeCell::new(Mem::new(size, align)?),
+            mem: UnsafeCell::new(mem),
         })
     }
 

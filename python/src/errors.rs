@@ -26,9 +26,12 @@ fn strerror(errno: i32) -> String {
 pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
     match e {
         Error::Io(io) => match io.raw_os_error() {
-            Some(errno) => Python::attach(|py| match filename {
-                Some(name) => PyOSError::new_err((errno, strerror(errno), name.clone_ref(py))),
-                None => PyOSError::new_err((errno, strerror(errno))),
+            Some(errno) => Python::attach(|py| {
+                debug_assert!(errno > 0, "an operation's errno is positive");
+                match filename {
+                    Some(name) => PyOSError::new_err((errno, strerror(errno), name.clone_ref(py))),
+                    None => PyOSError::new_err((errno, strerror(errno))),
+                }
             }),
             None => PyOSError::new_err(io.to_string()),
         },

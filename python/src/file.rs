@@ -62,14 +62,21 @@ pub fn parse_mode(mode: &str) -> PyResult<Mode> {
         )));
     }
     let plus = plus == 1;
-    Ok(Mode {
+    let m = Mode {
         read: r == 1 || plus,
         write: w == 1 || a == 1 || x == 1 || plus,
         create: w == 1 || a == 1,
         create_new: x == 1,
         truncate: w == 1,
         append: a == 1,
-    })
+    };
+    debug_assert!(
+        (m.read || m.write)
+            && !(m.create && m.create_new)
+            && (m.write || !(m.append || m.truncate || m.create || m.create_new)),
+        "a mode reads or writes; only a writing mode creates, truncates or appends: {m:?}"
+    );
+    Ok(m)
 }
 
 fn parse_access(access: Option<&str>) -> PyResult<Access> {
@@ -222,6 +229,11 @@ impl PyFile {
         let size = check_len("size", size)?.min(MAX_RW_BYTES as u64) as usize;
         let offset = check_offset(offset)?;
         let mem = self.read_buffer(size)?;
+        debug_assert_eq!(
+            mem.as_slice().len(),
+            size,
+            "the read's buffer holds the bytes asked for"
+        );
         let file = self.file.clone();
         spawn(
             py,
@@ -229,6 +241,10 @@ impl PyFile {
                 let (res, mem) = file.read_at(mem, offset).await;
                 Box::new(move |py: Python<'_>| {
                     let n = res.map_err(|e| to_pyerr(e, None))?;
+                    debug_assert!(
+                        n <= mem.as_slice().len(),
+                        "a read returns at most the bytes asked for"
+                    );
                     Ok(PyBytes::new(py, &mem.as_slice()[..n]).into_any().unbind())
                 }) as Resolve
             }),
@@ -254,8 +270,10 @@ impl PyFile {
             boxed(async move {
                 let (res, buf) = file.read_at(buf, offset).await;
                 Box::new(move |py: Python<'_>| {
+                    let lent = overlap::IoBuf::bytes_len(&buf);
                     drop(buf);
                     let n = res.map_err(|e| to_pyerr(e, None))?;
+                    debug_assert!(n <= lent, "a read returns at most the buffer's length");
                     Ok(n.into_pyobject(py)?.into_any().unbind())
                 }) as Resolve
             }),
@@ -351,8 +369,10 @@ impl PyFile {
             boxed(async move {
                 let (res, src) = file.write_at(src, offset).await;
                 Box::new(move |py: Python<'_>| {
+                    let lent = overlap::IoBuf::bytes_len(&src);
                     drop(src);
                     let n = res.map_err(|e| to_pyerr(e, None))?;
+                    debug_assert!(n <= lent, "a write takes at most the buffer's length");
                     Ok(n.into_pyobject(py)?.into_any().unbind())
                 }) as Resolve
             }),

@@ -175,6 +175,10 @@ impl FlushCallback {
 impl HubInner {
     /// Queues a woken operation for the loop's thread.
     fn schedule(&self, op: Arc<OpState>) {
+        debug_assert!(
+            std::ptr::eq(Arc::as_ptr(&op.hub), self) && op.queued.load(Ordering::Acquire),
+            "an operation is scheduled on its own hub, once marked queued"
+        );
         if self.closed.load(Ordering::Acquire) {
             // Nobody will poll it again: the loop is gone. Dropping it here
             // is safe (the engine future has completed or owns its buffer).
@@ -215,13 +219,17 @@ impl HubInner {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a local into our eventfd. EAGAIN (the
         // counter is saturated) leaves it readable, which is all we need.
-        unsafe {
+        let wrote = unsafe {
             libc::write(
                 self.efd.as_raw_fd(),
                 (&one as *const u64).cast(),
                 std::mem::size_of::<u64>(),
             )
         };
+        debug_assert!(
+            wrote == 8 || wrote < 0,
+            "an eventfd write adds the whole 8-byte count or nothing"
+        );
     }
 
     /// Runs `f` with this hub as the thread's dispatching hub, then polls
@@ -236,8 +244,13 @@ impl HubInner {
         let prev = DISPATCHING.with(|d| d.replace(Arc::as_ptr(self)));
         let _restore = Restore(prev);
         let r = f();
+        debug_assert!(
+            DISPATCHING.with(|d| std::ptr::eq(d.get(), Arc::as_ptr(self))),
+            "a nested dispatch gives back the hub it found"
+        );
         let mut batch = Vec::new();
         loop {
+            debug_assert!(batch.is_empty(), "a batch is polled whole before the next");
             std::mem::swap(&mut batch, &mut *lock(&self.queue));
             if batch.is_empty() {
                 if self.flush_requested.swap(false, Ordering::AcqRel) && !self.schedule_flush(py) {
@@ -258,6 +271,14 @@ impl HubInner {
     /// Polls one operation (inside the ring, so that what it submits goes
     /// there) and resolves its asyncio future when it is done.
     fn poll_op(self: &Arc<Self>, py: Python<'_>, op: &Arc<OpState>) {
+        debug_assert!(
+            Arc::ptr_eq(&op.hub, self),
+            "an operation is polled by its own hub"
+        );
+        debug_assert!(
+            op.queued.load(Ordering::Acquire),
+            "an operation is polled once queued (by spawn or a wake-up)"
+        );
         op.queued.store(false, Ordering::Release);
         let outcome = loop {
             let Ok(mut guard) = op.fut.try_lock() else {
@@ -306,7 +327,22 @@ impl HubInner {
         let started = self.pending.fetch_sub(1, Ordering::AcqRel);
         // An operation completes once (its future is taken above).
         debug_assert!(started > 0, "more operations completed than started");
-        let pyfut = lock(&self.futures).remove(&op.id);
+        let pyfut = {
+            let mut futures = lock(&self.futures);
+            let pyfut = futures.remove(&op.id);
+            // All under the GIL: spawn adds a future before counting its
+            // operation, and an operation is counted out before its future
+            // is removed.
+            debug_assert!(
+                futures.len() <= self.pending.load(Ordering::Acquire),
+                "every asyncio future waits for an operation in flight"
+            );
+            pyfut
+        };
+        debug_assert!(
+            pyfut.is_some() || self.closed.load(Ordering::Acquire),
+            "an operation's future goes missing only when the hub closed"
+        );
         match pyfut {
             Some(pyfut) => finish(py, pyfut.bind(py), outcome),
             // The hub closed: nobody waits for the result, which is
@@ -526,7 +562,12 @@ impl Hub {
     /// Operations started on this hub and not yet completed.
     #[getter]
     fn pending(&self) -> usize {
-        self.inner.pending.load(Ordering::Acquire)
+        let n = self.inner.pending.load(Ordering::Acquire);
+        debug_assert!(
+            lock(&self.inner.futures).len() <= n,
+            "every asyncio future waits for an operation in flight"
+        );
+        n
     }
 
     /// Whether `close` ran.
@@ -592,13 +633,17 @@ impl Hub {
         let mut count: u64 = 0;
         // SAFETY: reads 8 bytes into a local from our non-blocking eventfd;
         // EAGAIN (nothing to read) is fine.
-        unsafe {
+        let got = unsafe {
             libc::read(
                 self.inner.efd.as_raw_fd(),
                 (&mut count as *mut u64).cast(),
                 std::mem::size_of::<u64>(),
             )
         };
+        debug_assert!(
+            got == 8 || got < 0,
+            "an eventfd read takes the whole 8-byte count or nothing"
+        );
         self.inner.on_wake(py);
     }
 
@@ -678,6 +723,10 @@ pub fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<HubInner>)> {
     let hub_for = HUB_FOR.import(py, "overlap._loop", "hub_for")?;
     let hub = hub_for.call1((&lp,))?;
     let hub = hub.cast::<Hub>()?.get().inner.clone();
+    debug_assert!(
+        !hub.closed.load(Ordering::Acquire),
+        "the running loop's hub is open"
+    );
     CACHE.with(|c| *c.borrow_mut() = Some((key, hub.clone())));
     Ok((lp, hub))
 }
@@ -698,6 +747,10 @@ pub fn spawn<'py>(py: Python<'py>, fut: BoxFut) -> PyResult<Bound<'py, PyAny>> {
         again: AtomicBool::new(false),
     });
     hub.pending.fetch_add(1, Ordering::AcqRel);
+    debug_assert!(
+        lock(&hub.futures).len() <= hub.pending.load(Ordering::Acquire),
+        "every asyncio future waits for an operation in flight"
+    );
     hub.dispatch(py, || hub.poll_op(py, &op));
     Ok(pyfut)
 }

@@ -34,7 +34,13 @@ pub(crate) fn engine() -> PyResult<Engine> {
     let pid = std::process::id();
     let mut slot = ENGINE.lock().unwrap_or_else(|p| p.into_inner());
     match slot.as_ref() {
-        Some((e, made_in)) if *made_in == pid => return Ok(e.clone()),
+        Some((e, made_in)) if *made_in == pid => {
+            debug_assert!(
+                !e.is_forked_copy(),
+                "the engine made by this process is its own"
+            );
+            return Ok(e.clone());
+        }
         Some(_) => {
             if let Some((stale, _)) = slot.take() {
                 std::mem::forget(stale);

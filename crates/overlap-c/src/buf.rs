@@ -39,11 +39,16 @@ impl CBuf {
                 format!("{what}: the buffer is NULL with a length of {len}"),
             ));
         }
-        Ok(CBuf {
+        let b = CBuf {
             ptr: ptr as *mut u8,
             len: len as usize,
             posted: false,
-        })
+        };
+        debug_assert!(
+            (!b.ptr.is_null() || b.len == 0) && b.len as u64 <= MAX_LEN,
+            "a buffer lent to an operation has an address for its bytes, and a length memory can have"
+        );
+        Ok(b)
     }
 
     pub(crate) fn posted() -> CBuf {

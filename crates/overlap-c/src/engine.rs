@@ -177,6 +177,11 @@ fn options_from(opts: *const overlap_engine_options) -> Result<overlap_engine_op
         flags: 0,
     };
     overlap_engine_options_init(&mut o);
+    debug_assert_eq!(
+        o.size as usize,
+        std::mem::size_of::<overlap_engine_options>(),
+        "the defaults carry the structure's size"
+    );
     if opts.is_null() {
         return Ok(o);
     }
@@ -297,6 +302,10 @@ fn copy_text(text: &str, buf: *mut c_char, len: u64) -> i64 {
         let n = text
             .len()
             .min(usize::try_from(len - 1).unwrap_or(usize::MAX));
+        debug_assert!(
+            (n as u64) < len,
+            "the text and its NUL fit the caller's buffer"
+        );
         // SAFETY: the caller lends `len` writable bytes at buf; n < len.
         unsafe {
             std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);

@@ -44,6 +44,7 @@ fn set_error_parts(parts: &[&str]) {
             e[n..n + take].copy_from_slice(&part.as_bytes()[..take]);
             n += take;
         }
+        debug_assert!(n < MESSAGE_ROOM, "the message leaves room for its NUL");
         e[n] = 0;
     });
 }
@@ -62,7 +63,7 @@ pub(crate) fn fail<T: Ret>(errno: i32, msg: impl Into<String>) -> T {
 
 /// The errno an engine error stands for.
 pub(crate) fn errno_of(e: &Error) -> i32 {
-    match e {
+    let errno = match e {
         Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
         Error::Misaligned { .. } | Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
             libc::EINVAL
@@ -73,7 +74,9 @@ pub(crate) fn errno_of(e: &Error) -> i32 {
         Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => libc::EOPNOTSUPP,
         Error::Forked(_) => libc::ECHILD,
         _ => libc::EIO,
-    }
+    };
+    debug_assert!(errno > 0, "an error is a positive errno, negated on return");
+    errno
 }
 
 /// A failure from the engine: records its message (prefixed with `what`),
@@ -89,12 +92,14 @@ pub(crate) trait Ret {
 
 impl Ret for i32 {
     fn from_errno(errno: i32) -> Self {
+        debug_assert!(errno > 0, "a failure returns a negative errno");
         -errno
     }
 }
 
 impl Ret for i64 {
     fn from_errno(errno: i32) -> Self {
+        debug_assert!(errno > 0, "a failure returns a negative errno");
         -i64::from(errno)
     }
 }

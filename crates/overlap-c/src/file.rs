@@ -60,6 +60,7 @@ pub struct overlap_alignment {
 }
 
 fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
+    debug_assert!(!out.is_null(), "the caller refused a NULL out");
     let h = Box::into_raw(Box::new(overlap_file {
         file,
         closed_in_child: AtomicBool::new(false),
@@ -365,7 +366,10 @@ pub extern "C" fn overlap_pread(
             Err((errno, msg)) => return fail(errno, msg),
         };
         match f.file.read_at(b, offset).wait().0 {
-            Ok(n) => n as i64,
+            Ok(n) => {
+                debug_assert!(n as u64 <= len, "a read returns at most the bytes lent");
+                n as i64
+            }
             Err(e) => fail_with(F, &e),
         }
     })
@@ -418,7 +422,10 @@ pub extern "C" fn overlap_pread_cached(
             unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len as usize) }
         };
         match f.file.read_cached_at(slice, offset) {
-            Ok(Some(n)) => n as i64,
+            Ok(Some(n)) => {
+                debug_assert!(n as u64 <= len, "a read returns at most the bytes lent");
+                n as i64
+            }
             Ok(None) if len == 0 => 0,
             Ok(None) => fail(
                 libc::EAGAIN,
@@ -454,7 +461,10 @@ pub extern "C" fn overlap_pwrite(
             Err((errno, msg)) => return fail(errno, msg),
         };
         match f.file.write_at(b, offset).wait().0 {
-            Ok(n) => n as i64,
+            Ok(n) => {
+                debug_assert!(n as u64 <= len, "a write takes at most the bytes lent");
+                n as i64
+            }
             Err(e) => fail_with(F, &e),
         }
     })

@@ -586,10 +586,18 @@ fn to_c(c: Completion<CBuf>) -> overlap_completion {
     if c.buf.posted {
         flags |= OVERLAP_COMPLETION_POSTED;
     }
+    debug_assert!(
+        !c.buf.posted || overlap::IoBuf::bytes_len(&c.buf) == 0,
+        "a posted completion lends no memory"
+    );
     let result = match &c.result {
         Ok(n) => *n as i64,
         Err(e) => -i64::from(errno_of(e)),
     };
+    debug_assert!(
+        c.result.is_err() || c.buf.posted || result as u64 <= crate::buf::MAX_LEN,
+        "an operation's result is a count of bytes, never negative"
+    );
     overlap_completion {
         user_data: c.key,
         result,
@@ -648,6 +656,11 @@ pub extern "C" fn overlap_port_wait(
             let mut v = t.try_borrow_mut().ok()?;
             v.clear();
             let n = p.port.next_batch(&mut v, min, max, timeout);
+            // Memory: `out` has room for `max` entries, no more.
+            assert!(
+                n <= max && v.len() == n,
+                "the port hands out at most max completions"
+            );
             for (i, c) in v.drain(..).enumerate() {
                 // SAFETY: out has room for max entries (the caller's
                 // promise) and i < n <= max.
@@ -662,6 +675,11 @@ pub extern "C" fn overlap_port_wait(
                 // take with a fresh Vec.
                 let mut v = Vec::new();
                 let n = p.port.next_batch(&mut v, min, max, timeout);
+                // Memory: as above.
+                assert!(
+                    n <= max && v.len() == n,
+                    "the port hands out at most max completions"
+                );
                 for (i, c) in v.into_iter().enumerate() {
                     // SAFETY: as above.
                     unsafe { out.add(i).write_unaligned(to_c(c)) };
@@ -771,6 +789,11 @@ pub extern "C" fn overlap_port_free(port: *mut overlap_port) {
         }
         // `next` returns None once nothing is outstanding.
         while p.port.next().is_some() {}
+        debug_assert_eq!(
+            p.port.outstanding(),
+            0,
+            "after its last completion no operation of the port holds a buffer"
+        );
         drop(p);
     })
 }

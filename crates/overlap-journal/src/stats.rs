@@ -21,12 +21,14 @@ pub struct Summary {
 
 impl Summary {
     fn of(h: &Histogram<u64>) -> Summary {
-        Summary {
+        let s = Summary {
             count: h.len(),
             p50: h.value_at_quantile(0.5),
             p99: h.value_at_quantile(0.99),
             max: h.max(),
-        }
+        };
+        debug_assert!(s.p50 <= s.p99, "quantiles rise with the quantile");
+        s
     }
 }
 
@@ -181,7 +183,8 @@ impl Counters {
     }
 
     pub(crate) fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Relaxed);
+        let before = c.fetch_add(n, Relaxed);
+        debug_assert!(before.checked_add(n).is_some(), "a counter never wraps");
     }
 
     pub(crate) fn snapshot(&self) -> JournalStats {

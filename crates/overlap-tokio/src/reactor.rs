@@ -227,6 +227,10 @@ fn thread_ring() -> Option<Rc<ReactorRing>> {
                 multi_thread,
                 ring: made,
             });
+            debug_assert!(
+                l.len() <= RUNTIMES_PER_THREAD && l.iter().filter(|e| e.runtime == id).count() == 1,
+                "one entry per runtime, at most RUNTIMES_PER_THREAD of them"
+            );
             drop(l);
             drop(stale);
             ring
@@ -353,6 +357,10 @@ fn flush_then_orphan(ring: &ReactorRing) {
         contain(|| ring.flush());
     }
     ring.orphan();
+    debug_assert!(
+        ring.is_orphaned(),
+        "an orphaned ring takes no more operations"
+    );
 }
 
 /// The task that reaps one ring.

@@ -162,6 +162,10 @@ impl OverlapBackend {
     pub fn with_max_uncached_reads(mut self, n: usize) -> Self {
         self.max_uncached = n.min(Semaphore::MAX_PERMITS);
         self.uncached = (n > 0).then(|| Arc::new(Semaphore::new(self.max_uncached)));
+        debug_assert!(
+            self.uncached_reads_in_flight() == 0,
+            "a new gate starts with every permit available"
+        );
         self
     }
 
@@ -169,6 +173,10 @@ impl OverlapBackend {
     /// [`with_max_uncached_reads`](Self::with_max_uncached_reads)'s `n`).
     pub fn uncached_reads_in_flight(&self) -> usize {
         self.uncached.as_ref().map_or(0, |s| {
+            debug_assert!(
+                s.available_permits() <= self.max_uncached,
+                "a permit is given back once per permit taken"
+            );
             self.max_uncached.saturating_sub(s.available_permits())
         })
     }
@@ -243,6 +251,10 @@ impl thfs::Backend for OverlapBackend {
                     return Err(io::Error::last_os_error());
                 }
             }
+            debug_assert!(
+                (4 << 10..=16 << 20).contains(&read_size),
+                "the read size lies in the range with_read_size keeps it to"
+            );
             file.set_max_buf_size(read_size);
             // With many files already reading from the device, no kernel
             // read-ahead for this one: it reads up to the device's
@@ -349,7 +361,8 @@ impl Streams {
 impl Drop for Streams {
     fn drop(&mut self) {
         if self.counted {
-            self.count.fetch_sub(1, Ordering::Relaxed);
+            let before = self.count.fetch_sub(1, Ordering::Relaxed);
+            debug_assert!(before > 0, "a stream counted out was counted in");
         }
     }
 }
@@ -432,6 +445,7 @@ fn page_size() -> u64 {
             // SAFETY: sysconf reads a constant of the system.
             let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
             let p = u64::try_from(p).ok().filter(|p| *p > 0).unwrap_or(4096);
+            debug_assert!(p.is_power_of_two(), "a page is a power of two bytes");
             PAGE.store(p, Ordering::Relaxed);
             p
         }
@@ -504,6 +518,7 @@ fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
     }
     let page = page_size();
     let pages = (offset + len).div_ceil(page) - offset / page;
+    debug_assert!(pages > 0, "a range of bytes lies on one page at least");
     st.nr_cache >= pages
 }
 
@@ -554,6 +569,7 @@ impl OverlapFile {
         }
         let streams =
             self.streams.count.load(Ordering::Relaxed) as u64 + u64::from(!self.streams.counted);
+        debug_assert!(streams > 0, "this stream is among those counted");
         let window = (READ_AHEAD_BUDGET / streams.max(1))
             .clamp(3 * self.read_size, MAX_READ_AHEAD.max(3 * self.read_size));
         let target = end.saturating_add(window).min(len);
@@ -561,6 +577,10 @@ impl OverlapFile {
         if target <= from || target - from < (window * 2 / 3).min(len - end) {
             return;
         }
+        debug_assert!(
+            self.ahead_to <= from && from < target && target <= len,
+            "the window read ahead moves forward and ends at the file's length at most"
+        );
         let fd = self.file.as_raw_fd();
         if !all_cached(fd, from, target - from) {
             self.streams.count_in();
@@ -588,6 +608,10 @@ impl OverlapFile {
         let Some(gate) = me.gate.as_mut() else {
             return me.poll_read_within_len(cx, buf, true);
         };
+        debug_assert!(
+            !(gate.acquiring && gate.pending.is_some()),
+            "a read holds a permit or waits for one, not both"
+        );
         // A read still in flight with its permit: polled again (before its
         // completion woke us), it keeps the permit. Its permit given back
         // (the completion woke us), the read is first polled as it is: done,
@@ -626,6 +650,10 @@ impl OverlapFile {
             gate.acquiring = false;
         }
         // A permit is ours (taken and forgotten: given back by hand).
+        debug_assert!(
+            !gate.acquiring && gate.pending.is_none(),
+            "a permit in hand, and none held by a read in flight"
+        );
         let sem = gate.sem.clone();
         let res = me.poll_read_within_len(cx, buf, true);
         if res.is_ready() {
@@ -650,6 +678,7 @@ impl OverlapFile {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Option<Poll<io::Result<()>>> {
+        debug_assert!(self.gate.is_some(), "only a gated file holds a permit");
         if !rel.held.load(Ordering::Acquire) {
             let res = self.poll_read_within_len(cx, buf, false);
             if res.is_ready() {
@@ -673,12 +702,14 @@ impl OverlapFile {
         buf: &mut ReadBuf<'_>,
         ahead: bool,
     ) -> Poll<io::Result<()>> {
+        debug_assert!(self.gate.is_some(), "only a gated file holds a permit");
         let waker = std::task::Waker::from(rel.clone());
         let res = self.poll_read_within_len(&mut Context::from_waker(&waker), buf, ahead);
         match res {
             Poll::Ready(_) => rel.release(),
             Poll::Pending => {
                 if let Some(gate) = self.gate.as_mut() {
+                    debug_assert!(gate.pending.is_none(), "a file holds one permit at most");
                     gate.pending = Some(rel);
                 }
             }
@@ -716,6 +747,10 @@ impl OverlapFile {
         let mut part = buf.take(left as usize);
         let res = Pin::new(&mut me.file).poll_read(cx, &mut part);
         let n = part.filled().len();
+        debug_assert!(
+            n as u64 <= left,
+            "a read stops at the length the metadata reported"
+        );
         // SAFETY: `part` is `buf`'s unfilled memory; the read filled (and so
         // initialised) its first `n` bytes.
         unsafe { buf.assume_init(n) };
@@ -755,6 +790,10 @@ impl thfs::File for OverlapFile {
         if let Ok(st) = &st {
             // A regular file's length (a special file's says nothing).
             if st.is_file() {
+                debug_assert_ne!(
+                    st.len, UNKNOWN_LEN,
+                    "no file is as long as the unknown length"
+                );
                 self.len.store(st.len, Ordering::Relaxed);
             }
         }

@@ -99,6 +99,10 @@ impl<B: Send + 'static> OpCell<B> {
         permit: Option<Permit>,
         waker: Option<Waker>,
     ) -> OpCell<B> {
+        debug_assert!(
+            matches!(target, Target::Future) || waker.is_none(),
+            "only a future's operation carries a waker"
+        );
         let Request {
             owner, buf, kind, ..
         } = req;
@@ -173,8 +177,16 @@ impl<B: Send + 'static> OpCell<B> {
     /// `res`, unless it was preset), the buffer and the permit, taken once by
     /// the worker that reaped the completion.
     pub(crate) fn take(&self, cqe_res: i32, inline: bool) -> (i64, Option<(B, Option<Permit>)>) {
+        debug_assert!(
+            matches!(self.target, Target::Ring(_)),
+            "only an operation on a port's ring is taken from it"
+        );
         self.kind.performed();
         let mut slot = self.slot();
+        debug_assert!(
+            !matches!(slot.state, State::Taken),
+            "an operation's completion is taken once"
+        );
         let res = match slot.state {
             State::Done(preset) => preset,
             _ => self.kind.result(cqe_res),
@@ -191,7 +203,17 @@ impl<B: Send + 'static> OpCell<B> {
     /// Records a result obtained before submission (a port's ring delivers
     /// it through a no-op).
     pub(crate) fn preset(&self, res: i64) {
-        self.slot().state = State::Done(res);
+        debug_assert!(
+            matches!(self.target, Target::Ring(_)),
+            "only an operation on a port's ring has its result preset"
+        );
+        let mut slot = self.slot();
+        debug_assert!(
+            !matches!(slot.state, State::Taken),
+            "a result is preset before the completion is taken"
+        );
+        slot.state = State::Done(res);
+        drop(slot);
         self.done.store(true, Ordering::SeqCst);
     }
 
@@ -310,6 +332,7 @@ impl<B: Send + 'static> Completable for OpCell<B> {
                 }
             }
             Target::Port(port, key) => {
+                debug_assert!(buf.is_some(), "a port's operation delivers its buffer once");
                 if let Some(buf) = buf {
                     port.deliver(*key, res, buf, permit, inline);
                 }

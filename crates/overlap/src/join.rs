@@ -220,6 +220,7 @@ impl<F: Future> Future for JoinAll<F> {
             if let Poll::Ready(out) = fut.as_mut().poll(&mut Context::from_waker(waker)) {
                 this.futures[i] = None;
                 this.outputs[i] = Some(out);
+                debug_assert!(this.remaining > 0, "a future finishes once");
                 this.remaining -= 1;
             }
         }

@@ -275,6 +275,11 @@ pub fn try_exists(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<bool>>
 }
 
 fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
+    debug_assert_eq!(
+        flags & !libc::AT_SYMLINK_NOFOLLOW,
+        0,
+        "a path's statx follows links or not, no other flag"
+    );
     let engine = engine.clone();
     let path = cpath(path);
     Task::new(async move {

@@ -54,6 +54,11 @@ impl<B> Request<B> {
     /// Checks that the engine runs and counts the operation in on its file
     /// (which fails once the file is closed).
     pub(crate) fn start(&mut self) -> Result<()> {
+        debug_assert_eq!(
+            self.bytes,
+            self.kind.span().map_or(0, |s| s.len),
+            "a request is charged the bytes it moves"
+        );
         if self.shared().is_shut() {
             return Err(Error::Shutdown);
         }

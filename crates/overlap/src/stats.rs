@@ -172,10 +172,18 @@ impl Counters {
             _ if res < 0 => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Transfer::Read(_) => {
+            Transfer::Read(span) => {
+                debug_assert!(
+                    res as u64 <= span.len as u64,
+                    "a read moves at most its span's bytes"
+                );
                 self.bytes_read.fetch_add(res as u64, Ordering::Relaxed);
             }
-            Transfer::Write(_) => {
+            Transfer::Write(span) => {
+                debug_assert!(
+                    res as u64 <= span.len as u64,
+                    "a write moves at most its span's bytes"
+                );
                 self.bytes_written.fetch_add(res as u64, Ordering::Relaxed);
             }
             Transfer::None => {}
@@ -385,7 +393,11 @@ pub(crate) fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into the local timespec.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert!(
+        r == 0 && ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec),
+        "the monotonic clock reads a time since boot"
+    );
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

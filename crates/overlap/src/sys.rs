@@ -89,6 +89,10 @@ pub(crate) unsafe fn nowait_into(
         if let Some(f) = file {
             f.record(true);
         }
+        debug_assert!(
+            r as usize <= len,
+            "a read returns at most the bytes asked for"
+        );
         return Some(r as usize);
     }
     counters.fast_misses.fetch_add(1, Ordering::Relaxed);

@@ -58,11 +58,13 @@ const OLDEST_VERSION: u32 = 1;
 
 /// Rounds `x` up to a multiple of `a` (a power of two).
 pub(crate) fn align_up(x: u64, a: u64) -> u64 {
+    debug_assert!(a.is_power_of_two(), "alignments are powers of two: {a}");
     (x + a - 1) & !(a - 1)
 }
 
 /// Rounds `x` down to a multiple of `a` (a power of two).
 pub(crate) fn align_down(x: u64, a: u64) -> u64 {
+    debug_assert!(a.is_power_of_two(), "alignments are powers of two: {a}");
     x & !(a - 1)
 }
 

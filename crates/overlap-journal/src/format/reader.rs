@@ -59,7 +59,12 @@ const END_CHECK: u64 = 4096;
 /// Writers into reused space (a recycled segment) zero this much after
 /// the end of what they write.
 pub fn clean_end(pos: u64) -> u64 {
-    align_up(pos + 1, END_CHECK) + END_CHECK
+    let end = align_up(pos + 1, END_CHECK) + END_CHECK;
+    debug_assert!(
+        end > pos && end - pos <= CLEAN_END_MAX,
+        "a clean end reaches past its position, by at most CLEAN_END_MAX"
+    );
+    end
 }
 
 /// The most bytes [`clean_end`] reaches past its position.
@@ -139,6 +144,10 @@ impl<S: StreamSource> RecordReader<S> {
         }
         let start = (pos - self.win_pos) as usize;
         let end = (start + n).min(self.win_len).max(start.min(self.win_len));
+        debug_assert!(
+            end - start.min(self.win_len) <= n,
+            "at most the bytes asked for are handed out"
+        );
         Ok(&self.win[start.min(self.win_len)..end])
     }
 
@@ -184,6 +193,12 @@ impl<S: StreamSource> RecordReader<S> {
             p = q + RECORD_ALIGN;
         }
         self.pos = saved;
+        if let Some(q) = found {
+            debug_assert!(
+                q >= from && q < to && q % RECORD_ALIGN == 0,
+                "a valid record found lies aligned in [from, to)"
+            );
+        }
         Ok(found)
     }
 
@@ -195,7 +210,13 @@ impl<S: StreamSource> RecordReader<S> {
     pub fn next_record(&mut self) -> io::Result<Next> {
         loop {
             match self.decode()? {
-                Decoded::Filler(to) => self.pos = to,
+                Decoded::Filler(to) => {
+                    debug_assert!(
+                        to >= self.pos + RECORD_HEADER as u64,
+                        "a filler moves the reader forward by at least a header"
+                    );
+                    self.pos = to;
+                }
                 Decoded::Next(n) => return Ok(n),
             }
         }
@@ -264,6 +285,10 @@ impl<S: StreamSource> RecordReader<S> {
         let payload = rec[RECORD_HEADER..].to_vec();
         self.last_flags = flags;
         self.pos = pos + align_up(total, RECORD_ALIGN);
+        debug_assert!(
+            payload.len() <= max && self.pos >= pos + total,
+            "a record read is at most max_record bytes, and the position passes it"
+        );
         Ok(Decoded::Next(Next::Record(pos, payload)))
     }
 }

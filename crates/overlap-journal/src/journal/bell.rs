@@ -110,7 +110,8 @@ impl Bell {
         if woken && self.word.load(SeqCst) != seen && self.sleepers.load(SeqCst) > 1 {
             self.wake(FANOUT);
         }
-        self.sleepers.fetch_sub(1, SeqCst);
+        let before = self.sleepers.fetch_sub(1, SeqCst);
+        debug_assert!(before > 0, "a sleeper leaving was counted when it came");
         woken
     }
 

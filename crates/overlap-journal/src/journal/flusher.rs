@@ -217,6 +217,10 @@ impl Flusher {
     /// flight), `None` to go on.
     #[inline]
     fn closing_turn(&mut self, state: u64, progress: bool) -> Option<Poll<io::Result<()>>> {
+        debug_assert!(
+            self.filled <= state & !FLAGS,
+            "the flusher takes only reserved records"
+        );
         let drained = self.filled == state & !FLAGS
             && self.inflight.is_none()
             && self.stage_pos + self.stage_len as u64 <= self.submitted;
@@ -288,12 +292,24 @@ impl Flusher {
         // Room for a block moved to the next stage, and for the zeros a
         // write into a recycled segment appends.
         let room = stage.capacity() as u64 - 2 * self.bs - CLEAN_END_MAX;
+        debug_assert!(
+            self.stage_pos <= self.submitted && self.submitted <= self.filled,
+            "stage start <= submitted <= taken"
+        );
         let p = published_end(sh, self.filled, self.stage_pos, room);
         if p == self.filled {
             return false;
         }
+        debug_assert!(
+            p <= sh.reserve.load(SeqCst) & !FLAGS,
+            "only reserved records are published"
+        );
         let off = (self.filled - self.stage_pos) as usize;
         let len = (p - self.filled) as usize;
+        debug_assert!(
+            off + len <= stage.capacity(),
+            "the records taken fit the stage"
+        );
         if stage.len() < off + len {
             let cap = stage.capacity();
             let _ = stage.set_len(cap);
@@ -335,8 +351,16 @@ impl Flusher {
                 }
             },
         };
+        debug_assert!(
+            self.spare.is_none(),
+            "the spare stage is the write's buffer"
+        );
         self.spare = Some(buf);
         res?;
+        debug_assert!(
+            inf.piece_end <= self.submitted,
+            "a write ends at or before what was submitted"
+        );
         let sh = self.sh.clone();
         let took = inf.started.elapsed();
         self.write_ewma_ns = (7 * self.write_ewma_ns + took.as_nanos() as u64) / 8;
@@ -361,6 +385,10 @@ impl Flusher {
                 "written <= accepted"
             );
             advance(&sh.written, inf.piece_end);
+            debug_assert!(
+                self.n_written <= inf.n_end && inf.n_end <= self.n_collected,
+                "records written <= records the write covers <= records taken"
+            );
             self.n_written = inf.n_end;
             let dsync = sh.storage.writes_are_durable();
             if dsync {
@@ -425,6 +453,10 @@ impl Flusher {
             "writes start at a block boundary of the log"
         );
         let piece_end = end.min(geo.segment_start(seq + 1));
+        debug_assert!(
+            piece_end > self.stage_pos && piece_end > self.submitted,
+            "a write covers staged bytes not yet submitted"
+        );
         let wlen = align_up(piece_end - self.stage_pos, self.bs) as usize;
         let cap = cur.capacity();
         let _ = cur.set_len(cap);
@@ -446,6 +478,10 @@ impl Flusher {
             cur[self.stage_len..wlen].fill(0);
         }
         let keep_from = align_down(piece_end, self.bs);
+        debug_assert!(
+            keep_from >= self.stage_pos,
+            "the kept tail starts inside the stage"
+        );
         let shift = (keep_from - self.stage_pos) as usize;
         next[..self.stage_len - shift].copy_from_slice(&cur[shift..self.stage_len]);
         let _ = cur.set_len(wlen);
@@ -465,6 +501,10 @@ impl Flusher {
     /// Counts the records of a write that ends on a record boundary.
     #[inline]
     fn count_write_records(&mut self) {
+        debug_assert!(
+            self.n_written <= self.n_submitted && self.n_submitted <= self.n_collected,
+            "records written <= submitted <= taken"
+        );
         let n = self.n_collected - self.n_submitted;
         self.n_submitted = self.n_collected;
         self.sh.stats.with(|h| {
@@ -483,6 +523,12 @@ impl Flusher {
         piece_end: u64,
         boundary: bool,
     ) {
+        debug_assert!(self.inflight.is_none(), "one write in flight at most");
+        debug_assert_eq!(
+            self.sh.geo.segment_of(self.stage_pos),
+            seq,
+            "a write stays inside its segment"
+        );
         let offset = self.sh.geo.file_offset(self.stage_pos);
         let mut fut = self.sh.storage.write_async(seq, offset, buf);
         // Poll once: that queues the write on this thread's ring (the
@@ -556,6 +602,10 @@ impl Flusher {
     /// the written one, covering the records written since the last one
     /// (counted before the waiters are woken, so that they see it).
     fn count_group_commit(&mut self) {
+        debug_assert!(
+            self.n_durable <= self.n_written,
+            "records durable <= records written"
+        );
         let n = self.n_written - self.n_durable;
         self.n_durable = self.n_written;
         self.last_commit_records = n;
@@ -588,6 +638,10 @@ impl Flusher {
     /// here when `force`d (going idle, closing, where it is also synced).
     pub(super) fn record_durable(&mut self, force: bool) -> io::Result<()> {
         let durable = self.sh.durable.load(SeqCst);
+        debug_assert!(
+            durable <= self.sh.written.load(SeqCst),
+            "the durable mark never passes the written one"
+        );
         if durable <= self.ckpt_durable || !(force || self.ckpt_at.elapsed() >= CHECKPOINT_EVERY) {
             if force && self.sh.reserve.load(SeqCst) & CLOSED != 0 {
                 // The durable point handed to the preallocator may not be
@@ -636,6 +690,10 @@ fn published_end(sh: &Shared, from: u64, stage_pos: u64, room: u64) -> u64 {
         }
         p = q;
     }
+    debug_assert!(
+        p == from || (p > from && p - stage_pos <= room),
+        "the records taken end inside the stage's room"
+    );
     p
 }
 
@@ -675,6 +733,7 @@ fn seal_taken(
         n += 1;
         q += span as u64;
     }
+    debug_assert_eq!(q, p, "the records sealed tile [from, to) exactly");
     (n, payload)
 }
 
@@ -682,6 +741,10 @@ fn seal_taken(
 /// payload, `len` bytes of log.
 #[inline]
 fn count_batch(st: &Counters, n: u64, payload: u64, len: u64) {
+    debug_assert!(
+        n > 0 && payload + n * RECORD_HEADER as u64 <= len,
+        "a batch's log bytes hold its records' headers and payloads"
+    );
     Counters::add(&st.appends, n);
     Counters::add(&st.payload_bytes, payload);
     Counters::add(&st.log_bytes, len);
@@ -708,6 +771,10 @@ impl Flusher {
             },
             true,
         )?;
+        debug_assert!(
+            floor >= durable,
+            "the closing floor covers the durable point"
+        );
         self.ckpt_reserved = floor;
         Ok(())
     }

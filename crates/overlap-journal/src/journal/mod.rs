@@ -600,6 +600,11 @@ fn first_flusher(
             .max(2 * record_span(options.max_record_bytes) + 4 * bs + CLEAN_END_MAX),
         bs,
     ) as usize;
+    debug_assert_eq!(
+        rec.tail.len() as u64,
+        end - align_down(end, bs),
+        "the stage starts with the bytes of the end's block before the end"
+    );
     let mut stage = AlignedBuf::new(stage_cap, storage.buffer_align())?;
     stage[..rec.tail.len()].copy_from_slice(&rec.tail);
     Ok(Flusher {

@@ -52,7 +52,13 @@ impl Prealloc {
                     sh.write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), false);
                 st = self.lock();
                 match res {
-                    Ok(()) => st.ckpt_done = durable,
+                    Ok(()) => {
+                        debug_assert!(
+                            st.ckpt_done <= durable && durable <= st.ckpt_want,
+                            "the checkpointed durable point moves forward, up to the one asked for"
+                        );
+                        st.ckpt_done = durable;
+                    }
                     Err(e) => {
                         // Fail-stop, as when the flusher wrote it; the
                         // flusher's next `ensure` sees the error too.
@@ -87,6 +93,11 @@ impl Prealloc {
             st = self.lock();
             match res {
                 Ok(reused) => {
+                    debug_assert_eq!(
+                        st.created + 1,
+                        seq,
+                        "segments are created one after the other, by this thread alone"
+                    );
                     st.created = seq;
                     if reused {
                         st.recycled.insert(seq);

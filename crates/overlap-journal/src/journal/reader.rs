@@ -78,16 +78,25 @@ impl RecordIter {
 impl Iterator for RecordIter {
     type Item = Result<Record>;
     fn next(&mut self) -> Option<Result<Record>> {
+        debug_assert_eq!(
+            self.reader.source().end,
+            self.end,
+            "the reader's source stops where the iteration does"
+        );
         if self.done || self.reader.position() >= self.end {
             return None;
         }
         let pos = self.reader.position();
         let res = match self.reader.next_record() {
             Ok(Next::Record(lsn, data)) => {
+                debug_assert!(
+                    pos <= lsn && lsn < self.end,
+                    "a record read lies in [position, end)"
+                );
                 return Some(Ok(Record {
                     lsn: Lsn(lsn),
                     data,
-                }))
+                }));
             }
             // Past a filler that reaches the end.
             Ok(Next::End) if self.reader.position() >= self.end => return None,

@@ -99,6 +99,12 @@ impl Shared {
 
     /// Reserves `span` log bytes (at most one largest record's).
     fn try_reserve_span(&self, span: u64) -> Result<u64> {
+        debug_assert!(
+            span % RECORD_ALIGN == 0
+                && span >= RECORD_HEADER as u64
+                && span <= record_span(self.max_record),
+            "a reservation is whole records, at most one largest record's span: {span}"
+        );
         if self.storage.is_forked_copy() {
             return Err(Error::Forked);
         }
@@ -121,7 +127,13 @@ impl Shared {
                 .reserve
                 .compare_exchange_weak(cur, cur + span, SeqCst, SeqCst)
             {
-                Ok(_) => return Ok(cur),
+                Ok(_) => {
+                    debug_assert!(
+                        cur % RECORD_ALIGN == 0 && cur + span - released <= cap,
+                        "a reservation starts aligned and lies in the released ring"
+                    );
+                    return Ok(cur);
+                }
                 Err(v) => cur = v,
             }
         }
@@ -185,6 +197,11 @@ impl Shared {
             words.push((pos, self.ring.commit_word(pos, total)));
             pos += align_up((RECORD_HEADER + data.len()) as u64, RECORD_ALIGN);
         }
+        debug_assert_eq!(
+            pos - first,
+            span,
+            "the batch's records fill its reservation exactly"
+        );
         for &(at, word) in words.iter().rev() {
             // SAFETY: as above; every record's bytes were written first.
             unsafe { self.ring.publish(at, word) };
@@ -221,6 +238,10 @@ impl Shared {
     }
 
     pub(super) fn fill(&self, pos: u64, data: &[u8]) {
+        debug_assert!(
+            pos % RECORD_ALIGN == 0 && data.len() <= self.max_record,
+            "a record fills an aligned reservation of at most max_record bytes"
+        );
         // SAFETY: `try_reserve` gave us [pos, pos + span) exclusively and
         // checked that the flusher released it.
         unsafe {
@@ -281,6 +302,10 @@ impl Shared {
     /// whose record the move did not cover sleeps again (counted in
     /// `spurious_wakeups`).
     pub(super) fn wait_blocking(&self, lsn: u64, level: Level) -> Result<()> {
+        debug_assert!(
+            level != Level::Accepted,
+            "only Written and Durable waits block on a bell"
+        );
         let bell = match level {
             Level::Durable => &self.durable_bell,
             _ => &self.written_bell,
@@ -366,6 +391,11 @@ impl Shared {
                 });
                 self.waiting.store(w.len(), SeqCst);
             }
+            debug_assert_eq!(
+                self.waiting.load(SeqCst),
+                w.len(),
+                "the waiter count mirrors the list (under its lock)"
+            );
         }
         self.wake_flusher();
         match check(self) {
@@ -448,6 +478,10 @@ impl Shared {
     ) -> io::Result<()> {
         let mut c = meta.checkpoint;
         f(&mut c);
+        debug_assert!(
+            c.geometry == meta.checkpoint.geometry && c.generation == meta.checkpoint.generation,
+            "a checkpoint update keeps the geometry and leaves the generation to the writer"
+        );
         // Everything acknowledged is below the durable point: the floor
         // is never below it.
         c.reserved_lsn = c.reserved_lsn.max(c.durable_lsn);
@@ -480,6 +514,7 @@ impl std::fmt::Debug for Shared {
 /// Such a `cur` fits (the reservation's compare-and-swap then fails and
 /// reads it again) instead of underflowing.
 fn fits(cur: u64, span: u64, released: u64, cap: u64) -> bool {
+    debug_assert!(span <= cap, "a reservation is at most the ring");
     (cur + span).saturating_sub(released) <= cap
 }
 

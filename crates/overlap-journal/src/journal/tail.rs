@@ -45,6 +45,10 @@ enum Step {
 
 impl Tail {
     pub(super) fn new(sh: Arc<Shared>, iter: RecordIter, level: Level) -> Tail {
+        debug_assert!(
+            level != Level::Accepted,
+            "a tail follows written or durable records"
+        );
         Tail {
             sh,
             iter,

@@ -136,6 +136,10 @@ pub(super) fn repair_log(
         r.tail = zero_after_end(storage, geo, end)?;
         touched.insert(end_seq);
     }
+    debug_assert!(
+        ckpt.start_lsn <= end && r.first_seq <= r.last_seq,
+        "the repaired log ends at or after its start and keeps a segment"
+    );
     r.checkpoint = commit(storage, segs, &ckpt, r, touched)?;
     r.read_end = end;
     Ok(())
@@ -172,6 +176,10 @@ fn zero_after_end(storage: &Arc<dyn Storage>, geo: Geometry, end: u64) -> Result
     let end_seq = geo.segment_of(end);
     let tail_start = align_down(end, bs);
     let mut tail = vec![0u8; (end - tail_start) as usize];
+    debug_assert!(
+        (tail.len() as u64) < bs,
+        "the tail is the part of one block before the end"
+    );
     let mut src = StorageSource {
         storage: storage.clone(),
         geo,
@@ -253,6 +261,10 @@ pub(super) fn write_log(
     while done < bytes.len() {
         let seq = geo.segment_of(p);
         let n = ((bytes.len() - done) as u64).min(geo.segment_start(seq + 1) - p) as usize;
+        debug_assert!(
+            n > 0 && geo.segment_of(p + n as u64 - 1) == seq,
+            "each piece makes progress and stays in its segment"
+        );
         if segs.binary_search(&seq).is_err() && !touched.contains(&seq) {
             storage.create_segment(
                 seq,

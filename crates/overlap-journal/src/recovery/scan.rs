@@ -99,12 +99,20 @@ impl Tally {
         if self.read_end.is_some() {
             self.salvaged += n;
         }
+        debug_assert!(
+            self.salvaged <= self.records,
+            "records salvaged are among the records kept"
+        );
     }
 
     /// Drops `d`: the first dropped stretch is where the valid records
     /// readers see end.
     fn drop_stretch(&mut self, pending: &mut Pending<'_>, d: DroppedStretch) -> Result<()> {
-        self.read_end.get_or_insert(d.from);
+        let read_end = *self.read_end.get_or_insert(d.from);
+        debug_assert!(
+            read_end <= d.from,
+            "readers stop at the first dropped stretch"
+        );
         pending.push(d)
     }
 }
@@ -145,6 +153,10 @@ impl Scan<'_> {
             }
         };
         pending.flush()?;
+        debug_assert!(
+            t.read_end.is_none_or(|r| r <= end),
+            "what readers see ends at or before where new records go"
+        );
         Ok(Scanned {
             end,
             read_end: t.read_end.unwrap_or(end),
@@ -166,6 +178,7 @@ impl Scan<'_> {
         (cont, more): (bool, bool),
         at_start: bool,
     ) -> Result<()> {
+        debug_assert!(lsn < pos, "the reader's position is past the record read");
         let salvage = self.mode == RecoveryMode::Salvage;
         match t.batch {
             // The log may start inside a batch (retired up to
@@ -239,6 +252,10 @@ impl Scan<'_> {
             Some((from, n)) => (from, n),
             None => (pos, 0),
         };
+        debug_assert!(
+            from <= pos,
+            "a batch in progress starts at or before the reader's position"
+        );
         let damage = match (damage, in_batch) {
             (Some(d), _) => Some(d),
             (None, 0) => None,
@@ -380,6 +397,10 @@ fn find_next(
             };
             from = from.max(align_down(region_start, RECORD_ALIGN));
             if let Some(q) = reader.find_valid_after(from, region_end)? {
+                debug_assert!(
+                    q > pos && q < to,
+                    "the next valid record lies after the damage, before the scan's end"
+                );
                 return Ok(Some(q));
             }
             from = region_end;

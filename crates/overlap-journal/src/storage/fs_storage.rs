@@ -360,6 +360,10 @@ impl Storage for FsStorage {
             let b = self.block as u64;
             let start = offset & !(b - 1);
             let end = (offset + buf.len() as u64).div_ceil(b) * b;
+            debug_assert!(
+                start <= offset && offset + buf.len() as u64 <= end && (end - start) % b == 0,
+                "the blocks read cover the bytes asked for"
+            );
             let abuf = AlignedBuf::new((end - start) as usize, self.mem_align)?;
             let (res, abuf) = seg.file.read_at(abuf, start).wait();
             let n = res? as u64;
@@ -370,6 +374,10 @@ impl Storage for FsStorage {
         }
         let (res, v) = seg.file.read_at(vec![0u8; buf.len()], offset).wait();
         let n = res?;
+        debug_assert!(
+            n <= buf.len() && v.len() == buf.len(),
+            "a read returns at most the bytes asked for, in the buffer handed in"
+        );
         buf[..n].copy_from_slice(&v[..n]);
         Ok(n)
     }

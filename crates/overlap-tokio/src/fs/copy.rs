@@ -116,6 +116,11 @@ pub async fn copy_reporting(
         report.bytes += n;
         dst.set_permissions(perm).await?;
     }
+    debug_assert_eq!(
+        report.bytes,
+        report.by_copy_file_range + report.by_read_write,
+        "every byte copied was copied one way or the other"
+    );
     Ok(report)
 }
 
@@ -180,6 +185,10 @@ fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, Ker
             return Ok((copied, how));
         }
         copied += r as u64;
+        debug_assert!(
+            off_in == off_out && off_in as u64 == copied,
+            "both offsets move by what was copied"
+        );
     }
 }
 
@@ -188,12 +197,14 @@ fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, Ker
 async fn read_write_copy(src: &File, dst: &File, at: u64, len_hint: u64) -> io::Result<u64> {
     let mut copied = 0u64;
     let chunk = COPY_CHUNK.min(len_hint.saturating_sub(at).max(4096) as usize);
+    debug_assert!(chunk >= 4096, "a read asks for a page at least");
     let mut buf = vec![0u8; chunk];
     loop {
         buf.resize(chunk, 0);
         let (res, back) = src.read_at(buf, at + copied).await;
         buf = back;
         let n = res?;
+        debug_assert!(n <= chunk, "a read returns at most the chunk asked for");
         if n == 0 {
             return Ok(copied);
         }

@@ -70,6 +70,10 @@ async fn mkdir_all(path: &Path, mode: u32) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
+    debug_assert!(
+        missing.iter().all(|p| path.starts_with(p)),
+        "only the path and its ancestors are made"
+    );
     for p in missing.into_iter().rev() {
         match mkdir(p, mode).await {
             Ok(()) => {}

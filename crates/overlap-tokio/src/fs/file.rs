@@ -88,6 +88,10 @@ pub struct File {
 
 impl File {
     fn new(file: overlap::File, pos: u64, max_buf_size: usize) -> File {
+        debug_assert!(
+            (1..=overlap::MAX_RW_BYTES).contains(&max_buf_size),
+            "a file's buffer holds one operation of the engine"
+        );
         File {
             write_behind: !file.is_direct(),
             file,
@@ -469,6 +473,10 @@ impl File {
     pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
         assert!(max_buf_size > 0, "`max_buf_size` must be greater than 0");
         self.max_buf_size = max_buf_size.min(overlap::MAX_RW_BYTES);
+        debug_assert!(
+            (1..=overlap::MAX_RW_BYTES).contains(&self.max_buf_size),
+            "a file's buffer holds one operation of the engine"
+        );
     }
 
     /// Gets the maximum buffer size for the underlying
@@ -520,6 +528,10 @@ impl File {
         offset: u64,
     ) -> (io::Result<usize>, B) {
         let (res, buf) = on_ring(self.file.read_at(buf, offset)).await;
+        debug_assert!(
+            res.as_ref().map_or(true, |&n| n <= buf.bytes_len()),
+            "a read returns at most the buffer's length"
+        );
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }
 
@@ -528,6 +540,10 @@ impl File {
     /// file opened for appending the data goes to the end (Linux's rule).
     pub async fn write_at<B: overlap::IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         let (res, buf) = on_ring(self.file.write_at(buf, offset)).await;
+        debug_assert!(
+            res.as_ref().map_or(true, |&n| n <= buf.bytes_len()),
+            "a write takes at most the buffer's length"
+        );
         (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
     }
 

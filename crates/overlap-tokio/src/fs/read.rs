@@ -55,6 +55,10 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         // Each read lands in place, in pieces well within the engine's
         // in-flight budget: no copy through a separate buffer.
         out.len = (out.vec.len() - out.start).min(WHOLE_MAX);
+        debug_assert!(
+            out.len > 0,
+            "a read asks for a byte at least: zero reads as the end"
+        );
         let at = out.start as u64;
         let (res, back) = on_ring(file.read_at(out, at)).await;
         out = back;
@@ -64,6 +68,10 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
             vec.truncate(out.start);
             return Ok(vec);
         }
+        debug_assert!(
+            n <= out.len && out.start + n <= out.vec.len(),
+            "a read returns at most the bytes asked for, inside the vector"
+        );
         out.start += n;
     }
 }

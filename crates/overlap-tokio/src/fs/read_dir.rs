@@ -53,6 +53,7 @@ pub async fn read_dir(path: impl AsRef<Path>) -> io::Result<ReadDir> {
 
 /// Reads the next entries; returns whether there may be more.
 fn next_chunk(buf: &mut VecDeque<io::Result<DirEntry>>, std: &mut std::fs::ReadDir) -> bool {
+    debug_assert!(buf.is_empty(), "a chunk is read once the last is used up");
     for _ in 0..CHUNK {
         let Some(next) = std.next() else {
             return false;

@@ -204,6 +204,10 @@ fn encode_path(name: &[u8]) -> String {
             out.push(HEX[(b & 15) as usize] as char);
         }
     }
+    debug_assert!(
+        !out[1..].contains('/'),
+        "the encoded name is one path segment"
+    );
     out
 }
 

@@ -41,6 +41,7 @@ pub(crate) struct FileInner {
 impl FileInner {
     /// The state of a descriptor this engine now owns, opened with `flags`.
     pub(super) fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
+        debug_assert!(fd >= 0, "a file is made from an open descriptor");
         let acc = flags & libc::O_ACCMODE;
         FileInner {
             fd: AtomicI32::new(fd),
@@ -60,6 +61,10 @@ impl FileInner {
     /// Tells every ring that registered the descriptor to drop it from its
     /// table (`FixedFiles::forget`), before `fd` is closed or given away.
     pub(crate) fn forget_registrations(&self, fd: i32) {
+        debug_assert!(
+            fd >= 0,
+            "registrations are forgotten for the descriptor they name"
+        );
         let rings = std::mem::take(&mut *self.registered.lock().unwrap_or_else(|p| p.into_inner()));
         for ring in rings {
             if let Some(ring) = ring.upgrade() {
@@ -79,6 +84,10 @@ impl FileInner {
     /// Counts an operation in, unless the file is closed.
     pub(crate) fn try_start(&self) -> bool {
         let prev = self.state.fetch_add(1, Ordering::AcqRel);
+        debug_assert!(
+            (prev & !CLOSED) + 1 < CLOSED,
+            "the count of operations on a file never reaches its closed bit"
+        );
         if prev & CLOSED != 0 {
             self.finish();
             return false;
@@ -97,6 +106,10 @@ impl FileInner {
     /// holds a lock: it wakes it after).
     pub(crate) fn finish_quietly(&self) -> Option<std::task::Waker> {
         let prev = self.state.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(
+            prev & !CLOSED > 0,
+            "an operation counted out of a file was counted in"
+        );
         if prev == CLOSED | 1 {
             self.close_waker
                 .lock()

@@ -166,6 +166,7 @@ impl File {
         // `finish`.
         let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
         self.inner.finish();
+        debug_assert!(r <= 0, "statx returns 0 or a negated errno");
         if r < 0 {
             return Err(std::io::Error::from_raw_os_error(-r as i32).into());
         }

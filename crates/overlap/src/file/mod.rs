@@ -321,6 +321,10 @@ impl File {
         start: usize,
         offset: u64,
     ) -> Prepared<B> {
+        debug_assert!(
+            start <= buf.bytes_len(),
+            "a read continues inside its buffer"
+        );
         let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
         let ptr = buf.stable_mut_ptr().wrapping_add(start);
         let kind = OpKind::Read(operation::Read {
@@ -335,6 +339,10 @@ impl File {
     }
 
     pub(crate) fn prepare_write<B: IoBuf>(&self, buf: B, start: usize, offset: u64) -> Prepared<B> {
+        debug_assert!(
+            start <= buf.bytes_len(),
+            "a write continues inside its buffer"
+        );
         let len = buf.bytes_len().saturating_sub(start).min(MAX_RW_BYTES);
         let ptr = buf.stable_ptr().wrapping_add(start);
         let kind = OpKind::Write(operation::Write {
@@ -359,6 +367,10 @@ impl File {
         if len == 0 {
             return Prepared::Done(Ok(0), buf);
         }
+        debug_assert!(
+            len <= MAX_RW_BYTES,
+            "one operation moves at most MAX_RW_BYTES"
+        );
         Prepared::Req(Request {
             owner: Owner::File(FileRef::new(self.inner.clone())),
             buf,
@@ -545,7 +557,10 @@ impl File {
                 buf = b;
                 match res {
                     Ok(0) => return (Err(Error::UnexpectedEof { read: done, wanted }), buf),
-                    Ok(n) => done += n,
+                    Ok(n) => {
+                        debug_assert!(n <= wanted - done, "a read returns at most what is left");
+                        done += n;
+                    }
                     Err(e) => return (Err(e), buf),
                 }
             }
@@ -573,7 +588,10 @@ impl File {
                             buf,
                         )
                     }
-                    Ok(n) => done += n,
+                    Ok(n) => {
+                        debug_assert!(n <= wanted - done, "a write takes at most what is left");
+                        done += n;
+                    }
                     Err(e) => return (Err(e), buf),
                 }
             }

@@ -173,6 +173,15 @@ impl OpenOptions {
             flags |= libc::O_DSYNC;
         }
         flags |= self.custom_flags & !libc::O_ACCMODE;
+        // (Custom flags never change the access mode: their mode bits are
+        // masked off above.)
+        debug_assert!(
+            matches!(
+                flags & libc::O_ACCMODE,
+                libc::O_RDONLY | libc::O_WRONLY | libc::O_RDWR
+            ),
+            "a file opens with one access mode"
+        );
         Ok(flags)
     }
 
@@ -189,6 +198,7 @@ impl OpenOptions {
                 mode: opts.mode,
             });
             let fd = run_op(Owner::Engine(engine.shared().clone()), open).await? as i32;
+            debug_assert!(fd >= 0, "an open that succeeded returns a descriptor");
             let inner = FileInner::new(fd, engine.shared().clone(), flags);
             let advice = match opts.access {
                 Access::Normal => None,

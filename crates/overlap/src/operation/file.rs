@@ -26,6 +26,11 @@ impl Operation for Read {
         "read"
     }
     fn transfer(&self) -> Transfer {
+        debug_assert!(
+            self.len as usize <= crate::file::MAX_RW_BYTES
+                && (self.len == 0 || !self.ptr.is_null()),
+            "a read's span is one operation's, in memory"
+        );
         Transfer::Read(Span {
             addr: self.ptr as usize,
             offset: self.offset,
@@ -54,11 +59,13 @@ impl Operation for Read {
         })
     }
     fn entry(&self) -> squeue::Entry {
+        debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         // SAFETY: ptr is valid for len writable bytes owned by the cell,
         // which outlives this call (module docs).
         let r = ret(unsafe {
@@ -69,13 +76,19 @@ impl Operation for Read {
                 self.offset as libc::off_t,
             )
         } as i64);
-        if r != -(libc::ESPIPE as i64) {
-            return r;
-        }
-        // A pipe, FIFO or socket has no offset; io_uring ignores it there,
-        // and so does this side.
-        // SAFETY: as above.
-        ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        let r = if r != -(libc::ESPIPE as i64) {
+            r
+        } else {
+            // A pipe, FIFO or socket has no offset; io_uring ignores it
+            // there, and so does this side.
+            // SAFETY: as above.
+            ret(unsafe { libc::read(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        };
+        debug_assert!(
+            r <= i64::from(self.len),
+            "a read returns at most the bytes asked for"
+        );
+        r
     }
 }
 
@@ -97,6 +110,11 @@ impl Operation for Write {
         "write"
     }
     fn transfer(&self) -> Transfer {
+        debug_assert!(
+            self.len as usize <= crate::file::MAX_RW_BYTES
+                && (self.len == 0 || !self.ptr.is_null()),
+            "a write's span is one operation's, in memory"
+        );
         Transfer::Write(Span {
             addr: self.ptr as usize,
             offset: self.offset,
@@ -125,11 +143,13 @@ impl Operation for Write {
         })
     }
     fn entry(&self) -> squeue::Entry {
+        debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         // SAFETY: ptr is valid for len readable bytes owned by the cell.
         let r = ret(unsafe {
             libc::pwrite(
@@ -139,12 +159,18 @@ impl Operation for Write {
                 self.offset as libc::off_t,
             )
         } as i64);
-        if r != -(libc::ESPIPE as i64) {
-            return r;
-        }
-        // Not seekable: the offset is ignored, as io_uring does.
-        // SAFETY: as above.
-        ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        let r = if r != -(libc::ESPIPE as i64) {
+            r
+        } else {
+            // Not seekable: the offset is ignored, as io_uring does.
+            // SAFETY: as above.
+            ret(unsafe { libc::write(self.fd, self.ptr.cast(), self.len as usize) } as i64)
+        };
+        debug_assert!(
+            r <= i64::from(self.len),
+            "a write takes at most the bytes given"
+        );
+        r
     }
 }
 
@@ -399,9 +425,17 @@ impl Operation for Nop {
         opcode::Nop::new().build()
     }
     fn blocking(&self) -> i64 {
+        debug_assert!(
+            self.res >= -4095,
+            "a no-op's result is a count or a negated errno"
+        );
         self.res
     }
     fn result(&self, _cqe_res: i32) -> i64 {
+        debug_assert!(
+            self.res >= -4095,
+            "a no-op's result is a count or a negated errno"
+        );
         self.res
     }
 }

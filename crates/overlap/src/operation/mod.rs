@@ -183,9 +183,11 @@ pub(crate) enum Transfer {
 /// The result of a raw libc call as `>= 0` or `-errno`.
 fn ret(r: i64) -> i64 {
     if r < 0 {
-        -(std::io::Error::last_os_error()
+        let errno = std::io::Error::last_os_error()
             .raw_os_error()
-            .unwrap_or(libc::EIO) as i64)
+            .unwrap_or(libc::EIO);
+        debug_assert!(errno > 0, "a failed call leaves a positive errno");
+        -(errno as i64)
     } else {
         r
     }
@@ -375,6 +377,7 @@ impl OpKind {
     /// dropped): an opened descriptor is closed.
     pub(crate) fn unclaimed(&self, res: i64) {
         if res >= 0 && self.returns() == Returns::Descriptor {
+            debug_assert!(res <= i64::from(i32::MAX), "a descriptor is an int");
             // SAFETY: the kernel returned this descriptor to us and no one
             // else ever saw it.
             unsafe { libc::close(res as i32) };

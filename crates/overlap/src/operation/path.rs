@@ -345,13 +345,18 @@ impl Operation for GetXattr {
     fn blocking(&self) -> i64 {
         // SAFETY: name is NUL-terminated and owned by the operation; value
         // is valid for len writable bytes owned by the cell.
-        ret(unsafe {
+        let r = ret(unsafe {
             libc::fgetxattr(
                 self.fd,
                 self.name.as_ptr(),
                 self.value.cast(),
                 self.len as usize,
             )
-        } as i64)
+        } as i64);
+        debug_assert!(
+            r <= i64::from(self.len) || self.len == 0,
+            "an attribute read fills at most the buffer (a zero length asks for the size)"
+        );
+        r
     }
 }

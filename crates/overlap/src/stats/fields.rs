@@ -28,7 +28,8 @@ impl Stats {
     pub fn fields(&self) -> impl Iterator<Item = (&'static str, u64)> {
         let mut out = Vec::with_capacity(32);
         // Only `NotStats` can come back, which `Stats` never gives.
-        let _ = self.serialize(Walk(&mut out));
+        let walked = self.serialize(Walk(&mut out));
+        debug_assert!(walked.is_ok(), "Stats is a struct of unsigned counters");
         out.into_iter()
     }
 }
@@ -171,7 +172,12 @@ impl SerializeStruct for Walk<'_> {
         name: &'static str,
         value: &T,
     ) -> Result<(), NotStats> {
-        if let Ok(v) = value.serialize(Counter) {
+        let v = value.serialize(Counter);
+        debug_assert!(
+            v.is_ok(),
+            "every field of Stats is an unsigned counter: {name}"
+        );
+        if let Ok(v) = v {
             self.0.push((name, v));
         }
         Ok(())

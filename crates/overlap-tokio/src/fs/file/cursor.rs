@@ -97,7 +97,12 @@ impl Cursor {
         let _ = self
             .pos
             .compare_exchange(AT_END, len, Ordering::AcqRel, Ordering::Acquire);
-        Ok(self.get())
+        let pos = self.get();
+        debug_assert_ne!(
+            pos, AT_END,
+            "a resolved offset is a number (only an append, in its turn, puts it at the end)"
+        );
+        Ok(pos)
     }
     /// Takes `len` bytes from the cursor: returns where they start, the
     /// cursor now past them.
@@ -119,6 +124,7 @@ impl Cursor {
     /// Gives back the unused tail `[used, taken)` of a range taken, unless
     /// the cursor has moved since.
     pub(super) fn give_back(&self, taken: u64, used: u64) {
+        debug_assert!(used <= taken, "what was used lies in the range taken");
         if used < taken {
             let _ = self
                 .pos

@@ -75,6 +75,7 @@ pub(super) struct Buf {
 
 impl Buf {
     pub(super) fn new(data: Vec<u8>, end: usize) -> Buf {
+        debug_assert!(end <= data.len(), "the bytes read ahead lie in the vector");
         Buf {
             data,
             start: 0,
@@ -82,12 +83,20 @@ impl Buf {
         }
     }
     pub(super) fn remaining(&self) -> usize {
+        debug_assert!(
+            self.start <= self.end && self.end <= self.data.len(),
+            "start <= end <= the vector's length"
+        );
         self.end - self.start
     }
     fn copy_to(&mut self, dst: &mut ReadBuf<'_>) {
         let n = self.remaining().min(dst.remaining());
         dst.put_slice(&self.data[self.start..self.start + n]);
         self.start += n;
+        debug_assert!(
+            self.start <= self.end,
+            "never more handed out than was read ahead"
+        );
         if self.start == self.end {
             self.discard();
         }
@@ -142,6 +151,11 @@ impl Inner {
             return Poll::Ready(Ok(()));
         };
         let (op, buf) = ready!(fut.as_mut().poll(cx));
+        debug_assert_eq!(
+            matches!(op, Operation::Write(_)),
+            self.busy_writing,
+            "the flag busy_writing says whether the operation in flight is a write"
+        );
         self.state = State::Idle(buf);
         match op {
             Operation::Write(res) => Poll::Ready(res),
@@ -167,6 +181,7 @@ async fn read_op(
     after_miss: bool,
 ) -> (Operation, Buf) {
     // Started only with nothing left read ahead.
+    debug_assert_eq!(buf.remaining(), 0, "a read starts with nothing read ahead");
     buf.discard();
     let _turn = turn!(cursor);
     let offset = match cursor.resolve(&file).await {
@@ -188,6 +203,10 @@ async fn read_op(
     let (res, data) = on_ring(op).await;
     match res {
         Ok(n) => {
+            debug_assert!(
+                n <= len && data.len() == len,
+                "a read returns at most the bytes asked for, in the vector lent"
+            );
             cursor.set(offset + n as u64);
             (Operation::Read(Ok(n)), Buf::new(data, n))
         }
@@ -218,7 +237,15 @@ async fn write_op(
         let (res, written, mut back) = write_one(&file, &cursor, data, unread).await;
         unread = 0;
         let mut b = lock(&behind);
+        debug_assert!(
+            b.data.is_empty() || b.open,
+            "bytes wait behind a write only while it is open to them"
+        );
         if let Err(e) = res {
+            debug_assert!(
+                written <= back.len(),
+                "the kernel took at most the bytes handed to it"
+            );
             b.open = false;
             // What the kernel did not take, then what came meanwhile.
             back.drain(..written.min(back.len()));
@@ -309,6 +336,7 @@ async fn write_one(
         // the position is then the end of the file. The turn is held until
         // then, as the kernel's position lock.
         let (res, written, data) = write_counted(file, data, 0).await;
+        debug_assert!(written as u64 <= len, "an append writes at most its bytes");
         if written > 0 {
             cursor.set(AT_END);
         }
@@ -321,6 +349,10 @@ async fn write_one(
     };
     drop(turn);
     let (res, written, data) = write_counted(file, data, offset).await;
+    debug_assert!(
+        written as u64 <= len,
+        "a write takes at most its range from the cursor"
+    );
     if res.is_err() {
         // The position covers only what was written.
         cursor.give_back(offset + len, offset + written as u64);
@@ -421,6 +453,10 @@ impl AsyncRead for File {
                         return Poll::Ready(Ok(()));
                     }
                     let len = dst.remaining().min(me.max_buf_size);
+                    debug_assert!(
+                        len > 0,
+                        "a read asks for a byte at least: zero reads as the end"
+                    );
                     // The page cache first, straight into the caller's
                     // buffer: no operation, no copy (`read_cached_at_uninit`,
                     // one `preadv2(RWF_NOWAIT)` on this thread). Only with
@@ -437,6 +473,7 @@ impl AsyncRead for File {
                         // de-initialised, as `unfilled_mut` requires.
                         let spare = unsafe { &mut dst.unfilled_mut()[..len] };
                         if let Ok(Some(n)) = me.file.read_cached_at_uninit(spare, pos) {
+                            debug_assert!(n <= len, "a cached read fills at most the room given");
                             // SAFETY: the kernel wrote the first `n` bytes.
                             unsafe { dst.assume_init(n) };
                             dst.advance(n);
@@ -454,10 +491,20 @@ impl AsyncRead for File {
                 }
                 State::Busy(fut) => {
                     let (op, buf) = ready!(fut.as_mut().poll(cx));
+                    debug_assert_eq!(
+                        matches!(op, Operation::Write(_)),
+                        inner.busy_writing,
+                        "the flag busy_writing says whether the operation in flight is a write"
+                    );
                     inner.state = State::Idle(buf);
                     match op {
-                        Operation::Read(Ok(_)) => {
+                        Operation::Read(Ok(n)) => {
                             if let State::Idle(buf) = &mut inner.state {
+                                debug_assert_eq!(
+                                    buf.remaining(),
+                                    n,
+                                    "a read's bytes are what it read ahead"
+                                );
                                 buf.copy_to(dst);
                             }
                             return Poll::Ready(Ok(()));
@@ -529,6 +576,11 @@ impl AsyncSeek for File {
                 return Poll::Ready(Ok(inner.pos));
             };
             let (op, buf) = ready!(fut.as_mut().poll(cx));
+            debug_assert_eq!(
+                matches!(op, Operation::Write(_)),
+                inner.busy_writing,
+                "the flag busy_writing says whether the operation in flight is a write"
+            );
             inner.state = State::Idle(buf);
             match op {
                 Operation::Read(_) | Operation::Write(Ok(())) => {}
@@ -583,12 +635,22 @@ impl File {
                     let room = self.max_buf_size.saturating_sub(b.data.len());
                     if b.open && room > 0 {
                         coop.made_progress();
-                        return Poll::Ready(Ok(fill(&mut b.data, room)));
+                        let n = fill(&mut b.data, room);
+                        debug_assert!(
+                            n <= room && b.data.len() <= self.max_buf_size,
+                            "the bytes behind stay within max_buf_size"
+                        );
+                        return Poll::Ready(Ok(n));
                     }
                 }
                 return Poll::Pending;
             };
             coop.made_progress();
+            debug_assert_eq!(
+                matches!(op, Operation::Write(_)),
+                inner.busy_writing,
+                "the flag busy_writing says whether the operation in flight is a write"
+            );
             inner.state = State::Idle(buf);
             match op {
                 Operation::Write(res) => res?,
@@ -602,6 +664,10 @@ impl File {
     /// idle): they are tried again, before anything written after them.
     pub(super) fn start_pending(&mut self, cx: &mut Context<'_>) {
         let inner = self.inner.get_mut();
+        debug_assert!(
+            matches!(inner.state, State::Idle(_)),
+            "bytes left behind are started on an idle file"
+        );
         let pending = std::mem::take(&mut lock(&inner.behind).data);
         let buf = match &mut inner.state {
             State::Idle(buf) => std::mem::take(buf),
@@ -626,11 +692,16 @@ impl File {
         fill: impl FnOnce(&mut Vec<u8>, usize) -> usize,
     ) -> usize {
         let inner = self.inner.get_mut();
+        debug_assert!(
+            matches!(inner.state, State::Idle(_)),
+            "a write starts on an idle file"
+        );
         // Bytes read ahead are given back first, as a seek.
         let unread = buf.discard();
         let mut data = std::mem::take(&mut buf.data);
         data.clear();
         let n = fill(&mut data, self.max_buf_size);
+        debug_assert_eq!(data.len(), n, "the write is what fill reports it added");
         if self.write_behind {
             lock(&inner.behind).open = true;
         }
@@ -691,6 +762,7 @@ impl AsyncWrite for File {
                 data.extend_from_slice(&b[..take]);
                 n += take;
             }
+            debug_assert!(n <= room, "a vectored write takes at most the room given");
             n
         })
     }
