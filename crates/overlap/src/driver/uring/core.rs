@@ -80,10 +80,7 @@ impl RingCore {
             eventfd.is_none_or(|fd| fd >= 0),
             "a wake-up eventfd is open"
         );
-        debug_assert!(
-            !ring.inherited(),
-            "a new core's ring is this process's own"
-        );
+        debug_assert!(!ring.inherited(), "a new core's ring is this process's own");
         RingCore {
             ring,
             eventfd_buf: ManuallyDrop::new(Box::new(0)),
@@ -174,6 +171,10 @@ impl RingCore {
     /// submissions made since: about as many submissions are likely soon,
     /// from the tasks those completions woke.
     pub(crate) fn likely_soon(&self) -> usize {
+        debug_assert!(
+            self.woken as u64 <= self.reaped_total,
+            "the operations woken were reaped"
+        );
         self.woken
     }
 
@@ -213,6 +214,10 @@ impl RingCore {
         debug_assert!(
             self.eventfd.is_some() || self.eventfd_reads == 0,
             "only a core with a wake-up eventfd reads it"
+        );
+        debug_assert!(
+            self.eventfd_reads <= self.reaped_total,
+            "every eventfd read completed was reaped"
         );
         self.eventfd_reads
     }
@@ -329,11 +334,7 @@ impl RingCore {
         );
         let had = self.pending() > 0;
         debug_assert!(
-            want == 0
-                || timeout.is_some()
-                || had
-                || !self.slab.is_empty()
-                || self.eventfd_armed,
+            want == 0 || timeout.is_some() || had || !self.slab.is_empty() || self.eventfd_armed,
             "an untimed wait waits for a completion that will come"
         );
         if had {
@@ -366,6 +367,10 @@ impl RingCore {
 
     fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
         debug_assert!(want <= 2, "one completion and a marker, at most");
+        debug_assert!(
+            timeout.is_none() || want > 0,
+            "a timeout bounds a wait only"
+        );
         let to_submit = self.pending() as u32;
         let want = u32::try_from(want).unwrap_or(u32::MAX);
         // SAFETY: the queued entries' pointers are into cells this core
@@ -381,6 +386,7 @@ impl RingCore {
     /// Takes every completion in the ring into `done`; those of operations
     /// whose submitting call's marker has not been reaped yet are inline.
     fn reap(&mut self, done: &mut Vec<Done>) -> usize {
+        let handed = done.len();
         let mut cq = self.ring.io_mut().completion();
         let mut reaped = 0;
         loop {
@@ -398,7 +404,13 @@ impl RingCore {
                         self.eventfd_armed = false;
                         self.eventfd_reads += 1;
                     }
-                    CANCEL_KEY => reaped += 1,
+                    CANCEL_KEY => {
+                        debug_assert!(
+                            self.eventfd.is_some(),
+                            "only a core with a wake-up eventfd cancels its read"
+                        );
+                        reaped += 1;
+                    }
                     marker if marker & MARKER_BIT != 0 => {
                         let call = marker & !MARKER_BIT;
                         debug_assert!(
@@ -428,7 +440,15 @@ impl RingCore {
                 }
             }
             if !any {
+                debug_assert!(
+                    done.len() - handed <= reaped,
+                    "every completion handed over was reaped"
+                );
                 self.reaped_total += reaped as u64;
+                debug_assert!(
+                    self.woken as u64 <= self.reaped_total,
+                    "the operations woken were reaped"
+                );
                 return reaped;
             }
         }

@@ -313,7 +313,14 @@ impl EngineThread {
                 break;
             }
             self.core.wait(super::reactor::watch_tick(), &mut done);
-            self.queue.lock().sleeping = false;
+            {
+                let mut st = self.queue.lock();
+                debug_assert!(
+                    st.sleeping,
+                    "the engine thread wakes from the sleep it announced"
+                );
+                st.sleeping = false;
+            }
             complete_all(&mut done);
             super::reactor::watch_if_due();
         }
@@ -337,6 +344,10 @@ impl EngineThread {
         );
         if self.core.eventfd_reads() != *reads_seen {
             // The eventfd write was consumed: the next one must wake.
+            debug_assert!(
+                st.wake_pending,
+                "an eventfd read completes only after a write, announced by wake_pending"
+            );
             *reads_seen = self.core.eventfd_reads();
             st.wake_pending = false;
         }

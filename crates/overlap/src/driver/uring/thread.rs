@@ -94,7 +94,10 @@ impl Wake for ThreadWaker {
         // it sleeps.
         self.notified.store(true, Ordering::SeqCst);
         let state = self.state.load(Ordering::SeqCst);
-        debug_assert!(state <= IN_AIO, "a thread's waker is in one of its five states");
+        debug_assert!(
+            state <= IN_AIO,
+            "a thread's waker is in one of its five states"
+        );
         match state {
             IN_RING => {
                 debug_assert!(
@@ -221,6 +224,10 @@ impl Drop for ThreadRing {
         // The thread is ending: reap what is in flight (normally nothing:
         // block_on drains) and the eventfd read, then free the ring.
         self.core.drain(count_out);
+        debug_assert!(
+            self.charged <= self.core.marks().1,
+            "the calls charged never outnumber the calls made"
+        );
     }
 }
 
@@ -470,6 +477,7 @@ struct DeferringRings(RefCell<Vec<Deferring>>);
 impl Drop for DeferringRings {
     fn drop(&mut self) {
         for d in self.0.get_mut().drain(..) {
+            debug_assert!(d.queued < DEFER_BATCH, "a full batch was submitted");
             if d.queued > 0 {
                 d.ring.flush();
             }
@@ -572,6 +580,7 @@ pub(crate) fn flush_deferred() {
     let _ = DEFERRING.try_with(|d| {
         if let Ok(mut rings) = d.0.try_borrow_mut() {
             for r in rings.iter_mut().filter(|r| r.queued > 0) {
+                debug_assert!(r.queued < DEFER_BATCH, "a full batch was submitted");
                 r.queued = 0;
                 pending.push(r.ring.clone());
             }
@@ -602,6 +611,10 @@ impl aio::Waiter for ThreadWaiter<'_> {
         self.0.waker.notified.load(Ordering::SeqCst)
     }
     fn enter(&self, ctx: &Arc<aio::Inner>) -> bool {
+        debug_assert!(
+            self.0.depth.get() > 0,
+            "a thread sleeps in io_getevents inside a block_on"
+        );
         let tw = &self.0.waker;
         debug_assert!(
             matches!(tw.state.load(Ordering::SeqCst), RUNNING | LEADING),
@@ -628,12 +641,14 @@ impl aio::Waiter for ThreadWaiter<'_> {
         tw.aio.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
     fn follow(&self, _deadline: Option<std::time::Instant>) {
+        debug_assert!(self.0.depth.get() > 0, "a follower waits inside a block_on");
         park_until_notified(&self.0.waker);
     }
     fn promoter(&self) -> Waker {
         self.0.waker_obj.clone()
     }
     fn leading(&self, on: bool) {
+        debug_assert!(self.0.depth.get() > 0, "a leader reaps inside a block_on");
         let s = if on { LEADING } else { RUNNING };
         debug_assert_ne!(
             self.0.waker.state.load(Ordering::SeqCst),
@@ -680,6 +695,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
         let RingState::Ready(r) = &mut *state else {
             return Err(op);
         };
+        debug_assert!(
+            !r.core.inherited(),
+            "a thread's ring in use is its process's own (an inherited one was replaced)"
+        );
         {
             let shared = op.shared();
             r.bound_workers(shared.max_kernel_workers);
@@ -689,6 +708,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
             if !shared.admit_to_own_ring() {
                 return Err(op);
             }
+            debug_assert!(
+                shared.own_ring_ops.load(Ordering::Acquire) > 0,
+                "an operation admitted is counted on the engine's rings"
+            );
             shared
                 .counters
                 .thread_ring_submitted
@@ -798,6 +821,11 @@ pub(crate) fn sleep(l: &Local) {
                     r.core.wait(None, &mut done);
                     r.charge_syscalls();
                 }
+                debug_assert_eq!(
+                    tw.state.load(Ordering::SeqCst),
+                    IN_RING,
+                    "only the thread itself moves its waker's state"
+                );
                 tw.state.store(RUNNING, Ordering::SeqCst);
                 true
             }
@@ -841,5 +869,10 @@ fn park_until_notified(tw: &ThreadWaker) {
     if !tw.notified.load(Ordering::SeqCst) {
         std::thread::park();
     }
+    debug_assert_eq!(
+        tw.state.load(Ordering::SeqCst),
+        PARKED,
+        "only the thread itself moves its waker's state"
+    );
     tw.state.store(RUNNING, Ordering::SeqCst);
 }
