@@ -412,6 +412,7 @@ impl EngineThread {
     /// Moves `local`'s operations into the ring, submitting in chunks,
     /// then completes what was reaped.
     fn submit_all(&mut self, local: &mut Vec<Arc<dyn Completable>>, done: &mut Vec<Done>) {
+        debug_assert!(!local.is_empty(), "a batch to submit holds operations");
         for op in local.drain(..) {
             self.core.push(op, done);
             if self.core.pending() >= self.submit_chunk() {
