@@ -80,6 +80,7 @@ impl RingCore {
             eventfd.is_none_or(|fd| fd >= 0),
             "a wake-up eventfd is open"
         );
+        debug_assert!(!ring.inherited(), "a new core's ring is this process's own");
         RingCore {
             ring,
             eventfd_buf: ManuallyDrop::new(Box::new(0)),
@@ -100,6 +101,10 @@ impl RingCore {
     /// kernel lacks the opcode.
     #[inline]
     fn entry_of(&mut self, op: &dyn Completable) -> Option<squeue::Entry> {
+        debug_assert!(
+            !self.ring.inherited(),
+            "a child never queues on its parent's ring"
+        );
         self.buffers
             .entry(self.ring.io(), op.kind(), self.ring.ops(), op.shared())
     }
@@ -107,6 +112,10 @@ impl RingCore {
     /// (completions taken, submitting calls made) so far: a watcher that
     /// sees the same marks twice knows that nobody served the ring between.
     pub(crate) fn marks(&self) -> (u64, u64) {
+        debug_assert!(
+            self.marked <= self.batch,
+            "a call's marker is reaped only after the call"
+        );
         (self.reaped_total, self.batch)
     }
 
@@ -128,6 +137,8 @@ impl RingCore {
             self.inherited(),
             "only a child gives up a ring's operations"
         );
+        let before = done.len();
+        let given = self.slab.len();
         for (_, (op, _)) in std::mem::take(&mut self.slab) {
             done.push(Done {
                 op,
@@ -135,10 +146,19 @@ impl RingCore {
                 inline: false,
             });
         }
+        debug_assert_eq!(
+            done.len(),
+            before + given,
+            "every operation in flight is given back once"
+        );
     }
 
     /// Operations in flight (not counting the eventfd read).
     pub(crate) fn in_flight(&self) -> usize {
+        debug_assert!(
+            !self.eventfd_armed || self.eventfd.is_some(),
+            "only a core with a wake-up eventfd arms a read of it"
+        );
         self.slab.len()
     }
 
@@ -151,6 +171,10 @@ impl RingCore {
     /// submissions made since: about as many submissions are likely soon,
     /// from the tasks those completions woke.
     pub(crate) fn likely_soon(&self) -> usize {
+        debug_assert!(
+            self.woken as u64 <= self.reaped_total,
+            "the operations woken were reaped"
+        );
         self.woken
     }
 
@@ -163,6 +187,10 @@ impl RingCore {
     /// The operation in flight under `key` (what [`push`](Self::push)
     /// gave), if it has not completed.
     pub(crate) fn op(&self, key: usize) -> Option<&Arc<dyn Completable>> {
+        debug_assert!(
+            (key as u64) < MARKER_BIT,
+            "an operation's key is below the markers"
+        );
         self.slab.get(key).map(|(op, _)| op)
     }
 
@@ -183,6 +211,14 @@ impl RingCore {
     /// How many eventfd reads have completed: a writer that saw an earlier
     /// count knows its wake-up was consumed.
     pub(crate) fn eventfd_reads(&self) -> u64 {
+        debug_assert!(
+            self.eventfd.is_some() || self.eventfd_reads == 0,
+            "only a core with a wake-up eventfd reads it"
+        );
+        debug_assert!(
+            self.eventfd_reads <= self.reaped_total,
+            "every eventfd read completed was reaped"
+        );
         self.eventfd_reads
     }
 
@@ -200,10 +236,16 @@ impl RingCore {
             return None;
         };
         self.woken = self.woken.saturating_sub(1);
+        let before = self.slab.len();
         let key = self.slab.insert((op, self.batch + 1));
         debug_assert!(
             (key as u64) < MARKER_BIT,
             "slab keys stay below the markers and the reserved keys"
+        );
+        debug_assert_eq!(
+            self.slab.len(),
+            before + 1,
+            "an operation pushed is in flight once"
         );
         self.push_entry(&sqe.user_data(key as u64), done);
         Some(key)
@@ -223,6 +265,10 @@ impl RingCore {
             // rather than free them with anything in flight.
             let pushed = unsafe { self.ring.io_mut().submission().push(sqe) };
             if pushed.is_ok() {
+                debug_assert!(
+                    self.free_slots() >= 1,
+                    "an entry pushed leaves the marker's slot free"
+                );
                 return;
             }
             self.submit(done);
@@ -245,7 +291,14 @@ impl RingCore {
     /// submissions keep coming). Returns whether a system call submitted
     /// anything. Which completions are inline: see `submit_marked`.
     pub(crate) fn submit(&mut self, done: &mut Vec<Done>) -> bool {
-        self.submit_marked(0, None, done)
+        let calls = self.batch;
+        let had = self.submit_marked(0, None, done);
+        debug_assert_eq!(
+            self.batch,
+            calls + u64::from(had),
+            "a submission that found entries queued is one more call"
+        );
+        had
     }
 
     /// Submits what is queued and waits until at least one completion (or
@@ -274,7 +327,16 @@ impl RingCore {
         timeout: Option<std::time::Duration>,
         done: &mut Vec<Done>,
     ) -> bool {
+        debug_assert!(want <= 1, "a wait wants one completion, or none");
+        debug_assert!(
+            !self.ring.inherited(),
+            "a child never enters its parent's ring"
+        );
         let had = self.pending() > 0;
+        debug_assert!(
+            want == 0 || timeout.is_some() || had || !self.slab.is_empty() || self.eventfd_armed,
+            "an untimed wait waits for a completion that will come"
+        );
         if had {
             self.batch += 1;
             debug_assert!(
@@ -296,10 +358,19 @@ impl RingCore {
         let want = if want > 0 && had { want + 1 } else { want };
         self.enter(want, timeout);
         self.reap(done);
+        debug_assert!(
+            self.marked <= self.batch,
+            "a call's marker is reaped only after the call"
+        );
         had
     }
 
     fn enter(&mut self, want: usize, timeout: Option<std::time::Duration>) {
+        debug_assert!(want <= 2, "one completion and a marker, at most");
+        debug_assert!(
+            timeout.is_none() || want > 0,
+            "a timeout bounds a wait only"
+        );
         let to_submit = self.pending() as u32;
         let want = u32::try_from(want).unwrap_or(u32::MAX);
         // SAFETY: the queued entries' pointers are into cells this core
@@ -315,6 +386,7 @@ impl RingCore {
     /// Takes every completion in the ring into `done`; those of operations
     /// whose submitting call's marker has not been reaped yet are inline.
     fn reap(&mut self, done: &mut Vec<Done>) -> usize {
+        let handed = done.len();
         let mut cq = self.ring.io_mut().completion();
         let mut reaped = 0;
         loop {
@@ -324,11 +396,21 @@ impl RingCore {
                 any = true;
                 match cqe.user_data() {
                     EVENTFD_KEY => {
+                        debug_assert!(
+                            self.eventfd_armed,
+                            "an eventfd read completes once per arming"
+                        );
                         reaped += 1;
                         self.eventfd_armed = false;
                         self.eventfd_reads += 1;
                     }
-                    CANCEL_KEY => reaped += 1,
+                    CANCEL_KEY => {
+                        debug_assert!(
+                            self.eventfd.is_some(),
+                            "only a core with a wake-up eventfd cancels its read"
+                        );
+                        reaped += 1;
+                    }
                     marker if marker & MARKER_BIT != 0 => {
                         let call = marker & !MARKER_BIT;
                         debug_assert!(
@@ -343,6 +425,10 @@ impl RingCore {
                             debug_assert!(false, "a completion for an unknown operation");
                             continue;
                         };
+                        debug_assert!(
+                            batch <= self.batch,
+                            "an operation completes after the call that submitted it"
+                        );
                         let res = op.kind().result(cqe.result());
                         self.woken += 1;
                         done.push(Done {
@@ -354,7 +440,15 @@ impl RingCore {
                 }
             }
             if !any {
+                debug_assert!(
+                    done.len() - handed <= reaped,
+                    "every completion handed over was reaped"
+                );
                 self.reaped_total += reaped as u64;
+                debug_assert!(
+                    self.woken as u64 <= self.reaped_total,
+                    "the operations woken were reaped"
+                );
                 return reaped;
             }
         }
@@ -372,6 +466,10 @@ impl RingCore {
         if self.eventfd_armed {
             return;
         }
+        debug_assert!(
+            !self.ring.inherited(),
+            "a child never arms a read on its parent's ring"
+        );
         let sqe = opcode::Read::new(
             types::Fd(fd),
             (&mut **self.eventfd_buf as *mut u64).cast(),
@@ -387,6 +485,10 @@ impl RingCore {
     /// the eventfd read and waits for it too, so that nothing the kernel may
     /// write is freed when the core is dropped.
     pub(crate) fn drain(&mut self, reaped: fn(&[Done])) {
+        debug_assert!(
+            !self.ring.inherited(),
+            "a child never waits on its parent's ring"
+        );
         let mut done = Vec::new();
         while self.in_flight() > 0 {
             self.wait(None, &mut done);
@@ -399,6 +501,10 @@ impl RingCore {
             let sqe = opcode::AsyncCancel::new(EVENTFD_KEY)
                 .build()
                 .user_data(CANCEL_KEY);
+            debug_assert!(
+                self.eventfd.is_some(),
+                "only a core with a wake-up eventfd arms a read of it"
+            );
             self.push_entry(&sqe, &mut done);
             while self.eventfd_armed {
                 self.wait(None, &mut done);
@@ -411,6 +517,10 @@ impl RingCore {
 impl Drop for RingCore {
     fn drop(&mut self) {
         let idle = self.slab.is_empty() && !self.eventfd_armed;
+        debug_assert!(
+            idle || std::thread::panicking() || self.ring.inherited(),
+            "a core goes once drained, unless its owner is unwinding"
+        );
         if !idle || self.ring.inherited() {
             // Busy: only an unwinding owner gets here, and the kernel may
             // still write into the cells' buffers: they are leaked, never

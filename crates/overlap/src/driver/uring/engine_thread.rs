@@ -70,7 +70,15 @@ impl Queue {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a local into our own eventfd. A full
         // counter (EAGAIN) still leaves the engine thread woken.
-        let _ = unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        let n = unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        debug_assert!(
+            n == 8
+                || matches!(
+                    std::io::Error::last_os_error().raw_os_error(),
+                    Some(libc::EAGAIN | libc::EINTR)
+                ),
+            "an eventfd takes an 8-byte write unless its counter is full"
+        );
     }
 }
 
@@ -129,6 +137,11 @@ fn engine_thread_main(
             // refused, not queued for a thread that is gone.
             let _dead = Dead(q.clone());
             engine.run();
+            debug_assert_eq!(
+                engine.core.in_flight(),
+                0,
+                "the engine thread leaves its loop with nothing in flight"
+            );
             // Everything in flight was reaped; the eventfd read
             // is cancelled and reaped too before the ring goes.
             engine.core.drain(|_| {});
@@ -190,6 +203,10 @@ impl UringDriver {
             return;
         }
         st.ops.push(op);
+        debug_assert!(
+            !st.parked || !st.sleeping,
+            "the engine thread waits in one place at a time"
+        );
         self.wake(st);
     }
 
@@ -202,6 +219,10 @@ impl UringDriver {
     /// Wakes the engine thread: from its condition variable if parked,
     /// else through the eventfd if it sleeps in its ring (once per sleep).
     fn wake(&self, mut st: std::sync::MutexGuard<'_, QState>) {
+        debug_assert!(
+            !st.parked || !st.sleeping,
+            "the engine thread waits in one place at a time"
+        );
         if st.parked {
             st.parked = false;
             drop(st);
@@ -235,6 +256,10 @@ impl UringDriver {
         }
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
+            debug_assert!(
+                self.queue.lock().dead,
+                "the engine thread marks itself gone before it ends"
+            );
         }
     }
 }
@@ -246,6 +271,7 @@ impl Drop for Dead {
     fn drop(&mut self) {
         let stranded = {
             let mut st = self.0.lock();
+            debug_assert!(!st.dead, "the engine thread goes once");
             st.dead = true;
             std::mem::take(&mut st.ops)
         };
@@ -280,10 +306,21 @@ impl EngineThread {
                 continue;
             }
             if shutdown && self.core.in_flight() == 0 {
+                debug_assert!(
+                    self.queue.lock().ops.is_empty(),
+                    "nothing is queued once shutdown began and the queue was taken"
+                );
                 break;
             }
             self.core.wait(super::reactor::watch_tick(), &mut done);
-            self.queue.lock().sleeping = false;
+            {
+                let mut st = self.queue.lock();
+                debug_assert!(
+                    st.sleeping,
+                    "the engine thread wakes from the sleep it announced"
+                );
+                st.sleeping = false;
+            }
             complete_all(&mut done);
             super::reactor::watch_if_due();
         }
@@ -301,8 +338,16 @@ impl EngineThread {
     fn take_queued(&self, local: &mut Vec<Arc<dyn Completable>>, reads_seen: &mut u64) -> bool {
         debug_assert!(local.is_empty(), "the previous batch was all pushed");
         let mut st = self.queue.lock();
+        debug_assert!(
+            self.core.eventfd_reads() >= *reads_seen,
+            "the eventfd reads accounted for have completed"
+        );
         if self.core.eventfd_reads() != *reads_seen {
             // The eventfd write was consumed: the next one must wake.
+            debug_assert!(
+                st.wake_pending,
+                "an eventfd read completes only after a write, announced by wake_pending"
+            );
             *reads_seen = self.core.eventfd_reads();
             st.wake_pending = false;
         }
@@ -311,6 +356,10 @@ impl EngineThread {
             st = self.park(st);
         }
         std::mem::swap(&mut st.ops, local);
+        debug_assert!(
+            st.ops.is_empty() && !st.parked,
+            "the engine thread, running, takes all that was queued"
+        );
         if local.is_empty() {
             st.sleeping = true;
         }
@@ -324,6 +373,15 @@ impl EngineThread {
         &'a self,
         mut st: std::sync::MutexGuard<'a, QState>,
     ) -> std::sync::MutexGuard<'a, QState> {
+        debug_assert!(
+            !st.sleeping,
+            "the engine thread parks only once awake from its ring"
+        );
+        debug_assert_eq!(
+            self.core.in_flight(),
+            0,
+            "the engine thread parks with nothing in flight"
+        );
         while st.ops.is_empty() && !st.shutdown {
             // Before every wait: a wake-up that came while the
             // lock was let go (the watcher's pass below) cleared
@@ -354,6 +412,7 @@ impl EngineThread {
     /// Moves `local`'s operations into the ring, submitting in chunks,
     /// then completes what was reaped.
     fn submit_all(&mut self, local: &mut Vec<Arc<dyn Completable>>, done: &mut Vec<Done>) {
+        debug_assert!(!local.is_empty(), "a batch to submit holds operations");
         for op in local.drain(..) {
             self.core.push(op, done);
             if self.core.pending() >= self.submit_chunk() {
@@ -362,12 +421,20 @@ impl EngineThread {
         }
         self.submit(done);
         complete_all(done);
+        debug_assert!(
+            local.is_empty() && done.is_empty(),
+            "every operation taken was pushed, every completion completed"
+        );
         // Under steady load this branch may run for long: the
         // reactor rings' passes are due here too.
         super::reactor::watch_if_due();
     }
 
     fn submit(&mut self, done: &mut Vec<Done>) {
+        debug_assert!(
+            on_driver_thread(),
+            "only the engine thread submits on its one-issuer ring"
+        );
         if self.core.submit(done) {
             self.counters
                 .submit_syscalls

@@ -166,6 +166,10 @@ pub(crate) enum Route {
 pub(crate) fn route_for(waker: &Waker) -> Route {
     thread::LOCAL
         .try_with(|l| {
+            debug_assert!(
+                !l.inline.get() || l.depth.get() > 0,
+                "a run is one operation at a time only inside a block_on"
+            );
             if !l.polled_by_block_on(waker) {
                 Route::Driver
             } else if l.inline.get() {

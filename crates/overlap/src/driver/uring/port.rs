@@ -167,10 +167,13 @@ impl<C: PortOp> Settle for PortRing<C> {
         self.enter_getevents();
         while let Some((cell, res, inline)) = self.pop() {
             if let Some((cell, res, inline)) = self.resubmit_or_keep(cell, res, inline) {
-                self.stash
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_back((cell, res, inline));
+                let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
+                stash.push_back((cell, res, inline));
+                debug_assert!(
+                    stash.len() <= self.outstanding.load(Ordering::Acquire),
+                    "every stashed completion is still counted outstanding"
+                );
+                drop(stash);
                 self.stashed.fetch_add(1, Ordering::AcqRel);
             }
         }
@@ -190,6 +193,16 @@ impl<C> Drop for PortRing<C> {
         let outstanding = *self.outstanding.get_mut();
         let stashed = *self.stashed.get_mut();
         let idle = outstanding <= stashed;
+        debug_assert!(
+            self.inflight
+                .as_mut()
+                .is_none_or(|m| m.get_mut().map_or(true, |m| m.len() <= outstanding)),
+            "every cell in flight is counted outstanding"
+        );
+        debug_assert!(
+            stashed <= outstanding,
+            "every stashed completion is still counted outstanding"
+        );
         debug_assert!(
             idle || std::thread::panicking() || self.ring.inherited(),
             "a port's ring goes only once the kernel is done with its operations"
@@ -259,6 +272,10 @@ impl<C: PortOp> PortRing<C> {
         arena: Keep,
     ) -> Result<(), Error> {
         self.check_not_inherited()?;
+        debug_assert!(
+            start.checked_add(len).is_some(),
+            "a pool's arena is a range of memory"
+        );
         // SAFETY: `arena` holds `start..start + len` allocated, and the
         // registry keeps it for as long as the ring lives: the kernel never
         // reaches memory this process freed.
@@ -319,7 +336,8 @@ impl<C: PortOp> PortRing<C> {
     pub(crate) fn admit(&self, shared: &EngineState) -> bool {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         if shared.is_shut() {
-            self.outstanding.fetch_sub(1, Ordering::AcqRel);
+            let before = self.outstanding.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(before > 0, "an admission counted in is counted out once");
             return false;
         }
         true
@@ -328,7 +346,10 @@ impl<C: PortOp> PortRing<C> {
     /// A completed operation's cell to write the next one into (no
     /// allocation), if the ring kept one: referenced from nowhere else.
     pub(crate) fn take_spare(&self) -> Option<Arc<C>> {
-        let cell = self.spare.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        debug_assert!(spare.len() <= SPARE_CELLS, "at most SPARE_CELLS are kept");
+        let cell = spare.pop();
+        drop(spare);
         debug_assert!(
             cell.as_ref().is_none_or(|c| Arc::strong_count(c) == 1),
             "a spare cell is referenced from nowhere else"
@@ -343,10 +364,18 @@ impl<C: PortOp> PortRing<C> {
         if Arc::get_mut(&mut cell).is_none() {
             return;
         }
+        debug_assert!(
+            self.inflight.as_ref().is_none_or(|m| !m
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&(Arc::as_ptr(&cell) as usize))),
+            "a cell kept for reuse is no longer in flight"
+        );
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         if spare.len() < SPARE_CELLS {
             spare.push(cell);
         }
+        debug_assert!(spare.len() <= SPARE_CELLS, "at most SPARE_CELLS are kept");
     }
 
     /// Submits the operation in `cell` (a read, a write, or a no-op carrying
@@ -359,15 +388,22 @@ impl<C: PortOp> PortRing<C> {
     /// As [`submit`](Self::submit), for an operation [`admit`](Self::admit)
     /// counted in.
     pub(crate) fn submit_admitted(&self, cell: Arc<C>) {
+        debug_assert!(
+            !self.inherited(),
+            "a port refuses operations in a child after fork"
+        );
         cell.shared()
             .counters
             .submitted
             .fetch_add(1, Ordering::Relaxed);
         if let Some(inflight) = &self.inflight {
-            inflight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(Arc::as_ptr(&cell) as usize, cell.port_key());
+            let mut map = inflight.lock().unwrap_or_else(|p| p.into_inner());
+            let earlier = map.insert(Arc::as_ptr(&cell) as usize, cell.port_key());
+            debug_assert!(earlier.is_none(), "a cell is in flight once");
+            debug_assert!(
+                map.len() <= self.outstanding.load(Ordering::Acquire),
+                "every cell in flight is counted outstanding"
+            );
         }
         self.enqueue(cell);
     }
@@ -389,8 +425,16 @@ impl<C: PortOp> PortRing<C> {
             return 0;
         };
         let inflight = inflight.lock().unwrap_or_else(|p| p.into_inner());
+        debug_assert!(
+            inflight.len() <= self.outstanding.load(Ordering::Acquire),
+            "every cell in flight is counted outstanding"
+        );
         let mut asked = 0;
         for (&addr, _) in inflight.iter().filter(|(_, &k)| k == key) {
+            debug_assert!(
+                addr % std::mem::align_of::<C>() == 0,
+                "a key of the map is a cell's address"
+            );
             // SAFETY: a cell in `inflight` is alive (see the field).
             let cell = unsafe { &*(addr as *const C) };
             cell.forbid_resubmit();
@@ -410,6 +454,10 @@ impl<C: PortOp> PortRing<C> {
     /// Hands the cell's operation to the kernel (again, after a
     /// cancellation it did not ask for).
     fn enqueue(&self, cell: Arc<C>) {
+        debug_assert!(
+            self.outstanding.load(Ordering::Acquire) > 0,
+            "an operation is counted in before it is submitted"
+        );
         let sqe = match self
             .registry
             .entry(cell.kind(), self.ring.ops(), &cell.shared().counters)
@@ -445,6 +493,11 @@ impl<C: PortOp> PortRing<C> {
 
     fn defer_cell(&self, cell: Arc<C>) {
         let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        debug_assert_eq!(
+            self.listed_count.load(Ordering::Acquire),
+            list.len(),
+            "the listed count mirrors the list under its lock"
+        );
         list.push(cell);
         self.listed_count.store(list.len(), Ordering::Release);
     }
@@ -478,6 +531,11 @@ impl<C: PortOp> PortRing<C> {
             return Vec::new();
         }
         let mut list = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        debug_assert_eq!(
+            self.listed_count.load(Ordering::Acquire),
+            list.len(),
+            "the listed count mirrors the list under its lock"
+        );
         self.listed_count.store(0, Ordering::Release);
         std::mem::take(&mut *list)
     }
@@ -498,6 +556,11 @@ impl<C: PortOp> PortRing<C> {
         if list.is_empty() {
             *list = cells;
         }
+        debug_assert_eq!(
+            self.listed_count.load(Ordering::Acquire),
+            list.len(),
+            "the listed count mirrors the list under its lock"
+        );
     }
 
     /// After the submitting call for `cells`: releases their files if the
@@ -528,8 +591,12 @@ impl<C: PortOp> PortRing<C> {
         // counts it inline too: it was there no later than that.
         let taken = self.cq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `cq` serialises every user of the completion queue.
-        let tail =
-            (unsafe { self.ring.io().completion_shared() }.len() as u32).wrapping_add(*taken);
+        let ready = unsafe { self.ring.io().completion_shared() }.len();
+        debug_assert!(
+            ready <= self.ring.io().params().cq_entries() as usize,
+            "the kernel's completion tail stays within a lap of the head"
+        );
+        let tail = (ready as u32).wrapping_add(*taken);
         for cell in cells {
             cell.set_inline_before(tail);
         }
@@ -544,6 +611,10 @@ impl<C: PortOp> PortRing<C> {
     // already freed) as new ones.
 
     fn push(&self, sqe: &squeue::Entry) {
+        debug_assert!(
+            !self.inherited(),
+            "a child never queues on its parent's ring"
+        );
         loop {
             let g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: `sq` serialises every user of the submission queue.
@@ -574,6 +645,10 @@ impl<C: PortOp> PortRing<C> {
         let _g = self.sq.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `sq` serialises every user of the submission queue.
         let n = unsafe { self.ring.io().submission_shared() }.len() as u32;
+        debug_assert!(
+            n <= self.ring.io().params().sq_entries(),
+            "the kernel's submission head stays behind the tail"
+        );
         n
     }
 
@@ -585,6 +660,10 @@ impl<C: PortOp> PortRing<C> {
     /// listed before it (`take_listed`). Returns whether it counted the
     /// call (it does when it settled listed cells).
     fn enter_submit(&self) -> bool {
+        debug_assert!(
+            !self.inherited(),
+            "a child never submits on its parent's ring"
+        );
         let listed = self.take_listed();
         loop {
             match self.ring.io().submitter().submit() {
@@ -614,11 +693,14 @@ impl<C: PortOp> PortRing<C> {
             return None;
         }
         if self.stashed.load(Ordering::Acquire) > 0 {
-            let stashed = self
-                .stash
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
+            let mut stash = self.stash.lock().unwrap_or_else(|p| p.into_inner());
+            let stashed = stash.pop_front();
+            debug_assert!(
+                stash.len() + usize::from(stashed.is_some())
+                    <= self.outstanding.load(Ordering::Acquire),
+                "every stashed completion is still counted outstanding"
+            );
+            drop(stash);
             if let Some((cell, res, inline)) = stashed {
                 let before = self.stashed.fetch_sub(1, Ordering::AcqRel);
                 debug_assert!(before > 0, "a stashed completion is counted once");
@@ -662,6 +744,7 @@ impl<C: PortOp> PortRing<C> {
     /// (a batch another thread has not flushed yet), runs the calling
     /// thread's completion work, flushes an overflowed completion queue.
     fn enter_getevents(&self) {
+        debug_assert!(!self.inherited(), "a child never enters its parent's ring");
         let queued = self.queued();
         let listed = self.take_listed();
         // SAFETY: the kernel takes at most the entries queued (pushed under
@@ -686,6 +769,14 @@ impl<C: PortOp> PortRing<C> {
                 if cqe.user_data() == WAKE || cqe.user_data() == CANCEL {
                     continue;
                 }
+                debug_assert!(
+                    cqe.user_data() % std::mem::align_of::<C>() as u64 == 0,
+                    "an operation's user data is its cell's address"
+                );
+                debug_assert!(
+                    self.outstanding.load(Ordering::Acquire) > 0,
+                    "a completion taken is of an operation counted in"
+                );
                 // SAFETY: every other user data is a cell address from
                 // `Arc::into_raw` in `submit`, and each completion is taken
                 // once (under `cq`).
@@ -700,10 +791,13 @@ impl<C: PortOp> PortRing<C> {
 
     fn complete(&self, cell: Arc<C>, res: i32, inline: bool) -> Option<C::Completion> {
         if let Some(inflight) = &self.inflight {
-            inflight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&(Arc::as_ptr(&cell) as usize));
+            let mut map = inflight.lock().unwrap_or_else(|p| p.into_inner());
+            let removed = map.remove(&(Arc::as_ptr(&cell) as usize));
+            debug_assert!(removed.is_some(), "a cell in flight is removed once");
+            debug_assert!(
+                map.len() < self.outstanding.load(Ordering::Acquire),
+                "the cell removed is still counted outstanding"
+            );
         }
         // Counted out before any user code runs (`take` releases the file,
         // whose close may wake a waker that panics).
@@ -738,6 +832,10 @@ impl<C: PortOp> PortRing<C> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return;
         };
+        debug_assert!(
+            left <= RECHECK,
+            "a worker looks at outstanding again at least every RECHECK"
+        );
         // While a batch has listed operations, the wait submits nothing
         // (`to_submit` 0): what another thread queued in a batch is
         // submitted by that thread's own calls (or a flush), which account

@@ -38,6 +38,9 @@ const MAX_REGION_BYTES: usize = 1 << 30;
 /// `RLIMIT_NOFILE` is lower: the kernel refuses a larger table).
 const FILE_SLOTS: u32 = 4096;
 
+// A region's index is the entry's 16-bit `buf_index`.
+const _: () = assert!(MAX_REGIONS <= 1 << 16);
+
 /// A pool's arena, or memory a caller owns, registered as one buffer.
 struct Region {
     start: usize,
@@ -55,6 +58,11 @@ struct FileTable {
 
 impl FileTable {
     fn has(&self, fd: i32) -> bool {
+        debug_assert_eq!(
+            self.bits.len() as u32,
+            self.slots.div_ceil(64),
+            "the table has a bit for every slot"
+        );
         let Ok(fd) = u32::try_from(fd) else {
             return false;
         };
@@ -63,12 +71,18 @@ impl FileTable {
     }
 
     fn set(&self, fd: u32, on: bool) {
+        debug_assert!(fd < self.slots, "a slot of the table");
         let bit = 1u64 << (fd % 64);
         let word = &self.bits[(fd / 64) as usize];
         if on {
-            word.fetch_or(bit, Ordering::AcqRel);
+            let before = word.fetch_or(bit, Ordering::AcqRel);
+            debug_assert!(before & bit == 0, "a descriptor is registered once");
         } else {
-            word.fetch_and(!bit, Ordering::AcqRel);
+            let before = word.fetch_and(!bit, Ordering::AcqRel);
+            debug_assert!(
+                before & bit != 0,
+                "a descriptor is removed once, after it was registered"
+            );
         }
     }
 }
@@ -117,6 +131,10 @@ impl Registry {
             .region_of(addr, len)
             .and_then(|index| kind.fixed(index));
         if fixed.is_some() {
+            debug_assert!(
+                has_fixed_opcodes(ops),
+                "memory is registered only on a kernel with READ_FIXED/WRITE_FIXED"
+            );
             counters.fixed_buffer_ops.fetch_add(1, Ordering::Relaxed);
         }
         let sqe = fixed.or_else(|| kind.entry(ops))?;
@@ -164,6 +182,13 @@ impl Registry {
         };
         let mut guard = self.regions_made.lock().unwrap_or_else(|p| p.into_inner());
         let (table, count) = &mut *guard;
+        debug_assert!(
+            self.regions
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.get().is_some() == (i < *count)),
+            "the slots below the count are set, the others not"
+        );
         let known = self.regions[..*count]
             .iter()
             .filter_map(OnceLock::get)
@@ -205,6 +230,10 @@ impl Registry {
             .is_ok();
         debug_assert!(set, "slots are set in order, once, under regions_made");
         *count += 1;
+        debug_assert!(
+            *table && *count <= MAX_REGIONS,
+            "a region is set in the kernel's table, which has a slot for it"
+        );
         Ok(())
     }
 
@@ -289,6 +318,12 @@ impl Registry {
     /// would keep registered files open (their locks held) and registered
     /// memory pinned past the port's drop.
     pub(crate) fn unregister_all(&mut self, ring: &IoUring) {
+        debug_assert!(
+            self.regions_made
+                .get_mut()
+                .map_or(true, |(table, count)| *count == 0 || *table),
+            "a region is registered only in a table that exists"
+        );
         let submitter = ring.submitter();
         if self.files.get().is_some() {
             let _ = submitter.unregister_files();
@@ -327,6 +362,14 @@ pub(crate) unsafe fn set_buffer_slot(
     len: usize,
 ) -> std::io::Result<()> {
     debug_assert!(index < slots, "a slot of the table");
+    debug_assert!(
+        len <= MAX_REGION_BYTES,
+        "a registered range is within the kernel's 1 GiB (checked by the registrations)"
+    );
+    debug_assert!(
+        len == 0 || start != 0,
+        "a range put in a slot is memory, not the null page"
+    );
     let submitter = ring.submitter();
     if !*table {
         submitter.register_buffers_sparse(slots as u32)?;

@@ -69,6 +69,18 @@ pub(crate) struct Ring {
 
 impl Ring {
     pub(crate) fn new(io: IoUring, ops: Opcodes) -> Ring {
+        debug_assert!(
+            ops.has(io_uring::opcode::Nop::CODE),
+            "every ring's kernel has the NOP of the markers and wake-ups (probed)"
+        );
+        debug_assert!(
+            io.params().is_feature_ext_arg(),
+            "every ring waits with a timeout through EXT_ARG (checked at setup)"
+        );
+        debug_assert!(
+            io.params().cq_entries() >= io.params().sq_entries(),
+            "a ring has room for a completion of every entry it takes"
+        );
         Ring {
             io: ManuallyDrop::new(io),
             ops,
@@ -125,6 +137,10 @@ impl Ring {
         timeout: Option<std::time::Duration>,
     ) -> usize {
         debug_assert!(!self.inherited(), "a child never enters its parent's ring");
+        debug_assert!(
+            to_submit <= self.io().params().sq_entries(),
+            "at most a full submission queue is handed over"
+        );
         // A timeout bounds a wait only (with nothing wanted the call
         // returns at once).
         let timeout = timeout.filter(|_| want > 0);
@@ -132,7 +148,13 @@ impl Ring {
             // SAFETY: the caller vouches for the entries.
             let r = unsafe { self.enter_once(to_submit, want, timeout) };
             let e = match r {
-                Ok(n) => return n,
+                Ok(n) => {
+                    debug_assert!(
+                        n <= to_submit as usize,
+                        "the kernel takes at most the entries it was handed"
+                    );
+                    return n;
+                }
                 Err(e) => e,
             };
             match e.raw_os_error() {
@@ -157,6 +179,10 @@ impl Ring {
         want: u32,
         timeout: Option<std::time::Duration>,
     ) -> std::io::Result<usize> {
+        debug_assert!(
+            timeout.is_none() || want > 0,
+            "a timeout bounds a wait only"
+        );
         let Some(t) = timeout else {
             // SAFETY: no argument but the flag; the caller vouches for the
             // entries.
@@ -173,6 +199,10 @@ impl Ring {
             tv_sec: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(t.subsec_nanos()),
         };
+        debug_assert!(
+            (0..1_000_000_000).contains(&ts.tv_nsec),
+            "the kernel takes a normalised timespec"
+        );
         let arg = GeteventsArg {
             sigmask: 0,
             sigmask_sz: 0,

@@ -35,6 +35,7 @@ struct Slot {
 
 impl Slot {
     fn holds(&self, addr: usize, end: usize) -> bool {
+        debug_assert!(self.start <= self.end, "a registered pool is a range");
         addr >= self.start && end <= self.end
     }
 }
@@ -63,6 +64,7 @@ impl RingBuffers {
         ops: &Opcodes,
         state: &EngineState,
     ) -> Option<squeue::Entry> {
+        debug_assert!(self.slots.len() <= SLOTS, "at most SLOTS slots");
         if self.slots.is_empty() {
             // Nothing registered here, and nothing to register: the common
             // case, one load.
@@ -92,6 +94,10 @@ impl RingBuffers {
             return kind.entry(ops);
         };
         debug_assert!(index < SLOTS, "a slot of the table");
+        debug_assert!(
+            has_fixed_opcodes(ops),
+            "a pool is registered only on a kernel with READ_FIXED/WRITE_FIXED"
+        );
         let sqe = kind.fixed(index as u16)?;
         state
             .counters
@@ -104,10 +110,15 @@ impl RingBuffers {
     /// range (nothing else is allocated there while it lives), so the
     /// buffer is that pool's.
     fn index_of(&self, addr: usize, end: usize) -> Option<usize> {
-        self.slots.iter().position(|s| {
+        let index = self.slots.iter().position(|s| {
             s.as_ref()
                 .is_some_and(|s| s.holds(addr, end) && s.pool.strong_count() > 0)
-        })
+        });
+        debug_assert!(
+            index.is_none() || self.table,
+            "a pool is registered only in a table that exists"
+        );
+        index
     }
 
     /// Registers the engine's pool that holds `addr..end`, if any and if
@@ -120,6 +131,10 @@ impl RingBuffers {
         addr: usize,
         end: usize,
     ) -> Option<usize> {
+        debug_assert!(
+            self.index_of(addr, end).is_none(),
+            "only a buffer in no registered pool takes a pool up"
+        );
         let pool = (0..state.pools.count())
             .filter_map(|i| state.pools.get(i))
             .find(|a| addr >= a.start && end <= a.start + a.len)?;
@@ -131,7 +146,13 @@ impl RingBuffers {
             return None;
         }
         match self.register(ring, ops, pool) {
-            Some(i) => Some(i),
+            Some(i) => {
+                debug_assert!(
+                    self.slots[i].as_ref().is_some_and(|s| s.holds(addr, end)),
+                    "the slot taken up holds the buffer"
+                );
+                Some(i)
+            }
             None => {
                 self.refused.retain(|w| w.strong_count() > 0);
                 self.refused.push(Arc::downgrade(&pool.keep));
@@ -148,6 +169,10 @@ impl RingBuffers {
         if !has_fixed_opcodes(ops) {
             return None;
         }
+        debug_assert!(
+            self.index_of(pool.start, pool.start + pool.len).is_none() || pool.len == 0,
+            "a live pool is registered once on a ring"
+        );
         let index = match self.slots.iter().position(Option::is_none) {
             Some(i) => i,
             None if self.slots.len() < SLOTS => {
@@ -172,6 +197,10 @@ impl RingBuffers {
             end: pool.start + pool.len,
             pool: Arc::downgrade(&pool.keep),
         });
+        debug_assert!(
+            self.table && index < SLOTS && self.slots.len() <= SLOTS,
+            "a pool is registered in a slot of the kernel's table"
+        );
         Some(index)
     }
 
@@ -179,6 +208,10 @@ impl RingBuffers {
     /// pages; an operation still in flight with one holds the kernel's own
     /// reference to it).
     fn sweep(&mut self, ring: &IoUring) {
+        debug_assert!(
+            self.table || self.slots.iter().all(Option::is_none),
+            "a pool is registered only in a table that exists"
+        );
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|s| s.pool.strong_count() == 0) {
                 // SAFETY: an empty slot holds no memory.
@@ -193,6 +226,10 @@ impl RingBuffers {
     /// Ends every registration (before the ring's descriptor closes: the
     /// kernel would free a closed ring's table later, on its own time).
     pub(crate) fn unregister_all(&mut self, ring: &IoUring) {
+        debug_assert!(
+            self.table || self.slots.iter().all(Option::is_none),
+            "a pool is registered only in a table that exists"
+        );
         if self.table {
             let _ = ring.submitter().unregister_buffers();
             self.table = false;

@@ -58,6 +58,10 @@ pub(crate) fn build_ring(
     cq_entries: u32,
     issuers: Issuers,
 ) -> Result<(IoUring, &'static str), FallbackReason> {
+    debug_assert!(
+        entries > 0 && cq_entries >= entries,
+        "a ring has entries, and room for a completion of each"
+    );
     type Setup = (&'static str, fn(&mut io_uring::Builder));
     let attempts: [Setup; 3] = [
         ("SINGLE_ISSUER|DEFER_TASKRUN", |b| {
@@ -123,7 +127,12 @@ pub(crate) fn probe_opcodes(ring: &IoUring) -> Result<Opcodes, FallbackReason> {
             return Err(FallbackReason::MissingOpcode(name));
         }
     }
-    Ok(Opcodes::from_probe(&probe))
+    let ops = Opcodes::from_probe(&probe);
+    debug_assert!(
+        needed.iter().all(|&(code, _)| ops.has(code)),
+        "the opcodes kept are the opcodes probed"
+    );
+    Ok(ops)
 }
 
 /// Bounds the kernel's io-wq worker threads of the calling thread
@@ -134,6 +143,10 @@ pub(crate) fn bound_kernel_workers(
     ring: &IoUring,
     max: Option<u32>,
 ) -> Result<String, FallbackReason> {
+    debug_assert!(
+        max.is_none_or(|n| (1..=4096).contains(&n)),
+        "the bound on kernel workers is checked by EngineBuilder::build"
+    );
     let submitter = ring.submitter();
     if let Some(n) = max {
         let mut limits = [n, n];

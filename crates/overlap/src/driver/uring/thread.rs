@@ -93,8 +93,17 @@ impl Wake for ThreadWaker {
         // `notified`: either the waiter sees the flag, or this sees where
         // it sleeps.
         self.notified.store(true, Ordering::SeqCst);
-        match self.state.load(Ordering::SeqCst) {
+        let state = self.state.load(Ordering::SeqCst);
+        debug_assert!(
+            state <= IN_AIO,
+            "a thread's waker is in one of its five states"
+        );
+        match state {
             IN_RING => {
+                debug_assert!(
+                    self.eventfd.get().is_some(),
+                    "a thread sleeps in its ring only once its eventfd is made"
+                );
                 if let Some(fd) = self.eventfd.get() {
                     let one: u64 = 1;
                     // SAFETY: writes 8 bytes from a local into an eventfd
@@ -159,6 +168,7 @@ impl ThreadRing {
     /// Applies an engine's bound on kernel workers to this thread's io-wq
     /// (the smallest bound asked for wins).
     fn bound_workers(&mut self, max: Option<u32>) {
+        let before = self.workers_bound;
         if let Some(n) = max {
             if self.workers_bound.is_none_or(|b| n < b)
                 && setup::bound_kernel_workers(self.core.ring().io(), Some(n)).is_ok()
@@ -166,11 +176,20 @@ impl ThreadRing {
                 self.workers_bound = Some(n);
             }
         }
+        debug_assert!(
+            before.is_none_or(|b| self.workers_bound.is_some_and(|now| now <= b)),
+            "the bound on a thread's kernel workers only tightens"
+        );
     }
 
     fn submit(&mut self, done: &mut Vec<Done>) {
         self.core.submit(done);
         self.charge_syscalls();
+        debug_assert_eq!(
+            self.charged,
+            self.core.marks().1,
+            "every submitting call of the thread's ring is charged"
+        );
     }
 
     /// Charges the submitting system calls made since the last charge to
@@ -180,6 +199,10 @@ impl ThreadRing {
     /// took.
     fn charge_syscalls(&mut self) {
         let (_, made) = self.core.marks();
+        debug_assert!(
+            self.charged <= made,
+            "the calls charged never outnumber the calls made"
+        );
         let calls = made - self.charged;
         if calls == 0 {
             return;
@@ -201,6 +224,10 @@ impl Drop for ThreadRing {
         // The thread is ending: reap what is in flight (normally nothing:
         // block_on drains) and the eventfd read, then free the ring.
         self.core.drain(count_out);
+        debug_assert!(
+            self.charged <= self.core.marks().1,
+            "the calls charged never outnumber the calls made"
+        );
     }
 }
 
@@ -266,6 +293,10 @@ impl Waiter<'_> {
     /// The thread's waker: what polls with it (directly, or through
     /// combinators that pass it on) submits on the thread's own ring.
     pub(crate) fn waker(&self) -> &Waker {
+        debug_assert!(
+            self.local.depth.get() > 0,
+            "a waiter lives inside its block_on"
+        );
         &self.local.waker_obj
     }
 
@@ -312,7 +343,13 @@ pub(crate) fn with_waiter<R>(inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> 
     }
     let local = Local::new();
     local.ring.replace(RingState::Unavailable);
-    match run(&local) {
+    let r = run(&local);
+    debug_assert_eq!(
+        local.depth.get(),
+        0,
+        "a block_on leaves the nesting as it found it"
+    );
+    match r {
         Some(r) => r,
         None => unreachable!("`f` is taken only by a run that returned"),
     }
@@ -335,6 +372,10 @@ impl Drop for Depth<'_> {
             l.waker.notified.store(true, Ordering::SeqCst);
         }
         if l.depth.get() == 0 {
+            debug_assert!(
+                !l.inline.get(),
+                "outside every block_on no run is one operation at a time"
+            );
             if let Some(p) = drain_own_ring(l) {
                 if std::thread::panicking() {
                     crate::driver::report_panic("an operation reaped while unwinding", &p);
@@ -372,6 +413,7 @@ pub(crate) struct JoinedScope {
 impl JoinedScope {
     pub(crate) fn enter(child: &Waker) -> JoinedScope {
         let id = waker_id(child);
+        debug_assert_ne!(id, NOT_JOINED, "no waker has the identity of none");
         let previous = LOCAL
             .try_with(|l| l.joined.replace(id))
             .unwrap_or(NOT_JOINED);
@@ -435,6 +477,7 @@ struct DeferringRings(RefCell<Vec<Deferring>>);
 impl Drop for DeferringRings {
     fn drop(&mut self) {
         for d in self.0.get_mut().drain(..) {
+            debug_assert!(d.queued < DEFER_BATCH, "a full batch was submitted");
             if d.queued > 0 {
                 d.ring.flush();
             }
@@ -462,6 +505,11 @@ pub(crate) fn defer(ring: Arc<dyn Deferred>) -> Option<DeferGuard> {
                 return None;
             }
             rings.push(Deferring { ring, queued: 0 });
+            debug_assert_eq!(
+                rings.iter().filter(|r| ring_key(&r.ring) == key).count(),
+                1,
+                "a thread lists a ring it defers on once"
+            );
             Some(DeferGuard {
                 key,
                 _not_send: std::marker::PhantomData,
@@ -484,7 +532,12 @@ impl Drop for DeferGuard {
             .try_with(|d| {
                 let mut rings = d.0.try_borrow_mut().ok()?;
                 let i = rings.iter().position(|r| ring_key(&r.ring) == self.key)?;
-                Some(rings.swap_remove(i).ring)
+                let ring = rings.swap_remove(i).ring;
+                debug_assert!(
+                    !rings.iter().any(|r| ring_key(&r.ring) == self.key),
+                    "a thread lists a ring it defers on once"
+                );
+                Some(ring)
             })
             .ok()
             .flatten();
@@ -508,6 +561,7 @@ pub(crate) fn deferral(ring: *const ()) -> Deferral {
             let Some(r) = rings.iter_mut().find(|r| ring_key(&r.ring) == ring) else {
                 return Deferral::No;
             };
+            debug_assert!(r.queued < DEFER_BATCH, "a full batch was submitted");
             r.queued += 1;
             if r.queued >= DEFER_BATCH {
                 r.queued = 0;
@@ -526,6 +580,7 @@ pub(crate) fn flush_deferred() {
     let _ = DEFERRING.try_with(|d| {
         if let Ok(mut rings) = d.0.try_borrow_mut() {
             for r in rings.iter_mut().filter(|r| r.queued > 0) {
+                debug_assert!(r.queued < DEFER_BATCH, "a full batch was submitted");
                 r.queued = 0;
                 pending.push(r.ring.clone());
             }
@@ -556,7 +611,15 @@ impl aio::Waiter for ThreadWaiter<'_> {
         self.0.waker.notified.load(Ordering::SeqCst)
     }
     fn enter(&self, ctx: &Arc<aio::Inner>) -> bool {
+        debug_assert!(
+            self.0.depth.get() > 0,
+            "a thread sleeps in io_getevents inside a block_on"
+        );
         let tw = &self.0.waker;
+        debug_assert!(
+            matches!(tw.state.load(Ordering::SeqCst), RUNNING | LEADING),
+            "a thread enters io_getevents awake"
+        );
         *tw.aio.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.clone());
         // SeqCst pairs with the waker's store of `notified` and load of
         // `state`: either this sees the wake-up, or the waker kicks.
@@ -569,17 +632,29 @@ impl aio::Waiter for ThreadWaiter<'_> {
     }
     fn leave(&self) {
         let tw = &self.0.waker;
+        debug_assert_eq!(
+            tw.state.load(Ordering::SeqCst),
+            IN_AIO,
+            "a thread leaves io_getevents from inside it"
+        );
         tw.state.store(LEADING, Ordering::SeqCst);
         tw.aio.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
     fn follow(&self, _deadline: Option<std::time::Instant>) {
+        debug_assert!(self.0.depth.get() > 0, "a follower waits inside a block_on");
         park_until_notified(&self.0.waker);
     }
     fn promoter(&self) -> Waker {
         self.0.waker_obj.clone()
     }
     fn leading(&self, on: bool) {
+        debug_assert!(self.0.depth.get() > 0, "a leader reaps inside a block_on");
         let s = if on { LEADING } else { RUNNING };
+        debug_assert_ne!(
+            self.0.waker.state.load(Ordering::SeqCst),
+            IN_AIO,
+            "the reaping role changes hands outside io_getevents"
+        );
         self.0.waker.state.store(s, Ordering::SeqCst);
     }
 }
@@ -592,6 +667,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
         return Err(op);
     }
     LOCAL.with(|l| {
+        debug_assert!(
+            l.depth.get() > 0,
+            "only a block_on of this thread submits on its ring"
+        );
         let Ok(mut state) = l.ring.try_borrow_mut() else {
             return Err(op);
         };
@@ -616,6 +695,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
         let RingState::Ready(r) = &mut *state else {
             return Err(op);
         };
+        debug_assert!(
+            !r.core.inherited(),
+            "a thread's ring in use is its process's own (an inherited one was replaced)"
+        );
         {
             let shared = op.shared();
             r.bound_workers(shared.max_kernel_workers);
@@ -625,6 +708,10 @@ pub(crate) fn submit_on_own_ring(op: Arc<dyn Completable>) -> Result<(), Arc<dyn
             if !shared.admit_to_own_ring() {
                 return Err(op);
             }
+            debug_assert!(
+                shared.own_ring_ops.load(Ordering::Acquire) > 0,
+                "an operation admitted is counted on the engine's rings"
+            );
             shared
                 .counters
                 .thread_ring_submitted
@@ -648,6 +735,7 @@ fn finish(done: &mut Vec<Done>) {
     if let Some(p) = complete_all(done) {
         std::panic::resume_unwind(p);
     }
+    debug_assert!(done.is_empty(), "complete_all takes every completion");
 }
 
 /// Reaps everything in flight on the calling thread's ring.
@@ -722,6 +810,10 @@ pub(crate) fn sleep(l: &Local) {
         match &mut *state {
             RingState::Ready(r) if busy => {
                 r.core.arm_eventfd(&mut done);
+                debug_assert!(
+                    matches!(tw.state.load(Ordering::SeqCst), RUNNING | LEADING),
+                    "a thread goes to sleep in its ring awake"
+                );
                 tw.state.store(IN_RING, Ordering::SeqCst);
                 if tw.notified.load(Ordering::SeqCst) {
                     r.submit(&mut done);
@@ -729,6 +821,11 @@ pub(crate) fn sleep(l: &Local) {
                     r.core.wait(None, &mut done);
                     r.charge_syscalls();
                 }
+                debug_assert_eq!(
+                    tw.state.load(Ordering::SeqCst),
+                    IN_RING,
+                    "only the thread itself moves its waker's state"
+                );
                 tw.state.store(RUNNING, Ordering::SeqCst);
                 true
             }
@@ -764,9 +861,18 @@ fn park_until_notified(tw: &ThreadWaker) {
             std::thread::yield_now();
         }
     }
+    debug_assert!(
+        matches!(tw.state.load(Ordering::SeqCst), RUNNING | LEADING),
+        "a thread parks awake"
+    );
     tw.state.store(PARKED, Ordering::SeqCst);
     if !tw.notified.load(Ordering::SeqCst) {
         std::thread::park();
     }
+    debug_assert_eq!(
+        tw.state.load(Ordering::SeqCst),
+        PARKED,
+        "only the thread itself moves its waker's state"
+    );
     tw.state.store(RUNNING, Ordering::SeqCst);
 }

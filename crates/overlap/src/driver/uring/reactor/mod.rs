@@ -122,7 +122,8 @@ pub struct ReactorRing {
 
 impl Clone for ReactorRing {
     fn clone(&self) -> Self {
-        self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        let before = self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(before > 0, "a handle is cloned from a live one");
         ReactorRing {
             inner: self.inner.clone(),
         }
@@ -136,10 +137,9 @@ impl Drop for ReactorRing {
         // flight goes to the watcher, as `orphan` hands it, rather than the
         // ring's drop blocking until the kernel is done (forever, for a
         // pipe nobody writes).
-        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
-            && !self.inner.orphaned.load(Ordering::Acquire)
-            && self.in_flight() > 0
-        {
+        let before = self.inner.handles.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "a handle is dropped once, after it was counted");
+        if before == 1 && !self.inner.orphaned.load(Ordering::Acquire) && self.in_flight() > 0 {
             self.orphan();
         }
     }
@@ -193,6 +193,13 @@ const DEFER_FROM: usize = 8;
 /// submitted at once with the others. `OVERLAP_SUBMIT_BATCH` overrides it
 /// (1 turns deferral off: every submission enters the kernel at once).
 const DEFAULT_BATCH: usize = 32;
+
+// `ReactorRing::new`'s ring is one the kernel makes.
+const _: () =
+    assert!(DEFAULT_REACTOR_RING_ENTRIES >= 1 && DEFAULT_REACTOR_RING_ENTRIES <= MAX_SQ_ENTRIES);
+
+// A batch is at least one entry, and fits a submission queue.
+const _: () = assert!(DEFAULT_BATCH >= 1 && DEFAULT_BATCH <= MAX_SQ_ENTRIES as usize);
 
 fn batch_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -261,21 +268,36 @@ impl ReactorRing {
                 CURRENT.with(|c| c.set(self.0));
             }
         }
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         let this = NonNull::from(&*self.inner);
         let _restore = Restore(CURRENT.with(|c| c.replace(Some(this))));
-        f()
+        let r = f();
+        debug_assert_eq!(
+            CURRENT.with(Cell::get),
+            Some(this),
+            "an inner enter restored this ring when it returned"
+        );
+        r
     }
 
     /// Completes every operation whose completion is in the ring, waking
     /// their futures; returns how many. Does not block and makes no system
     /// call when nothing is there.
     pub fn reap(&self) -> usize {
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         if self.inner.inherited() {
             return 0;
         }
         let mut done = spare_done();
-        lock(&self.inner.core).reap_ready(&mut done);
+        let reaped = lock(&self.inner.core).reap_ready(&mut done);
         let n = done.len();
+        debug_assert!(n <= reaped, "every completion handed over was reaped");
         finish(&mut done);
         keep_done(done);
         n
@@ -301,6 +323,10 @@ impl ReactorRing {
     /// tokio-uring's batching). Without a flusher every submission enters
     /// the kernel at once.
     pub fn set_flusher(&self, waker: &Waker) {
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         let mut f = lock(&self.inner.flusher);
         // Under the lock: `orphan` sets the flag before it takes the
         // flusher out, so a waker stored here is never left behind.
@@ -311,10 +337,18 @@ impl ReactorRing {
             *f = Some(waker.clone());
             self.inner.has_flusher.store(true, Ordering::Release);
         }
+        debug_assert!(
+            self.inner.has_flusher.load(Ordering::Acquire) == f.is_some(),
+            "has_flusher says, under the flusher's lock, whether one is registered"
+        );
     }
 
     /// Entries queued and not yet handed to the kernel.
     pub fn queued(&self) -> usize {
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         if self.inner.inherited() {
             return 0;
         }
@@ -324,13 +358,18 @@ impl ReactorRing {
     /// Hands every queued entry to the kernel in one system call, and
     /// completes what that call found complete.
     pub fn flush(&self) {
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         if self.inner.inherited() {
             return;
         }
         let mut done = spare_done();
         let left = {
             let mut core = lock(&self.inner.core);
-            if core.pending() == 0 {
+            let queued = core.pending();
+            if queued == 0 {
                 keep_done(done);
                 return;
             }
@@ -340,6 +379,10 @@ impl ReactorRing {
             if core.submit(&mut done) {
                 charge_syscall(&done, &core);
             }
+            debug_assert!(
+                core.pending() <= queued + 1,
+                "a flush leaves at most what was queued, and its marker"
+            );
             core.pending()
         };
         if left > 0 {
@@ -357,6 +400,10 @@ impl ReactorRing {
     /// a pipe, until a writer writes. Where the ring's thread or executor
     /// goes away, [`orphan`](Self::orphan) is the call that cannot hang.
     pub fn drain(&self) {
+        debug_assert!(
+            self.inner.handles.load(Ordering::Relaxed) > 0,
+            "a ring is used through a live handle"
+        );
         if !self.inner.inherited() {
             self.inner.drain();
         }
@@ -392,6 +439,10 @@ impl ReactorRing {
             self.inner.has_flusher.store(false, Ordering::Release);
             f.take()
         };
+        debug_assert!(
+            !self.inner.has_flusher.load(Ordering::Acquire),
+            "an orphaned ring has no flusher"
+        );
         watcher::adopt(self.inner.clone());
         if let Some(w) = flusher {
             w.wake();
@@ -440,6 +491,11 @@ impl Inner {
     /// copies of the operations in flight (see [`inherited`](Self::inherited)).
     #[cold]
     fn give_up_inherited(&self) {
+        debug_assert_ne!(
+            self.generation,
+            fork_generation(),
+            "only a child gives up a ring's operations"
+        );
         if !self.given_up.swap(true, Ordering::AcqRel) {
             let mut done = Vec::new();
             // Locked by a thread of the parent at the fork: that thread is
@@ -463,6 +519,11 @@ impl Inner {
     }
 
     fn drain(&self) {
+        debug_assert_eq!(
+            self.generation,
+            fork_generation(),
+            "a child never waits on its parent's ring"
+        );
         loop {
             let mut done = Vec::new();
             {
@@ -479,7 +540,16 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        watcher::LIVE_RINGS.fetch_sub(1, Ordering::Relaxed);
+        let live = watcher::LIVE_RINGS.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(
+            live > 0,
+            "a ring is counted out once, after it was counted in"
+        );
+        debug_assert_eq!(
+            *self.handles.get_mut(),
+            0,
+            "a ring goes after its last handle"
+        );
         if self.inherited() {
             // A child after fork: the ring's operations and registrations
             // are the parent's; the child's copies of the operations were
@@ -532,6 +602,7 @@ fn finish(done: &mut Vec<Done>) {
     if let Some(p) = complete_all(done) {
         std::panic::resume_unwind(p);
     }
+    debug_assert!(done.is_empty(), "complete_all takes every completion");
 }
 
 /// Takes out of `done` the operations that the kernel failed because the
@@ -584,8 +655,14 @@ fn resubmit_failed(done: &mut Vec<Done>) {
         // Handed to the driver while still counted on the rings, so that a
         // shutdown cannot stop the driver in between; counted out after.
         engine.submit_to_driver(op, true);
-        shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        let before = shared.own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "an own-ring operation is counted out once");
     }
+    debug_assert!(
+        kept.iter()
+            .all(|d| d.res == ENGINE_ACROSS_FORK || !d.op.kind().failed_by_submitter_exit(d.res)),
+        "what is kept is no operation a submitter's exit failed"
+    );
     *done = kept;
 }
 
@@ -639,6 +716,10 @@ pub(crate) fn submit_current(op: Arc<dyn Completable>) -> Result<(), Arc<dyn Com
     if !op.shared().admit_to_own_ring() {
         return Err(op);
     }
+    debug_assert!(
+        op.shared().own_ring_ops.load(Ordering::Acquire) > 0,
+        "an operation admitted is counted on the engine's rings"
+    );
     let engine = op.shared() as *const EngineState as usize;
     // On the engine's rings together (threads' own rings too), this one
     // included: where a runtime's workers share the tasks, a task woken by
@@ -677,11 +758,17 @@ fn push_current(
     engine_deep: bool,
     done: &mut Vec<Done>,
 ) -> Result<bool, Arc<dyn Completable>> {
+    debug_assert_eq!(
+        inner.generation,
+        fork_generation(),
+        "a child never submits on its parent's ring"
+    );
     let mut core = lock(&inner.core);
     if inner.orphaned.load(Ordering::Acquire) {
         // Orphaned since the check above: not on this ring.
         drop(core);
-        op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        let before = op.shared().own_ring_ops.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "an own-ring operation is counted out once");
         return Err(op);
     }
     let key = core.push(op, done);

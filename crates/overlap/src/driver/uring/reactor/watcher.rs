@@ -20,6 +20,9 @@ const BUSY_TICK: Duration = Duration::from_millis(10);
 const IDLE_TICK: Duration = Duration::from_millis(100);
 const QUIET_LOOKS: u32 = 20;
 
+// A busy ring is looked at more often than an idle one.
+const _: () = assert!(BUSY_TICK.as_millis() < IDLE_TICK.as_millis());
+
 /// Live rings made in this process copy (made, not yet dropped).
 pub(super) static LIVE_RINGS: AtomicUsize = AtomicUsize::new(0);
 /// Whether the last pass found operations in flight, and how many
@@ -73,6 +76,10 @@ fn pass() {
         .unwrap_or_default();
     let (mut busy, mut reaped) = (false, false);
     for o in &orphans {
+        debug_assert!(
+            o.orphaned.load(Ordering::Acquire),
+            "the watcher holds orphaned rings only"
+        );
         let (b, r) = o.reap_now(true, true);
         (busy, reaped) = (busy | b, reaped | r);
     }
@@ -100,10 +107,14 @@ pub(crate) fn release_idle_orphans() {
         let Some(mut o) = lock_registry(&ORPHANS) else {
             return;
         };
-        let (keep, idle) = std::mem::take(&mut *o)
+        let (keep, idle): (Vec<_>, Vec<_>) = std::mem::take(&mut *o)
             .into_iter()
             .partition(|r| r.still_busy());
         *o = keep;
+        debug_assert!(
+            idle.iter().all(|r| r.orphaned.load(Ordering::Acquire)),
+            "the watcher holds orphaned rings only"
+        );
         idle
     };
     // Outside the lock: the drop of the last handle closes the ring.
@@ -113,6 +124,10 @@ pub(crate) fn release_idle_orphans() {
 /// Takes an orphaned ring: serves it once now, and the engines'
 /// threads serve it until nothing is in flight.
 pub(super) fn adopt(inner: Arc<Inner>) {
+    debug_assert!(
+        inner.orphaned.load(Ordering::Acquire),
+        "only an orphaned ring is adopted"
+    );
     let (busy, _) = inner.reap_now(true, true);
     if !busy {
         // Nothing in flight: nothing to serve (its last handle's drop
@@ -121,7 +136,13 @@ pub(super) fn adopt(inner: Arc<Inner>) {
     }
     let nudge = inner.any_engine();
     match lock_registry(&ORPHANS) {
-        Some(mut o) => o.push(inner),
+        Some(mut o) => {
+            debug_assert!(
+                !o.iter().any(|r| Arc::ptr_eq(r, &inner)),
+                "a ring is adopted once"
+            );
+            o.push(inner);
+        }
         // A child whose parent's thread held the registry at the fork:
         // nobody would serve it; forget it (never freed under the
         // kernel).
@@ -179,6 +200,11 @@ impl Inner {
     /// `Stats::reaped_by_watcher`. Returns whether operations are still in
     /// flight, and whether it completed any.
     fn reap_now(&self, force: bool, by_watcher: bool) -> (bool, bool) {
+        debug_assert_eq!(
+            self.generation,
+            fork_generation(),
+            "a child never reaps its parent's ring"
+        );
         let mut done = Vec::new();
         let busy = {
             let Ok(mut core) = self.core.try_lock() else {
@@ -186,6 +212,10 @@ impl Inner {
             };
             let marks = core.marks();
             let mut seen = lock(&self.seen);
+            debug_assert!(
+                marks.0 >= seen.0 && marks.1 >= seen.1,
+                "a ring's marks only grow"
+            );
             let stalled = *seen == marks;
             *seen = marks;
             if force || stalled || self.orphaned.load(Ordering::Acquire) {
