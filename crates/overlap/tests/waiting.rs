@@ -530,3 +530,97 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
         }
     }
 }
+
+/// A forked child leaves its parent's orphaned reactor rings alone: their
+/// completion queue is memory the child shares with the parent, so a child
+/// that served them would take the parent's completions.
+#[test]
+fn a_forked_child_leaves_the_parents_orphaned_rings_alone() {
+    if Driver::uring().is_none() {
+        return;
+    }
+    let out = run_child_within("fork_orphan_child", &[], &[], Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("parent's ring") && !stderr.contains("panicked"),
+        "the child touched the parent's ring:\n{stderr}"
+    );
+}
+
+/// The child process of `a_forked_child_leaves_the_parents_orphaned_rings_alone`:
+/// a pipe read in flight on a reactor ring handed to the watcher
+/// (`orphan`), then a fork whose child keeps its own engine's thread
+/// parking (where the watcher looks) while the parent feeds the pipe. The
+/// parent's read must complete, with what was written.
+#[test]
+fn fork_orphan_child() {
+    use std::future::Future;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::task::{Context, Poll};
+    if !is_child("fork_orphan_child") {
+        return;
+    }
+    let d = Driver::uring().expect("the parent found io_uring usable");
+    let engine = d.engine();
+    let dir = tempdir();
+    let (fifo, data) = (dir.path().join("fifo"), dir.path().join("data"));
+    mkfifo(&fifo);
+    std_create_pattern(&data, 95, 64 << 10);
+    let mut feed = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let pipe = File::open(&engine, &fifo).wait().unwrap();
+    let ring = engine.reactor_ring().unwrap();
+    let mut read = Box::pin(pipe.read_at(vec![0u8; 5], 0));
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    assert!(ring.enter(|| read.as_mut().poll(&mut cx)).is_pending());
+    ring.orphan();
+
+    // SAFETY: fork in a test's child process; the grandchild reads a file
+    // through a new engine and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(|| {
+            let engine = d.engine();
+            let file = File::open(&engine, &data).wait().unwrap();
+            let until = std::time::Instant::now() + Duration::from_millis(600);
+            while std::time::Instant::now() < until {
+                // Another executor's future: through the engine's thread,
+                // which looks at the watcher's rings when it parks.
+                let (res, _) = futures::executor::block_on(file.read_at(vec![0u8; 512], 0));
+                assert_eq!(res.unwrap(), 512);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        // SAFETY: leaves the forked process without running the parent's
+        // destructors or atexit handlers.
+        unsafe { libc::_exit(if ok.is_ok() { 0 } else { 1 }) };
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    feed.write_all(b"piped").unwrap();
+    let mut status = 0;
+    // SAFETY: waits for the grandchild forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child failed (status {status:#x})"
+    );
+    let mut got = None;
+    wait_until(Duration::from_secs(10), || {
+        if let Poll::Ready(r) = read.as_mut().poll(&mut cx) {
+            got = Some(r);
+        }
+        got.is_some()
+    });
+    let Some((res, buf)) = got else {
+        panic!("the parent's read never completed: its completion was taken");
+    };
+    assert_eq!(res.unwrap(), 5);
+    assert_eq!(&buf[..], b"piped");
+    child_ok("fork_orphan_child");
+}

@@ -71,9 +71,7 @@ pub(crate) fn watch_if_due() {
 /// Serves the orphans, and every live ring left unreaped since the
 /// previous look.
 fn pass() {
-    let orphans: Vec<Arc<Inner>> = lock_registry(&ORPHANS)
-        .map(|o| o.clone())
-        .unwrap_or_default();
+    let orphans = own_orphans();
     let (mut busy, mut reaped) = (false, false);
     for o in &orphans {
         debug_assert!(
@@ -98,6 +96,31 @@ fn pass() {
         });
     }
     release_idle_orphans();
+}
+
+/// The orphans this process copy serves. In a child after `fork` the
+/// parent's orphans are let go of instead: their completion queue is memory
+/// the child shares with the parent, and a child that reaped it would take
+/// the parent's completions (dropping them closes only the child's copy of
+/// each ring and leaks the child's copies of their operations).
+fn own_orphans() -> Vec<Arc<Inner>> {
+    let (own, inherited): (Vec<_>, Vec<_>) = {
+        let Some(mut o) = lock_registry(&ORPHANS) else {
+            return Vec::new();
+        };
+        let (own, inherited): (Vec<_>, Vec<_>) = std::mem::take(&mut *o)
+            .into_iter()
+            .partition(|r| !r.inherited());
+        o.clone_from(&own);
+        (own, inherited)
+    };
+    // Outside the lock: a drop may close a ring.
+    drop(inherited);
+    debug_assert!(
+        own.iter().all(|r| !r.inherited()),
+        "the watcher serves its own process copy's rings only"
+    );
+    own
 }
 
 /// Lets go of the orphans with nothing in flight (the last handle's
