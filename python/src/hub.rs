@@ -324,6 +324,12 @@ impl HubInner {
                 }
             }
         };
+        self.resolve(py, op, outcome);
+    }
+
+    /// Counts `op` out and resolves its asyncio future with `outcome` (or
+    /// drops the outcome, with the GIL, if the hub closed meanwhile).
+    fn resolve(self: &Arc<Self>, py: Python<'_>, op: &Arc<OpState>, outcome: PyResult<Resolve>) {
         let started = self.pending.fetch_sub(1, Ordering::AcqRel);
         // An operation completes once (its future is taken above).
         debug_assert!(started > 0, "more operations completed than started");

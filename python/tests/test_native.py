@@ -887,20 +887,39 @@ async def test_backpressure_more_than_the_budget_in_flight(data):
 
 
 def test_backpressure_wakes_waiting_operations(data):
-    """With a budget of 4 operations (OVERLAP_MAX_INFLIGHT_OPS) and 200
-    direct reads gathered at once, most wait for budget and are woken as
-    others complete; all complete, never more than 4 in flight."""
+    """With a budget of 4 operations (OVERLAP_MAX_INFLIGHT_OPS) held by 4
+    reads of an empty pipe, 200 direct reads gathered at once all wait for
+    budget; fed, the pipe reads complete and the direct reads are woken as
+    others complete; all complete, never more than 4 in flight. (The pipe
+    holds the budget on any device: a fast one may answer O_DIRECT reads
+    within the submitting call, leaving nothing in flight to wait for.)"""
     import subprocess
     import sys
     import textwrap
 
     path, content = data
+    fifo = path.parent / "backpressure-fifo"
     script = textwrap.dedent(
         f"""
-        import asyncio, overlap
+        import asyncio, os, overlap
         async def main():
+            os.mkfifo({str(fifo)!r})
+            pipe = await overlap.open({str(fifo)!r}, "r+b")  # O_RDWR: no wait for a writer
+            # Opened before the pipe's reads take the budget (an open is an
+            # operation too).
             async with overlap.open({str(path)!r}, direct=True) as f:
-                got = await asyncio.gather(*(f.read_at(4096, (i % 256) * 4096) for i in range(200)))
+                holds = [asyncio.ensure_future(pipe.read_at(1, 0)) for _ in range(4)]
+                await asyncio.sleep(0.05)
+                assert not any(h.done() for h in holds), "nothing written to the pipe yet"
+                reads = asyncio.gather(*(f.read_at(4096, (i % 256) * 4096) for i in range(200)))
+                await asyncio.sleep(0.05)
+                assert not reads.done(), "the budget is held by the pipe's reads"
+                w = os.open({str(fifo)!r}, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(w, b"feed")
+                os.close(w)
+                got = await asyncio.wait_for(reads, 30)
+            assert sorted(await asyncio.gather(*holds)) == [b"d", b"e", b"e", b"f"]
+            await pipe.close()
             with open({str(path)!r}, "rb") as g:
                 content = g.read()
             assert all(x == content[(i % 256) * 4096:(i % 256 + 1) * 4096] for i, x in enumerate(got))

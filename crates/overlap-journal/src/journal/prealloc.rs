@@ -46,28 +46,9 @@ impl Prealloc {
                 return;
             }
             if st.ckpt_want > st.ckpt_done {
-                let durable = st.ckpt_want;
-                drop(st);
-                let res =
-                    sh.write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), false);
-                st = self.lock();
-                match res {
-                    Ok(()) => {
-                        debug_assert!(
-                            st.ckpt_done <= durable && durable <= st.ckpt_want,
-                            "the checkpointed durable point moves forward, up to the one asked for"
-                        );
-                        st.ckpt_done = durable;
-                    }
-                    Err(e) => {
-                        // Fail-stop, as when the flusher wrote it; the
-                        // flusher's next `ensure` sees the error too.
-                        st.error = Some(crate::error::copy_io(&e));
-                        self.cv.notify_all();
-                        drop(st);
-                        sh.poison(e);
-                        return;
-                    }
+                match self.write_checkpoint(sh, st) {
+                    Some(next) => st = next,
+                    None => return,
                 }
                 continue;
             }
@@ -109,6 +90,37 @@ impl Prealloc {
                 Err(e) => st.error = Some(e),
             }
             self.cv.notify_all();
+        }
+    }
+
+    /// Writes the checkpoint asked for (`ckpt_want`), without the lock;
+    /// `None` once it failed (fail-stop, as when the flusher writes it: the
+    /// flusher's next `ensure` sees the error too).
+    fn write_checkpoint<'a>(
+        &'a self,
+        sh: &Shared,
+        st: std::sync::MutexGuard<'a, PreallocState>,
+    ) -> Option<std::sync::MutexGuard<'a, PreallocState>> {
+        let durable = st.ckpt_want;
+        drop(st);
+        let res = sh.write_checkpoint(|c| c.durable_lsn = c.durable_lsn.max(durable), false);
+        let mut st = self.lock();
+        match res {
+            Ok(()) => {
+                debug_assert!(
+                    st.ckpt_done <= durable && durable <= st.ckpt_want,
+                    "the checkpointed durable point moves forward, up to the one asked for"
+                );
+                st.ckpt_done = durable;
+                Some(st)
+            }
+            Err(e) => {
+                st.error = Some(crate::error::copy_io(&e));
+                self.cv.notify_all();
+                drop(st);
+                sh.poison(e);
+                None
+            }
         }
     }
 

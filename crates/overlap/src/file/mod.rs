@@ -14,9 +14,7 @@ use crate::future::{run_op, Op, Task};
 use crate::operation::{self, OpKind};
 use crate::request::{Owner, Request};
 
-/// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
-/// longer requests come back short and the `*_exact`/`*_all` forms go on.
-pub const MAX_RW_BYTES: usize = 0x7fff_f000;
+pub use crate::operation::MAX_RW_BYTES;
 
 mod align;
 pub(crate) mod inner;

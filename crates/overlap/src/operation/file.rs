@@ -8,6 +8,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use io_uring::{opcode, squeue, types};
 
 use super::{ret, AioCode, AioCommand, Data, Operation, Returns, Span, Transfer, STATX_MASK};
+
+/// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
+/// longer requests come back short and the `*_exact`/`*_all` forms go on.
+pub const MAX_RW_BYTES: usize = 0x7fff_f000;
+
 /// `pread` into memory the cell owns.
 #[derive(Debug)]
 pub(crate) struct Read {
@@ -27,8 +32,7 @@ impl Operation for Read {
     }
     fn transfer(&self) -> Transfer {
         debug_assert!(
-            self.len as usize <= crate::file::MAX_RW_BYTES
-                && (self.len == 0 || !self.ptr.is_null()),
+            self.len as usize <= MAX_RW_BYTES && (self.len == 0 || !self.ptr.is_null()),
             "a read's span is one operation's, in memory"
         );
         Transfer::Read(Span {
@@ -111,8 +115,7 @@ impl Operation for Write {
     }
     fn transfer(&self) -> Transfer {
         debug_assert!(
-            self.len as usize <= crate::file::MAX_RW_BYTES
-                && (self.len == 0 || !self.ptr.is_null()),
+            self.len as usize <= MAX_RW_BYTES && (self.len == 0 || !self.ptr.is_null()),
             "a write's span is one operation's, in memory"
         );
         Transfer::Write(Span {

@@ -196,6 +196,7 @@ fn ret(r: i64) -> i64 {
 mod file;
 mod path;
 
+pub use file::MAX_RW_BYTES;
 pub(crate) use file::*;
 pub(crate) use path::*;
 

@@ -437,6 +437,48 @@ impl File {
     }
 }
 
+/// The page cache first, straight into the caller's buffer: no operation,
+/// no copy (`read_cached_at_uninit`, one `preadv2(RWF_NOWAIT)` on this
+/// thread), only with the cursor ours alone (a clone's read may hold it).
+/// `Ready(None)`: answered (`dst` filled, the cursor moved);
+/// `Ready(Some(tried))`: the engine must read, `tried` saying whether the
+/// cache just missed at the cursor. A read answered here uses a unit of
+/// tokio's cooperative budget, as one through the engine (`on_ring`) or
+/// `tokio::fs`'s blocking pool does: with the budget spent, `Pending`
+/// (woken at once).
+fn poll_cached(
+    file: &overlap::File,
+    cursor: &Cursor,
+    cx: &mut Context<'_>,
+    dst: &mut ReadBuf<'_>,
+    len: usize,
+) -> Poll<Option<bool>> {
+    debug_assert!(
+        len > 0 && len <= dst.remaining(),
+        "a read asks for room it has"
+    );
+    let pos = cursor.get();
+    if cursor.is_shared() || pos == AT_END {
+        return Poll::Ready(Some(false));
+    }
+    let coop = ready!(tokio::task::coop::poll_proceed(cx));
+    // SAFETY: only written (by the kernel), never de-initialised, as
+    // `unfilled_mut` requires.
+    let spare = unsafe { &mut dst.unfilled_mut()[..len] };
+    if let Ok(Some(n)) = file.read_cached_at_uninit(spare, pos) {
+        debug_assert!(n <= len, "a cached read fills at most the room given");
+        // SAFETY: the kernel wrote the first `n` bytes.
+        unsafe { dst.assume_init(n) };
+        dst.advance(n);
+        cursor.set(pos + n as u64);
+        coop.made_progress();
+        return Poll::Ready(None);
+    }
+    // Not in the cache (or an error, which the operation reports as
+    // before): read through the engine.
+    Poll::Ready(Some(true))
+}
+
 impl AsyncRead for File {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -457,33 +499,10 @@ impl AsyncRead for File {
                         len > 0,
                         "a read asks for a byte at least: zero reads as the end"
                     );
-                    // The page cache first, straight into the caller's
-                    // buffer: no operation, no copy (`read_cached_at_uninit`,
-                    // one `preadv2(RWF_NOWAIT)` on this thread). Only with
-                    // the cursor ours alone (a clone's read may hold it).
-                    let pos = me.cursor.get();
-                    let tried = !me.cursor.is_shared() && pos != AT_END;
-                    if tried {
-                        // A read answered here uses a unit of tokio's
-                        // cooperative budget, as one through the engine
-                        // (`on_ring`) or `tokio::fs`'s blocking pool does:
-                        // with the budget spent, `Pending` (woken at once).
-                        let coop = ready!(tokio::task::coop::poll_proceed(cx));
-                        // SAFETY: only written (by the kernel), never
-                        // de-initialised, as `unfilled_mut` requires.
-                        let spare = unsafe { &mut dst.unfilled_mut()[..len] };
-                        if let Ok(Some(n)) = me.file.read_cached_at_uninit(spare, pos) {
-                            debug_assert!(n <= len, "a cached read fills at most the room given");
-                            // SAFETY: the kernel wrote the first `n` bytes.
-                            unsafe { dst.assume_init(n) };
-                            dst.advance(n);
-                            me.cursor.set(pos + n as u64);
-                            coop.made_progress();
-                            return Poll::Ready(Ok(()));
-                        }
-                        // Not in the cache (or an error, which the operation
-                        // reports as before): read through the engine.
-                    }
+                    let Some(tried) = ready!(poll_cached(&me.file, &me.cursor, cx, dst, len))
+                    else {
+                        return Poll::Ready(Ok(()));
+                    };
                     let buf = std::mem::take(buf);
                     let fut = read_op(me.file.clone(), me.cursor.clone(), buf, len, tried);
                     inner.state = State::Busy(Box::pin(fut));
