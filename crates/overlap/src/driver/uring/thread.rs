@@ -329,30 +329,19 @@ impl Waiter<'_> {
 /// and the enclosing run's `inline` is restored. During the thread's
 /// teardown (its thread-local gone) it waits without a ring.
 pub(crate) fn with_waiter<R>(inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> R {
-    let mut f = Some(f);
-    let mut run = |l: &Local| {
-        l.depth.set(l.depth.get() + 1);
-        let _depth = Depth(l, l.inline.replace(inline));
-        let f = f.take();
-        debug_assert!(f.is_some(), "the waiter runs once");
-        f.map(|f| f(&Waiter { local: l }))
-    };
     // `try_with` is re-entrant, so a nested block_on is fine.
-    if let Ok(Some(r)) = LOCAL.try_with(&mut run) {
-        return r;
+    if LOCAL.try_with(|_| ()).is_ok() {
+        return LOCAL.with(|l| run_waiter(l, inline, f));
     }
     let local = Local::new();
     local.ring.replace(RingState::Unavailable);
-    let r = run(&local);
-    debug_assert_eq!(
-        local.depth.get(),
-        0,
-        "a block_on leaves the nesting as it found it"
-    );
-    match r {
-        Some(r) => r,
-        None => unreachable!("`f` is taken only by a run that returned"),
-    }
+    run_waiter(&local, inline, f)
+}
+
+fn run_waiter<R>(l: &Local, inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> R {
+    l.depth.set(l.depth.get() + 1);
+    let _depth = Depth(l, l.inline.replace(inline));
+    f(&Waiter { local: l })
 }
 
 /// Leaves a `block_on`: the outermost one reaps the thread's ring, also
