@@ -13,9 +13,11 @@
 //! layer below them ([`crate::cell`], `operation`, `stats`, `error`, ...),
 //! never the engine or the front ends (`scripts/import-graph` checks it).
 
+#[cfg(target_os = "linux")]
 pub(crate) mod aio;
 pub(crate) mod handle;
 pub(crate) mod pool;
+#[cfg(target_os = "linux")]
 pub(crate) mod uring;
 
 use std::sync::Arc;
