@@ -515,12 +515,7 @@ impl AlignedBufPool {
     }
 }
 
-/// The memory page size (4096 where the kernel will not say).
+/// The memory page size (4096 where the system will not say).
 pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no memory arguments.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n)
-        .ok()
-        .filter(|n| n.is_power_of_two())
-        .unwrap_or(4096)
+    crate::sys::page_size()
 }

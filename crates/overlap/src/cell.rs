@@ -301,18 +301,23 @@ pub(crate) fn to_result(res: i64) -> Result<usize> {
 /// before it is recognised without a system call per operation.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(unix)]
 extern "C" fn after_fork_in_child() {
     FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The current fork generation (registering the `fork` handler once).
+/// Always 0 on Windows, which has no `fork`.
 pub(crate) fn fork_generation() -> u64 {
-    static REGISTERED: std::sync::Once = std::sync::Once::new();
-    REGISTERED.call_once(|| {
-        // SAFETY: registers a handler that only touches an atomic, which
-        // is async-signal-safe as a child of fork requires.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    });
+    #[cfg(unix)]
+    {
+        static REGISTERED: std::sync::Once = std::sync::Once::new();
+        REGISTERED.call_once(|| {
+            // SAFETY: registers a handler that only touches an atomic, which
+            // is async-signal-safe as a child of fork requires.
+            unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        });
+    }
     FORK_GENERATION.load(Ordering::Relaxed)
 }
 
@@ -334,10 +339,14 @@ mod tests {
             direct: false,
         });
         assert!(matches!(to_result(read.refused()), Err(Error::Shutdown)));
-        let canceled = to_result(-i64::from(libc::ECANCELED));
+        #[cfg(target_os = "linux")]
+        let canceled_code = libc::ECANCELED;
+        #[cfg(windows)]
+        let canceled_code = windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED as i32;
+        let canceled = to_result(-i64::from(canceled_code));
         assert_eq!(
             canceled.err().and_then(|e| e.raw_os_error()),
-            Some(libc::ECANCELED)
+            Some(canceled_code)
         );
     }
 }

@@ -24,8 +24,6 @@
 //! # Ok::<(), overlap::Error>(())
 //! ```
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -34,12 +32,31 @@ use crate::error::{Error, Result};
 use crate::future::{run_op, Op, Task};
 use crate::operation::{self, OpKind};
 use crate::request::{Owner, Request};
+use crate::sys::{NativePath, RawStat};
 
 /// `path` as a NUL-terminated string, or [`Error::InvalidInput`] naming it.
-pub(crate) fn cpath(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        Error::InvalidInput(format!("path {:?} contains a NUL byte", path.as_os_str()))
-    })
+#[cfg(unix)]
+pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| nul_in(path))
+}
+
+/// `path` as NUL-terminated UTF-16 (what `CreateFileW` and the other wide
+/// calls take; a path's unpaired surrogates pass through, as Windows allows
+/// them), or [`Error::InvalidInput`] naming it.
+#[cfg(windows)]
+pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
+    use std::os::windows::ffi::OsStrExt;
+    let mut wide: Vec<u16> = path.as_os_str().encode_wide().collect();
+    if wide.contains(&0) {
+        return Err(nul_in(path));
+    }
+    wide.push(0);
+    Ok(wide)
+}
+
+fn nul_in(path: &Path) -> Error {
+    Error::InvalidInput(format!("path {:?} contains a NUL byte", path.as_os_str()))
 }
 
 /// The type of a file system object, from its mode.
@@ -64,6 +81,7 @@ pub enum FileKind {
     Other,
 }
 
+#[cfg(target_os = "linux")]
 impl FileKind {
     fn from_mode(mode: u32) -> FileKind {
         match mode & libc::S_IFMT {
@@ -129,7 +147,9 @@ impl Stat {
         self.kind == FileKind::Symlink
     }
 
-    pub(crate) fn from_statx(st: &libc::statx) -> Stat {
+    /// What `statx` reported.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn from_raw(st: &RawStat) -> Stat {
         let time = |bit: u32, t: &libc::statx_timestamp| {
             (st.stx_mask & bit != 0).then(|| {
                 let nanos = Duration::new(0, t.tv_nsec.min(999_999_999));
@@ -159,6 +179,64 @@ impl Stat {
             created: time(libc::STATX_BTIME, &st.stx_btime),
         }
     }
+
+    /// What `GetFileInformationByHandleEx` reported, in the same terms: a
+    /// Unix-like `mode` (the type bits, and `0o444` for a read-only file
+    /// else `0o666`, `0o777` for a directory), no owner (0), the volume's
+    /// serial number as `dev` and the file index as `ino`.
+    #[cfg(windows)]
+    pub(crate) fn from_raw(st: &RawStat) -> Stat {
+        /// `FILE_ATTRIBUTE_READONLY`.
+        const READONLY: u32 = 0x1;
+        let (kind, type_bits) = if st.is_symlink() {
+            (FileKind::Symlink, 0o120000)
+        } else if st.is_dir() {
+            (FileKind::Dir, 0o040000)
+        } else {
+            (FileKind::File, 0o100000)
+        };
+        let permissions = match (kind, st.attributes & READONLY != 0) {
+            (FileKind::Dir, _) => 0o777,
+            (_, true) => 0o444,
+            (_, false) => 0o666,
+        };
+        Stat {
+            kind,
+            len: st.len,
+            permissions,
+            mode: type_bits | permissions,
+            nlink: st.links,
+            uid: 0,
+            gid: 0,
+            ino: st.index,
+            dev: u64::from(st.volume),
+            allocated: st.allocated,
+            block_size: if st.physical_sector > 0 {
+                st.physical_sector
+            } else {
+                4096
+            },
+            accessed: filetime(st.accessed),
+            modified: filetime(st.written),
+            changed: filetime(st.changed),
+            created: filetime(st.created),
+        }
+    }
+}
+
+/// A `FILETIME` (100 ns since 1601-01-01 UTC) as a `SystemTime`; 0 is
+/// "not recorded".
+#[cfg(windows)]
+fn filetime(t: i64) -> Option<SystemTime> {
+    /// Seconds from 1601-01-01 to 1970-01-01.
+    const UNIX_EPOCH_AS_FILETIME_S: u64 = 11_644_473_600;
+    let t = u64::try_from(t).ok().filter(|t| *t > 0)?;
+    let since_1601 = Duration::new(t / 10_000_000, (t % 10_000_000) as u32 * 100);
+    let epoch = Duration::from_secs(UNIX_EPOCH_AS_FILETIME_S);
+    Some(match since_1601.checked_sub(epoch) {
+        Some(after) => SystemTime::UNIX_EPOCH + after,
+        None => SystemTime::UNIX_EPOCH - (epoch - since_1601),
+    })
 }
 
 /// Runs a path operation built from already converted paths.
@@ -256,7 +334,7 @@ pub fn metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
 /// (`AT_SYMLINK_NOFOLLOW`). Answered from memory when it can be, as
 /// [`metadata`].
 pub fn symlink_metadata(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<Stat>> {
-    statx(engine, path.as_ref(), libc::AT_SYMLINK_NOFOLLOW)
+    statx(engine, path.as_ref(), crate::sys::STAT_NOFOLLOW)
 }
 
 /// Whether `path` exists (following symbolic links), as
@@ -268,7 +346,8 @@ pub fn try_exists(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<bool>>
     Task::new(async move {
         match stat.await {
             Ok(_) => Ok(true),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT)) => Ok(false),
+            // ENOENT; on Windows ERROR_FILE_NOT_FOUND or ERROR_PATH_NOT_FOUND.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
     })
@@ -276,7 +355,7 @@ pub fn try_exists(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<bool>>
 
 fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
     debug_assert_eq!(
-        flags & !libc::AT_SYMLINK_NOFOLLOW,
+        flags & !crate::sys::STAT_NOFOLLOW,
         0,
         "a path's statx follows links or not, no other flag"
     );
@@ -284,24 +363,27 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
     let path = cpath(path);
     Task::new(async move {
         let path = path?;
-        let shared = engine.shared();
-        if shared.fast_path && !shared.is_shut() {
-            // A path the dentry cache holds, on a local file system: answered
-            // here, not by a kernel worker (`sys::statx_cached`).
-            match crate::sys::statx_cached(&shared.counters, &path, flags) {
-                Some(Ok(st)) => return Ok(Stat::from_statx(&st)),
-                Some(Err(errno)) => return Err(std::io::Error::from_raw_os_error(errno).into()),
-                None => {}
+        // A path the dentry cache holds, on a local file system: answered
+        // here, not by a kernel worker (`sys::statx_cached`; Linux only).
+        #[cfg(target_os = "linux")]
+        {
+            let shared = engine.shared();
+            if shared.fast_path && !shared.is_shut() {
+                match crate::sys::statx_cached(&shared.counters, &path, flags) {
+                    Some(Ok(st)) => return Ok(Stat::from_raw(&st)),
+                    Some(Err(errno)) => return Err(std::io::Error::from_raw_os_error(errno).into()),
+                    None => {}
+                }
             }
         }
-        // SAFETY: statx is plain old data; all-zero is a valid value.
-        let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: RawStat is plain old data; all-zero is a valid value.
+        let mut buf: Box<RawStat> = Box::new(unsafe { std::mem::zeroed() });
         // The box's heap memory does not move when the box moves into the
         // cell, which owns it until the kernel has completed.
         let kind = OpKind::StatxPath(operation::StatxPath {
             path,
             flags,
-            buf: &mut *buf as *mut libc::statx,
+            buf: &mut *buf as *mut RawStat,
         });
         let req = Request {
             owner: Owner::Engine(engine.shared().clone()),
@@ -312,6 +394,6 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
         };
         let (res, st) = Op::request(req).await;
         res?;
-        Ok(Stat::from_statx(&st))
+        Ok(Stat::from_raw(&st))
     })
 }

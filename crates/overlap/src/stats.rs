@@ -389,6 +389,7 @@ fn read_small<'a>(path: &std::path::Path, buf: &'a mut [u8]) -> Option<&'a [u8]>
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
+#[cfg(target_os = "linux")]
 pub(crate) fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes into the local timespec.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
@@ -401,7 +402,16 @@ pub(crate) fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-#[cfg(test)]
+/// A monotonic clock in nanoseconds (`QueryPerformanceCounter`, through
+/// `Instant`), counted from its first reading in the process.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

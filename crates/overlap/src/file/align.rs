@@ -1,6 +1,6 @@
 //! The direct-I/O alignment a file requires, and where it comes from.
 
-use crate::operation;
+use crate::sys::RawStat;
 
 /// Alignment that direct I/O on a file requires, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -10,13 +10,16 @@ pub struct Alignment {
     /// Alignment of file offsets and lengths.
     pub offset: u32,
     /// Where the figures came from: `"statx"` (STATX_DIOALIGN) or
-    /// `"block-device"` (the device's logical block size), or `"default"`.
+    /// `"block-device"` (the device's logical block size) on Linux,
+    /// `"storage-info"` (the volume's sector sizes) on Windows, or
+    /// `"default"`.
     pub source: &'static str,
 }
 
 /// The direct-I/O alignment `st` reports, or the device's.
-pub(super) fn alignment_of(st: &libc::statx) -> Alignment {
-    if st.stx_mask & operation::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
+#[cfg(target_os = "linux")]
+pub(super) fn alignment_of(st: &RawStat) -> Alignment {
+    if st.stx_mask & crate::operation::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0 {
         Alignment {
             memory: st.stx_dio_mem_align,
             offset: st.stx_dio_offset_align,
@@ -38,6 +41,28 @@ pub(super) fn alignment_of(st: &libc::statx) -> Alignment {
     }
 }
 
+/// The direct-I/O (`FILE_FLAG_NO_BUFFERING`) alignment of the volume
+/// `st` was read on (`FileStorageInfo`): offsets and lengths in multiples
+/// of its logical sector size, buffers aligned to its physical sector size
+/// (Microsoft's "File Buffering"); 4096 where the volume does not say.
+#[cfg(windows)]
+pub(super) fn alignment_of(st: &RawStat) -> Alignment {
+    if st.logical_sector > 0 {
+        Alignment {
+            memory: st.physical_sector.max(st.logical_sector),
+            offset: st.logical_sector,
+            source: "storage-info",
+        }
+    } else {
+        Alignment {
+            memory: 4096,
+            offset: 4096,
+            source: "default",
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
 fn logical_block_size(major: u32, minor: u32) -> Option<u32> {
     let base = format!("/sys/dev/block/{major}:{minor}");
     for p in [

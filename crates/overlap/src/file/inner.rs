@@ -38,21 +38,46 @@ pub(crate) struct FileInner {
     pub(crate) registered: Mutex<Vec<Weak<dyn FixedFiles>>>,
 }
 
-impl FileInner {
-    /// The state of a descriptor this engine now owns, opened with `flags`.
-    pub(super) fn new(fd: i32, shared: Arc<Shared>, flags: i32) -> FileInner {
-        debug_assert!(fd >= 0, "a file is made from an open descriptor");
+/// What a descriptor was opened for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Mode {
+    pub readable: bool,
+    pub writable: bool,
+    /// Every write goes to the end of the file (O_APPEND; on Windows
+    /// `FILE_APPEND_DATA` without `FILE_WRITE_DATA`).
+    pub append: bool,
+    /// The page cache is bypassed (O_DIRECT; `FILE_FLAG_NO_BUFFERING`).
+    pub direct: bool,
+}
+
+#[cfg(target_os = "linux")]
+impl Mode {
+    /// The mode of a descriptor opened with `open(2)` flags `flags`.
+    pub(super) fn from_flags(flags: i32) -> Mode {
         let acc = flags & libc::O_ACCMODE;
+        Mode {
+            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+            append: flags & libc::O_APPEND != 0,
+            direct: flags & libc::O_DIRECT != 0,
+        }
+    }
+}
+
+impl FileInner {
+    /// The state of a descriptor this engine now owns, opened as `mode`.
+    pub(super) fn new(fd: i32, shared: Arc<Shared>, mode: Mode) -> FileInner {
+        debug_assert!(fd >= 0, "a file is made from an open descriptor");
         FileInner {
             fd: AtomicI32::new(fd),
-            append: flags & libc::O_APPEND != 0,
+            append: mode.append,
             state: AtomicUsize::new(0),
             misses: MissHistory::default(),
             close_waker: Mutex::new(None),
             shared,
-            readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
-            writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
-            direct: flags & libc::O_DIRECT != 0,
+            readable: mode.readable,
+            writable: mode.writable,
+            direct: mode.direct,
             align: OnceLock::new(),
             registered: Mutex::new(Vec::new()),
         }
@@ -130,8 +155,8 @@ impl Drop for FileInner {
         let fd = self.fd.swap(-1, Ordering::AcqRel);
         if fd >= 0 {
             self.forget_registrations(fd);
-            // SAFETY: we own fd, and no operation holds this FileInner any more.
-            unsafe { libc::close(fd) };
+            // We own fd, and no operation holds this FileInner any more.
+            crate::sys::close_quietly(fd);
         }
     }
 }

@@ -2,7 +2,6 @@
 //! attributes.
 
 use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
 
 use super::{alignment_of, Alignment, File, FileRef, Need, Prepared};
 use crate::buf::{IoBuf, IoBufMut};
@@ -10,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::future::{Op, Task};
 use crate::operation::{self, OpKind};
 use crate::request::{Owner, Request};
+use crate::sys::RawStat;
 
 /// What [`File::metadata`] reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -24,8 +24,40 @@ pub struct Metadata {
     /// Bytes of storage allocated (512-byte blocks × 512).
     pub allocated: u64,
     /// Direct-I/O alignment: STATX_DIOALIGN where the kernel and file system
-    /// report it, else the device's logical block size.
+    /// report it, else the device's logical block size (on Windows the
+    /// volume's sector sizes).
     pub alignment: Alignment,
+}
+
+impl Metadata {
+    /// What `statx` reported.
+    #[cfg(target_os = "linux")]
+    fn from_raw(st: &RawStat) -> Metadata {
+        Metadata {
+            len: st.stx_size,
+            is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
+            block_size: st.stx_blksize,
+            allocated: st.stx_blocks * 512,
+            alignment: alignment_of(st),
+        }
+    }
+
+    /// What `GetFileInformationByHandleEx` reported: the block size is the
+    /// volume's physical sector size (4096 where it does not say).
+    #[cfg(windows)]
+    fn from_raw(st: &RawStat) -> Metadata {
+        Metadata {
+            len: st.len,
+            is_file: !st.is_dir() && !st.is_symlink(),
+            block_size: if st.physical_sector > 0 {
+                st.physical_sector
+            } else {
+                4096
+            },
+            allocated: st.allocated,
+            alignment: alignment_of(st),
+        }
+    }
 }
 
 impl File {
@@ -41,7 +73,9 @@ impl File {
     /// 4 GiB; otherwise the kernel's error as [`Error::Io`]: `EOPNOTSUPP`
     /// where the file system keeps no such attributes, `E2BIG` for a value
     /// over its limit (64 KiB on Linux), `ERANGE` for a name over 255 bytes,
-    /// `EPERM`/`EACCES` where the caller may not set it.
+    /// `EPERM`/`EACCES` where the caller may not set it. On Windows,
+    /// always `ERROR_NOT_SUPPORTED` (`ErrorKind::Unsupported`): its files
+    /// have no such attributes.
     pub fn set_xattr<B: IoBuf>(&self, name: impl AsRef<OsStr>, value: B) -> Task<(Result<()>, B)> {
         let len = value.bytes_len();
         let value_ptr = value.stable_ptr();
@@ -70,7 +104,8 @@ impl File {
     /// [`Error::InvalidInput`] for a name with a NUL byte; otherwise the
     /// kernel's error as [`Error::Io`]: `ENODATA` when the file has no such
     /// attribute, `ERANGE` when `buf` is too small for the value,
-    /// `EOPNOTSUPP` where the file system keeps no such attributes.
+    /// `EOPNOTSUPP` where the file system keeps no such attributes. On
+    /// Windows, always `ERROR_NOT_SUPPORTED` (`ErrorKind::Unsupported`).
     pub fn get_xattr<B: IoBufMut>(&self, name: impl AsRef<OsStr>, mut buf: B) -> Op<B> {
         // Longer than any attribute value (64 KiB on Linux).
         let len = buf.bytes_len().min(u32::MAX as usize);
@@ -100,7 +135,7 @@ impl File {
         if let Err(e) = self.check(Need::Open, 0, 0, 0) {
             return Prepared::Done(Err(e), buf);
         }
-        let Ok(name) = CString::new(name.as_bytes()) else {
+        let Ok(name) = CString::new(name.as_encoded_bytes()) else {
             let e = Error::InvalidInput(format!("attribute name {name:?} contains a NUL byte"));
             return Prepared::Done(Err(e), buf);
         };
@@ -116,14 +151,7 @@ impl File {
         let file = self.clone();
         Task::new(async move {
             let st = file.statx().await?;
-            let alignment = alignment_of(&st);
-            Ok(Metadata {
-                len: st.stx_size,
-                is_file: (st.stx_mode as u32 & libc::S_IFMT) == libc::S_IFREG,
-                block_size: st.stx_blksize,
-                allocated: st.stx_blocks * 512,
-                alignment,
-            })
+            Ok(Metadata::from_raw(&st))
         })
     }
 
@@ -134,7 +162,7 @@ impl File {
         let file = self.clone();
         Task::new(async move {
             let st = file.statx().await?;
-            Ok(crate::path::Stat::from_statx(&st))
+            Ok(crate::path::Stat::from_raw(&st))
         })
     }
 
@@ -160,29 +188,28 @@ impl File {
         if !self.inner.try_start() {
             return Err(Error::Closed);
         }
-        // SAFETY: statx is plain old data; all-zero is a valid value.
-        let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: `st` is a writable statx; the descriptor stays open until
-        // `finish`.
-        let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        // SAFETY: RawStat is plain old data; all-zero is a valid value.
+        let mut st: RawStat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is writable; the descriptor stays open until `finish`.
+        let r = unsafe { crate::sys::stat_in_memory(self.inner.fd(), &mut st) };
         self.inner.finish();
         debug_assert!(r <= 0, "statx returns 0 or a negated errno");
         if r < 0 {
             return Err(std::io::Error::from_raw_os_error(-r as i32).into());
         }
-        Ok(crate::path::Stat::from_statx(&st))
+        Ok(crate::path::Stat::from_raw(&st))
     }
 
     /// `statx` of the descriptor through the engine.
-    async fn statx(&self) -> Result<Box<libc::statx>> {
+    async fn statx(&self) -> Result<Box<RawStat>> {
         let file = self;
         {
             file.check(Need::Open, 0, 0, 0)?;
-            // SAFETY: statx is plain old data; all-zero is a valid value.
-            let mut buf: Box<libc::statx> = Box::new(unsafe { std::mem::zeroed() });
+            // SAFETY: RawStat is plain old data; all-zero is a valid value.
+            let mut buf: Box<RawStat> = Box::new(unsafe { std::mem::zeroed() });
             let kind = OpKind::Statx(operation::Statx {
                 fd: file.inner.fd(),
-                buf: &mut *buf as *mut libc::statx,
+                buf: &mut *buf as *mut RawStat,
             });
             let req = Request {
                 owner: Owner::File(FileRef::new(file.inner.clone())),

@@ -1,6 +1,7 @@
 //! Files and how to open them.
 
 use std::mem::MaybeUninit;
+#[cfg(unix)]
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
@@ -20,11 +21,13 @@ mod align;
 pub(crate) mod inner;
 mod meta;
 mod options;
+#[cfg(windows)]
+mod windows;
 
 use align::alignment_of;
 pub use align::Alignment;
-use inner::CLOSED;
 pub(crate) use inner::{FileInner, FileRef};
+use inner::{Mode, CLOSED};
 pub use meta::Metadata;
 pub use options::{Access, OpenOptions};
 
@@ -92,7 +95,7 @@ impl File {
     /// file opened without O_DIRECT, the first call reads it on the calling
     /// thread (`statx` with `AT_STATX_DONT_SYNC` of the descriptor, and the
     /// device's logical block size from sysfs when the file system does not
-    /// report one).
+    /// report one; on Windows the volume's sector sizes, `FileStorageInfo`).
     pub fn alignment(&self) -> Alignment {
         if let Some(a) = self.inner.align.get() {
             return *a;
@@ -103,11 +106,11 @@ impl File {
         if !self.inner.try_start() {
             return self.inner.align(); // closed: the default, not remembered
         }
-        // SAFETY: statx is plain old data; all-zero is a valid value.
-        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: RawStat is plain old data; all-zero is a valid value.
+        let mut st: crate::sys::RawStat = unsafe { std::mem::zeroed() };
         // SAFETY: `st` is writable for the call; the descriptor stays open
         // until `finish` (the close waits for it).
-        let r = unsafe { operation::statx_fd(self.inner.fd(), libc::AT_STATX_DONT_SYNC, &mut st) };
+        let r = unsafe { crate::sys::stat_in_memory(self.inner.fd(), &mut st) };
         self.inner.finish();
         if r != 0 {
             return self.inner.align();
@@ -161,6 +164,7 @@ impl File {
     /// # drop(std_file);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(unix)]
     pub fn from_fd(engine: &Engine, fd: OwnedFd) -> File {
         let raw = fd.into_raw_fd();
         // SAFETY: a plain descriptor call on the descriptor we now own.
@@ -168,21 +172,12 @@ impl File {
         // A valid descriptor always has flags; should the call fail anyway,
         // claim read and write access and let the kernel judge each request.
         let flags = if flags < 0 { libc::O_RDWR } else { flags };
-        let inner = FileInner::new(raw, engine.shared().clone(), flags);
+        let inner = FileInner::new(raw, engine.shared().clone(), Mode::from_flags(flags));
         if inner.direct {
             // SAFETY: statx is plain old data; all-zero is a valid value.
             let mut st: libc::statx = unsafe { std::mem::zeroed() };
-            // SAFETY: st is a writable statx; the empty path with
-            // AT_EMPTY_PATH names the descriptor itself.
-            let r = unsafe {
-                libc::statx(
-                    raw,
-                    c"".as_ptr(),
-                    libc::AT_EMPTY_PATH,
-                    operation::STATX_MASK,
-                    &mut st,
-                )
-            };
+            // SAFETY: st is a writable statx; the descriptor is ours.
+            let r = unsafe { crate::sys::statx_fd(raw, 0, &mut st) };
             if r == 0 {
                 let _ = inner.align.set(alignment_of(&st));
             }
@@ -196,6 +191,7 @@ impl File {
     /// Gives the descriptor back, when this is the file's only handle and no
     /// operation holds it (none in flight); otherwise returns the file.
     /// A closed file is returned too.
+    #[cfg(unix)]
     pub fn into_fd(self) -> std::result::Result<OwnedFd, File> {
         let File { inner, engine } = self;
         match Arc::try_unwrap(inner) {
@@ -219,9 +215,11 @@ impl File {
         }
     }
 
-    /// A new file with a duplicate of the descriptor (`F_DUPFD_CLOEXEC`): an
-    /// independent handle on the same open file description (they share
-    /// the file offset and flags, not closing).
+    /// A new file with a duplicate of the descriptor (`F_DUPFD_CLOEXEC`; on
+    /// Windows `DuplicateHandle`): an independent handle on the same open
+    /// file description (they share the file offset and flags, not
+    /// closing; on Windows also the completion port the file object is
+    /// associated with, so the duplicate is not associated again).
     pub fn try_clone(&self) -> Result<File> {
         // Claimed like an operation: a close waits, so the number duplicated
         // is this file's, not a descriptor reused by another file meanwhile.
@@ -232,17 +230,17 @@ impl File {
         let dup = if fd < 0 {
             -1
         } else {
-            // SAFETY: a plain descriptor call; a new descriptor comes back.
-            unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) }
+            crate::sys::duplicate(fd)
         };
-        let err = std::io::Error::last_os_error();
         self.inner.finish();
         if fd < 0 {
             return Err(Error::Closed);
         }
         if dup < 0 {
-            return Err(Error::Io(err));
+            return Err(Error::from_errno((-dup) as i32));
         }
+        debug_assert!(dup <= i64::from(i32::MAX), "a descriptor is an int");
+        let dup = dup as i32;
         let i = &self.inner;
         let inner = FileInner {
             fd: AtomicI32::new(dup),

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{File, FileInner};
+use super::{File, FileInner, Mode};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::future::{run_op, Task};
@@ -32,6 +32,16 @@ pub enum Access {
 /// `write_through(true)` (O_DSYNC) makes each write durable before it
 /// completes; `direct(true)` (O_DIRECT) bypasses the page cache but does not
 /// by itself flush the device's cache: use `sync_data` or write-through.
+///
+/// On Windows the file is opened with `CreateFileW`, always for overlapped
+/// I/O (`FILE_FLAG_OVERLAPPED`) and shared as Rust's std shares it (others
+/// may read, write and delete it; [`share_mode`](Self::share_mode) changes
+/// that): `direct` is `FILE_FLAG_NO_BUFFERING`, `write_through`
+/// `FILE_FLAG_WRITE_THROUGH`, the [`Access`] hints
+/// `FILE_FLAG_SEQUENTIAL_SCAN` and `FILE_FLAG_RANDOM_ACCESS`, and `append`
+/// opens the file with `FILE_APPEND_DATA` but not `FILE_WRITE_DATA`
+/// access, as std does, with which Windows writes every write at the end
+/// of the file whatever its offset.
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
     read: bool,
@@ -40,8 +50,16 @@ pub struct OpenOptions {
     create_new: bool,
     truncate: bool,
     append: bool,
+    #[cfg(unix)]
     mode: u32,
+    #[cfg(unix)]
     custom_flags: i32,
+    #[cfg(windows)]
+    share_mode: u32,
+    #[cfg(windows)]
+    custom_flags: u32,
+    #[cfg(windows)]
+    attributes: u32,
     direct: bool,
     write_through: bool,
     access: Access,
@@ -56,8 +74,16 @@ impl Default for OpenOptions {
             create_new: false,
             truncate: false,
             append: false,
+            #[cfg(unix)]
             mode: 0o666,
+            #[cfg(unix)]
             custom_flags: 0,
+            #[cfg(windows)]
+            share_mode: crate::sys::SHARE_ALL,
+            #[cfg(windows)]
+            custom_flags: 0,
+            #[cfg(windows)]
+            attributes: 0,
             direct: false,
             write_through: false,
             access: Access::Normal,
@@ -104,13 +130,36 @@ impl OpenOptions {
     }
     /// Further `open(2)` flags, or-ed in (the access mode bits are ignored;
     /// `O_DIRECT` here has the effect of [`direct`](Self::direct)).
+    #[cfg(unix)]
     pub fn custom_flags(&mut self, flags: i32) -> &mut Self {
         self.custom_flags = flags;
         self
     }
     /// Permission bits for a created file (default 0o666, less the umask).
+    #[cfg(unix)]
     pub fn mode(&mut self, mode: u32) -> &mut Self {
         self.mode = mode;
+        self
+    }
+    /// `CreateFileW`'s share mode (`FILE_SHARE_*`; default read, write and
+    /// delete, as Rust's std).
+    #[cfg(windows)]
+    pub fn share_mode(&mut self, share: u32) -> &mut Self {
+        self.share_mode = share;
+        self
+    }
+    /// Further `FILE_FLAG_*` flags, or-ed in (`FILE_FLAG_OVERLAPPED` is
+    /// always set; `FILE_FLAG_NO_BUFFERING` here has the effect of
+    /// [`direct`](Self::direct)).
+    #[cfg(windows)]
+    pub fn custom_flags(&mut self, flags: u32) -> &mut Self {
+        self.custom_flags = flags;
+        self
+    }
+    /// `FILE_ATTRIBUTE_*` attributes of a created file.
+    #[cfg(windows)]
+    pub fn attributes(&mut self, attributes: u32) -> &mut Self {
+        self.attributes = attributes;
         self
     }
     /// O_DIRECT: bypass the page cache. Buffers, offsets and lengths must then
@@ -131,21 +180,13 @@ impl OpenOptions {
         self
     }
 
-    /// The `open(2)` flags, with the rules of `std::fs::OpenOptions`.
-    fn flags(&self) -> Result<i32> {
-        let mut flags = libc::O_CLOEXEC;
-        flags |= match (self.read, self.write, self.append) {
-            (true, false, false) => libc::O_RDONLY,
-            (false, true, false) => libc::O_WRONLY,
-            (true, true, false) => libc::O_RDWR,
-            (false, _, true) => libc::O_WRONLY | libc::O_APPEND,
-            (true, _, true) => libc::O_RDWR | libc::O_APPEND,
-            (false, false, false) => {
-                return Err(Error::InvalidInput(
-                    "open for read, write, append or a combination".into(),
-                ));
-            }
-        };
+    /// The combinations `std::fs::OpenOptions` refuses.
+    fn check(&self) -> Result<()> {
+        if !(self.read || self.write || self.append) {
+            return Err(Error::InvalidInput(
+                "open for read, write, append or a combination".into(),
+            ));
+        }
         if (self.create || self.create_new || self.truncate) && !(self.write || self.append) {
             return Err(Error::InvalidInput(
                 "create, create_new and truncate need write(true) or append(true)".into(),
@@ -156,6 +197,21 @@ impl OpenOptions {
                 "truncate and append together make no sense".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The `open(2)` flags, with the rules of `std::fs::OpenOptions`.
+    #[cfg(target_os = "linux")]
+    fn flags(&self) -> Result<i32> {
+        self.check()?;
+        let mut flags = libc::O_CLOEXEC;
+        flags |= match (self.read, self.append) {
+            (false, true) => libc::O_WRONLY | libc::O_APPEND,
+            (true, true) => libc::O_RDWR | libc::O_APPEND,
+            (true, false) if !self.write => libc::O_RDONLY,
+            (false, false) => libc::O_WRONLY,
+            (true, false) => libc::O_RDWR,
+        };
         if self.create_new {
             flags |= libc::O_CREAT | libc::O_EXCL;
         } else {
@@ -185,30 +241,117 @@ impl OpenOptions {
         Ok(flags)
     }
 
+    /// The flags `CreateFileW` is given, with the rules of
+    /// `std::fs::OpenOptions` on Windows, and what the handle is opened for.
+    #[cfg(windows)]
+    fn how(&self) -> Result<(crate::sys::OpenHow, Mode)> {
+        use windows_sys::Win32::Foundation::{GENERIC_READ, GENERIC_WRITE};
+        use windows_sys::Win32::Storage::FileSystem::{
+            CREATE_ALWAYS, CREATE_NEW, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OVERLAPPED,
+            FILE_FLAG_RANDOM_ACCESS, FILE_FLAG_SEQUENTIAL_SCAN, FILE_FLAG_WRITE_THROUGH,
+            FILE_GENERIC_WRITE, FILE_WRITE_DATA, OPEN_ALWAYS, OPEN_EXISTING, TRUNCATE_EXISTING,
+        };
+        self.check()?;
+        let read = if self.read { GENERIC_READ } else { 0 };
+        let write = match (self.write, self.append) {
+            // Appending: every write at the end of the file (std's choice).
+            (_, true) => FILE_GENERIC_WRITE & !FILE_WRITE_DATA,
+            (true, false) => GENERIC_WRITE,
+            (false, false) => 0,
+        };
+        let disposition = match (self.create, self.truncate, self.create_new) {
+            (_, _, true) => CREATE_NEW,
+            (false, false, false) => OPEN_EXISTING,
+            (true, false, false) => OPEN_ALWAYS,
+            (false, true, false) => TRUNCATE_EXISTING,
+            (true, true, false) => CREATE_ALWAYS,
+        };
+        let mut flags = FILE_FLAG_OVERLAPPED | self.custom_flags | self.attributes;
+        if self.direct {
+            flags |= FILE_FLAG_NO_BUFFERING;
+        }
+        if self.write_through {
+            flags |= FILE_FLAG_WRITE_THROUGH;
+        }
+        flags |= match self.access {
+            Access::Normal => 0,
+            Access::Sequential => FILE_FLAG_SEQUENTIAL_SCAN,
+            Access::Random => FILE_FLAG_RANDOM_ACCESS,
+        };
+        let how = crate::sys::OpenHow {
+            access: read | write,
+            share: self.share_mode,
+            disposition,
+            flags,
+        };
+        let mode = Mode {
+            readable: self.read,
+            writable: self.write || self.append,
+            append: self.append,
+            direct: flags & FILE_FLAG_NO_BUFFERING != 0,
+        };
+        Ok((how, mode))
+    }
+
+    /// The open operation of `path`, and what it opens the file for.
+    #[cfg(target_os = "linux")]
+    fn open_op(&self, path: &Path) -> Result<(OpKind, Mode)> {
+        let flags = self.flags()?;
+        let open = OpKind::Open(operation::Open {
+            path: crate::path::cpath(path)?,
+            flags,
+            mode: self.mode,
+        });
+        Ok((open, Mode::from_flags(flags)))
+    }
+
+    /// The open operation of `path`, and what it opens the file for.
+    #[cfg(windows)]
+    fn open_op(&self, path: &Path) -> Result<(OpKind, Mode)> {
+        let (how, mode) = self.how()?;
+        let open = OpKind::Open(operation::Open {
+            path: crate::path::cpath(path)?,
+            how,
+        });
+        Ok((open, mode))
+    }
+
+    /// What follows a successful open before the file is used: the access
+    /// advice (`posix_fadvise`).
+    #[cfg(target_os = "linux")]
+    fn opened(&self, inner: &FileInner) -> Result<()> {
+        let advice = match self.access {
+            Access::Normal => None,
+            Access::Sequential => Some(libc::POSIX_FADV_SEQUENTIAL),
+            Access::Random => Some(libc::POSIX_FADV_RANDOM),
+        };
+        if let Some(advice) = advice {
+            // SAFETY: plain descriptor call on the descriptor we own.
+            unsafe { libc::posix_fadvise(inner.fd(), 0, 0, advice) };
+        }
+        Ok(())
+    }
+
+    /// What follows a successful open before the file is used: the
+    /// handle's association with the driver (its completion port).
+    #[cfg(windows)]
+    fn opened(&self, inner: &FileInner) -> Result<()> {
+        inner.shared.driver.associate(inner.fd())?;
+        Ok(())
+    }
+
     /// Opens `path` on `engine` (the `openat` itself goes through the engine).
     pub fn open(&self, engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
         let opts = self.clone();
         let engine = engine.clone();
         let path = path.as_ref().to_path_buf();
         Task::new(async move {
-            let flags = opts.flags()?;
-            let open = OpKind::Open(operation::Open {
-                path: crate::path::cpath(&path)?,
-                flags,
-                mode: opts.mode,
-            });
+            let (open, mode) = opts.open_op(&path)?;
             let fd = run_op(Owner::Engine(engine.shared().clone()), open).await? as i32;
             debug_assert!(fd >= 0, "an open that succeeded returns a descriptor");
-            let inner = FileInner::new(fd, engine.shared().clone(), flags);
-            let advice = match opts.access {
-                Access::Normal => None,
-                Access::Sequential => Some(libc::POSIX_FADV_SEQUENTIAL),
-                Access::Random => Some(libc::POSIX_FADV_RANDOM),
-            };
-            if let Some(advice) = advice {
-                // SAFETY: plain descriptor call on the descriptor we own.
-                unsafe { libc::posix_fadvise(fd, 0, 0, advice) };
-            }
+            // From here the file owns the descriptor: an error closes it.
+            let inner = FileInner::new(fd, engine.shared().clone(), mode);
+            opts.opened(&inner)?;
             let file = File {
                 inner: Arc::new(inner),
                 engine: engine.clone(),

@@ -5,9 +5,13 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
+#[cfg(target_os = "linux")]
 use io_uring::{opcode, squeue, types};
 
-use super::{ret, AioCode, AioCommand, Data, Operation, Returns, Span, Transfer, STATX_MASK};
+#[cfg(target_os = "linux")]
+use super::{ret, AioCode, AioCommand, STATX_MASK};
+use super::{Data, Operation, Returns, Span, Transfer};
+use crate::sys::RawStat;
 
 /// Linux never transfers more than this in one read or write (`MAX_RW_COUNT`);
 /// longer requests come back short and the `*_exact`/`*_all` forms go on.
@@ -25,6 +29,7 @@ pub(crate) struct Read {
 }
 
 impl Operation for Read {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Read::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -48,6 +53,7 @@ impl Operation for Read {
             len: self.len as usize,
         })
     }
+    #[cfg(target_os = "linux")]
     fn fixed(&self, index: u16) -> Option<squeue::Entry> {
         Some(
             opcode::ReadFixed::new(types::Fd(self.fd), self.ptr, self.len, index)
@@ -55,6 +61,7 @@ impl Operation for Read {
                 .build(),
         )
     }
+    #[cfg(target_os = "linux")]
     fn aio(&self) -> Option<AioCommand> {
         Some(AioCommand {
             code: AioCode::Pread,
@@ -62,12 +69,14 @@ impl Operation for Read {
             direct: self.direct,
         })
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         opcode::Read::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
         // SAFETY: ptr is valid for len writable bytes owned by the cell,
@@ -94,6 +103,24 @@ impl Operation for Read {
         );
         r
     }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a read is prepared on an open descriptor");
+        // SAFETY: ptr is valid for len writable bytes owned by the cell,
+        // which outlives this call (module docs); the file's claim keeps
+        // the handle open.
+        unsafe { crate::sys::transfer_at(self.fd, self.ptr, self.len, self.offset, false) }
+    }
+    #[cfg(windows)]
+    fn overlapped(&self) -> Option<super::Overlapped> {
+        Some(super::Overlapped {
+            fd: self.fd,
+            addr: self.ptr as usize,
+            len: self.len,
+            offset: self.offset,
+            write: false,
+        })
+    }
 }
 
 /// `pwrite` from memory the cell owns.
@@ -108,6 +135,7 @@ pub(crate) struct Write {
 }
 
 impl Operation for Write {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Write::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -131,6 +159,7 @@ impl Operation for Write {
             len: self.len as usize,
         })
     }
+    #[cfg(target_os = "linux")]
     fn fixed(&self, index: u16) -> Option<squeue::Entry> {
         Some(
             opcode::WriteFixed::new(types::Fd(self.fd), self.ptr, self.len, index)
@@ -138,6 +167,7 @@ impl Operation for Write {
                 .build(),
         )
     }
+    #[cfg(target_os = "linux")]
     fn aio(&self) -> Option<AioCommand> {
         Some(AioCommand {
             code: AioCode::Pwrite,
@@ -145,12 +175,14 @@ impl Operation for Write {
             direct: self.direct,
         })
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         opcode::Write::new(types::Fd(self.fd), self.ptr, self.len)
             .offset(self.offset)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
         // SAFETY: ptr is valid for len readable bytes owned by the cell.
@@ -175,6 +207,26 @@ impl Operation for Write {
         );
         r
     }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a write is prepared on an open descriptor");
+        // SAFETY: ptr is valid for len readable bytes owned by the cell
+        // (WriteFile only reads them); the file's claim keeps the handle
+        // open.
+        unsafe {
+            crate::sys::transfer_at(self.fd, self.ptr.cast_mut(), self.len, self.offset, true)
+        }
+    }
+    #[cfg(windows)]
+    fn overlapped(&self) -> Option<super::Overlapped> {
+        Some(super::Overlapped {
+            fd: self.fd,
+            addr: self.ptr as usize,
+            len: self.len,
+            offset: self.offset,
+            write: true,
+        })
+    }
 }
 
 /// `fsync` or `fdatasync`.
@@ -185,6 +237,7 @@ pub(crate) struct Fsync {
 }
 
 impl Operation for Fsync {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Fsync::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -193,6 +246,7 @@ impl Operation for Fsync {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn aio(&self) -> Option<AioCommand> {
         Some(AioCommand {
             code: if self.datasync {
@@ -204,6 +258,7 @@ impl Operation for Fsync {
             direct: false,
         })
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         let flags = if self.datasync {
             types::FsyncFlags::DATASYNC
@@ -212,6 +267,7 @@ impl Operation for Fsync {
         };
         opcode::Fsync::new(types::Fd(self.fd)).flags(flags).build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: plain descriptor calls.
         ret(unsafe {
@@ -221,6 +277,11 @@ impl Operation for Fsync {
                 libc::fsync(self.fd)
             }
         } as i64)
+    }
+    /// `FlushFileBuffers`, for both forms: Windows has no data-only flush.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::flush(self.fd)
     }
 }
 
@@ -234,6 +295,7 @@ pub(crate) struct Fallocate {
 }
 
 impl Operation for Fallocate {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Fallocate::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -242,12 +304,14 @@ impl Operation for Fallocate {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Fallocate::new(types::Fd(self.fd), self.len)
             .offset(self.offset)
             .mode(self.mode)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: plain descriptor call.
         ret(unsafe {
@@ -259,6 +323,12 @@ impl Operation for Fallocate {
             )
         } as i64)
     }
+    /// Linux's semantics of `mode` as Windows can give them
+    /// (`sys::allocate`).
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::allocate(self.fd, self.mode, self.offset, self.len)
+    }
 }
 
 /// `ftruncate` (an io_uring opcode only since Linux 6.9).
@@ -269,6 +339,7 @@ pub(crate) struct Ftruncate {
 }
 
 impl Operation for Ftruncate {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Ftruncate::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -277,23 +348,31 @@ impl Operation for Ftruncate {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Ftruncate::new(types::Fd(self.fd), self.len).build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: plain descriptor call.
         ret(unsafe { libc::ftruncate(self.fd, self.len as libc::off_t) } as i64)
     }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::set_len(self.fd, self.len)
+    }
 }
 
-/// `statx` of an open descriptor into a buffer the cell owns.
+/// `statx` of an open descriptor into a buffer the cell owns (on Windows
+/// `GetFileInformationByHandleEx`, `sys::stat`).
 #[derive(Debug)]
 pub(crate) struct Statx {
     pub fd: i32,
-    pub buf: *mut libc::statx,
+    pub buf: *mut RawStat,
 }
 
 impl Operation for Statx {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Statx::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -302,36 +381,23 @@ impl Operation for Statx {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Statx::new(types::Fd(self.fd), c"".as_ptr(), self.buf.cast())
             .flags(libc::AT_EMPTY_PATH)
             .mask(STATX_MASK)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: buf points to a statx owned by the cell.
-        unsafe { statx_fd(self.fd, 0, self.buf) }
+        unsafe { crate::sys::statx_fd(self.fd, 0, self.buf) }
     }
-}
-
-/// `statx(fd, "", AT_EMPTY_PATH | flags, STATX_MASK, buf)` as a blocking
-/// call: 0 or `-errno`. The empty path with AT_EMPTY_PATH names `fd` itself.
-///
-/// # Safety
-///
-/// `buf` must point to a writable `statx` for the duration of the call.
-pub(crate) unsafe fn statx_fd(fd: i32, flags: i32, buf: *mut libc::statx) -> i64 {
-    // SAFETY: the caller gives a writable buf; the path is a NUL-terminated
-    // empty string, as AT_EMPTY_PATH requires.
-    ret(unsafe {
-        libc::statx(
-            fd,
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | flags,
-            STATX_MASK,
-            buf,
-        )
-    } as i64)
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        // SAFETY: buf points to a RawStat owned by the cell.
+        unsafe { crate::sys::stat(self.fd, self.buf) }
+    }
 }
 
 /// `close`. The operation owns the descriptor until it has been closed: if
@@ -359,6 +425,7 @@ impl Close {
 }
 
 impl Operation for Close {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Close::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -367,9 +434,11 @@ impl Operation for Close {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Close::new(types::Fd(self.fd.load(Ordering::Acquire))).build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         let fd = self.fd.swap(-1, Ordering::AcqRel);
         if fd < 0 {
@@ -382,6 +451,15 @@ impl Operation for Close {
             e if e == -(libc::EINTR as i64) => 0,
             other => other,
         }
+    }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd < 0 {
+            return -i64::from(windows_sys::Win32::Foundation::ERROR_INVALID_HANDLE);
+        }
+        // This operation owned fd; swapping -1 in makes this the only close.
+        crate::sys::close(fd)
     }
     /// The kernel has run the close: the descriptor is no longer ours,
     /// whatever the result.
@@ -402,8 +480,8 @@ impl Drop for Close {
     fn drop(&mut self) {
         let fd = *self.fd.get_mut();
         if fd >= 0 {
-            // SAFETY: the descriptor is still ours: no driver ran the close.
-            unsafe { libc::close(fd) };
+            // The descriptor is still ours: no driver ran the close.
+            crate::sys::close_quietly(fd);
         }
     }
 }
@@ -416,6 +494,7 @@ pub(crate) struct Nop {
 }
 
 impl Operation for Nop {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Nop::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -424,19 +503,20 @@ impl Operation for Nop {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Nop::new().build()
     }
     fn blocking(&self) -> i64 {
         debug_assert!(
-            self.res >= -4095,
+            self.res >= -crate::sys::MAX_ERROR_CODE,
             "a no-op's result is a count or a negated errno"
         );
         self.res
     }
     fn result(&self, _cqe_res: i32) -> i64 {
         debug_assert!(
-            self.res >= -4095,
+            self.res >= -crate::sys::MAX_ERROR_CODE,
             "a no-op's result is a count or a negated errno"
         );
         self.res

@@ -44,11 +44,14 @@
 //! they stay valid until the cell is dropped, which no driver does before the
 //! kernel has reported completion.
 
+#[cfg(target_os = "linux")]
 use io_uring::squeue;
 
+#[cfg(target_os = "linux")]
 /// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
 pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
 /// What `statx` is asked for.
+#[cfg(target_os = "linux")]
 pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
 
 /// The result of an operation that a child after `fork` handed to the
@@ -68,14 +71,17 @@ pub(crate) const REFUSED_AT_SHUTDOWN: i64 = i64::MIN + 2;
 pub(crate) trait Operation {
     /// The io_uring opcode; where this kernel lacks it, drivers call
     /// [`blocking`](Self::blocking) instead of [`entry`](Self::entry).
+    #[cfg(target_os = "linux")]
     const CODE: u8;
     /// What a successful result is.
     const RETURNS: Returns;
     /// Short name for messages.
     fn name(&self) -> &'static str;
     /// The submission entry (without user data).
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry;
-    /// The same operation as a blocking system call: the result, or `-errno`.
+    /// The same operation as a blocking system call: the result, or
+    /// `-errno` (on Windows `-code`, the Win32 error).
     fn blocking(&self) -> i64;
     /// The file data a successful result moved, if any (the byte counters,
     /// the AIO driver and the resubmission after a submitter's exit go by it).
@@ -108,10 +114,12 @@ pub(crate) trait Operation {
     }
     /// The same operation on registered buffer `index` (io_uring's
     /// `READ_FIXED`, `WRITE_FIXED`), where there is such a form.
+    #[cfg(target_os = "linux")]
     fn fixed(&self, _index: u16) -> Option<squeue::Entry> {
         None
     }
     /// The Linux AIO command that performs it, if there is one.
+    #[cfg(target_os = "linux")]
     fn aio(&self) -> Option<AioCommand> {
         None
     }
@@ -149,6 +157,7 @@ pub(crate) struct Data {
 }
 
 /// An operation as Linux AIO performs it.
+#[cfg(target_os = "linux")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct AioCommand {
     pub code: AioCode,
@@ -158,6 +167,7 @@ pub(crate) struct AioCommand {
 }
 
 /// The AIO commands the engine uses (`IOCB_CMD_*`).
+#[cfg(target_os = "linux")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AioCode {
     Pread,
@@ -166,6 +176,7 @@ pub(crate) enum AioCode {
     Fdsync,
 }
 
+#[cfg(target_os = "linux")]
 impl AioCode {
     /// A sync rather than a data transfer.
     pub(crate) fn is_sync(self) -> bool {
@@ -203,6 +214,7 @@ pub(crate) enum Transfer {
 }
 
 /// The result of a raw libc call as `>= 0` or `-errno`.
+#[cfg(target_os = "linux")]
 fn ret(r: i64) -> i64 {
     if r < 0 {
         let errno = std::io::Error::last_os_error()
@@ -242,6 +254,7 @@ macro_rules! operations {
         impl OpKind {
             /// The io_uring entry, or `None` when this kernel lacks the
             /// opcode (the driver then calls [`blocking`](Self::blocking)).
+            #[cfg(target_os = "linux")]
             #[inline]
             pub(crate) fn entry(&self, ops: &Opcodes) -> Option<squeue::Entry> {
                 match self {
@@ -322,6 +335,7 @@ macro_rules! operations {
             }
 
             /// The registered-buffer form (see [`Operation::fixed`]).
+            #[cfg(target_os = "linux")]
             pub(crate) fn fixed(&self, index: u16) -> Option<squeue::Entry> {
                 match self {
                     $(OpKind::$op(op) => op.fixed(index),)+
@@ -329,6 +343,7 @@ macro_rules! operations {
             }
 
             /// The Linux AIO command (see [`Operation::aio`]).
+            #[cfg(target_os = "linux")]
             pub(crate) fn aio(&self) -> Option<AioCommand> {
                 match self {
                     $(OpKind::$op(op) => op.aio(),)+
@@ -375,10 +390,12 @@ unsafe impl Send for OpKind {}
 unsafe impl Sync for OpKind {}
 
 /// The opcodes this kernel's io_uring has (`IORING_REGISTER_PROBE`).
+#[cfg(target_os = "linux")]
 pub(crate) struct Opcodes {
     supported: [bool; 256],
 }
 
+#[cfg(target_os = "linux")]
 impl Opcodes {
     pub(crate) fn from_probe(probe: &io_uring::Probe) -> Opcodes {
         let mut supported = [false; 256];
@@ -395,6 +412,7 @@ impl Opcodes {
 
 impl OpKind {
     /// Performs the operation with a blocking system call; EINTR is retried.
+    #[cfg(target_os = "linux")]
     pub(crate) fn blocking(&self) -> i64 {
         loop {
             let r = self.blocking_once();
@@ -404,14 +422,21 @@ impl OpKind {
         }
     }
 
+    /// Performs the operation with blocking system calls (Windows' calls
+    /// are not interrupted by signals: nothing to retry).
+    #[cfg(windows)]
+    pub(crate) fn blocking(&self) -> i64 {
+        self.blocking_once()
+    }
+
     /// Releases what a result owns when nobody took it (the future was
     /// dropped): an opened descriptor is closed.
     pub(crate) fn unclaimed(&self, res: i64) {
         if res >= 0 && self.returns() == Returns::Descriptor {
             debug_assert!(res <= i64::from(i32::MAX), "a descriptor is an int");
-            // SAFETY: the kernel returned this descriptor to us and no one
-            // else ever saw it.
-            unsafe { libc::close(res as i32) };
+            // The kernel returned this descriptor to us and no one else
+            // ever saw it.
+            crate::sys::close_quietly(res as i32);
         }
     }
 
@@ -421,6 +446,7 @@ impl OpKind {
     /// poll dropped) or `-EFAULT` (a buffered read finished on a kernel
     /// worker without the process's memory; every buffer is the engine's).
     /// Only reads and writes are submitted again for it.
+    #[cfg(target_os = "linux")]
     pub(crate) fn failed_by_submitter_exit(&self, res: i64) -> bool {
         Self::may_have_failed_by_submitter_exit(res) && !matches!(self.transfer(), Transfer::None)
     }
@@ -428,6 +454,7 @@ impl OpKind {
     /// Whether `res` is one of the results an exiting submitter leaves
     /// (see [`failed_by_submitter_exit`](Self::failed_by_submitter_exit)),
     /// whatever the operation.
+    #[cfg(target_os = "linux")]
     #[inline]
     pub(crate) fn may_have_failed_by_submitter_exit(res: i64) -> bool {
         res == -i64::from(libc::ECANCELED) || res == -i64::from(libc::EFAULT)

@@ -4,19 +4,29 @@
 
 use std::ffi::CString;
 
+#[cfg(target_os = "linux")]
 use io_uring::{opcode, squeue, types};
 
-use super::{ret, Operation, Returns, Transfer, STATX_MASK};
+#[cfg(target_os = "linux")]
+use super::{ret, STATX_MASK};
+use super::{Operation, Returns, Transfer};
+use crate::sys::{NativePath, RawStat};
 
-/// `openat(AT_FDCWD, path)`. The path lives in the operation.
+/// `openat(AT_FDCWD, path)` (on Windows `CreateFileW`). The path lives in
+/// the operation.
 #[derive(Debug)]
 pub(crate) struct Open {
-    pub path: CString,
+    pub path: NativePath,
+    #[cfg(target_os = "linux")]
     pub flags: i32,
+    #[cfg(target_os = "linux")]
     pub mode: u32,
+    #[cfg(windows)]
+    pub how: crate::sys::OpenHow,
 }
 
 impl Operation for Open {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::OpenAt::CODE;
     const RETURNS: Returns = Returns::Descriptor;
     fn name(&self) -> &'static str {
@@ -25,28 +35,37 @@ impl Operation for Open {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .flags(self.flags)
             .mode(self.mode)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: path is NUL-terminated and owned by the operation.
         ret(unsafe { libc::open(self.path.as_ptr(), self.flags, self.mode as libc::c_uint) } as i64)
     }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::open(&self.path, &self.how)
+    }
 }
 
 /// `statx(AT_FDCWD, path)` into a buffer the cell owns; `flags` may hold
-/// `AT_SYMLINK_NOFOLLOW`. The path lives in the operation.
+/// `AT_SYMLINK_NOFOLLOW` (`sys::STAT_NOFOLLOW`). The path lives in the
+/// operation. On Windows: the path opened for its attributes
+/// (`sys::stat_path`).
 #[derive(Debug)]
 pub(crate) struct StatxPath {
-    pub path: CString,
+    pub path: NativePath,
     pub flags: i32,
-    pub buf: *mut libc::statx,
+    pub buf: *mut RawStat,
 }
 
 impl Operation for StatxPath {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::Statx::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -55,6 +74,7 @@ impl Operation for StatxPath {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::Statx::new(
             types::Fd(libc::AT_FDCWD),
@@ -65,6 +85,7 @@ impl Operation for StatxPath {
         .mask(STATX_MASK)
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: path is NUL-terminated and owned by the operation; buf
         // points to a statx owned by the cell.
@@ -78,16 +99,23 @@ impl Operation for StatxPath {
             )
         } as i64)
     }
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        let nofollow = self.flags & crate::sys::STAT_NOFOLLOW != 0;
+        // SAFETY: buf points to a RawStat owned by the cell.
+        unsafe { crate::sys::stat_path(&self.path, nofollow, self.buf) }
+    }
 }
 
 /// `renameat(AT_FDCWD, from, AT_FDCWD, to)`. The paths live in the operation.
 #[derive(Debug)]
 pub(crate) struct Rename {
-    pub from: CString,
-    pub to: CString,
+    pub from: NativePath,
+    pub to: NativePath,
 }
 
 impl Operation for Rename {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::RenameAt::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -96,6 +124,7 @@ impl Operation for Rename {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::RenameAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -105,6 +134,7 @@ impl Operation for Rename {
         )
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: both paths are NUL-terminated and owned by the operation.
         ret(unsafe {
@@ -116,16 +146,22 @@ impl Operation for Rename {
             )
         } as i64)
     }
+    /// `MoveFileExW` replacing an existing file.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::rename(&self.from, &self.to)
+    }
 }
 
 /// `unlinkat(AT_FDCWD, path)`: a file, or with `dir` an empty directory
 /// (`AT_REMOVEDIR`). The path lives in the operation.
 #[derive(Debug)]
 pub(crate) struct Unlink {
-    pub path: CString,
+    pub path: NativePath,
     pub dir: bool,
 }
 
+#[cfg(target_os = "linux")]
 impl Unlink {
     fn flags(&self) -> i32 {
         if self.dir {
@@ -137,6 +173,7 @@ impl Unlink {
 }
 
 impl Operation for Unlink {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::UnlinkAt::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -149,25 +186,34 @@ impl Operation for Unlink {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .flags(self.flags())
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: path is NUL-terminated and owned by the operation.
         ret(unsafe { libc::unlinkat(libc::AT_FDCWD, self.path.as_ptr(), self.flags()) } as i64)
+    }
+    /// `DeleteFileW`, or `RemoveDirectoryW` for a directory.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::unlink(&self.path, self.dir)
     }
 }
 
 /// `mkdirat(AT_FDCWD, path, mode)`. The path lives in the operation.
 #[derive(Debug)]
 pub(crate) struct Mkdir {
-    pub path: CString,
+    pub path: NativePath,
+    /// Permission bits (Windows has none: ignored there).
     pub mode: u32,
 }
 
 impl Operation for Mkdir {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::MkDirAt::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -176,11 +222,13 @@ impl Operation for Mkdir {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::MkDirAt::new(types::Fd(libc::AT_FDCWD), self.path.as_ptr())
             .mode(self.mode as libc::mode_t)
             .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: path is NUL-terminated and owned by the operation.
         ret(unsafe {
@@ -191,6 +239,11 @@ impl Operation for Mkdir {
             )
         } as i64)
     }
+    /// `CreateDirectoryW`; `mode` has no Windows counterpart.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::mkdir(&self.path)
+    }
 }
 
 /// `linkat(AT_FDCWD, original, AT_FDCWD, link, 0)`: a hard link (a symbolic
@@ -198,11 +251,12 @@ impl Operation for Mkdir {
 /// live in the operation.
 #[derive(Debug)]
 pub(crate) struct Link {
-    pub original: CString,
-    pub link: CString,
+    pub original: NativePath,
+    pub link: NativePath,
 }
 
 impl Operation for Link {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::LinkAt::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -211,6 +265,7 @@ impl Operation for Link {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::LinkAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -220,6 +275,7 @@ impl Operation for Link {
         )
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: both paths are NUL-terminated and owned by the operation.
         ret(unsafe {
@@ -232,16 +288,22 @@ impl Operation for Link {
             )
         } as i64)
     }
+    /// `CreateHardLinkW`.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::hard_link(&self.original, &self.link)
+    }
 }
 
 /// `symlinkat(target, AT_FDCWD, link)`. The paths live in the operation.
 #[derive(Debug)]
 pub(crate) struct Symlink {
-    pub target: CString,
-    pub link: CString,
+    pub target: NativePath,
+    pub link: NativePath,
 }
 
 impl Operation for Symlink {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::SymlinkAt::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -250,6 +312,7 @@ impl Operation for Symlink {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::SymlinkAt::new(
             types::Fd(libc::AT_FDCWD),
@@ -258,12 +321,18 @@ impl Operation for Symlink {
         )
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: both paths are NUL-terminated and owned by the operation.
         ret(
             unsafe { libc::symlinkat(self.target.as_ptr(), libc::AT_FDCWD, self.link.as_ptr()) }
                 as i64,
         )
+    }
+    /// `CreateSymbolicLinkW` (`sys::symlink`).
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::symlink(&self.target, &self.link)
     }
 }
 
@@ -280,6 +349,7 @@ pub(crate) struct SetXattr {
 }
 
 impl Operation for SetXattr {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::FSetXattr::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -288,6 +358,7 @@ impl Operation for SetXattr {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::FSetXattr::new(
             types::Fd(self.fd),
@@ -298,6 +369,7 @@ impl Operation for SetXattr {
         .flags(self.flags)
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: name is NUL-terminated and owned by the operation; value
         // is valid for len readable bytes owned by the cell.
@@ -310,6 +382,12 @@ impl Operation for SetXattr {
                 self.flags,
             )
         } as i64)
+    }
+    /// Windows has no extended attributes of this kind:
+    /// `ERROR_NOT_SUPPORTED`.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::xattr_unsupported()
     }
 }
 
@@ -325,6 +403,7 @@ pub(crate) struct GetXattr {
 }
 
 impl Operation for GetXattr {
+    #[cfg(target_os = "linux")]
     const CODE: u8 = opcode::FGetXattr::CODE;
     const RETURNS: Returns = Returns::Value;
     fn name(&self) -> &'static str {
@@ -333,6 +412,7 @@ impl Operation for GetXattr {
     fn transfer(&self) -> Transfer {
         Transfer::None
     }
+    #[cfg(target_os = "linux")]
     fn entry(&self) -> squeue::Entry {
         opcode::FGetXattr::new(
             types::Fd(self.fd),
@@ -342,6 +422,7 @@ impl Operation for GetXattr {
         )
         .build()
     }
+    #[cfg(target_os = "linux")]
     fn blocking(&self) -> i64 {
         // SAFETY: name is NUL-terminated and owned by the operation; value
         // is valid for len writable bytes owned by the cell.
@@ -358,5 +439,11 @@ impl Operation for GetXattr {
             "an attribute read fills at most the buffer (a zero length asks for the size)"
         );
         r
+    }
+    /// Windows has no extended attributes of this kind:
+    /// `ERROR_NOT_SUPPORTED`.
+    #[cfg(windows)]
+    fn blocking(&self) -> i64 {
+        crate::sys::xattr_unsupported()
     }
 }

@@ -1,57 +1,18 @@
-//! The page-cache fast path: `preadv2(RWF_NOWAIT)` on the caller's thread.
+//! Linux's side of the OS layer: the page-cache fast path
+//! (`preadv2(RWF_NOWAIT)` on the caller's thread), the dentry-cache `statx`
+//! and the local file systems it trusts, `statx` of a descriptor, the page
+//! size.
 
 use std::sync::atomic::Ordering;
 
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use super::MissHistory;
 
-/// After this many consecutive misses the fast path is skipped: on a miss the
-/// kernel starts the disk read on the calling thread, which is exactly the
-/// blocking that asynchronous I/O should spare it.
-const MISS_STREAK: u32 = 4;
-/// While skipping, one read in this many still tries the page cache, so a
-/// file that becomes cached gets the fast path back.
-const RETRY_EVERY: u32 = 32;
-/// A streak is forgotten once the last miss is this old: the file may have
-/// been read into the cache meanwhile.
-const STREAK_EXPIRES_NS: u64 = 10_000_000;
+/// What `statx` fills: the raw metadata the engine turns into
+/// [`Metadata`](crate::Metadata) and [`Stat`](crate::path::Stat).
+pub(crate) type RawStat = libc::statx;
 
-/// A file's recent page-cache fast-path misses: after a streak of them the
-/// fast path is skipped for a while (see the constants above).
-#[derive(Default)]
-pub(crate) struct MissHistory {
-    /// Consecutive misses.
-    streak: AtomicU32,
-    /// Reads that skipped the fast path because of the streak.
-    skipped: AtomicU32,
-    /// When the last miss happened (ns on CLOCK_MONOTONIC).
-    last_ns: AtomicU64,
-}
-
-impl MissHistory {
-    /// Whether a buffered read of this file should try the page cache first.
-    pub(crate) fn worth_trying(&self) -> bool {
-        if self.streak.load(Ordering::Relaxed) < MISS_STREAK {
-            return true;
-        }
-        let since_miss =
-            crate::stats::monotonic_ns().saturating_sub(self.last_ns.load(Ordering::Relaxed));
-        since_miss > STREAK_EXPIRES_NS
-            || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
-    }
-
-    /// Records the outcome of a fast-path attempt.
-    pub(crate) fn record(&self, hit: bool) {
-        if hit {
-            if self.streak.load(Ordering::Relaxed) != 0 {
-                self.streak.store(0, Ordering::Relaxed);
-            }
-        } else {
-            self.streak.fetch_add(1, Ordering::Relaxed);
-            self.last_ns
-                .store(crate::stats::monotonic_ns(), Ordering::Relaxed);
-        }
-    }
-}
+/// A path as the system calls take it: NUL-terminated bytes.
+pub(crate) type NativePath = std::ffi::CString;
 
 /// One attempt of the cache fast path on the calling thread, counted: the
 /// byte count when the kernel answered the whole range from the page cache
@@ -407,4 +368,81 @@ fn statmount_is_local(mnt_id: u64) -> Option<bool> {
     // ENOENT (another namespace's, or unmounted meanwhile), a security
     // module's refusal: this mount is not answered here; others are.
     Some(false)
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH | flags, STATX_MASK, buf)` as a blocking
+/// call: 0 or `-errno`. The empty path with AT_EMPTY_PATH names `fd` itself.
+///
+/// # Safety
+///
+/// `buf` must point to a writable `statx` for the duration of the call.
+pub(crate) unsafe fn statx_fd(fd: i32, flags: i32, buf: *mut libc::statx) -> i64 {
+    // SAFETY: the caller gives a writable buf; the path is a NUL-terminated
+    // empty string, as AT_EMPTY_PATH requires.
+    let r = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | flags,
+            crate::operation::STATX_MASK,
+            buf,
+        )
+    };
+    if r < 0 {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        return -i64::from(errno);
+    }
+    0
+}
+
+/// The metadata of `fd` as the kernel holds it in memory, on the calling
+/// thread (`statx` with `AT_STATX_DONT_SYNC`): 0 or `-errno`.
+///
+/// # Safety
+///
+/// `buf` must point to a writable `statx` for the duration of the call.
+pub(crate) unsafe fn stat_in_memory(fd: i32, buf: *mut RawStat) -> i64 {
+    // SAFETY: as the caller guarantees.
+    unsafe { statx_fd(fd, libc::AT_STATX_DONT_SYNC, buf) }
+}
+
+/// Closes a descriptor the engine owns, ignoring the result (a drop's
+/// close: nobody is there to be told).
+pub(crate) fn close_quietly(fd: i32) {
+    debug_assert!(fd >= 0, "closing an open descriptor");
+    // SAFETY: the caller owns `fd` and gives it up here.
+    unsafe { libc::close(fd) };
+}
+
+/// The memory page size (4096 where the kernel will not say).
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n)
+        .ok()
+        .filter(|n| n.is_power_of_two())
+        .unwrap_or(4096)
+}
+
+/// The largest error number of a result (`-errno`).
+pub(crate) const MAX_ERROR_CODE: i64 = 4095;
+
+/// The `statx` flag of a path's metadata that does not follow a final
+/// symbolic link.
+pub(crate) const STAT_NOFOLLOW: i32 = libc::AT_SYMLINK_NOFOLLOW;
+
+/// A duplicate of `fd` (`fcntl(F_DUPFD_CLOEXEC)`): the new descriptor, or
+/// `-errno`.
+pub(crate) fn duplicate(fd: i32) -> i64 {
+    // SAFETY: a plain descriptor call; a new descriptor comes back.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        return -i64::from(errno);
+    }
+    i64::from(dup)
 }
