@@ -147,17 +147,11 @@ thread_local! {
 /// Runs `f` with an event for one overlapped call: the thread's own, or a
 /// new one while the thread is exiting (its own already dropped).
 fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
-    let mut f = Some(f);
-    let run = |event: &Option<Event>, f: &mut Option<_>| match (event, f.take()) {
-        (Some(e), Some(f)) => Some(f(e.0)),
-        _ => None,
-    };
-    if let Ok(Some(r)) = EVENT.try_with(|e| run(e, &mut f)) {
-        return r;
+    // The thread's event stays open until the thread exits, which it does
+    // not do within `f`.
+    if let Some(event) = EVENT.try_with(|e| e.as_ref().map(|e| e.0)).ok().flatten() {
+        return f(event);
     }
-    let Some(f) = f else {
-        return error(ERROR_GEN_FAILURE);
-    };
     match Event::new() {
         Some(e) => f(e.0),
         None => last_error(),
@@ -199,12 +193,11 @@ pub(crate) unsafe fn transfer_at(fd: i32, ptr: *mut u8, len: u32, offset: u64, w
                 // Not started: nothing refers to `ov` or the memory.
                 return transfer_failed(code, write);
             }
-            // SAFETY: `event` is the thread's open event; INFINITE: the
-            // memory must not go back before the call is done.
-            if unsafe { WaitForSingleObject(event, INFINITE) } != WAIT_OBJECT_0 {
-                // The event failed: wait on the handle instead (below).
-                debug_assert!(false, "waiting for an event fails only on a bad handle");
-            }
+            // SAFETY: `event` is an open event; INFINITE: the memory must
+            // not go back before the call is done. Should the wait fail,
+            // GetOverlappedResult below waits instead.
+            let waited = unsafe { WaitForSingleObject(event, INFINITE) };
+            debug_assert_eq!(waited, WAIT_OBJECT_0, "an open event can be waited for");
         }
         let mut n = 0u32;
         // SAFETY: `ov` is the call's; TRUE waits until the call is done,
@@ -715,5 +708,350 @@ pub(crate) fn page_size() -> usize {
         n
     } else {
         4096
+    }
+}
+
+#[cfg(all(test, windows))]
+mod tests {
+    //! The Windows calls on real files under a temporary directory, without
+    //! an engine. They run under Wine too; where Wine departs from Windows
+    //! the test says so and asserts Windows' documented result on Windows.
+
+    use super::*;
+    use std::os::windows::io::AsRawHandle;
+    use std::path::{Path, PathBuf};
+    use windows_sys::Win32::Foundation::{
+        ERROR_ALREADY_EXISTS, ERROR_FILE_NOT_FOUND, ERROR_PATH_NOT_FOUND, GENERIC_READ,
+        GENERIC_WRITE,
+    };
+    use windows_sys::Win32::Storage::FileSystem::{
+        CREATE_ALWAYS, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OVERLAPPED, FILE_GENERIC_WRITE,
+    };
+
+    /// A directory of its own under the system's temporary directory,
+    /// removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!(
+                "overlap-sys-{name}-{}-{:?}",
+                std::process::id(),
+                std::time::SystemTime::now()
+            ).replace([' ', ':', '{', '}', ','], "_"));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+        fn join(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn wide(path: &Path) -> Vec<u16> {
+        crate::path::cpath(path).unwrap()
+    }
+
+    /// Opens (creating or truncating) `path` for overlapped reading and
+    /// writing, with further `flags`.
+    fn create(path: &Path, flags: u32) -> i32 {
+        open_with(path, CREATE_ALWAYS, flags)
+    }
+
+    fn open_with(path: &Path, disposition: u32, flags: u32) -> i32 {
+        let how = OpenHow {
+            access: GENERIC_READ | GENERIC_WRITE,
+            share: SHARE_ALL,
+            disposition,
+            flags: FILE_FLAG_OVERLAPPED | flags,
+        };
+        let fd = open(&wide(path), &how);
+        assert!(fd >= 0, "CreateFileW {}: {}", path.display(), -fd);
+        fd as i32
+    }
+
+    fn read(fd: i32, len: usize, offset: u64) -> (i64, Vec<u8>) {
+        let mut buf = vec![0u8; len];
+        // SAFETY: `buf` is writable for its length; `fd` is open.
+        let r = unsafe { transfer_at(fd, buf.as_mut_ptr(), len as u32, offset, false) };
+        buf.truncate(usize::try_from(r).unwrap_or(0));
+        (r, buf)
+    }
+
+    fn write(fd: i32, data: &[u8], offset: u64) -> i64 {
+        // SAFETY: WriteFile only reads `data`; `fd` is open.
+        unsafe { transfer_at(fd, data.as_ptr().cast_mut(), data.len() as u32, offset, true) }
+    }
+
+    fn stat_of(fd: i32) -> RawStat {
+        let mut st = RawStat::default();
+        // SAFETY: `st` is writable; `fd` is open.
+        let r = unsafe { stat(fd, &mut st) };
+        assert_eq!(r, 0, "stat");
+        st
+    }
+
+    fn stat_of_path(path: &Path, nofollow: bool) -> std::result::Result<RawStat, i64> {
+        let mut st = RawStat::default();
+        // SAFETY: `st` is writable.
+        let r = unsafe { stat_path(&wide(path), nofollow, &mut st) };
+        if r < 0 {
+            Err(r)
+        } else {
+            Ok(st)
+        }
+    }
+
+    fn not_found(r: i64) -> bool {
+        r == -i64::from(ERROR_FILE_NOT_FOUND) || r == -i64::from(ERROR_PATH_NOT_FOUND)
+    }
+
+    /// Whether this runs under Wine (ntdll exports `wine_get_version`).
+    fn under_wine() -> bool {
+        #[link(name = "kernel32")]
+        extern "system" {
+            fn GetModuleHandleA(name: *const u8) -> *mut c_void;
+            fn GetProcAddress(module: *mut c_void, name: *const u8) -> *mut c_void;
+        }
+        // SAFETY: NUL-terminated names; ntdll is loaded in every process.
+        unsafe {
+            let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+            !ntdll.is_null() && !GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_null()
+        }
+    }
+
+    #[test]
+    fn descriptors_are_handles_sign_extended() {
+        assert_eq!(fd_of(INVALID_HANDLE_VALUE), None);
+        assert_eq!(fd_of(handle(-1)), None, "-1 is INVALID_HANDLE_VALUE");
+        assert_eq!(handle(-1), INVALID_HANDLE_VALUE);
+        assert_eq!(fd_of(0x1_0000_0000_isize as HANDLE), None);
+        assert_eq!(fd_of(handle(0x7ff0)), Some(0x7ff0));
+        assert_eq!(fd_of(handle(i32::MAX)), Some(i32::MAX));
+    }
+
+    #[test]
+    fn write_read_back_and_end_of_file() {
+        let dir = TempDir::new("rw");
+        let fd = create(&dir.join("f"), 0);
+        assert_eq!(write(fd, b"hello world", 0), 11);
+        assert_eq!(read(fd, 11, 0), (11, b"hello world".to_vec()));
+        // A read across the end is short; at or past it, 0.
+        assert_eq!(read(fd, 16, 6), (5, b"world".to_vec()));
+        assert_eq!(read(fd, 16, 11).0, 0, "a read at the end of the file is 0");
+        assert_eq!(read(fd, 16, 1 << 40).0, 0, "a read past it is 0");
+        // A write past the end extends the file with zeros between.
+        assert_eq!(write(fd, b"!", 4096), 1);
+        let (n, back) = read(fd, 4097, 0);
+        assert_eq!(n, 4097);
+        assert_eq!(&back[..11], b"hello world");
+        assert!(back[11..4096].iter().all(|b| *b == 0));
+        assert_eq!(back[4096], b'!');
+        // Offsets above 4 GiB reach OffsetHigh.
+        assert_eq!(write(fd, b"far", (5 << 30) + 3), 3);
+        assert_eq!(read(fd, 3, (5 << 30) + 3), (3, b"far".to_vec()));
+        assert_eq!(flush(fd), 0);
+        assert_eq!(close(fd), 0);
+    }
+
+    #[test]
+    fn metadata_of_a_handle_and_of_paths() {
+        let dir = TempDir::new("meta");
+        let path = dir.join("f");
+        let fd = create(&path, 0);
+        assert_eq!(write(fd, &[7u8; 1000], 0), 1000);
+        let st = stat_of(fd);
+        assert_eq!(st.len, 1000);
+        assert!(!st.is_dir() && !st.is_symlink());
+        assert_eq!(st.links, 1);
+        assert!(st.allocated >= 1000 || st.allocated == 0, "{st:?}");
+        let stat = crate::path::Stat::from_raw(&st);
+        assert!(stat.is_file());
+        let modified = stat.modified.expect("NTFS records the last write");
+        let age = std::time::SystemTime::now()
+            .duration_since(modified)
+            .unwrap_or_default();
+        assert!(age.as_secs() < 600, "modified {modified:?}: FILETIME converted");
+        assert_eq!(close(fd), 0);
+        let by_path = stat_of_path(&path, false).unwrap();
+        assert_eq!((by_path.len, by_path.index), (1000, st.index));
+        let of_dir = stat_of_path(&dir.0, false).unwrap();
+        assert!(of_dir.is_dir());
+        assert_eq!(crate::path::Stat::from_raw(&of_dir).kind, crate::path::FileKind::Dir);
+        let missing = stat_of_path(&dir.join("missing"), false).unwrap_err();
+        assert!(not_found(missing), "{missing}");
+        let err = std::io::Error::from_raw_os_error((-missing) as i32);
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn truncate_and_extend() {
+        let dir = TempDir::new("len");
+        let fd = create(&dir.join("f"), 0);
+        assert_eq!(write(fd, b"abcdef", 0), 6);
+        assert_eq!(set_len(fd, 3), 0);
+        assert_eq!(stat_of(fd).len, 3);
+        assert_eq!(read(fd, 10, 0), (3, b"abc".to_vec()));
+        assert_eq!(set_len(fd, 10_000), 0);
+        assert_eq!(stat_of(fd).len, 10_000);
+        let (n, back) = read(fd, 100, 5000);
+        assert_eq!(n, 100);
+        assert!(back.iter().all(|b| *b == 0), "an extension reads as zeros");
+        assert_eq!(set_len(fd, u64::MAX), -i64::from(ERROR_INVALID_PARAMETER));
+        assert_eq!(close(fd), 0);
+    }
+
+    #[test]
+    fn allocate_grows_or_keeps_the_size_as_linux_does() {
+        let dir = TempDir::new("alloc");
+        let fd = create(&dir.join("f"), 0);
+        assert_eq!(write(fd, b"abc", 0), 3);
+        // Mode 0: the file grows to offset + len, the range reads as zeros.
+        assert_eq!(allocate(fd, 0, 0, 8192), 0);
+        let st = stat_of(fd);
+        assert_eq!(st.len, 8192);
+        assert!(st.allocated >= 8192, "{st:?}");
+        let (n, back) = read(fd, 8192, 0);
+        assert_eq!(n, 8192);
+        assert_eq!(&back[..3], b"abc", "allocation keeps the data");
+        assert!(back[3..].iter().all(|b| *b == 0));
+        // Within the file: nothing changes.
+        assert_eq!(allocate(fd, 0, 100, 100), 0);
+        assert_eq!(stat_of(fd).len, 8192);
+        // KEEP_SIZE past the end: the size stays.
+        assert_eq!(allocate(fd, FALLOC_FL_KEEP_SIZE, 8192, 1 << 20), 0);
+        assert_eq!(stat_of(fd).len, 8192);
+        // Punching a hole (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE) has no form here.
+        assert_eq!(allocate(fd, 0x03, 0, 4096), -i64::from(ERROR_NOT_SUPPORTED));
+        assert_eq!(close(fd), 0);
+    }
+
+    #[test]
+    fn rename_unlink_mkdir_and_link() {
+        let dir = TempDir::new("paths");
+        let (a, b, sub) = (dir.join("a"), dir.join("b"), dir.join("sub"));
+        std::fs::write(&a, b"first").unwrap();
+        std::fs::write(&b, b"second").unwrap();
+        assert_eq!(rename(&wide(&a), &wide(&b)), 0, "replaces an existing file");
+        assert_eq!(std::fs::read(&b).unwrap(), b"first");
+        assert!(!a.exists());
+        assert!(not_found(rename(&wide(&a), &wide(&b))));
+        assert_eq!(hard_link(&wide(&b), &wide(&a)), 0);
+        assert_eq!(std::fs::read(&a).unwrap(), b"first");
+        assert_eq!(stat_of_path(&a, false).unwrap().links, 2);
+        assert_eq!(unlink(&wide(&a), false), 0);
+        assert!(not_found(unlink(&wide(&a), false)));
+        assert_eq!(mkdir(&wide(&sub)), 0);
+        assert!(sub.is_dir());
+        assert_eq!(mkdir(&wide(&sub)), -i64::from(ERROR_ALREADY_EXISTS));
+        assert_eq!(unlink(&wide(&sub), true), 0);
+        assert!(!sub.exists());
+        assert!(not_found(mkdir(&wide(&dir.join("no/such")))));
+    }
+
+    #[test]
+    fn utf16_paths_and_interior_nul() {
+        let dir = TempDir::new("utf16");
+        let path = dir.join("\u{e9}t\u{e9} \u{65e5}\u{672c} \u{1f600}.txt");
+        let w = wide(&path);
+        assert_eq!(w.last(), Some(&0));
+        assert!(w.contains(&0xD83D), "a character outside the BMP is a surrogate pair");
+        let fd = create(&path, 0);
+        assert_eq!(write(fd, b"x", 0), 1);
+        assert_eq!(close(fd), 0);
+        assert_eq!(std::fs::read(&path).unwrap(), b"x", "std finds the same name");
+        let err = crate::path::cpath(Path::new("a\0b")).unwrap_err();
+        assert!(matches!(err, crate::Error::InvalidInput(_)), "{err}");
+    }
+
+    #[test]
+    fn an_adopted_handle_must_be_overlapped() {
+        let dir = TempDir::new("adopt");
+        let path = dir.join("f");
+        let sync = std::fs::File::create(&path).unwrap();
+        assert_eq!(handle_mode(sync.as_raw_handle()), Err(Refused::Synchronous));
+        drop(sync);
+        let fd = create(&path, 0);
+        let mode = handle_mode(handle(fd)).unwrap();
+        assert_eq!(
+            mode,
+            HandleMode {
+                readable: true,
+                writable: true,
+                append: false,
+                direct: false
+            }
+        );
+        let dup = duplicate(fd);
+        assert!(dup >= 0, "{dup}");
+        assert_eq!(write(dup as i32, b"dup", 0), 3);
+        assert_eq!(close(dup as i32), 0);
+        assert_eq!(read(fd, 3, 0).1, b"dup");
+        assert_eq!(close(fd), 0);
+        let how = OpenHow {
+            access: FILE_GENERIC_WRITE & !FILE_WRITE_DATA,
+            share: SHARE_ALL,
+            disposition: OPEN_EXISTING,
+            flags: FILE_FLAG_OVERLAPPED,
+        };
+        let fd = open(&wide(&path), &how) as i32;
+        assert!(fd >= 0);
+        let mode = handle_mode(handle(fd)).unwrap();
+        assert!(mode.append && mode.writable && !mode.readable, "{mode:?}");
+        // Appending: the offset is not looked at, the write goes to the end.
+        assert_eq!(write(fd, b"++", 0), 2);
+        assert_eq!(close(fd), 0);
+        assert_eq!(std::fs::read(&path).unwrap(), b"dup++");
+        assert_eq!(
+            handle_mode(0x1_0000_0000_isize as HANDLE),
+            Err(Refused::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn a_misaligned_unbuffered_read_is_refused() {
+        let dir = TempDir::new("direct");
+        let path = dir.join("f");
+        std::fs::write(&path, vec![1u8; 8192]).unwrap();
+        let fd = open_with(&path, OPEN_EXISTING, FILE_FLAG_NO_BUFFERING);
+        let st = stat_of(fd);
+        let sector = if st.logical_sector > 0 { st.logical_sector } else { 512 };
+        // A page-aligned buffer, a sector-sized length, an offset of 1.
+        let layout = std::alloc::Layout::from_size_align(8192, 4096).unwrap();
+        // SAFETY: a non-zero size.
+        let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!buf.is_null());
+        // SAFETY: `buf` is 8192 writable bytes.
+        let misaligned = unsafe { transfer_at(fd, buf, sector, 1, false) };
+        // SAFETY: as above.
+        let aligned = unsafe { transfer_at(fd, buf, sector, 0, false) };
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(buf, layout) };
+        assert_eq!(close(fd), 0);
+        assert_eq!(aligned, i64::from(sector), "a whole sector at 0 is read");
+        if under_wine() {
+            // Wine does not enforce FILE_FLAG_NO_BUFFERING's alignment.
+            eprintln!("under Wine: a misaligned unbuffered read gave {misaligned}");
+        } else {
+            // Windows: offsets and lengths in whole sectors, else
+            // ERROR_INVALID_PARAMETER (Microsoft's "File Buffering").
+            assert_eq!(misaligned, -i64::from(ERROR_INVALID_PARAMETER));
+        }
+    }
+
+    #[test]
+    fn extended_attributes_are_unsupported() {
+        let err = std::io::Error::from_raw_os_error((-xattr_unsupported()) as i32);
+        assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        assert!(page_size().is_power_of_two() && page_size() >= 4096);
     }
 }
