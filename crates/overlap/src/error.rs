@@ -54,6 +54,9 @@ pub enum FallbackReason {
     MissingOpcode(&'static str),
     /// Any other setup error.
     Other(String),
+    /// The system is not Linux: io_uring (and Linux AIO) are Linux's. On
+    /// Windows the engine runs on I/O completion ports instead.
+    OtherSystem,
 }
 
 impl FallbackReason {
@@ -70,6 +73,7 @@ impl FallbackReason {
             FallbackReason::MemoryLimit => "raise the locked-memory limit: `ulimit -l unlimited` or LimitMEMLOCK= in the unit file",
             FallbackReason::MissingOpcode(_) => "upgrade to Linux 6.9 or later",
             FallbackReason::Other(_) => "check `dmesg` and the kernel's io_uring support",
+            FallbackReason::OtherSystem => "build the engine with DriverChoice::Auto: it picks this system's own driver",
         }
     }
 }
@@ -86,6 +90,7 @@ impl fmt::Display for FallbackReason {
             FallbackReason::MemoryLimit => f.write_str("io_uring_setup failed with ENOMEM: locked-memory limit too small"),
             FallbackReason::MissingOpcode(op) => write!(f, "the kernel's io_uring lacks {op}"),
             FallbackReason::Other(e) => write!(f, "io_uring_setup failed: {e}"),
+            FallbackReason::OtherSystem => f.write_str("io_uring is Linux's, and this system is not Linux"),
         }
     }
 }

@@ -177,6 +177,7 @@ mod sys;
 mod wait;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
+#[cfg(target_os = "linux")]
 pub use driver::uring::reactor::ReactorRing;
 pub use engine::{
     DriverChoice, DriverInfo, DriverKind, Engine, EngineBuilder, DEFAULT_MAX_INFLIGHT_BYTES,
