@@ -37,6 +37,9 @@ pub enum DriverChoice {
     /// the rest (`aio+pool`), even where io_uring is available; an error
     /// when `io_setup` fails.
     Aio,
+    /// Windows' I/O completion ports for reads and writes, the thread pool
+    /// for the rest (`iocp`); an error on another system.
+    Iocp,
 }
 
 /// The driver an engine runs.
@@ -52,15 +55,20 @@ pub enum DriverKind {
     /// the kernel performs asynchronously; the thread pool for the rest.
     #[serde(rename = "aio+pool")]
     Aio,
+    /// Windows' I/O completion ports: overlapped `ReadFile` and
+    /// `WriteFile`, completions taken with `GetQueuedCompletionStatusEx`;
+    /// the thread pool for what has no overlapped form.
+    Iocp,
 }
 
 impl DriverKind {
-    /// `"uring"`, `"pool"` or `"aio+pool"`.
+    /// `"uring"`, `"pool"`, `"aio+pool"` or `"iocp"`.
     pub fn as_str(self) -> &'static str {
         match self {
             DriverKind::Uring => "uring",
             DriverKind::Pool => "pool",
             DriverKind::Aio => "aio+pool",
+            DriverKind::Iocp => "iocp",
         }
     }
 }
@@ -375,10 +383,11 @@ impl EngineBuilder {
                     "uring" | "io_uring" => DriverChoice::Uring,
                     "pool" => DriverChoice::Pool,
                     "aio" | "aio+pool" => DriverChoice::Aio,
+                    "iocp" => DriverChoice::Iocp,
                     "" | "auto" => DriverChoice::Auto,
                     other => {
                         return Err(Error::InvalidInput(format!(
-                            "OVERLAP_DRIVER={other}: expected uring, aio, pool or auto"
+                            "OVERLAP_DRIVER={other}: expected uring, aio, iocp, pool or auto"
                         )))
                     }
                 };
@@ -409,6 +418,11 @@ impl EngineBuilder {
                     reason: "Linux AIO is Linux's, and this system is not Linux".to_string(),
                 })
             }
+            DriverChoice::Iocp => {
+                return Err(Error::IocpUnavailable {
+                    reason: "the IOCP driver is not built yet".to_string(),
+                })
+            }
             DriverChoice::Pool => FallbackReason::Forced(forced_by),
             DriverChoice::Auto => FallbackReason::OtherSystem,
         };
@@ -433,6 +447,12 @@ impl EngineBuilder {
         counters: &Arc<Counters>,
     ) -> Result<(DriverHandle, DriverInfo)> {
         Ok(match choice {
+            DriverChoice::Iocp => {
+                return Err(Error::IocpUnavailable {
+                    reason: "I/O completion ports are Windows', and this system is not Windows"
+                        .to_string(),
+                })
+            }
             DriverChoice::Pool => {
                 let d = PoolDriver::start(self.pool_threads, counters.clone());
                 let info = DriverInfo {

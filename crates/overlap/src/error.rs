@@ -163,6 +163,14 @@ pub enum Error {
         /// What `io_setup` said, and what to change.
         reason: String,
     },
+    /// Windows' I/O completion ports were required (builder or
+    /// `OVERLAP_DRIVER=iocp`) but cannot be used: on another system, or
+    /// when `CreateIoCompletionPort` fails.
+    #[error("I/O completion ports are unavailable: {reason}")]
+    IocpUnavailable {
+        /// Why, and what to change.
+        reason: String,
+    },
     /// A configuration value or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidInput(String),
@@ -195,9 +203,9 @@ impl Error {
             Error::WouldBlock => io::ErrorKind::WouldBlock,
             Error::UnexpectedEof { .. } => io::ErrorKind::UnexpectedEof,
             Error::WriteZero { .. } => io::ErrorKind::WriteZero,
-            Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => {
-                io::ErrorKind::Unsupported
-            }
+            Error::UringUnavailable { .. }
+            | Error::AioUnavailable { .. }
+            | Error::IocpUnavailable { .. } => io::ErrorKind::Unsupported,
             Error::Forked(_) => io::ErrorKind::Other,
         }
     }
