@@ -180,6 +180,10 @@ pub enum Error {
     /// the parent's memory). The message says what to do.
     #[error("{0}")]
     Forked(&'static str),
+    /// The operation has no counterpart on this operating system (named):
+    /// extended attributes on Windows. Nothing was submitted.
+    #[error("{0} are not supported on this operating system")]
+    Unsupported(&'static str),
 }
 
 impl Error {
@@ -207,6 +211,7 @@ impl Error {
             | Error::AioUnavailable { .. }
             | Error::IocpUnavailable { .. } => io::ErrorKind::Unsupported,
             Error::Forked(_) => io::ErrorKind::Other,
+            Error::Unsupported(_) => io::ErrorKind::Unsupported,
         }
     }
 

@@ -405,6 +405,7 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// A monotonic clock in nanoseconds (`QueryPerformanceCounter`, through
 /// `Instant`), counted from its first reading in the process.
 #[cfg(not(target_os = "linux"))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn monotonic_ns() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     let start = *START.get_or_init(std::time::Instant::now);

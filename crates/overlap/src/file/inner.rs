@@ -207,6 +207,7 @@ impl FileRef {
     /// of a close that waited for it, to be woken by the caller
     /// ([`FileInner::finish_quietly`]).
     #[must_use = "a close waiting for this operation must be woken"]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn release(&mut self) -> Option<std::task::Waker> {
         if self.started {
             self.started = false;

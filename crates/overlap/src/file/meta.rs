@@ -73,9 +73,9 @@ impl File {
     /// 4 GiB; otherwise the kernel's error as [`Error::Io`]: `EOPNOTSUPP`
     /// where the file system keeps no such attributes, `E2BIG` for a value
     /// over its limit (64 KiB on Linux), `ERANGE` for a name over 255 bytes,
-    /// `EPERM`/`EACCES` where the caller may not set it. On Windows,
-    /// always `ERROR_NOT_SUPPORTED` (`ErrorKind::Unsupported`): its files
-    /// have no such attributes.
+    /// `EPERM`/`EACCES` where the caller may not set it. On Windows, always
+    /// [`Error::Unsupported`] (`ErrorKind::Unsupported`), before
+    /// submission: its files have no such attributes.
     pub fn set_xattr<B: IoBuf>(&self, name: impl AsRef<OsStr>, value: B) -> Task<(Result<()>, B)> {
         let len = value.bytes_len();
         let value_ptr = value.stable_ptr();
@@ -105,7 +105,8 @@ impl File {
     /// kernel's error as [`Error::Io`]: `ENODATA` when the file has no such
     /// attribute, `ERANGE` when `buf` is too small for the value,
     /// `EOPNOTSUPP` where the file system keeps no such attributes. On
-    /// Windows, always `ERROR_NOT_SUPPORTED` (`ErrorKind::Unsupported`).
+    /// Windows, always [`Error::Unsupported`] (`ErrorKind::Unsupported`),
+    /// before submission.
     pub fn get_xattr<B: IoBufMut>(&self, name: impl AsRef<OsStr>, mut buf: B) -> Op<B> {
         // Longer than any attribute value (64 KiB on Linux).
         let len = buf.bytes_len().min(u32::MAX as usize);
@@ -134,6 +135,9 @@ impl File {
     ) -> Prepared<B> {
         if let Err(e) = self.check(Need::Open, 0, 0, 0) {
             return Prepared::Done(Err(e), buf);
+        }
+        if cfg!(windows) {
+            return Prepared::Done(Err(Error::Unsupported("extended attributes")), buf);
         }
         let Ok(name) = CString::new(name.as_encoded_bytes()) else {
             let e = Error::InvalidInput(format!("attribute name {name:?} contains a NUL byte"));

@@ -124,6 +124,7 @@ impl File {
     }
 
     /// The state the file's handles share.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the io_uring rings' registration
     pub(crate) fn shared_inner(&self) -> &Arc<FileInner> {
         &self.inner
     }

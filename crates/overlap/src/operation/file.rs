@@ -25,6 +25,7 @@ pub(crate) struct Read {
     pub len: u32,
     pub offset: u64,
     /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub direct: bool,
 }
 
@@ -131,6 +132,7 @@ pub(crate) struct Write {
     pub len: u32,
     pub offset: u64,
     /// The file was opened with O_DIRECT (the AIO driver takes only these).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub direct: bool,
 }
 
@@ -233,6 +235,8 @@ impl Operation for Write {
 #[derive(Debug)]
 pub(crate) struct Fsync {
     pub fd: i32,
+    /// Data only (Windows has no such flush: it flushes everything).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub datasync: bool,
 }
 

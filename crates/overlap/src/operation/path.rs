@@ -209,6 +209,7 @@ impl Operation for Unlink {
 pub(crate) struct Mkdir {
     pub path: NativePath,
     /// Permission bits (Windows has none: ignored there).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub mode: u32,
 }
 
@@ -339,6 +340,7 @@ impl Operation for Symlink {
 /// `fsetxattr(fd, name, value, len, flags)`: sets an extended attribute of
 /// an open file to bytes the cell owns. The name lives in the operation.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Windows refuses it
 pub(crate) struct SetXattr {
     pub fd: i32,
     pub name: CString,
@@ -395,6 +397,7 @@ impl Operation for SetXattr {
 /// open file into memory the cell owns (with `len` 0, only its size). The
 /// name lives in the operation.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // Windows refuses it
 pub(crate) struct GetXattr {
     pub fd: i32,
     pub name: CString,

@@ -1,7 +1,7 @@
 //! The operating system's layer under the operations and the files: what
 //! differs between Linux (`linux.rs`) and Windows (`windows.rs`), behind one
 //! set of names, and what both share (the page-cache fast path's miss
-//! history).
+//! history, which only Linux's fast path consults).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -18,17 +18,21 @@ pub(crate) use windows::*;
 /// After this many consecutive misses the fast path is skipped: on a miss the
 /// kernel starts the disk read on the calling thread, which is exactly the
 /// blocking that asynchronous I/O should spare it.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const MISS_STREAK: u32 = 4;
 /// While skipping, one read in this many still tries the page cache, so a
 /// file that becomes cached gets the fast path back.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const RETRY_EVERY: u32 = 32;
 /// A streak is forgotten once the last miss is this old: the file may have
 /// been read into the cache meanwhile.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const STREAK_EXPIRES_NS: u64 = 10_000_000;
 
 /// A file's recent page-cache fast-path misses: after a streak of them the
 /// fast path is skipped for a while (see the constants above).
 #[derive(Default)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct MissHistory {
     /// Consecutive misses.
     streak: AtomicU32,
@@ -38,6 +42,7 @@ pub(crate) struct MissHistory {
     last_ns: AtomicU64,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl MissHistory {
     /// Whether a buffered read of this file should try the page cache first.
     pub(crate) fn worth_trying(&self) -> bool {
