@@ -16,6 +16,8 @@
 #[cfg(target_os = "linux")]
 pub(crate) mod aio;
 pub(crate) mod handle;
+#[cfg(windows)]
+pub(crate) mod iocp;
 pub(crate) mod pool;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
