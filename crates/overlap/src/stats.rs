@@ -139,6 +139,10 @@ pub(crate) struct Counters {
     pub ran_on_caller: AtomicU64,
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
+    /// Reads and writes issued on the IOCP driver's port (pending or done at once).
+    pub iocp_submitted: AtomicU64,
+    /// Overlapped calls the kernel refused for lack of resources and the IOCP driver tried again.
+    pub iocp_busy_retries: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,
     pub fixed_file_ops: AtomicU64,

@@ -17,6 +17,8 @@
 pub(crate) mod aio;
 pub(crate) mod caller;
 pub(crate) mod handle;
+#[cfg(windows)]
+pub(crate) mod iocp;
 pub(crate) mod pool;
 #[cfg(target_os = "linux")]
 pub(crate) mod uring;
