@@ -396,10 +396,85 @@ impl EngineBuilder {
         Ok((choice, forced_by))
     }
 
+    /// Starts the driver `choice` names and describes it: I/O completion
+    /// ports (`Auto` falls back to the pool, and says why, when the port
+    /// cannot be made), or the pool; io_uring and Linux AIO are errors that
+    /// say why.
+    #[cfg(windows)]
+    fn start_driver(
+        &self,
+        choice: DriverChoice,
+        forced_by: String,
+        _ring: RingSize,
+        counters: &Arc<Counters>,
+    ) -> Result<(DriverHandle, DriverInfo)> {
+        use crate::driver::iocp::{IocpDriver, MAX_THREADS};
+        let fallback = match choice {
+            DriverChoice::Uring => {
+                return Err(Error::UringUnavailable {
+                    reason: FallbackReason::OtherSystem,
+                })
+            }
+            DriverChoice::Aio => {
+                return Err(Error::AioUnavailable {
+                    reason: "Linux AIO is Linux's, and this system is not Linux".to_string(),
+                })
+            }
+            DriverChoice::Pool => FallbackReason::Forced(forced_by),
+            DriverChoice::Iocp | DriverChoice::Auto => {
+                let threads = std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .clamp(1, MAX_THREADS);
+                match IocpDriver::start(threads, self.pool_threads, counters.clone()) {
+                    Ok(d) => {
+                        let info = DriverInfo {
+                            kind: DriverKind::Iocp,
+                            fallback: None,
+                            detail: format!(
+                                "one completion port, {threads} completion threads; pool of {} for the rest",
+                                self.pool_detail()
+                            ),
+                            aio_unavailable: None,
+                        };
+                        return Ok((DriverHandle::Iocp(d), info));
+                    }
+                    Err(e) if choice == DriverChoice::Auto => {
+                        // Said where the driver is described: no port, so
+                        // the pool runs everything.
+                        let d = PoolDriver::start(self.pool_threads, counters.clone());
+                        let info = DriverInfo {
+                            kind: DriverKind::Pool,
+                            fallback: Some(FallbackReason::OtherSystem),
+                            detail: format!(
+                                "{}; CreateIoCompletionPort failed: {e}",
+                                self.pool_detail()
+                            ),
+                            aio_unavailable: None,
+                        };
+                        return Ok((DriverHandle::Pool(d), info));
+                    }
+                    Err(e) => {
+                        return Err(Error::IocpUnavailable {
+                            reason: format!("CreateIoCompletionPort failed: {e}"),
+                        })
+                    }
+                }
+            }
+        };
+        let d = PoolDriver::start(self.pool_threads, counters.clone());
+        let info = DriverInfo {
+            kind: DriverKind::Pool,
+            fallback: Some(fallback),
+            detail: self.pool_detail(),
+            aio_unavailable: None,
+        };
+        Ok((DriverHandle::Pool(d), info))
+    }
+
     /// Starts the driver `choice` names and describes it: the pool, as
     /// asked, or by `Auto` on a system whose own driver the engine does not
     /// have; io_uring and Linux AIO are errors that say why.
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", windows)))]
     fn start_driver(
         &self,
         choice: DriverChoice,

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+#[cfg(windows)]
+use super::iocp;
 #[cfg(target_os = "linux")]
 use super::{aio, uring};
 use super::{pool, Driver};
@@ -31,6 +33,8 @@ pub(crate) enum DriverHandle {
     Pool(pool::PoolDriver),
     #[cfg(target_os = "linux")]
     Aio(aio::AioDriver),
+    #[cfg(windows)]
+    Iocp(iocp::IocpDriver),
 }
 
 impl DriverHandle {
@@ -43,6 +47,8 @@ impl DriverHandle {
             DriverHandle::Pool(d) => d,
             #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => d,
+            #[cfg(windows)]
+            DriverHandle::Iocp(d) => d,
         }
     }
 
@@ -88,6 +94,8 @@ impl DriverHandle {
             DriverHandle::Pool(d) => Driver::submit(d, op, urgent),
             #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => Driver::submit(d, op, urgent),
+            #[cfg(windows)]
+            DriverHandle::Iocp(d) => Driver::submit(d, op, urgent),
         }
     }
 
@@ -107,7 +115,10 @@ impl DriverHandle {
     #[cfg(windows)]
     pub(crate) fn associate(&self, fd: i32) -> std::io::Result<()> {
         debug_assert!(fd >= 0, "a handle is associated while open");
-        Ok(())
+        match self {
+            DriverHandle::Iocp(d) => d.associate(fd),
+            DriverHandle::Pool(_) => Ok(()),
+        }
     }
 
     /// Wakes the engine's thread (io_uring) to look at the reactor rings.

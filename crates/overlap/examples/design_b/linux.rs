@@ -1,13 +1,4 @@
-//! The design the engine did *not* choose, kept so the choice can be
-//! re-measured: callers submit directly into a shared ring (under a mutex,
-//! one `io_uring_enter` per submission) and a reaper thread waits for
-//! completions and hands them to the requester through a condvar.
-//!
-//! Same workload as `randread`: random 4 KiB O_DIRECT reads at a fixed
-//! queue depth. Compare with
-//! `cargo run --release -p overlap --example randread -- FILE 32 200000`.
-//!
-//! `cargo run --release -p overlap --example design_b -- FILE [depth] [reads] [coop]`
+//! The shared-ring design on Linux (see `main.rs`).
 
 #![allow(
     clippy::unwrap_used,
@@ -41,7 +32,7 @@ struct Shared {
     cv: Condvar,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let path = args
         .next()
