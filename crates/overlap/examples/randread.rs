@@ -6,6 +6,7 @@
 use overlap::{AlignedBufPool, Engine, OpenOptions, Port};
 use std::time::Instant;
 
+#[cfg(unix)]
 fn cpu_s() -> f64 {
     // SAFETY: getrusage writes into the local struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -13,6 +14,12 @@ fn cpu_s() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Not measured here (`getrusage` is Unix's): NaN, printed as such.
+#[cfg(not(unix))]
+fn cpu_s() -> f64 {
+    f64::NAN
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,12 +12,19 @@
 
 use overlap::{Engine, OpenOptions, Port};
 
+#[cfg(unix)]
 fn peak_rss_mib() -> f64 {
     // SAFETY: getrusage writes into the local struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a local rusage.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     ru.ru_maxrss as f64 / 1024.0
+}
+
+/// Not measured here (`getrusage` is Unix's): NaN, printed as such.
+#[cfg(not(unix))]
+fn peak_rss_mib() -> f64 {
+    f64::NAN
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,5 +1,6 @@
 //! The shared-ring design on Linux (see `main.rs`).
 
+
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

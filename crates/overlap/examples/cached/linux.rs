@@ -1,12 +1,11 @@
-//! 4 KiB reads from a file that is in the page cache: the engine's fast path
-//! (`preadv2(RWF_NOWAIT)` on the caller's thread) against a plain `pread`
-//! loop. `cargo run --release -p overlap --example cached -- FILE [reads]`
+//! The cached-read comparison on Linux (see `main.rs`).
+
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 use overlap::{Engine, OpenOptions};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let path = args.next().ok_or("usage: cached FILE [reads]")?;
     let reads: u64 = args
