@@ -242,6 +242,15 @@ fn direct_io_through_a_port(d: Driver) {
 }
 
 fn cached_reads_through_a_port_complete_inline(d: Driver) {
+    if cfg!(windows) {
+        // Under Wine that is Wine's choice, not Windows': the tests assert
+        // results there, never whether something completed at once.
+        eprintln!(
+            "SKIPPED: cached reads completing at once: on Windows the system decides (KB 156932), \
+             and under Wine its file server does"
+        );
+        return;
+    }
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("cached");
