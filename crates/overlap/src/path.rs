@@ -11,6 +11,12 @@
 //! future early is safe; a path with a NUL byte is refused before submission
 //! with [`Error::InvalidInput`].
 //!
+//! On Windows each operation is the wide-character call (`MoveFileExW`,
+//! `DeleteFileW`, `RemoveDirectoryW`, `CreateDirectoryW`, `CreateHardLinkW`,
+//! `CreateSymbolicLinkW`; the metadata of a path opened for its attributes)
+//! on the thread pool, paths are UTF-16 (`OsStr::encode_wide`), and the
+//! differences are named where they are.
+//!
 //! ```
 //! use overlap::{path, Engine};
 //!
@@ -250,7 +256,8 @@ fn simple(engine: &Engine, kind: Result<OpKind>) -> Task<Result<()>> {
 }
 
 /// Renames `from` to `to` (`renameat`), replacing `to` if it exists (a file
-/// by a file, or an empty directory by a directory).
+/// by a file, or an empty directory by a directory; on Windows,
+/// `MoveFileExW` with `MOVEFILE_REPLACE_EXISTING`, a file only).
 pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Task<Result<()>> {
     let kind = (|| {
         Ok(OpKind::Rename(operation::Rename {
@@ -262,7 +269,8 @@ pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> 
 }
 
 /// Removes a file or symbolic link (`unlinkat`); a directory is refused
-/// (`EISDIR`).
+/// (`EISDIR`; on Windows `ERROR_ACCESS_DENIED`, and a symbolic link to a
+/// directory is removed with [`remove_dir`]).
 pub fn remove_file(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
     let kind =
         cpath(path.as_ref()).map(|path| OpKind::Unlink(operation::Unlink { path, dir: false }));
@@ -277,7 +285,8 @@ pub fn remove_dir(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
 }
 
 /// Creates a directory with permission bits `mode`, less the umask
-/// (`mkdirat`); its parent must exist.
+/// (`mkdirat`); its parent must exist. Windows has no permission bits:
+/// `mode` is ignored there.
 pub fn create_dir(engine: &Engine, path: impl AsRef<Path>, mode: u32) -> Task<Result<()>> {
     let kind = cpath(path.as_ref()).map(|path| OpKind::Mkdir(operation::Mkdir { path, mode }));
     simple(engine, kind)
@@ -300,7 +309,11 @@ pub fn hard_link(
 }
 
 /// Creates `link` as a symbolic link whose target is `original`
-/// (`symlinkat`); the target need not exist.
+/// (`symlinkat`); the target need not exist. On Windows
+/// (`CreateSymbolicLinkW`, which needs developer mode or the privilege) the
+/// link is a directory link when `original` is a directory at creation (a
+/// relative `original` is looked up from the link's directory), else a file
+/// link.
 pub fn symlink(
     engine: &Engine,
     original: impl AsRef<Path>,

@@ -249,6 +249,46 @@ mod tests {
     }
 
     #[test]
+    fn unbuffered_files_check_alignment_before_submission() {
+        let engine = engine();
+        let dir = temp_dir("direct");
+        let p = dir.join("f");
+        std::fs::write(&p, vec![3u8; 8192]).unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .direct(true)
+            .open(&engine, &p)
+            .wait()
+            .unwrap();
+        assert!(file.is_direct());
+        let a = file.alignment();
+        // The volume's sector sizes where it says them (Windows), else
+        // 4096 (Wine's FileStorageInfo says nothing).
+        assert!(matches!(a.source, "storage-info" | "default"), "{a:?}");
+        assert!(a.offset.is_power_of_two() && a.memory >= a.offset, "{a:?}");
+        let (r, _) = file
+            .read_at(crate::AlignedBuf::new(a.offset as usize, 4096).unwrap(), 1)
+            .wait();
+        assert!(
+            matches!(
+                r,
+                Err(Error::Misaligned {
+                    part: crate::AlignmentPart::Offset,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+        let buf = crate::AlignedBuf::new(a.offset as usize, a.memory as usize).unwrap();
+        let (n, buf) = file.read_at(buf, 0).wait();
+        assert_eq!(n.unwrap(), a.offset as usize);
+        assert!(buf.iter().all(|b| *b == 3));
+        drop(file);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
     fn path_operations() {
         let engine = engine();
         let dir = temp_dir("paths");
