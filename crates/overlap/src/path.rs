@@ -104,6 +104,14 @@ impl FileKind {
 }
 
 /// What `statx` reports about a path or an open file.
+///
+/// On Windows (`GetFileInformationByHandleEx`): `kind` is a file, a
+/// directory or a symbolic link (a reparse point that stands for another
+/// name, as Rust's std says); `mode` is made up (the type bits, `0o444`
+/// for a read-only file else `0o666`, `0o777` for a directory); `uid` and
+/// `gid` are 0; `ino` is the file index and `dev` the volume's serial
+/// number; `block_size` is the volume's physical sector size; `changed`
+/// is the `ChangeTime` of the file's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stat {

@@ -27,8 +27,9 @@ use windows_sys::Wdk::Storage::FileSystem::{
 };
 use windows_sys::Win32::Foundation::{
     CloseHandle, DuplicateHandle, GetLastError, RtlNtStatusToDosError, DUPLICATE_SAME_ACCESS,
-    ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER,
-    ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0,
+    ERROR_BROKEN_PIPE, ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE,
+    ERROR_INVALID_PARAMETER, ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE,
+    WAIT_OBJECT_0,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
@@ -161,7 +162,7 @@ fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
 /// A positional `ReadFile` (`write`: `WriteFile`) of `len` bytes at
 /// `offset` on the overlapped handle `fd`, waited for on the calling
 /// thread: the byte count or `-code`; a read at or past the end of the
-/// file is 0 (`ERROR_HANDLE_EOF`).
+/// file is 0 (`ERROR_HANDLE_EOF`; a pipe's end, `ERROR_BROKEN_PIPE`, too).
 ///
 /// # Safety
 ///
@@ -211,9 +212,10 @@ pub(crate) unsafe fn transfer_at(fd: i32, ptr: *mut u8, len: u32, offset: u64, w
     })
 }
 
-/// A failed read's or write's result: end of file is a read of 0 bytes.
+/// A failed read's or write's result: end of file, or of a pipe whose
+/// writer closed it, is a read of 0 bytes (as `read(2)` says it on Linux).
 fn transfer_failed(code: u32, write: bool) -> i64 {
-    if !write && code == ERROR_HANDLE_EOF {
+    if !write && (code == ERROR_HANDLE_EOF || code == ERROR_BROKEN_PIPE) {
         0
     } else {
         error(code)
