@@ -251,7 +251,7 @@ mod tests {
         let code = libc::EACCES;
         #[cfg(windows)]
         let code = 5; // ERROR_ACCESS_DENIED
-        // The system's own words ("Permission denied", "Access is denied").
+                      // The system's own words ("Permission denied", "Access is denied").
         let words = io::Error::from_raw_os_error(code).to_string();
         let e = Error::from(io::Error::from_raw_os_error(code));
         let text = chain(&e);
