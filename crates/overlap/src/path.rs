@@ -49,9 +49,26 @@ pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
 
 /// `path` as NUL-terminated UTF-16 (what `CreateFileW` and the other wide
 /// calls take; a path's unpaired surrogates pass through, as Windows allows
-/// them), or [`Error::InvalidInput`] naming it.
+/// them; a long one made verbatim, `sys::long_path`), or
+/// [`Error::InvalidInput`] naming it.
 #[cfg(windows)]
 pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
+    crate::sys::long_path(link_target(path)?).map_err(|r| Error::from_errno((-r) as i32))
+}
+
+/// A symbolic link's target as it is stored: as [`cpath`] on Linux; on
+/// Windows NUL-terminated UTF-16 never made absolute (a relative target
+/// stays relative to the link).
+#[cfg(unix)]
+fn link_target(path: &Path) -> Result<NativePath> {
+    cpath(path)
+}
+
+/// A symbolic link's target as it is stored: as [`cpath`] on Linux; on
+/// Windows NUL-terminated UTF-16 never made absolute (a relative target
+/// stays relative to the link).
+#[cfg(windows)]
+fn link_target(path: &Path) -> Result<NativePath> {
     use std::os::windows::ffi::OsStrExt;
     let mut wide: Vec<u16> = path.as_os_str().encode_wide().collect();
     if wide.contains(&0) {
@@ -329,7 +346,7 @@ pub fn symlink(
 ) -> Task<Result<()>> {
     let kind = (|| {
         Ok(OpKind::Symlink(operation::Symlink {
-            target: cpath(original.as_ref())?,
+            target: link_target(original.as_ref())?,
             link: cpath(link.as_ref())?,
         }))
     })();

@@ -35,14 +35,14 @@ use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
     FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo, FileStorageInfo,
     FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle, GetFileInformationByHandleEx,
-    MoveFileExW, ReadFile, RemoveDirectoryW, SetFileInformationByHandle, WriteFile,
-    BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO, FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY,
-    FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS,
-    FILE_READ_ATTRIBUTES, FILE_READ_DATA, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
-    FILE_STANDARD_INFO, FILE_STORAGE_INFO, FILE_WRITE_DATA, INVALID_FILE_ATTRIBUTES,
-    MOVEFILE_REPLACE_EXISTING, OPEN_EXISTING, SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE,
-    SYMBOLIC_LINK_FLAG_DIRECTORY,
+    GetFullPathNameW, MoveFileExW, ReadFile, RemoveDirectoryW, SetFileInformationByHandle,
+    WriteFile, BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO, FILE_APPEND_DATA,
+    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO,
+    FILE_BASIC_INFO, FILE_END_OF_FILE_INFO, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS, FILE_READ_ATTRIBUTES, FILE_READ_DATA,
+    FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_STANDARD_INFO, FILE_STORAGE_INFO,
+    FILE_WRITE_DATA, INVALID_FILE_ATTRIBUTES, MOVEFILE_REPLACE_EXISTING, OPEN_EXISTING,
+    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY,
 };
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
@@ -65,6 +65,69 @@ pub(crate) const STAT_NOFOLLOW: i32 = 0x100;
 
 /// A path as the wide-character calls take it: UTF-16, NUL-terminated.
 pub(crate) type NativePath = Vec<u16>;
+
+/// `path` (UTF-16, NUL-terminated) in a form the wide calls take whatever
+/// its length, as Rust's std makes it: a path of 248 units or more (the
+/// legacy `MAX_PATH` of `CreateDirectoryW`) is made absolute
+/// (`GetFullPathNameW`, against the current directory now) and given the
+/// verbatim prefix (`\\?\`, `\\?\UNC\` for a share), which lifts the
+/// limit; a shorter one, or one already verbatim, is left as it is (a
+/// relative one is then resolved when the call runs, as Linux's
+/// `AT_FDCWD`). `Err(-code)` when the system cannot make it absolute.
+pub(crate) fn long_path(path: Vec<u16>) -> Result<Vec<u16>, i64> {
+    const SEP: u16 = b'\\' as u16;
+    const VERBATIM: [u16; 4] = [SEP, SEP, b'?' as u16, SEP];
+    const NT: [u16; 4] = [SEP, b'?' as u16, b'?' as u16, SEP];
+    const LEGACY_MAX_PATH: usize = 248;
+    debug_assert_eq!(path.last(), Some(&0), "a wide path is NUL-terminated");
+    if path.len() < LEGACY_MAX_PATH || path.starts_with(&VERBATIM) || path.starts_with(&NT) {
+        return Ok(path);
+    }
+    let mut full = vec![0u16; path.len() + 16];
+    loop {
+        // SAFETY: `path` is NUL-terminated; `full` is writable for the
+        // length given; no file part is asked for.
+        let n = unsafe {
+            GetFullPathNameW(
+                path.as_ptr(),
+                full.len() as u32,
+                full.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        } as usize;
+        if n == 0 {
+            return Err(last_error());
+        }
+        if n < full.len() {
+            full.truncate(n); // without its NUL
+            break;
+        }
+        full.resize(n, 0); // n: the length needed, its NUL included
+    }
+    let is_sep = |c: &u16| *c == SEP || *c == u16::from(b'/');
+    let mut out = Vec::with_capacity(full.len() + 9);
+    out.extend_from_slice(&VERBATIM);
+    match full.as_slice() {
+        // A device (\\.\name): \\?\name.
+        [a, b, dot, c, rest @ ..]
+            if is_sep(a) && is_sep(b) && *dot == u16::from(b'.') && is_sep(c) =>
+        {
+            out.extend_from_slice(rest);
+        }
+        // A share (\\server\share): \\?\UNC\server\share.
+        [a, b, rest @ ..] if is_sep(a) && is_sep(b) => {
+            out.extend("UNC\\".encode_utf16());
+            out.extend_from_slice(rest);
+        }
+        _ => out.extend_from_slice(&full),
+    }
+    // A verbatim path is not normalised by the system: one separator only.
+    for c in out.iter_mut().filter(|c| **c == u16::from(b'/')) {
+        *c = SEP;
+    }
+    out.push(0);
+    Ok(out)
+}
 
 /// The engine's descriptor of a `HANDLE`. Windows' kernel handles are
 /// 32-bit values, sign-extended on 64-bit Windows (Microsoft's
@@ -1039,6 +1102,50 @@ mod tests {
         );
         let err = crate::path::cpath(Path::new("a\0b")).unwrap_err();
         assert!(matches!(err, crate::Error::InvalidInput(_)), "{err}");
+    }
+
+    #[test]
+    fn long_paths_are_made_verbatim() {
+        let text = |w: &[u16]| String::from_utf16_lossy(&w[..w.len() - 1]);
+        assert_eq!(
+            text(&wide(Path::new("short\\name"))),
+            "short\\name",
+            "short: as it is"
+        );
+        let long_name = "n".repeat(120);
+        let share = format!("\\\\server\\share\\{long_name}\\{long_name}");
+        let unc = text(&wide(Path::new(&share)));
+        assert_eq!(
+            unc,
+            format!("\\\\?\\UNC\\server\\share\\{long_name}\\{long_name}")
+        );
+        let relative = Path::new(&long_name).join(&long_name).join(&long_name);
+        let relative = text(&wide(&relative.join("f")));
+        assert!(
+            relative.starts_with("\\\\?\\") && relative.ends_with("\\f"),
+            "{relative}"
+        );
+        assert!(!relative.contains('/'));
+        // Real files under a directory deeper than MAX_PATH.
+        let dir = TempDir::new("long");
+        let mut deep = dir.0.clone();
+        for _ in 0..3 {
+            deep.push(&long_name);
+            assert_eq!(mkdir(&wide(&deep)), 0, "{}", deep.display());
+        }
+        let path = deep.join("f");
+        assert!(path.as_os_str().len() > 360);
+        let fd = create(&path, 0);
+        assert_eq!(write(fd, b"deep", 0), 4);
+        assert_eq!(close(fd), 0);
+        assert_eq!(stat_of_path(&path, false).unwrap().len, 4);
+        let moved = deep.join("g");
+        assert_eq!(rename(&wide(&path), &wide(&moved)), 0);
+        assert_eq!(unlink(&wide(&moved), false), 0);
+        for _ in 0..3 {
+            assert_eq!(unlink(&wide(&deep), true), 0);
+            deep.pop();
+        }
     }
 
     #[test]
