@@ -227,6 +227,22 @@ mod tests {
                 b"abcd",
                 "appended, offsets ignored"
             );
+            let hinted = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .write_through(true)
+                .access(crate::Access::Sequential)
+                .share_mode(0)
+                .open(&engine, &p)
+                .wait()
+                .unwrap();
+            hinted.write_all_at(b"AB".to_vec(), 0).wait().0.unwrap();
+            let (n, buf) = hinted.read_at(vec![0u8; 8], 0).wait();
+            assert_eq!(&buf[..n.unwrap()], b"ABcd");
+            // Shared with nobody: a second open fails while it is open.
+            let shut_out = File::open(&engine, &p).wait().unwrap_err();
+            assert_eq!(shut_out.raw_os_error(), Some(32), "ERROR_SHARING_VIOLATION");
+            drop(hinted);
             let _ = std::fs::remove_dir_all(dir);
         }
     }
