@@ -21,9 +21,9 @@ use std::ffi::c_void;
 use std::ptr;
 
 use windows_sys::Wdk::Storage::FileSystem::{
-    FileAccessInformation, FileAllocationInformation, FileModeInformation, NtQueryInformationFile,
-    NtSetInformationFile, FILE_ACCESS_INFORMATION, FILE_MODE_INFORMATION,
-    FILE_NO_INTERMEDIATE_BUFFERING, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT,
+    FileAccessInformation, FileModeInformation, NtQueryInformationFile, FILE_ACCESS_INFORMATION,
+    FILE_MODE_INFORMATION, FILE_NO_INTERMEDIATE_BUFFERING, FILE_SYNCHRONOUS_IO_ALERT,
+    FILE_SYNCHRONOUS_IO_NONALERT,
 };
 use windows_sys::Win32::Foundation::{
     CloseHandle, DuplicateHandle, GetLastError, RtlNtStatusToDosError, DUPLICATE_SAME_ACCESS,
@@ -33,12 +33,12 @@ use windows_sys::Win32::Foundation::{
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
-    FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo, FileStorageInfo,
-    FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle, GetFileInformationByHandleEx,
-    GetFullPathNameW, MoveFileExW, ReadFile, RemoveDirectoryW, SetFileInformationByHandle,
-    WriteFile, BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO, FILE_APPEND_DATA,
-    FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO,
-    FILE_BASIC_INFO, FILE_END_OF_FILE_INFO, FILE_FLAG_BACKUP_SEMANTICS,
+    FileAllocationInfo, FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo,
+    FileStorageInfo, FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle,
+    GetFileInformationByHandleEx, GetFullPathNameW, MoveFileExW, ReadFile, RemoveDirectoryW,
+    SetFileInformationByHandle, WriteFile, BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO,
+    FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT,
+    FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO, FILE_FLAG_BACKUP_SEMANTICS,
     FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS, FILE_READ_ATTRIBUTES, FILE_READ_DATA,
     FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_STANDARD_INFO, FILE_STORAGE_INFO,
     FILE_WRITE_DATA, INVALID_FILE_ATTRIBUTES, MOVEFILE_REPLACE_EXISTING, OPEN_EXISTING,
@@ -339,7 +339,7 @@ pub(crate) fn set_len(fd: i32, len: u64) -> i64 {
 /// stays (NTFS releases space reserved past the end when the file's last
 /// handle is closed). Any other mode (punching or zeroing a range) is
 /// `ERROR_NOT_SUPPORTED`. A file system without the allocation call
-/// (Wine's: `ERROR_INVALID_FUNCTION`) fails the whole call before it
+/// (Wine's: `ERROR_CALL_NOT_IMPLEMENTED`) fails the whole call before it
 /// changes anything: the size is not grown without the reservation.
 pub(crate) fn allocate(fd: i32, mode: i32, offset: u64, len: u64) -> i64 {
     if mode & !FALLOC_FL_KEEP_SIZE != 0 {
@@ -374,27 +374,13 @@ pub(crate) fn allocate(fd: i32, mode: i32, offset: u64, len: u64) -> i64 {
     0
 }
 
-/// Reserves `size` bytes for the file (`FileAllocationInformation`, which
-/// `SetFileInformationByHandle(FileAllocationInfo)` passes on unchanged;
-/// asked of `NtSetInformationFile` directly, which Wine implements too).
+/// Reserves `size` bytes for the file
+/// (`SetFileInformationByHandle(FileAllocationInfo)`).
 fn set_allocation(fd: i32, size: i64) -> i64 {
     let info = FILE_ALLOCATION_INFO {
         AllocationSize: size,
     };
-    // SAFETY: IO_STATUS_BLOCK is plain old data; all-zero is valid.
-    let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
-    // SAFETY: `info` is a FILE_ALLOCATION_INFORMATION (the same layout),
-    // read for its size.
-    let status = unsafe {
-        NtSetInformationFile(
-            handle(fd),
-            &mut iosb,
-            (&info as *const FILE_ALLOCATION_INFO).cast::<c_void>(),
-            std::mem::size_of::<FILE_ALLOCATION_INFO>() as u32,
-            FileAllocationInformation,
-        )
-    };
-    nt_result(status)
+    set_info(fd, FileAllocationInfo, &info)
 }
 
 /// An `NTSTATUS` as a result: 0, or `-code` of the Win32 error it stands
@@ -817,8 +803,8 @@ mod tests {
     use std::os::windows::io::AsRawHandle;
     use std::path::{Path, PathBuf};
     use windows_sys::Win32::Foundation::{
-        ERROR_ALREADY_EXISTS, ERROR_FILE_NOT_FOUND, ERROR_INVALID_FUNCTION, ERROR_PATH_NOT_FOUND,
-        GENERIC_READ, GENERIC_WRITE,
+        ERROR_ALREADY_EXISTS, ERROR_CALL_NOT_IMPLEMENTED, ERROR_FILE_NOT_FOUND,
+        ERROR_PATH_NOT_FOUND, GENERIC_READ, GENERIC_WRITE,
     };
     use windows_sys::Win32::Storage::FileSystem::{
         CREATE_ALWAYS, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OVERLAPPED, FILE_GENERIC_WRITE,
@@ -1028,10 +1014,13 @@ mod tests {
         // Punching a hole (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE) has no form here.
         assert_eq!(allocate(fd, 0x03, 0, 4096), -i64::from(ERROR_NOT_SUPPORTED));
         if under_wine() {
-            // Wine's NtSetInformationFile has no FileAllocationInformation
-            // (STATUS_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION): the
-            // allocation fails before it changes anything.
-            assert_eq!(allocate(fd, 0, 0, 8192), -i64::from(ERROR_INVALID_FUNCTION));
+            // Wine 8 has no FileAllocationInfo (ERROR_CALL_NOT_IMPLEMENTED;
+            // nor FileAllocationInformation below it): the allocation
+            // fails before it changes anything.
+            assert_eq!(
+                allocate(fd, 0, 0, 8192),
+                -i64::from(ERROR_CALL_NOT_IMPLEMENTED)
+            );
             assert_eq!(stat_of(fd).len, 3, "a failed allocation changes nothing");
             assert_eq!(close(fd), 0);
             return;
