@@ -11,6 +11,12 @@
 //! future early is safe; a path with a NUL byte is refused before submission
 //! with [`Error::InvalidInput`].
 //!
+//! On Windows each operation is the wide-character call (`MoveFileExW`,
+//! `DeleteFileW`, `RemoveDirectoryW`, `CreateDirectoryW`, `CreateHardLinkW`,
+//! `CreateSymbolicLinkW`; the metadata of a path opened for its attributes)
+//! on the thread pool, paths are UTF-16 (`OsStr::encode_wide`), and the
+//! differences are named where they are.
+//!
 //! ```
 //! use overlap::{path, Engine};
 //!
@@ -43,9 +49,26 @@ pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
 
 /// `path` as NUL-terminated UTF-16 (what `CreateFileW` and the other wide
 /// calls take; a path's unpaired surrogates pass through, as Windows allows
-/// them), or [`Error::InvalidInput`] naming it.
+/// them; a long one made verbatim, `sys::long_path`), or
+/// [`Error::InvalidInput`] naming it.
 #[cfg(windows)]
 pub(crate) fn cpath(path: &Path) -> Result<NativePath> {
+    crate::sys::long_path(link_target(path)?).map_err(|r| Error::from_errno((-r) as i32))
+}
+
+/// A symbolic link's target as it is stored: as [`cpath`] on Linux; on
+/// Windows NUL-terminated UTF-16 never made absolute (a relative target
+/// stays relative to the link).
+#[cfg(unix)]
+fn link_target(path: &Path) -> Result<NativePath> {
+    cpath(path)
+}
+
+/// A symbolic link's target as it is stored: as [`cpath`] on Linux; on
+/// Windows NUL-terminated UTF-16 never made absolute (a relative target
+/// stays relative to the link).
+#[cfg(windows)]
+fn link_target(path: &Path) -> Result<NativePath> {
     use std::os::windows::ffi::OsStrExt;
     let mut wide: Vec<u16> = path.as_os_str().encode_wide().collect();
     if wide.contains(&0) {
@@ -98,6 +121,14 @@ impl FileKind {
 }
 
 /// What `statx` reports about a path or an open file.
+///
+/// On Windows (`GetFileInformationByHandleEx`): `kind` is a file, a
+/// directory or a symbolic link (a reparse point that stands for another
+/// name, as Rust's std says); `mode` is made up (the type bits, `0o444`
+/// for a read-only file else `0o666`, `0o777` for a directory); `uid` and
+/// `gid` are 0; `ino` is the file index and `dev` the volume's serial
+/// number; `block_size` is the volume's physical sector size; `changed`
+/// is the `ChangeTime` of the file's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stat {
@@ -250,7 +281,8 @@ fn simple(engine: &Engine, kind: Result<OpKind>) -> Task<Result<()>> {
 }
 
 /// Renames `from` to `to` (`renameat`), replacing `to` if it exists (a file
-/// by a file, or an empty directory by a directory).
+/// by a file, or an empty directory by a directory; on Windows,
+/// `MoveFileExW` with `MOVEFILE_REPLACE_EXISTING`, a file only).
 pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Task<Result<()>> {
     let kind = (|| {
         Ok(OpKind::Rename(operation::Rename {
@@ -262,7 +294,8 @@ pub fn rename(engine: &Engine, from: impl AsRef<Path>, to: impl AsRef<Path>) -> 
 }
 
 /// Removes a file or symbolic link (`unlinkat`); a directory is refused
-/// (`EISDIR`).
+/// (`EISDIR`; on Windows `ERROR_ACCESS_DENIED`, and a symbolic link to a
+/// directory is removed with [`remove_dir`]).
 pub fn remove_file(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
     let kind =
         cpath(path.as_ref()).map(|path| OpKind::Unlink(operation::Unlink { path, dir: false }));
@@ -277,7 +310,8 @@ pub fn remove_dir(engine: &Engine, path: impl AsRef<Path>) -> Task<Result<()>> {
 }
 
 /// Creates a directory with permission bits `mode`, less the umask
-/// (`mkdirat`); its parent must exist.
+/// (`mkdirat`); its parent must exist. Windows has no permission bits:
+/// `mode` is ignored there.
 pub fn create_dir(engine: &Engine, path: impl AsRef<Path>, mode: u32) -> Task<Result<()>> {
     let kind = cpath(path.as_ref()).map(|path| OpKind::Mkdir(operation::Mkdir { path, mode }));
     simple(engine, kind)
@@ -300,7 +334,11 @@ pub fn hard_link(
 }
 
 /// Creates `link` as a symbolic link whose target is `original`
-/// (`symlinkat`); the target need not exist.
+/// (`symlinkat`); the target need not exist. On Windows
+/// (`CreateSymbolicLinkW`, which needs developer mode or the privilege) the
+/// link is a directory link when `original` is a directory at creation (a
+/// relative `original` is looked up from the link's directory), else a file
+/// link.
 pub fn symlink(
     engine: &Engine,
     original: impl AsRef<Path>,
@@ -308,7 +346,7 @@ pub fn symlink(
 ) -> Task<Result<()>> {
     let kind = (|| {
         Ok(OpKind::Symlink(operation::Symlink {
-            target: cpath(original.as_ref())?,
+            target: link_target(original.as_ref())?,
             link: cpath(link.as_ref())?,
         }))
     })();

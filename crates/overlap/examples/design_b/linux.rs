@@ -1,6 +1,5 @@
 //! The shared-ring design on Linux (see `main.rs`).
 
-
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

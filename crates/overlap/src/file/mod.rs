@@ -436,7 +436,8 @@ impl File {
     /// Returns the count: 0 at or past end of file, fewer near it.
     ///
     /// A buffered read first tries the page cache on the calling thread
-    /// (`preadv2(RWF_NOWAIT)`, see [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path)).
+    /// (`preadv2(RWF_NOWAIT)`, see [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path));
+    /// not on Windows, which has no read that never waits for the device.
     pub fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> Op<B> {
         Self::op(self.prepare_read(buf, 0, offset))
     }
@@ -447,7 +448,8 @@ impl File {
     /// `buf.len()` only at end of file); `Ok(None)` means the kernel could
     /// not answer at once (part of the range is not cached, or the pages
     /// are locked), the file is O_DIRECT, the engine's cache fast path is
-    /// off, or recent misses on this file made it skip the attempt: then
+    /// off, or recent misses on this file made it skip the attempt (and
+    /// always on Windows, which has no such read): then
     /// read with [`read_at`](Self::read_at). Nothing is read into `buf`
     /// that the caller should use after `Ok(None)`. As `read_at`, one call
     /// reads at most 0x7fff_f000 bytes (Linux's largest single read): a

@@ -41,7 +41,10 @@ pub enum Access {
 /// `FILE_FLAG_SEQUENTIAL_SCAN` and `FILE_FLAG_RANDOM_ACCESS`, and `append`
 /// opens the file with `FILE_APPEND_DATA` but not `FILE_WRITE_DATA`
 /// access, as std does, with which Windows writes every write at the end
-/// of the file whatever its offset.
+/// of the file whatever its offset (and refuses `set_len` and `allocate`,
+/// which need `FILE_WRITE_DATA`: `ERROR_ACCESS_DENIED`). Every file is
+/// opened with `FILE_READ_ATTRIBUTES` too, so that a write-only file's
+/// metadata can be read, as on Linux.
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
     read: bool,
@@ -249,7 +252,8 @@ impl OpenOptions {
         use windows_sys::Win32::Storage::FileSystem::{
             CREATE_ALWAYS, CREATE_NEW, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OVERLAPPED,
             FILE_FLAG_RANDOM_ACCESS, FILE_FLAG_SEQUENTIAL_SCAN, FILE_FLAG_WRITE_THROUGH,
-            FILE_GENERIC_WRITE, FILE_WRITE_DATA, OPEN_ALWAYS, OPEN_EXISTING, TRUNCATE_EXISTING,
+            FILE_GENERIC_WRITE, FILE_READ_ATTRIBUTES, FILE_WRITE_DATA, OPEN_ALWAYS, OPEN_EXISTING,
+            TRUNCATE_EXISTING,
         };
         self.check()?;
         let read = if self.read { GENERIC_READ } else { 0 };
@@ -279,7 +283,9 @@ impl OpenOptions {
             Access::Random => FILE_FLAG_RANDOM_ACCESS,
         };
         let how = crate::sys::OpenHow {
-            access: read | write,
+            // Attributes are readable whatever the access, as `fstat` reads
+            // any descriptor: metadata and alignment need them.
+            access: read | write | FILE_READ_ATTRIBUTES,
             share: self.share_mode,
             disposition,
             flags,

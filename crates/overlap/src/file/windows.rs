@@ -112,3 +112,238 @@ impl AsRawHandle for File {
         File::as_raw_handle(self)
     }
 }
+
+#[cfg(all(test, windows))]
+mod tests {
+    //! The files and paths of an engine on the thread pool, on real files:
+    //! what the operations' Windows forms give through the whole engine.
+
+    use std::os::windows::fs::OpenOptionsExt;
+    use std::path::PathBuf;
+
+    use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_OVERLAPPED;
+
+    use crate::{path, DriverChoice, Engine, Error, File, OpenOptions};
+
+    /// An engine on each driver Windows has: the thread pool, and the I/O
+    /// completion ports where the engine offers them.
+    fn engines() -> Vec<Engine> {
+        let mut engines = vec![Engine::builder()
+            .driver(DriverChoice::Pool)
+            .build()
+            .unwrap()];
+        match Engine::builder().driver(DriverChoice::Iocp).build() {
+            Ok(engine) => engines.push(engine),
+            Err(e @ Error::IocpUnavailable { .. }) => eprintln!("SKIPPED iocp: {e}"),
+            Err(e) => panic!("the IOCP driver: {e}"),
+        }
+        engines
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "overlap-file-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn open_write_read_metadata_and_close() {
+        for engine in engines() {
+            let dir = temp_dir("rw");
+            let p = dir.join("f");
+            let file = File::create(&engine, &p).wait().unwrap();
+            let (n, _) = file.write_at(b"hello world".to_vec(), 0).wait();
+            assert_eq!(n.unwrap(), 11);
+            let (n, buf) = file.read_at(vec![0u8; 32], 6).wait();
+            assert_eq!(&buf[..n.unwrap()], b"world");
+            let (n, _) = file.read_at(vec![0u8; 8], 11).wait();
+            assert_eq!(n.unwrap(), 0, "end of file");
+            let (r, _) = file.read_exact_at(vec![0u8; 20], 0).wait();
+            assert!(matches!(
+                r,
+                Err(Error::UnexpectedEof {
+                    read: 11,
+                    wanted: 20
+                })
+            ));
+            file.set_len(4).wait().unwrap();
+            assert_eq!(file.metadata().wait().unwrap().len, 4);
+            file.sync_all().wait().unwrap();
+            let stat = file.stat().wait().unwrap();
+            assert!(stat.is_file() && stat.len == 4);
+            assert_eq!(file.stat_cached().unwrap().len, 4);
+            let (r, _) = file.set_xattr("user.a", b"x".to_vec()).wait();
+            assert!(matches!(r, Err(Error::Unsupported(_))), "{r:?}");
+            assert!(file.read_cached_at(&mut [0u8; 4], 0).unwrap().is_none());
+            file.close().wait().unwrap();
+            assert!(matches!(file.close().wait(), Err(Error::Closed)));
+            assert_eq!(std::fs::read(&p).unwrap(), b"hell");
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn open_options_as_std_on_windows() {
+        for engine in engines() {
+            let dir = temp_dir("options");
+            let p = dir.join("f");
+            let missing = File::open(&engine, &p).wait().unwrap_err();
+            assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&engine, &p)
+                .wait()
+                .unwrap();
+            let (r, _) = file.read_at(vec![0u8; 1], 0).wait();
+            assert!(matches!(r, Err(Error::NotOpenedFor("read"))));
+            assert_eq!(file.metadata().wait().unwrap().len, 0, "write-only");
+            drop(file);
+            let again = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&engine, &p)
+                .wait()
+                .unwrap_err();
+            assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+            let log = OpenOptions::new()
+                .append(true)
+                .open(&engine, &p)
+                .wait()
+                .unwrap();
+            assert!(log.is_append());
+            log.write_all_at(b"ab".to_vec(), 0).wait().0.unwrap();
+            log.write_all_at(b"cd".to_vec(), 0).wait().0.unwrap();
+            drop(log);
+            assert_eq!(
+                std::fs::read(&p).unwrap(),
+                b"abcd",
+                "appended, offsets ignored"
+            );
+            let hinted = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .write_through(true)
+                .access(crate::Access::Sequential)
+                .share_mode(0)
+                .open(&engine, &p)
+                .wait()
+                .unwrap();
+            hinted.write_all_at(b"AB".to_vec(), 0).wait().0.unwrap();
+            let (n, buf) = hinted.read_at(vec![0u8; 8], 0).wait();
+            assert_eq!(&buf[..n.unwrap()], b"ABcd");
+            // Shared with nobody: a second open fails while it is open.
+            let shut_out = File::open(&engine, &p).wait().unwrap_err();
+            assert_eq!(shut_out.raw_os_error(), Some(32), "ERROR_SHARING_VIOLATION");
+            drop(hinted);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn adopting_a_handle() {
+        for engine in engines() {
+            let dir = temp_dir("adopt");
+            let p = dir.join("f");
+            std::fs::write(&p, b"adopted").unwrap();
+            let sync = std::fs::File::open(&p).unwrap();
+            let err = File::from_handle(&engine, sync.into()).unwrap_err();
+            assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+            let overlapped = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(FILE_FLAG_OVERLAPPED)
+                .open(&p)
+                .unwrap();
+            let file = File::from_handle(&engine, overlapped.into()).unwrap();
+            let (n, buf) = file.read_at(vec![0u8; 16], 0).wait();
+            assert_eq!(&buf[..n.unwrap()], b"adopted");
+            let (r, _) = file.write_at(b"x".to_vec(), 0).wait();
+            assert!(matches!(r, Err(Error::NotOpenedFor("write"))));
+            let clone = file.try_clone().unwrap();
+            let (n, _) = clone.read_at(vec![0u8; 3], 4).wait();
+            assert_eq!(n.unwrap(), 3);
+            drop(clone);
+            let handle = file.into_handle().expect("nothing in flight");
+            drop(std::fs::File::from(handle));
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn unbuffered_files_check_alignment_before_submission() {
+        for engine in engines() {
+            let dir = temp_dir("direct");
+            let p = dir.join("f");
+            std::fs::write(&p, vec![3u8; 8192]).unwrap();
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .direct(true)
+                .open(&engine, &p)
+                .wait()
+                .unwrap();
+            assert!(file.is_direct());
+            let a = file.alignment();
+            // The volume's sector sizes where it says them (Windows), else
+            // 4096 (Wine's FileStorageInfo says nothing).
+            assert!(matches!(a.source, "storage-info" | "default"), "{a:?}");
+            assert!(a.offset.is_power_of_two() && a.memory >= a.offset, "{a:?}");
+            let (r, _) = file
+                .read_at(crate::AlignedBuf::new(a.offset as usize, 4096).unwrap(), 1)
+                .wait();
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::Misaligned {
+                        part: crate::AlignmentPart::Offset,
+                        ..
+                    })
+                ),
+                "{r:?}"
+            );
+            let buf = crate::AlignedBuf::new(a.offset as usize, a.memory as usize).unwrap();
+            let (n, buf) = file.read_at(buf, 0).wait();
+            assert_eq!(n.unwrap(), a.offset as usize);
+            assert!(buf.iter().all(|b| *b == 3));
+            drop(file);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[test]
+    fn path_operations() {
+        for engine in engines() {
+            let dir = temp_dir("paths");
+            let sub = dir.join("sub");
+            path::create_dir(&engine, &sub, 0o755).wait().unwrap();
+            assert!(path::metadata(&engine, &sub).wait().unwrap().is_dir());
+            std::fs::write(sub.join("a"), b"12345").unwrap();
+            path::rename(&engine, sub.join("a"), sub.join("b"))
+                .wait()
+                .unwrap();
+            path::hard_link(&engine, sub.join("b"), sub.join("c"))
+                .wait()
+                .unwrap();
+            let stat = path::symlink_metadata(&engine, sub.join("c"))
+                .wait()
+                .unwrap();
+            assert_eq!((stat.len, stat.nlink), (5, 2));
+            assert!(!path::try_exists(&engine, sub.join("a")).wait().unwrap());
+            path::remove_file(&engine, sub.join("b")).wait().unwrap();
+            path::remove_file(&engine, sub.join("c")).wait().unwrap();
+            path::remove_dir(&engine, &sub).wait().unwrap();
+            let nul = path::metadata(&engine, dir.join("a\0b"))
+                .wait()
+                .unwrap_err();
+            assert!(matches!(nul, Error::InvalidInput(_)));
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

@@ -21,27 +21,28 @@ use std::ffi::c_void;
 use std::ptr;
 
 use windows_sys::Wdk::Storage::FileSystem::{
-    FileAccessInformation, FileAllocationInformation, FileModeInformation, NtQueryInformationFile,
-    NtSetInformationFile, FILE_ACCESS_INFORMATION, FILE_MODE_INFORMATION,
-    FILE_NO_INTERMEDIATE_BUFFERING, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT,
+    FileAccessInformation, FileModeInformation, NtQueryInformationFile, FILE_ACCESS_INFORMATION,
+    FILE_MODE_INFORMATION, FILE_NO_INTERMEDIATE_BUFFERING, FILE_SYNCHRONOUS_IO_ALERT,
+    FILE_SYNCHRONOUS_IO_NONALERT,
 };
 use windows_sys::Win32::Foundation::{
     CloseHandle, DuplicateHandle, GetLastError, RtlNtStatusToDosError, DUPLICATE_SAME_ACCESS,
-    ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER,
-    ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0,
+    ERROR_BROKEN_PIPE, ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE,
+    ERROR_INVALID_PARAMETER, ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE,
+    WAIT_OBJECT_0,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
-    FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo, FileStorageInfo,
-    FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle, GetFileInformationByHandleEx,
-    MoveFileExW, ReadFile, RemoveDirectoryW, SetFileInformationByHandle, WriteFile,
-    BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO, FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY,
-    FILE_ATTRIBUTE_REPARSE_POINT, FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO,
-    FILE_FLAG_BACKUP_SEMANTICS, FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS,
-    FILE_READ_ATTRIBUTES, FILE_READ_DATA, FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE,
-    FILE_STANDARD_INFO, FILE_STORAGE_INFO, FILE_WRITE_DATA, INVALID_FILE_ATTRIBUTES,
-    MOVEFILE_REPLACE_EXISTING, OPEN_EXISTING, SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE,
-    SYMBOLIC_LINK_FLAG_DIRECTORY,
+    FileAllocationInfo, FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo,
+    FileStorageInfo, FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle,
+    GetFileInformationByHandleEx, GetFullPathNameW, MoveFileExW, ReadFile, RemoveDirectoryW,
+    SetFileInformationByHandle, WriteFile, BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO,
+    FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT,
+    FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO, FILE_FLAG_BACKUP_SEMANTICS,
+    FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS, FILE_READ_ATTRIBUTES, FILE_READ_DATA,
+    FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_STANDARD_INFO, FILE_STORAGE_INFO,
+    FILE_WRITE_DATA, INVALID_FILE_ATTRIBUTES, MOVEFILE_REPLACE_EXISTING, OPEN_EXISTING,
+    SYMBOLIC_LINK_FLAG_ALLOW_UNPRIVILEGED_CREATE, SYMBOLIC_LINK_FLAG_DIRECTORY,
 };
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
@@ -64,6 +65,69 @@ pub(crate) const STAT_NOFOLLOW: i32 = 0x100;
 
 /// A path as the wide-character calls take it: UTF-16, NUL-terminated.
 pub(crate) type NativePath = Vec<u16>;
+
+/// `path` (UTF-16, NUL-terminated) in a form the wide calls take whatever
+/// its length, as Rust's std makes it: a path of 248 units or more (the
+/// legacy `MAX_PATH` of `CreateDirectoryW`) is made absolute
+/// (`GetFullPathNameW`, against the current directory now) and given the
+/// verbatim prefix (`\\?\`, `\\?\UNC\` for a share), which lifts the
+/// limit; a shorter one, or one already verbatim, is left as it is (a
+/// relative one is then resolved when the call runs, as Linux's
+/// `AT_FDCWD`). `Err(-code)` when the system cannot make it absolute.
+pub(crate) fn long_path(path: Vec<u16>) -> Result<Vec<u16>, i64> {
+    const SEP: u16 = b'\\' as u16;
+    const VERBATIM: [u16; 4] = [SEP, SEP, b'?' as u16, SEP];
+    const NT: [u16; 4] = [SEP, b'?' as u16, b'?' as u16, SEP];
+    const LEGACY_MAX_PATH: usize = 248;
+    debug_assert_eq!(path.last(), Some(&0), "a wide path is NUL-terminated");
+    if path.len() < LEGACY_MAX_PATH || path.starts_with(&VERBATIM) || path.starts_with(&NT) {
+        return Ok(path);
+    }
+    let mut full = vec![0u16; path.len() + 16];
+    loop {
+        // SAFETY: `path` is NUL-terminated; `full` is writable for the
+        // length given; no file part is asked for.
+        let n = unsafe {
+            GetFullPathNameW(
+                path.as_ptr(),
+                full.len() as u32,
+                full.as_mut_ptr(),
+                ptr::null_mut(),
+            )
+        } as usize;
+        if n == 0 {
+            return Err(last_error());
+        }
+        if n < full.len() {
+            full.truncate(n); // without its NUL
+            break;
+        }
+        full.resize(n, 0); // n: the length needed, its NUL included
+    }
+    let is_sep = |c: &u16| *c == SEP || *c == u16::from(b'/');
+    let mut out = Vec::with_capacity(full.len() + 9);
+    out.extend_from_slice(&VERBATIM);
+    match full.as_slice() {
+        // A device (\\.\name): \\?\name.
+        [a, b, dot, c, rest @ ..]
+            if is_sep(a) && is_sep(b) && *dot == u16::from(b'.') && is_sep(c) =>
+        {
+            out.extend_from_slice(rest);
+        }
+        // A share (\\server\share): \\?\UNC\server\share.
+        [a, b, rest @ ..] if is_sep(a) && is_sep(b) => {
+            out.extend("UNC\\".encode_utf16());
+            out.extend_from_slice(rest);
+        }
+        _ => out.extend_from_slice(&full),
+    }
+    // A verbatim path is not normalised by the system: one separator only.
+    for c in out.iter_mut().filter(|c| **c == u16::from(b'/')) {
+        *c = SEP;
+    }
+    out.push(0);
+    Ok(out)
+}
 
 /// The engine's descriptor of a `HANDLE`. Windows' kernel handles are
 /// 32-bit values, sign-extended on 64-bit Windows (Microsoft's
@@ -161,7 +225,7 @@ fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
 /// A positional `ReadFile` (`write`: `WriteFile`) of `len` bytes at
 /// `offset` on the overlapped handle `fd`, waited for on the calling
 /// thread: the byte count or `-code`; a read at or past the end of the
-/// file is 0 (`ERROR_HANDLE_EOF`).
+/// file is 0 (`ERROR_HANDLE_EOF`; a pipe's end, `ERROR_BROKEN_PIPE`, too).
 ///
 /// # Safety
 ///
@@ -211,9 +275,10 @@ pub(crate) unsafe fn transfer_at(fd: i32, ptr: *mut u8, len: u32, offset: u64, w
     })
 }
 
-/// A failed read's or write's result: end of file is a read of 0 bytes.
+/// A failed read's or write's result: end of file, or of a pipe whose
+/// writer closed it, is a read of 0 bytes (as `read(2)` says it on Linux).
 fn transfer_failed(code: u32, write: bool) -> i64 {
-    if !write && code == ERROR_HANDLE_EOF {
+    if !write && (code == ERROR_HANDLE_EOF || code == ERROR_BROKEN_PIPE) {
         0
     } else {
         error(code)
@@ -274,7 +339,7 @@ pub(crate) fn set_len(fd: i32, len: u64) -> i64 {
 /// stays (NTFS releases space reserved past the end when the file's last
 /// handle is closed). Any other mode (punching or zeroing a range) is
 /// `ERROR_NOT_SUPPORTED`. A file system without the allocation call
-/// (Wine's: `ERROR_INVALID_FUNCTION`) fails the whole call before it
+/// (Wine's: `ERROR_CALL_NOT_IMPLEMENTED`) fails the whole call before it
 /// changes anything: the size is not grown without the reservation.
 pub(crate) fn allocate(fd: i32, mode: i32, offset: u64, len: u64) -> i64 {
     if mode & !FALLOC_FL_KEEP_SIZE != 0 {
@@ -309,27 +374,13 @@ pub(crate) fn allocate(fd: i32, mode: i32, offset: u64, len: u64) -> i64 {
     0
 }
 
-/// Reserves `size` bytes for the file (`FileAllocationInformation`, which
-/// `SetFileInformationByHandle(FileAllocationInfo)` passes on unchanged;
-/// asked of `NtSetInformationFile` directly, which Wine implements too).
+/// Reserves `size` bytes for the file
+/// (`SetFileInformationByHandle(FileAllocationInfo)`).
 fn set_allocation(fd: i32, size: i64) -> i64 {
     let info = FILE_ALLOCATION_INFO {
         AllocationSize: size,
     };
-    // SAFETY: IO_STATUS_BLOCK is plain old data; all-zero is valid.
-    let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
-    // SAFETY: `info` is a FILE_ALLOCATION_INFORMATION (the same layout),
-    // read for its size.
-    let status = unsafe {
-        NtSetInformationFile(
-            handle(fd),
-            &mut iosb,
-            (&info as *const FILE_ALLOCATION_INFO).cast::<c_void>(),
-            std::mem::size_of::<FILE_ALLOCATION_INFO>() as u32,
-            FileAllocationInformation,
-        )
-    };
-    nt_result(status)
+    set_info(fd, FileAllocationInfo, &info)
 }
 
 /// An `NTSTATUS` as a result: 0, or `-code` of the Win32 error it stands
@@ -752,8 +803,8 @@ mod tests {
     use std::os::windows::io::AsRawHandle;
     use std::path::{Path, PathBuf};
     use windows_sys::Win32::Foundation::{
-        ERROR_ALREADY_EXISTS, ERROR_FILE_NOT_FOUND, ERROR_INVALID_FUNCTION, ERROR_PATH_NOT_FOUND,
-        GENERIC_READ, GENERIC_WRITE,
+        ERROR_ALREADY_EXISTS, ERROR_CALL_NOT_IMPLEMENTED, ERROR_FILE_NOT_FOUND,
+        ERROR_PATH_NOT_FOUND, GENERIC_READ, GENERIC_WRITE,
     };
     use windows_sys::Win32::Storage::FileSystem::{
         CREATE_ALWAYS, FILE_FLAG_NO_BUFFERING, FILE_FLAG_OVERLAPPED, FILE_GENERIC_WRITE,
@@ -963,10 +1014,13 @@ mod tests {
         // Punching a hole (FALLOC_FL_PUNCH_HOLE | KEEP_SIZE) has no form here.
         assert_eq!(allocate(fd, 0x03, 0, 4096), -i64::from(ERROR_NOT_SUPPORTED));
         if under_wine() {
-            // Wine's NtSetInformationFile has no FileAllocationInformation
-            // (STATUS_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION): the
-            // allocation fails before it changes anything.
-            assert_eq!(allocate(fd, 0, 0, 8192), -i64::from(ERROR_INVALID_FUNCTION));
+            // Wine 8 has no FileAllocationInfo (ERROR_CALL_NOT_IMPLEMENTED;
+            // nor FileAllocationInformation below it): the allocation
+            // fails before it changes anything.
+            assert_eq!(
+                allocate(fd, 0, 0, 8192),
+                -i64::from(ERROR_CALL_NOT_IMPLEMENTED)
+            );
             assert_eq!(stat_of(fd).len, 3, "a failed allocation changes nothing");
             assert_eq!(close(fd), 0);
             return;
@@ -1037,6 +1091,50 @@ mod tests {
         );
         let err = crate::path::cpath(Path::new("a\0b")).unwrap_err();
         assert!(matches!(err, crate::Error::InvalidInput(_)), "{err}");
+    }
+
+    #[test]
+    fn long_paths_are_made_verbatim() {
+        let text = |w: &[u16]| String::from_utf16_lossy(&w[..w.len() - 1]);
+        assert_eq!(
+            text(&wide(Path::new("short\\name"))),
+            "short\\name",
+            "short: as it is"
+        );
+        let long_name = "n".repeat(120);
+        let share = format!("\\\\server\\share\\{long_name}\\{long_name}");
+        let unc = text(&wide(Path::new(&share)));
+        assert_eq!(
+            unc,
+            format!("\\\\?\\UNC\\server\\share\\{long_name}\\{long_name}")
+        );
+        let relative = Path::new(&long_name).join(&long_name).join(&long_name);
+        let relative = text(&wide(&relative.join("f")));
+        assert!(
+            relative.starts_with("\\\\?\\") && relative.ends_with("\\f"),
+            "{relative}"
+        );
+        assert!(!relative.contains('/'));
+        // Real files under a directory deeper than MAX_PATH.
+        let dir = TempDir::new("long");
+        let mut deep = dir.0.clone();
+        for _ in 0..3 {
+            deep.push(&long_name);
+            assert_eq!(mkdir(&wide(&deep)), 0, "{}", deep.display());
+        }
+        let path = deep.join("f");
+        assert!(path.as_os_str().len() > 360);
+        let fd = create(&path, 0);
+        assert_eq!(write(fd, b"deep", 0), 4);
+        assert_eq!(close(fd), 0);
+        assert_eq!(stat_of_path(&path, false).unwrap().len, 4);
+        let moved = deep.join("g");
+        assert_eq!(rename(&wide(&path), &wide(&moved)), 0);
+        assert_eq!(unlink(&wide(&moved), false), 0);
+        for _ in 0..3 {
+            assert_eq!(unlink(&wide(&deep), true), 0);
+            deep.pop();
+        }
     }
 
     #[test]
