@@ -250,9 +250,10 @@ mod tests {
         #[cfg(target_os = "linux")]
         let code = libc::EACCES;
         #[cfg(windows)]
-        let code = 5; // ERROR_ACCESS_DENIED
-                      // The system's own words ("Permission denied", "Access is denied.",
-                      // Wine's "Access denied.").
+        // ERROR_ACCESS_DENIED
+        let code = 5;
+        // The system's own words ("Permission denied", "Access is denied.",
+        // Wine's "Access denied.").
         let words = io::Error::from_raw_os_error(code).to_string();
         let e = Error::from(io::Error::from_raw_os_error(code));
         let text = chain(&e);
