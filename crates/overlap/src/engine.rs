@@ -2,14 +2,20 @@
 //! enforces the in-flight budget and keeps the statistics.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
+#[cfg(target_os = "linux")]
+use std::sync::{Mutex, Weak};
 
 use crate::cell::{fork_generation, Completable, EngineLink, EngineState};
 use crate::cell::{RingSize, RingSizes, MAX_CQ_ENTRIES, MAX_SQ_ENTRIES};
+#[cfg(target_os = "linux")]
+use crate::driver::aio::AioDriver;
 use crate::driver::handle::DriverHandle;
+use crate::driver::pool::PoolDriver;
+#[cfg(target_os = "linux")]
 use crate::driver::uring::engine_thread::{RingConfig, UringDriver};
+#[cfg(target_os = "linux")]
 use crate::driver::uring::port::Settle;
-use crate::driver::{aio::AioDriver, pool::PoolDriver};
 use crate::error::{Error, FallbackReason, Result};
 use crate::limiter::Limiter;
 use crate::stats::{Counters, Stats};
@@ -31,6 +37,9 @@ pub enum DriverChoice {
     /// the rest (`aio+pool`), even where io_uring is available; an error
     /// when `io_setup` fails.
     Aio,
+    /// Windows' I/O completion ports for reads and writes, the thread pool
+    /// for the rest (`iocp`); an error on another system.
+    Iocp,
 }
 
 /// The driver an engine runs.
@@ -46,15 +55,20 @@ pub enum DriverKind {
     /// the kernel performs asynchronously; the thread pool for the rest.
     #[serde(rename = "aio+pool")]
     Aio,
+    /// Windows' I/O completion ports: overlapped `ReadFile` and
+    /// `WriteFile`, completions taken with `GetQueuedCompletionStatusEx`;
+    /// the thread pool for what has no overlapped form.
+    Iocp,
 }
 
 impl DriverKind {
-    /// `"uring"`, `"pool"` or `"aio+pool"`.
+    /// `"uring"`, `"pool"`, `"aio+pool"` or `"iocp"`.
     pub fn as_str(self) -> &'static str {
         match self {
             DriverKind::Uring => "uring",
             DriverKind::Pool => "pool",
             DriverKind::Aio => "aio+pool",
+            DriverKind::Iocp => "iocp",
         }
     }
 }
@@ -298,6 +312,7 @@ impl EngineBuilder {
             fast_path: self.fast_path,
             waits_on_caller: self.waits_on_caller,
             info,
+            #[cfg(target_os = "linux")]
             port_rings: Mutex::new(Vec::new()),
         });
         Ok(Engine {
@@ -368,10 +383,11 @@ impl EngineBuilder {
                     "uring" | "io_uring" => DriverChoice::Uring,
                     "pool" => DriverChoice::Pool,
                     "aio" | "aio+pool" => DriverChoice::Aio,
+                    "iocp" => DriverChoice::Iocp,
                     "" | "auto" => DriverChoice::Auto,
                     other => {
                         return Err(Error::InvalidInput(format!(
-                            "OVERLAP_DRIVER={other}: expected uring, aio, pool or auto"
+                            "OVERLAP_DRIVER={other}: expected uring, aio, iocp, pool or auto"
                         )))
                     }
                 };
@@ -380,8 +396,49 @@ impl EngineBuilder {
         Ok((choice, forced_by))
     }
 
+    /// Starts the driver `choice` names and describes it: the pool, as
+    /// asked, or by `Auto` on a system whose own driver the engine does not
+    /// have; io_uring and Linux AIO are errors that say why.
+    #[cfg(not(target_os = "linux"))]
+    fn start_driver(
+        &self,
+        choice: DriverChoice,
+        forced_by: String,
+        _ring: RingSize,
+        counters: &Arc<Counters>,
+    ) -> Result<(DriverHandle, DriverInfo)> {
+        let fallback = match choice {
+            DriverChoice::Uring => {
+                return Err(Error::UringUnavailable {
+                    reason: FallbackReason::OtherSystem,
+                })
+            }
+            DriverChoice::Aio => {
+                return Err(Error::AioUnavailable {
+                    reason: "Linux AIO is Linux's, and this system is not Linux".to_string(),
+                })
+            }
+            DriverChoice::Iocp => {
+                return Err(Error::IocpUnavailable {
+                    reason: "the IOCP driver is not built yet".to_string(),
+                })
+            }
+            DriverChoice::Pool => FallbackReason::Forced(forced_by),
+            DriverChoice::Auto => FallbackReason::OtherSystem,
+        };
+        let d = PoolDriver::start(self.pool_threads, counters.clone());
+        let info = DriverInfo {
+            kind: DriverKind::Pool,
+            fallback: Some(fallback),
+            detail: self.pool_detail(),
+            aio_unavailable: None,
+        };
+        Ok((DriverHandle::Pool(d), info))
+    }
+
     /// Starts the driver `choice` names and describes it; `Auto` falls back
     /// from io_uring to AIO with the pool beside it, else to the pool alone.
+    #[cfg(target_os = "linux")]
     fn start_driver(
         &self,
         choice: DriverChoice,
@@ -390,6 +447,12 @@ impl EngineBuilder {
         counters: &Arc<Counters>,
     ) -> Result<(DriverHandle, DriverInfo)> {
         Ok(match choice {
+            DriverChoice::Iocp => {
+                return Err(Error::IocpUnavailable {
+                    reason: "I/O completion ports are Windows', and this system is not Windows"
+                        .to_string(),
+                })
+            }
             DriverChoice::Pool => {
                 let d = PoolDriver::start(self.pool_threads, counters.clone());
                 let info = DriverInfo {
@@ -434,6 +497,7 @@ impl EngineBuilder {
     }
 
     /// AIO with the pool beside it, else the pool alone and why.
+    #[cfg(target_os = "linux")]
     fn start_aio_or_pool(
         &self,
         fallback: FallbackReason,
@@ -485,6 +549,7 @@ pub(crate) struct Shared {
     pub waits_on_caller: bool,
     pub info: DriverInfo,
     /// The rings of this engine's ports, which shutdown settles.
+    #[cfg(target_os = "linux")]
     port_rings: Mutex<Vec<Weak<dyn Settle>>>,
     /// The counters, the ring sizes, the operations on threads' and
     /// reactors' rings, the fork generation, the shutdown flag.
@@ -515,6 +580,7 @@ impl EngineLink for Shared {
 
 impl Shared {
     /// Keeps a port's ring for shutdown to settle.
+    #[cfg(target_os = "linux")]
     pub(crate) fn register_port_ring(&self, ring: Weak<dyn Settle>) {
         let mut rings = self.port_rings.lock().unwrap_or_else(|p| p.into_inner());
         rings.retain(|w| w.strong_count() > 0);
@@ -530,33 +596,39 @@ impl Shared {
             return;
         }
         if !self.shut.swap(true, Ordering::AcqRel) {
-            // Operations on threads' own rings are reaped by the threads
-            // waiting for them; the calling thread reaps its own. Reactor
-            // rings are reaped here too: the executor task that would reap
-            // them may be the one blocked in this call. Ports' rings are
-            // settled: their completions are taken into each port's stash,
-            // for its workers.
-            crate::driver::uring::thread::drain_current_thread();
-            loop {
-                crate::driver::uring::reactor::reap_all();
-                let ports: Vec<_> = self
-                    .port_rings
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    .filter_map(Weak::upgrade)
-                    .collect();
-                let mut settled = true;
-                for p in ports {
-                    settled &= p.settle();
-                }
-                if settled && self.own_ring_ops.load(Ordering::Acquire) == 0 {
-                    crate::driver::uring::reactor::release_idle_orphans();
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            }
+            #[cfg(target_os = "linux")]
+            self.settle_rings();
             self.driver.shutdown();
+        }
+    }
+
+    /// Waits until the kernel is done with what this engine has on rings
+    /// other than its driver's. Operations on threads' own rings are reaped
+    /// by the threads waiting for them; the calling thread reaps its own.
+    /// Reactor rings are reaped here too: the executor task that would reap
+    /// them may be the one blocked in this call. Ports' rings are settled:
+    /// their completions are taken into each port's stash, for its workers.
+    #[cfg(target_os = "linux")]
+    fn settle_rings(&self) {
+        crate::driver::uring::thread::drain_current_thread();
+        loop {
+            crate::driver::uring::reactor::reap_all();
+            let ports: Vec<_> = self
+                .port_rings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            let mut settled = true;
+            for p in ports {
+                settled &= p.settle();
+            }
+            if settled && self.own_ring_ops.load(Ordering::Acquire) == 0 {
+                crate::driver::uring::reactor::release_idle_orphans();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
 }
@@ -636,6 +708,7 @@ impl Engine {
     /// executor thread that polls this engine's futures; the reason
     /// io_uring cannot be used otherwise (on an engine whose driver is not
     /// io_uring too: its operations never reach the ring).
+    #[cfg(target_os = "linux")]
     pub fn reactor_ring(&self) -> std::result::Result<crate::ReactorRing, FallbackReason> {
         if self.driver().kind != DriverKind::Uring {
             return Err(FallbackReason::Other(format!(

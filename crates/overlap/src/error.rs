@@ -54,6 +54,9 @@ pub enum FallbackReason {
     MissingOpcode(&'static str),
     /// Any other setup error.
     Other(String),
+    /// The system is not Linux: io_uring (and Linux AIO) are Linux's. On
+    /// Windows the engine runs on I/O completion ports instead.
+    OtherSystem,
 }
 
 impl FallbackReason {
@@ -70,6 +73,7 @@ impl FallbackReason {
             FallbackReason::MemoryLimit => "raise the locked-memory limit: `ulimit -l unlimited` or LimitMEMLOCK= in the unit file",
             FallbackReason::MissingOpcode(_) => "upgrade to Linux 6.9 or later",
             FallbackReason::Other(_) => "check `dmesg` and the kernel's io_uring support",
+            FallbackReason::OtherSystem => "build the engine with DriverChoice::Auto: it picks this system's own driver",
         }
     }
 }
@@ -86,6 +90,7 @@ impl fmt::Display for FallbackReason {
             FallbackReason::MemoryLimit => f.write_str("io_uring_setup failed with ENOMEM: locked-memory limit too small"),
             FallbackReason::MissingOpcode(op) => write!(f, "the kernel's io_uring lacks {op}"),
             FallbackReason::Other(e) => write!(f, "io_uring_setup failed: {e}"),
+            FallbackReason::OtherSystem => f.write_str("io_uring is Linux's, and this system is not Linux"),
         }
     }
 }
@@ -158,6 +163,14 @@ pub enum Error {
         /// What `io_setup` said, and what to change.
         reason: String,
     },
+    /// Windows' I/O completion ports were required (builder or
+    /// `OVERLAP_DRIVER=iocp`) but cannot be used: on another system, or
+    /// when `CreateIoCompletionPort` fails.
+    #[error("I/O completion ports are unavailable: {reason}")]
+    IocpUnavailable {
+        /// Why, and what to change.
+        reason: String,
+    },
     /// A configuration value or argument is out of range.
     #[error("invalid argument: {0}")]
     InvalidInput(String),
@@ -190,9 +203,9 @@ impl Error {
             Error::WouldBlock => io::ErrorKind::WouldBlock,
             Error::UnexpectedEof { .. } => io::ErrorKind::UnexpectedEof,
             Error::WriteZero { .. } => io::ErrorKind::WriteZero,
-            Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => {
-                io::ErrorKind::Unsupported
-            }
+            Error::UringUnavailable { .. }
+            | Error::AioUnavailable { .. }
+            | Error::IocpUnavailable { .. } => io::ErrorKind::Unsupported,
             Error::Forked(_) => io::ErrorKind::Other,
         }
     }

@@ -14,14 +14,17 @@ use std::task::{Context, Poll, Waker};
 
 use crate::admit::{Admission, FastPath, Running, Verdict};
 use crate::cell::{to_result, Completable, EngineLink, EngineState};
+use crate::driver::caller::{self, Route};
+#[cfg(target_os = "linux")]
 use crate::driver::uring::port::PortOp;
-use crate::driver::uring::{self, Route};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::file::inner::FileRef;
 use crate::limiter::Permit;
 use crate::operation::OpKind;
-use crate::port::queue::{Completion, Queue as PortShared};
+#[cfg(target_os = "linux")]
+use crate::port::queue::Completion;
+use crate::port::queue::Queue as PortShared;
 use crate::request::{Owner, Request};
 
 enum State {
@@ -345,6 +348,7 @@ impl<B: Send + 'static> Completable for OpCell<B> {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl<B: Send + 'static> PortOp for OpCell<B> {
     type Completion = Completion<B>;
 
@@ -421,7 +425,7 @@ struct WakerId(usize, usize);
 
 impl WakerId {
     fn of(w: &Waker) -> WakerId {
-        let (data, vtable) = uring::thread::waker_id(w);
+        let (data, vtable) = caller::waker_id(w);
         WakerId(data, vtable)
     }
 }
@@ -501,7 +505,7 @@ impl<B: Send + 'static> Future for Op<B> {
                     };
                     match v {
                         Verdict::Go(permit) => {
-                            let route = uring::route_for(cx.waker());
+                            let route = caller::route_for(cx.waker());
                             // Registered in the new cell, without its lock.
                             let waker = cx.waker().clone();
                             let id = WakerId::of(&waker);
@@ -579,7 +583,7 @@ pub(crate) fn submit<B: Send + 'static>(
     // The ring whose waiter will be woken, on io_uring (the routing of
     // `crate::driver::uring`); else the engine's driver.
     let op = if uring && (own_ring || for_future) && !forked {
-        match uring::submit_on_ring(op, route, for_future) {
+        match caller::submit_on_ring(op, route, for_future) {
             Ok(()) => return cell,
             Err(op) => op,
         }
@@ -595,6 +599,7 @@ pub(crate) fn submit<B: Send + 'static>(
         op.finish(op.kind().refused_in_child(), true);
         return cell;
     }
+    #[cfg(target_os = "linux")]
     if route != Route::Driver {
         if let Some(aio) = shared.driver.aio() {
             crate::driver::uring::thread::note_aio(aio);
@@ -613,7 +618,7 @@ fn runs_on_caller(shared: &Shared, kind: &OpKind, route: Route, uring: bool, for
     // ring holds operations, which only a ring's entry would submit.
     route == Route::Inline
         && (shared.driver.pool_takes(kind)
-            || (shared.waits_on_caller && !(uring && uring::thread::own_ring_busy())))
+            || (shared.waits_on_caller && !(uring && caller::own_ring_busy())))
         && !shared.is_shut()
         && !forked
 }
@@ -627,7 +632,7 @@ fn is_awaited<B: Send + 'static>(shared: &Shared, target: &Target<B>, route: Rou
     // variable, not reaping): on AIO that thread reaps it (`aio::lead`).
     match target {
         Target::Future => route != Route::Driver,
-        Target::Port(q, _) => !(shared.driver.aio().is_some() && q.has_sleepers()),
+        Target::Port(q, _) => !(shared.driver.is_aio() && q.has_sleepers()),
         Target::Ring(_) => true,
     }
 }
@@ -639,7 +644,7 @@ fn run_here<B: Send + 'static>(cell: &OpCell<B>, op: Arc<dyn Completable>, uring
     if uring {
         // What this thread queued on a port's ring inside
         // `Port::batch` goes to the kernel before it blocks here.
-        uring::thread::flush_deferred();
+        caller::flush_deferred();
     }
     crate::driver::pool::run_on_caller(op);
     // The future's lock-free check (`OpCell::poll_done`) relies on it.

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::driver::uring;
+use crate::driver::caller;
 
 /// Runs `futures` together and returns their outputs in order, polling on
 /// each wake-up only the futures that were woken.
@@ -206,7 +206,7 @@ impl<F: Future> Future for JoinAll<F> {
         }
         // Polled with `block_on`'s own context: the futures' wakers are
         // trusted with the thread's own ring (see `join_all`).
-        let trusted = uring::polled_by_block_on(cx.waker());
+        let trusted = caller::polled_by_block_on(cx.waker());
         while let Some(&i) = pass.batch.get(pass.next) {
             // Counted before the poll: a future that panics is not polled
             // again; the ones after it are listed again (`Pass`).
@@ -216,7 +216,7 @@ impl<F: Future> Future for JoinAll<F> {
                 continue;
             };
             let waker = &this.wakers[i];
-            let _scope = trusted.then(|| uring::thread::JoinedScope::enter(waker));
+            let _scope = trusted.then(|| caller::JoinedScope::enter(waker));
             if let Poll::Ready(out) = fut.as_mut().poll(&mut Context::from_waker(waker)) {
                 this.futures[i] = None;
                 this.outputs[i] = Some(out);

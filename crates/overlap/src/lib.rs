@@ -19,6 +19,12 @@
 //! - [`Engine::stats`] says how many operations completed inline
 //!   (synchronously) and how many really overlapped, and how many kernel
 //!   worker threads the kernel used for work it could not do asynchronously.
+//! - What a dropped future, [`File::close`], [`Engine::shutdown`], the
+//!   process's exit and `fork` do to operations in flight, and when a write
+//!   counts as acknowledged, is one contract for every binding: the
+//!   repository's `docs/acknowledged-bytes.md`. An acknowledged byte is
+//!   never lost, and no buffer goes back to its owner while the kernel may
+//!   still touch it.
 //!
 //! ```
 //! use overlap::{AlignedBufPool, Engine, OpenOptions};
@@ -177,6 +183,7 @@ mod sys;
 mod wait;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
+#[cfg(target_os = "linux")]
 pub use driver::uring::reactor::ReactorRing;
 pub use engine::{
     DriverChoice, DriverInfo, DriverKind, Engine, EngineBuilder, DEFAULT_MAX_INFLIGHT_BYTES,

@@ -1,11 +1,11 @@
 //! Blocking waits: [`block_on`], what every `.wait()` uses. Where the
 //! waiting thread sleeps (its own ring, an AIO context, parked) and what
-//! wakes it is the thread's waiter, in `crate::driver::uring::thread`.
+//! wakes it is the thread's waiter, in `crate::driver::caller`.
 
 use std::future::Future;
 use std::task::{Context, Poll};
 
-use crate::driver::uring::thread::with_waiter;
+use crate::driver::caller::with_waiter;
 
 /// Runs a future to completion on the current thread: what every `.wait()`
 /// uses.
@@ -42,7 +42,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 
 /// [`block_on`] for a future that has one operation in flight at a time
 /// (`Op::wait`, `Task::wait`): on a thread-pool engine its operations run
-/// on the calling thread ([`route_for`](crate::driver::uring::route_for)).
+/// on the calling thread (`route_for` in `crate::driver::caller`).
 pub(crate) fn block_on_one<F: Future>(fut: F) -> F::Output {
     block_on_as(fut, true)
 }

@@ -3,12 +3,33 @@
 
 use std::sync::Arc;
 
-use super::{aio, pool, uring, Driver};
+#[cfg(target_os = "linux")]
+use super::{aio, uring};
+use super::{pool, Driver};
 use crate::cell::Completable;
 
+/// The Linux AIO context that a waiting thread may reap itself
+/// (`aio::lead`), on an `aio+pool` engine.
+#[cfg(target_os = "linux")]
+pub(crate) use super::aio::Inner as AioContext;
+
+/// Linux AIO's context, which no other system has: no value exists.
+#[cfg(not(target_os = "linux"))]
+pub(crate) enum AioContext {}
+
+#[cfg(not(target_os = "linux"))]
+impl AioContext {
+    /// Interrupts the context's reaper (never called: there is none).
+    pub(crate) fn kick(&self) {
+        match *self {}
+    }
+}
+
 pub(crate) enum DriverHandle {
+    #[cfg(target_os = "linux")]
     Uring(uring::engine_thread::UringDriver),
     Pool(pool::PoolDriver),
+    #[cfg(target_os = "linux")]
     Aio(aio::AioDriver),
 }
 
@@ -17,14 +38,27 @@ impl DriverHandle {
     #[inline]
     fn get(&self) -> &dyn Driver {
         match self {
+            #[cfg(target_os = "linux")]
             DriverHandle::Uring(d) => d,
             DriverHandle::Pool(d) => d,
+            #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => d,
         }
     }
 
     pub(crate) fn is_uring(&self) -> bool {
-        matches!(self, DriverHandle::Uring(_))
+        #[cfg(target_os = "linux")]
+        return matches!(self, DriverHandle::Uring(_));
+        #[cfg(not(target_os = "linux"))]
+        return false;
+    }
+
+    /// Whether the engine's driver is Linux AIO beside a pool.
+    pub(crate) fn is_aio(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return matches!(self, DriverHandle::Aio(_));
+        #[cfg(not(target_os = "linux"))]
+        return false;
     }
 
     /// Whether the thread pool performs `kind` (rather than the kernel,
@@ -49,15 +83,18 @@ impl DriverHandle {
         );
         // Per operation: dispatched statically, not through `get`'s vtable.
         match self {
+            #[cfg(target_os = "linux")]
             DriverHandle::Uring(d) => Driver::submit(d, op, urgent),
             DriverHandle::Pool(d) => Driver::submit(d, op, urgent),
+            #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => Driver::submit(d, op, urgent),
         }
     }
 
     /// The AIO context, on an `aio+pool` engine.
-    pub(crate) fn aio(&self) -> Option<&Arc<aio::Inner>> {
+    pub(crate) fn aio(&self) -> Option<&Arc<AioContext>> {
         match self {
+            #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => Some(d.inner()),
             _ => None,
         }

@@ -15,6 +15,7 @@
 
 #[cfg(target_os = "linux")]
 pub(crate) mod aio;
+pub(crate) mod caller;
 pub(crate) mod handle;
 #[cfg(windows)]
 pub(crate) mod iocp;

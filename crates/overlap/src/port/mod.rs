@@ -17,14 +17,19 @@ mod registered;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running, Verdict};
+#[cfg(target_os = "linux")]
+use crate::admit::Verdict;
+use crate::admit::{Admission, Admitted, FastPath, Gate, Outcome, Running};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::cell::{to_result, FORKED_PORT};
-use crate::driver::uring::Route;
+use crate::driver::caller::Route;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::file::{File, Prepared};
-use crate::future::{submit, OpCell, Target};
+#[cfg(target_os = "linux")]
+use crate::future::OpCell;
+use crate::future::{submit, Target};
+#[cfg(target_os = "linux")]
 use crate::limiter::Permit;
 use crate::operation::{Nop, OpKind};
 use crate::request::{Owner, Request};
@@ -43,11 +48,13 @@ fn admit<B, G: Gate>(req: Request<B>, fast: FastPath, wait: bool, gate: &G) -> O
 
 pub(crate) use queue::Queue as PortShared;
 /// A port's own ring, holding the port's operation cells.
+#[cfg(target_os = "linux")]
 type PortRing<B> = crate::driver::uring::port::PortRing<OpCell<B>>;
 
 /// The cell of a port's operation on its ring: written into a cell the ring
 /// kept from a completed operation when it has one (no allocation at steady
 /// state), else a new one.
+#[cfg(target_os = "linux")]
 fn ring_cell<B: Send + 'static>(
     ring: &PortRing<B>,
     req: Request<B>,
@@ -67,6 +74,7 @@ fn ring_cell<B: Send + 'static>(
 
 /// A port's ring admits an operation by counting it in
 /// ([`PortRing::admit`](crate::driver::uring::port::PortRing::admit)).
+#[cfg(target_os = "linux")]
 impl<B: Send + 'static> Gate for PortRing<B> {
     #[inline]
     fn admits(&self, shared: &crate::engine::Shared) -> bool {
@@ -75,6 +83,7 @@ impl<B: Send + 'static> Gate for PortRing<B> {
 }
 
 enum Mode<B: Send + 'static> {
+    #[cfg(target_os = "linux")]
     Ring(Arc<PortRing<B>>),
     Queue(Arc<PortShared<B>>),
 }
@@ -88,6 +97,7 @@ struct Inner<B: Send + 'static> {
 
 impl<B: Send + 'static> Drop for Inner<B> {
     fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
         if let Mode::Ring(ring) = &self.mode {
             // The ring holds the cells of operations in flight: wait for
             // them before it goes.
@@ -160,6 +170,7 @@ impl<B: Send + 'static> Clone for Port<B> {
 impl<B: Send + 'static> std::fmt::Debug for Port<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (mode, ready) = match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(_) => ("ring", None),
             Mode::Queue(q) => ("queue", Some(q.ready_len())),
         };
@@ -189,13 +200,18 @@ impl<B: Send + 'static> Port<B> {
     }
 
     fn make(engine: &Engine, cancellable: bool) -> Port<B> {
+        #[cfg(target_os = "linux")]
         let shared = engine.shared();
+        #[cfg(target_os = "linux")]
         let ring = if shared.driver.is_uring() {
             PortRing::new(shared, cancellable)
         } else {
             None
         };
+        #[cfg(not(target_os = "linux"))]
+        let ring: Option<std::convert::Infallible> = None;
         let mode = match ring {
+            #[cfg(target_os = "linux")]
             Some(r) => {
                 let r = Arc::new(r);
                 // Engine shutdown waits for the kernel to be done with the
@@ -204,6 +220,8 @@ impl<B: Send + 'static> Port<B> {
                 shared.register_port_ring(Arc::downgrade(&settle));
                 Mode::Ring(r)
             }
+            #[cfg(not(target_os = "linux"))]
+            Some(never) => match never {},
             None => Mode::Queue(Arc::new(PortShared::new())),
         };
         Port {
@@ -286,6 +304,7 @@ impl<B: Send + 'static> Port<B> {
         // takes it). The ring's gate also counts the operation in for
         // shutdown to wait for, unless shutdown already began.
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => Self::launch_on_ring(ring, req, key, wait),
             Mode::Queue(q) => Self::launch_on_queue(q, req, key, wait),
         }
@@ -300,6 +319,7 @@ impl<B: Send + 'static> Port<B> {
             // The result travels through the ring like any other, so
             // that a worker asleep in it sees it. Like the queue's, it
             // needs no budget.
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => {
                 let req = Request {
                     owner: Owner::Engine(self.inner.engine.shared().clone()),
@@ -314,6 +334,7 @@ impl<B: Send + 'static> Port<B> {
     }
 
     /// Admits `req` (with no fast path) and submits it to the port's ring.
+    #[cfg(target_os = "linux")]
     #[inline]
     fn launch_on_ring(
         ring: &Arc<PortRing<B>>,
@@ -411,6 +432,7 @@ impl<B: Send + 'static> Port<B> {
     /// Operations submitted to this port and not yet taken.
     pub fn outstanding(&self) -> usize {
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => r.outstanding(),
             Mode::Queue(q) => q.outstanding(),
         }
@@ -424,6 +446,7 @@ impl<B: Send + 'static> Port<B> {
                 false,
                 self.inner.engine.shared().driver.aio(),
             ),
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => loop {
                 if let Some(c) = r.try_take() {
                     return Some(c);
@@ -471,13 +494,7 @@ impl<B: Send + 'static> Port<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn batch<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
-        let _submits_at_the_end = match &self.inner.mode {
-            Mode::Ring(r) => {
-                let ring: Arc<dyn crate::driver::uring::thread::Deferred> = r.clone();
-                crate::driver::uring::thread::defer(ring)
-            }
-            Mode::Queue(_) => None,
-        };
+        let _submits_at_the_end = self.begin_batch();
         f(self)
     }
 
@@ -490,11 +507,12 @@ impl<B: Send + 'static> Port<B> {
     /// ring of its own) or the thread already batches on this port.
     pub fn begin_batch(&self) -> Option<Batch> {
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => {
                 let ring: Arc<dyn crate::driver::uring::thread::Deferred> = r.clone();
                 crate::driver::uring::thread::defer(ring).map(|g| Batch { _guard: g })
             }
-            Mode::Queue(_) => None,
+            Mode::Queue(_) => None::<Batch>,
         }
     }
 
@@ -505,6 +523,7 @@ impl<B: Send + 'static> Port<B> {
     /// nothing but the waiting thread's own). No system call when no batch
     /// queued anything since the last submission.
     pub fn flush(&self) {
+        #[cfg(target_os = "linux")]
         if let Mode::Ring(r) = &self.inner.mode {
             r.flush();
         }
@@ -532,6 +551,7 @@ impl<B: Send + 'static> Port<B> {
     pub fn try_next(&self) -> Option<Completion<B>> {
         match &self.inner.mode {
             Mode::Queue(q) => q.take(None, false, false, None),
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => r.try_take(),
         }
     }
@@ -619,8 +639,14 @@ impl<B: Send + 'static> Port<B> {
             ));
         }
         Ok(match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => r.cancel(key),
-            Mode::Queue(_) => 0,
+            // Nothing to stop: operations run to their end (the key is
+            // delivered with its completion).
+            Mode::Queue(_) => {
+                let _ = key;
+                0
+            }
         })
     }
 
@@ -661,6 +687,7 @@ impl<B: Send + 'static> Port<B> {
         };
         // The one admission path (`crate::admit`), never waiting.
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => {
                 if let Admitted::Go(req, permit) = Admission::now(req, FastPath::Never, &**ring)? {
                     ring.submit_admitted(ring_cell(ring, req, key, Some(permit)));
@@ -737,6 +764,7 @@ impl<B: Send + 'static> Port<B> {
                 true,
                 self.inner.engine.shared().driver.aio(),
             ),
+            #[cfg(target_os = "linux")]
             Mode::Ring(r) => loop {
                 if let Some(c) = r.try_take() {
                     return Some(c);
@@ -753,7 +781,11 @@ impl<B: Send + 'static> Port<B> {
 /// A thread's batch on a port ([`Port::begin_batch`]): dropping it submits
 /// what the thread queued. It stays on the thread that began it.
 pub struct Batch {
+    #[cfg(target_os = "linux")]
     _guard: crate::driver::uring::thread::DeferGuard,
+    /// A batch stays on the thread that began it.
+    #[cfg(not(target_os = "linux"))]
+    _thread: std::marker::PhantomData<*const ()>,
 }
 
 impl std::fmt::Debug for Batch {

@@ -11,7 +11,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
+#[cfg(target_os = "linux")]
 use crate::driver::aio;
+use crate::driver::handle::AioContext;
 use crate::error::Result;
 use crate::limiter::Permit;
 
@@ -51,7 +53,7 @@ struct State<B> {
     waiting: usize,
     /// The AIO context a worker of this port sleeps in, holding the reaping
     /// role: a push kicks it.
-    leader: Option<Arc<aio::Inner>>,
+    leader: Option<Arc<AioContext>>,
     /// A worker was promoted to reap AIO completions (`aio::Waiter`).
     promoted: bool,
 }
@@ -206,14 +208,17 @@ impl<B: Send + 'static> Queue<B> {
         deadline: Option<Instant>,
         block: bool,
         idle: bool,
-        aio: Option<&Arc<aio::Inner>>,
+        aio: Option<&Arc<AioContext>>,
     ) -> Option<Completion<B>> {
         let mut st = self.lock();
         // Set once the AIO context had nothing in flight: then sleep here,
         // but only after looking at the queue again under the lock (the
         // thread that reaped this port's last events may have delivered
         // them meanwhile, with nobody counted as waiting to wake).
+        #[cfg(target_os = "linux")]
         let mut aio_idle = false;
+        #[cfg(not(target_os = "linux"))]
+        let _ = aio;
         loop {
             if let Some(d) = st.ready.pop_front() {
                 st.outstanding -= 1;
@@ -234,32 +239,39 @@ impl<B: Send + 'static> Queue<B> {
             // What this thread queued in a batch on a ring's port must be in
             // the kernel before it sleeps here (it may wait for it).
             drop(st);
-            crate::driver::uring::thread::flush_deferred();
+            crate::driver::caller::flush_deferred();
             st = self.lock();
             if !st.ready.is_empty() {
                 continue;
             }
+            #[cfg(target_os = "linux")]
             if let Some(ctx) = aio.filter(|_| !aio_idle && st.outstanding > 0) {
                 drop(st);
                 aio_idle = !aio::wait(ctx, &PortWaiter(self), deadline);
                 st = self.lock();
                 continue;
             }
-            aio_idle = false;
+            #[cfg(target_os = "linux")]
+            {
+                aio_idle = false;
+            }
             st = self.sleep(st, deadline);
         }
     }
 }
 
 /// A port's worker, as the AIO reaping protocol sees it.
+#[cfg(target_os = "linux")]
 struct PortWaiter<'a, B>(&'a Arc<Queue<B>>);
 
+#[cfg(target_os = "linux")]
 impl<B> PortWaiter<'_, B> {
     fn has_work(st: &State<B>) -> bool {
         !st.ready.is_empty() || st.outstanding == 0
     }
 }
 
+#[cfg(target_os = "linux")]
 impl<B: Send + 'static> aio::Waiter for PortWaiter<'_, B> {
     fn ready(&self) -> bool {
         Self::has_work(&self.0.lock())
@@ -294,8 +306,10 @@ impl<B: Send + 'static> aio::Waiter for PortWaiter<'_, B> {
 }
 
 /// Wakes a port's workers so that one takes the AIO reaping role.
+#[cfg(target_os = "linux")]
 struct Promote<B>(Arc<Queue<B>>);
 
+#[cfg(target_os = "linux")]
 impl<B: Send + 'static> Wake for Promote<B> {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();

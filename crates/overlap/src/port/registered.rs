@@ -31,10 +31,14 @@ impl<B: Send + 'static> Port<B> {
             ));
         };
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => ring
                 .register_arena(arena.start(), arena.len(), arena.clone())
                 .map(|()| true),
-            Mode::Queue(_) => Ok(false),
+            Mode::Queue(_) => {
+                let _ = arena;
+                Ok(false)
+            }
         }
     }
 
@@ -55,8 +59,12 @@ impl<B: Send + 'static> Port<B> {
         match &self.inner.mode {
             // SAFETY: the caller's contract above, for as long as the port
             // (and so its ring) lives.
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => unsafe { ring.register_memory(ptr as usize, len) }.map(|()| true),
-            Mode::Queue(_) => Ok(false),
+            Mode::Queue(_) => {
+                let _ = (ptr, len);
+                Ok(false)
+            }
         }
     }
 
@@ -82,6 +90,7 @@ impl<B: Send + 'static> Port<B> {
     pub fn register_file(&self, file: &File) -> Result<bool> {
         self.check_engine(file)?;
         match &self.inner.mode {
+            #[cfg(target_os = "linux")]
             Mode::Ring(ring) => ring.register_file(&**file.shared_inner()),
             Mode::Queue(_) => Ok(false),
         }

@@ -26,6 +26,7 @@ use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenO
 /// kernel (or a seccomp filter) does not allow them.
 macro_rules! per_driver {
     ($($name:ident),+ $(,)?) => {
+        #[cfg(target_os = "linux")]
         mod uring {
             $(
                 #[test]
@@ -36,6 +37,7 @@ macro_rules! per_driver {
                 }
             )+
         }
+        #[cfg(target_os = "linux")]
         mod aio {
             $(
                 #[test]
@@ -43,6 +45,15 @@ macro_rules! per_driver {
                     if let Some(d) = crate::common::Driver::aio() {
                         super::$name(d);
                     }
+                }
+            )+
+        }
+        #[cfg(windows)]
+        mod iocp {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(crate::common::Driver::iocp());
                 }
             )+
         }
@@ -75,6 +86,14 @@ impl Driver {
             None => Some(Driver {
                 choice: DriverChoice::Uring,
             }),
+        }
+    }
+
+    /// Windows' I/O completion ports.
+    #[cfg(windows)]
+    pub fn iocp() -> Driver {
+        Driver {
+            choice: DriverChoice::Iocp,
         }
     }
 
@@ -111,6 +130,8 @@ impl Driver {
         match self.choice {
             DriverChoice::Uring => "uring",
             DriverChoice::Aio => "aio+pool",
+            #[cfg(windows)]
+            DriverChoice::Iocp => "iocp",
             _ => "pool",
         }
     }
@@ -246,14 +267,19 @@ pub fn assert_pattern(buf: &[u8], seed: u64, offset: u64) {
 
 /// Reads `len` bytes at `offset` with std (independent of the engine).
 pub fn std_read(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    #[cfg(unix)]
     use std::os::unix::fs::FileExt;
+    #[cfg(windows)]
+    use std::os::windows::fs::FileExt;
     let f = std::fs::File::open(path).expect("std open");
     let mut v = vec![0u8; len];
     let mut done = 0;
     while done < len {
-        let n = f
-            .read_at(&mut v[done..], offset + done as u64)
-            .expect("pread");
+        #[cfg(unix)]
+        let n = f.read_at(&mut v[done..], offset + done as u64);
+        #[cfg(windows)]
+        let n = f.seek_read(&mut v[done..], offset + done as u64);
+        let n = n.expect("pread");
         if n == 0 {
             break;
         }
@@ -744,6 +770,7 @@ pub fn panic_message(p: &(dyn Any + Send)) -> String {
 
 // ------------------------------------------------------------ descriptors
 
+#[cfg(unix)]
 /// This process's descriptors open on the file at `path` (same device and
 /// inode), from /proc/self/fd. Unlike a count of all descriptors, or a test
 /// of one descriptor number, this cannot be fooled by other threads (other
@@ -766,6 +793,7 @@ pub fn fds_open_on(path: &Path) -> Vec<i32> {
     fds
 }
 
+#[cfg(unix)]
 /// The process umask, from /proc (reading it with umask(2) would race with
 /// other threads creating files).
 pub fn umask() -> u32 {
@@ -776,6 +804,7 @@ pub fn umask() -> u32 {
         .unwrap_or(0o022)
 }
 
+#[cfg(unix)]
 /// Creates a FIFO (named pipe) at `path`.
 pub fn mkfifo(path: &Path) {
     use std::os::unix::ffi::OsStrExt;
@@ -791,6 +820,7 @@ pub fn mkfifo(path: &Path) {
     );
 }
 
+#[cfg(unix)]
 /// `fcntl(F_GETFL)` of a descriptor.
 pub fn fd_flags(fd: i32) -> i32 {
     // SAFETY: F_GETFL reads the descriptor's status flags; no memory involved.
@@ -799,6 +829,7 @@ pub fn fd_flags(fd: i32) -> i32 {
     r
 }
 
+#[cfg(unix)]
 /// Waits for our child `pid` (a `fork` of this test) to end; kills it and
 /// says so if it has not within `limit`. The raw wait status otherwise.
 pub fn wait_pid_within(pid: libc::pid_t, limit: Duration) -> Result<i32, String> {

@@ -237,6 +237,12 @@ class CloseInFlightTest {
         System.out.printf("close with %d of %d O_DIRECT operations in flight: %d reads and %d writes failed;"
                 + " %d buffers changed after close, %d bytes of the caller's later data in the file%n",
                 pending, OPS, failedReads, failedWrites, changed, foreign);
+        if (pending == 0) {
+            // Nothing raced close: the assertions below hold trivially. Said, not passed silently.
+            System.out.println("SKIPPED: close with O_DIRECT operations in flight: the device answered all " + OPS
+                    + " within their submissions, so none was in flight at close (the FIFO tests race close"
+                    + " with reads that stay in flight)");
+        }
         assertEquals(0, changed, "buffers written by the kernel after close returned and their reads reported");
         assertEquals(0, foreign, "bytes the caller put in buffers after close reached the file");
         assertEquals(0, wrong, "writes whose file range disagrees with what they reported");
