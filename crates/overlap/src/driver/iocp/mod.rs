@@ -53,7 +53,7 @@ mod port;
 mod tests;
 
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -103,6 +103,9 @@ struct Inner {
     pool: PoolDriver,
     /// Completion threads started.
     threads: usize,
+    /// Shutdown began (`State::shutdown` is set): read without the lock by
+    /// the completion threads before each wait.
+    shutting: AtomicBool,
 }
 
 /// An operation in flight: what `CancelIoEx` needs.
@@ -166,6 +169,7 @@ impl IocpDriver {
             pool: PoolDriver::start(pool_threads.max(1), counters.clone()),
             counters,
             threads,
+            shutting: AtomicBool::new(false),
         });
         let driver = IocpDriver {
             inner,
@@ -393,6 +397,7 @@ impl Inner {
             "stops and cancellations follow shutdown"
         );
         st.shutdown = Some(Instant::now());
+        self.shutting.store(true, Ordering::Release);
         if st.in_flight() > 0 && !self.port.post(WAKE_KEY) {
             report("could not wake a completion thread for shutdown");
         }
@@ -403,6 +408,9 @@ impl Inner {
     /// shutdown with operations in flight, where it cancels them once the
     /// grace is over (then every [`CANCEL_PERIOD`]).
     fn wait_time(&self) -> u32 {
+        if !self.shutting.load(Ordering::Acquire) {
+            return INFINITE;
+        }
         let mut st = self.lock();
         let Some(began) = st.shutdown else {
             return INFINITE;

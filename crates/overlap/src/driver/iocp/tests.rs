@@ -619,3 +619,45 @@ fn shutdown_from_a_completion() {
     close(wr);
     close(rd);
 }
+
+#[test]
+fn too_many_outstanding_waits_and_retries() {
+    let counters = Arc::new(Counters::default());
+    let d = IocpDriver::start(1, 1, counters.clone()).expect("a completion port");
+    let e = harness();
+    let (rd, wr) = pipe();
+    d.associate(rd).unwrap();
+    let fd = temp_file();
+    d.associate(fd).unwrap();
+    // Something in flight to wait for: a pipe read nobody feeds yet.
+    let read = TestOp::read(&e, rd, 4, 0);
+    d.submit(read.clone(), false);
+    super::op::tests_busy::set(fd, 3);
+    let w = TestOp::write(&e, fd, &block_of(5), 0);
+    d.submit(w.clone(), false);
+    assert_eq!(w.wait(), 4096, "refused three times, then done on the port");
+    assert_eq!(counters.iocp_busy_retries.load(Ordering::Relaxed), 3);
+    assert_eq!(counters.pool_submitted.load(Ordering::Relaxed), 0);
+    // Alone in flight, a refused call goes to the pool instead of waiting.
+    write_sync(wr, b"done");
+    assert_eq!(read.wait(), 4);
+    super::op::tests_busy::set(fd, 1);
+    let alone = TestOp::write(&e, fd, &block_of(6), 4096);
+    d.submit(alone.clone(), false);
+    assert_eq!(alone.wait(), 4096, "the pool performed it");
+    assert_eq!(counters.iocp_busy_retries.load(Ordering::Relaxed), 4);
+    assert_eq!(counters.pool_submitted.load(Ordering::Relaxed), 1);
+    let back = TestOp::read(&e, fd, 8192, 0);
+    d.submit(back.clone(), false);
+    assert_eq!(back.wait(), 8192);
+    assert!(back.bytes()[..4096] == block_of(5)[..] && back.bytes()[4096..] == block_of(6)[..]);
+    d.shutdown();
+    assert_eq!(
+        Arc::strong_count(&w) + Arc::strong_count(&alone),
+        2,
+        "all let go"
+    );
+    close(wr);
+    close(rd);
+    close(fd);
+}
