@@ -140,8 +140,10 @@ pub(crate) struct Counters {
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
     /// Reads and writes issued on the IOCP driver's port (pending or done at once).
+    #[cfg(windows)]
     pub iocp_submitted: AtomicU64,
     /// Overlapped calls the kernel refused for lack of resources and the IOCP driver tried again.
+    #[cfg(windows)]
     pub iocp_busy_retries: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,

@@ -53,7 +53,7 @@ mod port;
 mod tests;
 
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -103,6 +103,9 @@ struct Inner {
     pool: PoolDriver,
     /// Completion threads started.
     threads: usize,
+    /// Shutdown began (`State::shutdown` is set): read without the lock by
+    /// the completion threads before each wait.
+    shutting: AtomicBool,
 }
 
 /// An operation in flight: what `CancelIoEx` needs.
@@ -166,6 +169,7 @@ impl IocpDriver {
             pool: PoolDriver::start(pool_threads.max(1), counters.clone()),
             counters,
             threads,
+            shutting: AtomicBool::new(false),
         });
         let driver = IocpDriver {
             inner,
@@ -273,7 +277,7 @@ impl Inner {
                         res <= i64::from(block.call.len),
                         "a call moves at most what it asked for: {res}"
                     );
-                    return self.complete_inline(block, res);
+                    return self.complete_inline(*block, res);
                 }
                 Issued::Busy(code) => {
                     debug_assert!(code != 0, "a refusal has its Win32 code");
@@ -283,7 +287,7 @@ impl Inner {
                     if super::on_driver_thread() || !self.wait_for_room() {
                         // SAFETY: the call did not start the operation.
                         let block = unsafe { OpBlock::reclaim(OpBlock::overlapped(block)) };
-                        return self.to_pool(block);
+                        return self.to_pool(*block);
                     }
                 }
             }
@@ -313,8 +317,8 @@ impl Inner {
     /// Hands the operation of `block` (never started) to the pool, then
     /// takes it out of the table: the pool holds it before shutdown may see
     /// nothing in flight and shut the pool down.
-    fn to_pool(&self, block: Box<OpBlock>) {
-        let OpBlock { op, slot, .. } = *block;
+    fn to_pool(&self, block: OpBlock) {
+        let OpBlock { op, slot, .. } = block;
         self.pool.submit(op);
         let mut st = self.lock();
         let gone = st.flight.try_remove(slot);
@@ -323,8 +327,8 @@ impl Inner {
     }
 
     /// Completes the operation of `block`, which finished within its call.
-    fn complete_inline(&self, block: Box<OpBlock>, res: i64) {
-        let OpBlock { op, slot, .. } = *block;
+    fn complete_inline(&self, block: OpBlock, res: i64) {
+        let OpBlock { op, slot, .. } = block;
         {
             let mut st = self.lock();
             let gone = st.flight.try_remove(slot);
@@ -393,6 +397,7 @@ impl Inner {
             "stops and cancellations follow shutdown"
         );
         st.shutdown = Some(Instant::now());
+        self.shutting.store(true, Ordering::Release);
         if st.in_flight() > 0 && !self.port.post(WAKE_KEY) {
             report("could not wake a completion thread for shutdown");
         }
@@ -403,6 +408,9 @@ impl Inner {
     /// shutdown with operations in flight, where it cancels them once the
     /// grace is over (then every [`CANCEL_PERIOD`]).
     fn wait_time(&self) -> u32 {
+        if !self.shutting.load(Ordering::Acquire) {
+            return INFINITE;
+        }
         let mut st = self.lock();
         let Some(began) = st.shutdown else {
             return INFINITE;
@@ -419,10 +427,7 @@ impl Inner {
             return millis(due - now);
         }
         st.cancelled = Some(now);
-        debug_assert!(
-            st.completing <= st.in_flight(),
-            "a completion in progress is counted in flight"
-        );
+        debug_assert!(!st.stopping, "nothing is cancelled once the threads stop");
         for (_, f) in st.flight.iter() {
             // SAFETY: the block is in the table, so it is allocated (it is
             // freed only after leaving the table, under this lock) and its
@@ -442,7 +447,6 @@ impl Inner {
     fn run(self: Arc<Self>) {
         super::mark_driver_thread();
         let mut entries = [OVERLAPPED_ENTRY::default(); BATCH];
-        let mut blocks: Vec<Box<OpBlock>> = Vec::with_capacity(BATCH);
         let mut done: Vec<Done> = Vec::with_capacity(BATCH);
         loop {
             let n = match self.port.dequeue(&mut entries, self.wait_time()) {
@@ -453,22 +457,14 @@ impl Inner {
                     continue;
                 }
             };
-            let mut stop = false;
-            for e in &entries[..n] {
-                if e.lpOverlapped.is_null() {
-                    debug_assert!(
-                        e.lpCompletionKey == STOP_KEY || e.lpCompletionKey == WAKE_KEY,
-                        "a packet without OVERLAPPED is the driver's own"
-                    );
-                    stop |= e.lpCompletionKey == STOP_KEY;
-                    continue;
-                }
-                // SAFETY: a packet with an OVERLAPPED is one of an operation
-                // issued on an associated handle, whose block the driver
-                // made; dequeued once, it is reclaimed once.
-                blocks.push(unsafe { OpBlock::reclaim(e.lpOverlapped) });
+            let stop = self.take_batch(&entries[..n], &mut done);
+            let k = done.len();
+            if k > 0 {
+                // Completion runs user code; `contain` reports a panic
+                // there (this is a driver thread) and the thread goes on.
+                let _ = super::complete_all(&mut done);
+                self.retire(k);
             }
-            self.complete_batch(&mut blocks, &mut done);
             if stop {
                 // Passes the stop on to the next thread (the last one's
                 // stays queued, freed with the port).
@@ -480,38 +476,42 @@ impl Inner {
         }
     }
 
-    /// Takes `blocks` (dequeued) out of the table and completes their
-    /// operations, no lock held.
-    fn complete_batch(&self, blocks: &mut Vec<Box<OpBlock>>, done: &mut Vec<Done>) {
-        if blocks.is_empty() {
-            return;
-        }
+    /// Takes the operations of dequeued `entries` out of the table into
+    /// `done` with their results, counted as completing; returns whether
+    /// the stop packet was among them.
+    fn take_batch(&self, entries: &[OVERLAPPED_ENTRY], done: &mut Vec<Done>) -> bool {
         debug_assert!(done.is_empty(), "the list of completions is kept empty");
-        let k = blocks.len();
-        {
-            let mut st = self.lock();
-            for b in blocks.iter() {
-                let gone = st.flight.try_remove(b.slot);
+        let mut stop = false;
+        let mut st = self.lock();
+        for e in entries {
+            if e.lpOverlapped.is_null() {
                 debug_assert!(
-                    gone.is_some_and(|f| f.block == &**b as *const OpBlock as usize),
-                    "a dequeued block was in the table"
+                    e.lpCompletionKey == STOP_KEY || e.lpCompletionKey == WAKE_KEY,
+                    "a packet without OVERLAPPED is the driver's own"
                 );
+                stop |= e.lpCompletionKey == STOP_KEY;
+                continue;
             }
-            st.completing += k;
-        }
-        for b in blocks.drain(..) {
-            let res = b.result();
-            let OpBlock { op, .. } = *b;
+            // SAFETY: a packet with an OVERLAPPED is one of an operation
+            // issued on an associated handle, whose block the driver made;
+            // dequeued once, it is reclaimed once.
+            let block = unsafe { OpBlock::reclaim(e.lpOverlapped) };
+            // Out of the table (under the lock) before the block is freed.
+            let gone = st.flight.try_remove(block.slot);
+            debug_assert!(
+                gone.is_some_and(|f| f.block == e.lpOverlapped as usize),
+                "a dequeued block was in the table"
+            );
+            let res = block.result();
+            let OpBlock { op, .. } = *block;
             done.push(Done {
                 op,
                 res,
                 inline: false,
             });
         }
-        // Completion runs user code; `contain` reports a panic there (this
-        // is a driver thread) and the thread goes on.
-        let _ = super::complete_all(done);
-        self.retire(k);
+        st.completing += done.len();
+        stop
     }
 }
 

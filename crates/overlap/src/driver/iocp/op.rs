@@ -114,6 +114,10 @@ impl OpBlock {
             slot != usize::MAX,
             "a block is in the driver's table before its call"
         );
+        #[cfg(test)]
+        if let Some(e) = tests_busy::refuse(call.fd) {
+            return Issued::Busy(e);
+        }
         let h = handle_of(call.fd);
         let ov = Self::overlapped(block);
         // SAFETY: the buffer `addr..addr + len` is owned by the operation,
@@ -183,5 +187,34 @@ pub(super) fn result_of(write: bool, n: u32, code: u32) -> i64 {
         ERROR_MORE_DATA if !write => i64::from(n),
         0 => -i64::from(windows_sys::Win32::Foundation::ERROR_GEN_FAILURE),
         c => -i64::from(c),
+    }
+}
+
+/// A refusal for lack of resources on demand, which no system gives at
+/// will: the next calls on one handle are refused as too many outstanding.
+#[cfg(test)]
+pub(super) mod tests_busy {
+    use std::sync::Mutex;
+
+    use windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY;
+
+    /// The handle and how many of its next calls are refused.
+    static REFUSE: Mutex<Option<(i32, usize)>> = Mutex::new(None);
+
+    /// Refuses the next `n` calls on `fd`.
+    pub(crate) fn set(fd: i32, n: usize) {
+        *REFUSE.lock().unwrap() = Some((fd, n));
+    }
+
+    /// Whether this call on `fd` is refused (and with which code).
+    pub(super) fn refuse(fd: i32) -> Option<u32> {
+        let mut r = REFUSE.lock().unwrap();
+        match &mut *r {
+            Some((f, n)) if *f == fd && *n > 0 => {
+                *n -= 1;
+                Some(ERROR_NOT_ENOUGH_MEMORY)
+            }
+            _ => None,
+        }
     }
 }

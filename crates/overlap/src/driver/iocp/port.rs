@@ -54,8 +54,9 @@ impl Port {
         debug_assert!(threads >= 1, "a port is drained by one thread at least");
         // SAFETY: INVALID_HANDLE_VALUE with no existing port makes a new
         // port; no memory is passed.
-        let handle =
-            unsafe { CreateIoCompletionPort(INVALID_HANDLE_VALUE, 0 as HANDLE, 0, threads) };
+        let handle = unsafe {
+            CreateIoCompletionPort(INVALID_HANDLE_VALUE, std::ptr::null_mut(), 0, threads)
+        };
         if handle.is_null() {
             return Err(io::Error::last_os_error());
         }

@@ -74,6 +74,8 @@ struct TestOp {
     cv: Condvar,
     /// Completion panics (user code at completion, a waker, may).
     panics: bool,
+    /// User code run at completion, once.
+    then: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 // SAFETY: the buffer is reached through `buf` only by the kernel while the
@@ -106,6 +108,10 @@ impl Completable for TestOp {
     fn finish(&self, res: i64, inline: bool) {
         self.results.lock().unwrap().push((res, inline));
         self.cv.notify_all();
+        let then = self.then.lock().unwrap().take();
+        if let Some(f) = then {
+            f();
+        }
         if self.panics {
             panic!("a completion's user code panics");
         }
@@ -128,6 +134,7 @@ impl TestOp {
             results: Mutex::new(Vec::new()),
             cv: Condvar::new(),
             panics: false,
+            then: Mutex::new(None),
         })
     }
 
@@ -540,4 +547,117 @@ fn a_panic_at_completion_is_contained() {
     );
     close(wr);
     close(rd);
+}
+
+#[test]
+fn many_submitters_at_once() {
+    let d = Arc::new(driver(2));
+    let e = harness();
+    let fd = temp_file();
+    d.associate(fd).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (d, e) = (d.clone(), e.clone());
+            std::thread::spawn(move || {
+                let ops: Vec<_> = (0..64)
+                    .map(|i| {
+                        let n = t * 64 + i;
+                        let w = TestOp::write(&e, fd, &block_of(n), n as u64 * 4096);
+                        d.submit(w.clone(), false);
+                        w
+                    })
+                    .collect();
+                ops.iter().map(|w| w.wait()).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert!(t.join().unwrap().iter().all(|&r| r == 4096));
+    }
+    let reads: Vec<_> = (0..256)
+        .map(|n| TestOp::read(&e, fd, 4096, n as u64 * 4096))
+        .collect();
+    for r in &reads {
+        d.submit(r.clone(), false);
+    }
+    for (n, r) in reads.iter().enumerate() {
+        assert_eq!(r.wait(), 4096);
+        assert!(r.bytes() == block_of(n), "block {n} reads back as written");
+    }
+    d.shutdown();
+    close(fd);
+}
+
+#[test]
+fn shutdown_from_a_completion() {
+    let d = Arc::new(driver(1));
+    let e = harness();
+    let (rd, wr) = pipe();
+    d.associate(rd).unwrap();
+    let read = TestOp::read(&e, rd, 8, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let on_completion = d.clone();
+    *read.then.lock().unwrap() = Some(Box::new(move || {
+        // On the completion thread: shuts down without joining itself.
+        on_completion.shutdown();
+        tx.send(()).unwrap();
+    }));
+    d.submit(read.clone(), false);
+    write_sync(wr, b"shutdown");
+    rx.recv_timeout(PATIENCE)
+        .expect("the shutdown at completion returned");
+    assert_eq!(read.wait(), 8);
+    let late = TestOp::read(&e, rd, 8, 0);
+    d.submit(late.clone(), false);
+    assert_eq!(
+        late.wait(),
+        REFUSED_AT_SHUTDOWN,
+        "refused once shutdown began"
+    );
+    // Joins the completion thread, which ended on its own.
+    d.shutdown();
+    close(wr);
+    close(rd);
+}
+
+#[test]
+fn too_many_outstanding_waits_and_retries() {
+    let counters = Arc::new(Counters::default());
+    let d = IocpDriver::start(1, 1, counters.clone()).expect("a completion port");
+    let e = harness();
+    let (rd, wr) = pipe();
+    d.associate(rd).unwrap();
+    let fd = temp_file();
+    d.associate(fd).unwrap();
+    // Something in flight to wait for: a pipe read nobody feeds yet.
+    let read = TestOp::read(&e, rd, 4, 0);
+    d.submit(read.clone(), false);
+    super::op::tests_busy::set(fd, 3);
+    let w = TestOp::write(&e, fd, &block_of(5), 0);
+    d.submit(w.clone(), false);
+    assert_eq!(w.wait(), 4096, "refused three times, then done on the port");
+    assert_eq!(counters.iocp_busy_retries.load(Ordering::Relaxed), 3);
+    assert_eq!(counters.pool_submitted.load(Ordering::Relaxed), 0);
+    // Alone in flight, a refused call goes to the pool instead of waiting.
+    write_sync(wr, b"done");
+    assert_eq!(read.wait(), 4);
+    super::op::tests_busy::set(fd, 1);
+    let alone = TestOp::write(&e, fd, &block_of(6), 4096);
+    d.submit(alone.clone(), false);
+    assert_eq!(alone.wait(), 4096, "the pool performed it");
+    assert_eq!(counters.iocp_busy_retries.load(Ordering::Relaxed), 4);
+    assert_eq!(counters.pool_submitted.load(Ordering::Relaxed), 1);
+    let back = TestOp::read(&e, fd, 8192, 0);
+    d.submit(back.clone(), false);
+    assert_eq!(back.wait(), 8192);
+    assert!(back.bytes()[..4096] == block_of(5)[..] && back.bytes()[4096..] == block_of(6)[..]);
+    d.shutdown();
+    assert_eq!(
+        Arc::strong_count(&w) + Arc::strong_count(&alone),
+        2,
+        "all let go"
+    );
+    close(wr);
+    close(rd);
+    close(fd);
 }
