@@ -82,6 +82,16 @@ pub struct Stats {
     pub submitted_aio: u64,
     /// Operations given to the thread pool's workers.
     pub submitted_pool: u64,
+    /// Reads and writes issued as overlapped `ReadFile`/`WriteFile` on the
+    /// `iocp` driver's completion port (Windows), whether they completed
+    /// within the call (`completed_inline`) or through the port.
+    pub submitted_iocp: u64,
+    /// Overlapped calls Windows refused for lack of resources
+    /// (`ERROR_INVALID_USER_BUFFER`, `ERROR_NOT_ENOUGH_MEMORY`: too many
+    /// requests outstanding, KB 156932) and the `iocp` driver issued again
+    /// once others completed (or handed to its pool): backpressure, never
+    /// an error.
+    pub iocp_busy_retries: u64,
     /// Linux AIO completions reaped by a thread waiting on the engine (a
     /// port's worker, a thread in `.wait()` or [`block_on`](crate::block_on))
     /// in `io_getevents` itself, rather than by the engine's reaper thread
@@ -140,10 +150,8 @@ pub(crate) struct Counters {
     pub aio_submitted: AtomicU64,
     pub pool_submitted: AtomicU64,
     /// Reads and writes issued on the IOCP driver's port (pending or done at once).
-    #[cfg(windows)]
     pub iocp_submitted: AtomicU64,
     /// Overlapped calls the kernel refused for lack of resources and the IOCP driver tried again.
-    #[cfg(windows)]
     pub iocp_busy_retries: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,
@@ -240,6 +248,8 @@ impl Counters {
             submitted_aio: self.aio_submitted.load(Ordering::Relaxed),
             aio_reaped_by_waiters: self.aio_reaped_by_waiters.load(Ordering::Relaxed),
             submitted_pool: self.pool_submitted.load(Ordering::Relaxed),
+            submitted_iocp: self.iocp_submitted.load(Ordering::Relaxed),
+            iocp_busy_retries: self.iocp_busy_retries.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers
                 .lock()
