@@ -46,6 +46,16 @@
 //! Windows keeps an operation alive past the exit of the thread that
 //! issued it (since Vista), so a caller's thread may end while its
 //! operations are in flight.
+//!
+//! # What the driver relies on
+//!
+//! Every handle an operation names was associated with the port
+//! ([`IocpDriver::associate`]) before its first operation, and is used no
+//! further if that failed: a pending call on a handle of no port (or of
+//! another port) queues its packet elsewhere, and nothing here would
+//! complete it; an association without the skip modes would queue a packet
+//! for a call the caller already completed. The handle stays open while
+//! its operations are in flight (the file counts them in).
 
 mod op;
 mod port;

@@ -41,7 +41,7 @@ unsafe impl Send for Port {}
 // SAFETY: as above.
 unsafe impl Sync for Port {}
 
-/// The last Win32 error of this thread, as an `i32` for `io::Error`.
+/// The last Win32 error of this thread.
 pub(super) fn last_error() -> u32 {
     // SAFETY: no arguments; reads this thread's last-error value.
     unsafe { GetLastError() }
