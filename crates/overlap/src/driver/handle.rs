@@ -101,11 +101,16 @@ impl DriverHandle {
 
     /// The AIO context, on an `aio+pool` engine.
     pub(crate) fn aio(&self) -> Option<&Arc<AioContext>> {
-        match self {
+        let ctx = match self {
             #[cfg(target_os = "linux")]
             DriverHandle::Aio(d) => Some(d.inner()),
             _ => None,
-        }
+        };
+        debug_assert!(
+            ctx.is_none() || self.is_aio(),
+            "an AIO context is an aio+pool engine's"
+        );
+        ctx
     }
 
     /// Makes the driver able to perform overlapped I/O on `fd`, a file
@@ -123,6 +128,10 @@ impl DriverHandle {
 
     /// Wakes the engine's thread (io_uring) to look at the reactor rings.
     pub(crate) fn nudge(&self) {
+        debug_assert!(
+            self.is_uring(),
+            "only io_uring's engine thread watches reactor rings"
+        );
         self.get().nudge();
     }
 

@@ -36,6 +36,10 @@ impl Wake for ThreadWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
+        debug_assert!(
+            Arc::strong_count(self) >= 2,
+            "a wake-up comes through a waker, beside the thread's own reference"
+        );
         // SeqCst pairs with the waiter's check before it parks; an unpark
         // before the park makes that park return at once.
         self.notified.store(true, Ordering::SeqCst);
@@ -62,6 +66,11 @@ impl Local {
             thread: std::thread::current(),
             notified: AtomicBool::new(false),
         });
+        debug_assert_eq!(
+            Arc::strong_count(&waker),
+            1,
+            "a thread's waker is made with its state"
+        );
         Local {
             depth: Cell::new(0),
             inline: Cell::new(false),
@@ -72,6 +81,10 @@ impl Local {
     }
 
     fn polled_by_block_on(&self, waker: &Waker) -> bool {
+        debug_assert!(
+            self.joined.get() == NOT_JOINED || self.depth.get() > 0,
+            "a joined future is polled inside a block_on"
+        );
         self.depth.get() > 0
             && (waker.will_wake(&self.waker_obj) || self.joined.get() == waker_id(waker))
     }
@@ -117,14 +130,22 @@ pub(crate) fn polled_by_block_on(waker: &Waker) -> bool {
 #[inline]
 pub(crate) fn submit_on_ring(
     op: Arc<dyn Completable>,
-    _route: Route,
-    _for_future: bool,
+    route: Route,
+    for_future: bool,
 ) -> Result<(), Arc<dyn Completable>> {
+    debug_assert!(
+        route != Route::Driver || for_future,
+        "a ring is asked for what block_on polled, or for a future"
+    );
     Err(op)
 }
 
 /// No ring of the caller's holds operations.
 pub(crate) fn own_ring_busy() -> bool {
+    debug_assert!(
+        LOCAL.try_with(|l| l.depth.get() < u32::MAX).unwrap_or(true),
+        "block_on's nesting is counted without overflow"
+    );
     false
 }
 
@@ -133,7 +154,9 @@ pub(crate) fn flush_deferred() {}
 
 /// A waker's identity, as `Waker::will_wake` compares it (data and vtable).
 pub(crate) fn waker_id(w: &Waker) -> (usize, usize) {
-    (w.data() as usize, std::ptr::from_ref(w.vtable()) as usize)
+    let id = (w.data() as usize, std::ptr::from_ref(w.vtable()) as usize);
+    debug_assert_ne!(id.1, 0, "a waker's vtable is a reference, never null");
+    id
 }
 
 /// While a [`join_all`](crate::join_all) polled with `block_on`'s own
@@ -156,6 +179,10 @@ impl JoinedScope {
 
 impl Drop for JoinedScope {
     fn drop(&mut self) {
+        debug_assert!(
+            LOCAL.try_with(|l| l.depth.get() > 0).unwrap_or(true),
+            "a joined future is polled inside a block_on"
+        );
         let _ = LOCAL.try_with(|l| l.joined.set(self.previous));
     }
 }
@@ -184,6 +211,10 @@ impl Waiter<'_> {
 
     /// Looks for the wake-up for the spin window, then parks until it.
     pub(crate) fn sleep(&self) {
+        debug_assert!(
+            self.local.depth.get() > 0,
+            "a block_on sleeps inside itself"
+        );
         let tw = &self.local.waker;
         let spin = spin_window();
         let start = std::time::Instant::now();
@@ -208,6 +239,10 @@ pub(crate) fn with_waiter<R>(inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> 
 }
 
 fn run_waiter<R>(l: &Local, inline: bool, f: impl FnOnce(&Waiter<'_>) -> R) -> R {
+    debug_assert!(
+        l.depth.get() > 0 || !l.inline.get(),
+        "outside every block_on no run is one operation at a time"
+    );
     l.depth.set(l.depth.get() + 1);
     let _depth = Depth(l, l.inline.replace(inline));
     f(&Waiter { local: l })
@@ -223,6 +258,10 @@ impl Drop for Depth<'_> {
         debug_assert!(l.depth.get() > 0, "every block_on left was entered");
         l.inline.set(self.1);
         l.depth.set(l.depth.get() - 1);
+        debug_assert!(
+            l.depth.get() > 0 || !l.inline.get(),
+            "leaving the outermost block_on restores one run at a time off"
+        );
         if l.depth.get() > 0 {
             // The nested run cleared the wake-up flag, which the outer
             // future may have been woken through meanwhile: poll it again.

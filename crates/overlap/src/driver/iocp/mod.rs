@@ -35,9 +35,10 @@
 //! A block, and with it the operation and its buffer, is freed only after
 //! its packet was dequeued, or after its call returned without leaving it
 //! pending. Shutdown refuses new operations and waits for every one in
-//! flight; after [`SHUTDOWN_GRACE`] it cancels those still in flight
-//! (`CancelIoEx`: a read of a pipe nobody writes would never end) every
-//! [`CANCEL_PERIOD`], and still waits for their packets
+//! flight; after [`SHUTDOWN_GRACE`] it cancels those still in flight on
+//! anything but a disk file (`CancelIoEx`: a read of a pipe nobody writes
+//! would never end; a disk's operation ends by itself, and is waited for
+//! as on Linux) every [`CANCEL_PERIOD`], and still waits for their packets
 //! (`ERROR_OPERATION_ABORTED`, or their result if they finished first).
 //! Only when nothing is in flight, nor being completed, does a stop packet
 //! end the threads. Should the port go with operations in flight anyway,
@@ -69,6 +70,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
+use windows_sys::Win32::Storage::FileSystem::{GetFileType, FILE_TYPE_DISK};
 use windows_sys::Win32::System::Threading::INFINITE;
 use windows_sys::Win32::System::IO::{CancelIoEx, OVERLAPPED_ENTRY};
 
@@ -439,6 +441,11 @@ impl Inner {
         st.cancelled = Some(now);
         debug_assert!(!st.stopping, "nothing is cancelled once the threads stop");
         for (_, f) in st.flight.iter() {
+            if on_disk(f.fd) {
+                // A disk's read or write ends by itself: the contract is to
+                // wait for it (its write may be what the caller relies on).
+                continue;
+            }
             // SAFETY: the block is in the table, so it is allocated (it is
             // freed only after leaving the table, under this lock) and its
             // handle open (its file counts it in). A finished or not yet
@@ -607,4 +614,13 @@ impl super::Driver for IocpDriver {
         }
         self.inner.pool.shutdown();
     }
+}
+
+/// Whether `fd` is a file on a disk (not a pipe, a socket or a character
+/// device), whose operations end by themselves.
+fn on_disk(fd: i32) -> bool {
+    debug_assert!(fd >= 0, "an operation in flight has an open handle");
+    // SAFETY: reads the type of a handle that is open while its operation
+    // is in the table (its file counts the operation in).
+    unsafe { GetFileType(handle_of(fd)) == FILE_TYPE_DISK }
 }

@@ -190,6 +190,10 @@ fn bounded_default(ring: &IoUring) -> Option<(u64, &'static str)> {
     // SAFETY: sysconf has no memory arguments.
     let cpus = u64::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).ok()?;
     let entries = u64::from(ring.params().sq_entries());
+    debug_assert!(
+        entries.is_power_of_two(),
+        "the kernel rounds a ring's entries up to a power of two"
+    );
     Some((
         entries.min(4 * cpus),
         "the kernel's default: min(ring entries, 4 × CPUs)",
