@@ -140,7 +140,7 @@ fn child_env() {
                     let msg = e.to_string();
                     assert!(msg.contains("bogus"), "{msg}");
                     assert!(
-                        msg.contains("uring, aio, pool or auto"),
+                        msg.contains("uring, aio, iocp, pool or auto"),
                         "the message says what is valid: {msg}"
                     );
                 }
