@@ -99,14 +99,17 @@ pub struct DriverInfo {
 }
 
 impl std::fmt::Display for DriverInfo {
-    /// One line: the driver, then why io_uring (and AIO) are not in use,
-    /// e.g. `aio+pool (io_uring: io_uring_setup failed with EPERM: ...)`.
+    /// One line: the driver, then why the system's own (io_uring, and
+    /// AIO; on Windows I/O completion ports) is not in use, e.g.
+    /// `aio+pool (io_uring: io_uring_setup failed with EPERM: ...)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.kind.as_str())?;
+        // The system's own driver, the one a fallback stands in for.
+        let native = if cfg!(windows) { "iocp" } else { "io_uring" };
         match (&self.fallback, &self.aio_unavailable) {
             (None, _) => Ok(()),
-            (Some(r), None) => write!(f, " (io_uring: {r})"),
-            (Some(r), Some(a)) => write!(f, " (io_uring: {r}; AIO: {a})"),
+            (Some(r), None) => write!(f, " ({native}: {r})"),
+            (Some(r), Some(a)) => write!(f, " ({native}: {r}; AIO: {a})"),
         }
     }
 }
