@@ -16,6 +16,11 @@
 
 #include "overlap.h"
 
+#if defined(_WIN32) && !defined(ESHUTDOWN)
+/* The C runtime has no ESHUTDOWN: liboverlap's (overlap.h). */
+#define ESHUTDOWN OVERLAP_ESHUTDOWN
+#endif
+
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -69,6 +74,9 @@ static inline int32_t wanted_driver(void) {
     if (!strcmp(d, "uring")) return OVERLAP_DRIVER_URING;
     if (!strcmp(d, "aio")) return OVERLAP_DRIVER_AIO;
     if (!strcmp(d, "pool")) return OVERLAP_DRIVER_POOL;
+#if defined(_WIN32)
+    if (!strcmp(d, "iocp")) return OVERLAP_DRIVER_IOCP;
+#endif
     return OVERLAP_DRIVER_AUTO;
 }
 
