@@ -205,7 +205,8 @@ fn adopt_fd(e: &overlap_engine, fd: i32, out: *mut *mut overlap_file) -> i32 {
 /// not opened for overlapped I/O, which the engine needs; the caller's
 /// `HANDLE` is adopted with overlap_file_adopt_handle().
 #[cfg(windows)]
-fn adopt_fd(_: &overlap_engine, fd: i32, _: *mut *mut overlap_file) -> i32 {
+fn adopt_fd(_: &overlap_engine, fd: i32, out: *mut *mut overlap_file) -> i32 {
+    debug_assert!(!out.is_null(), "the caller refused a NULL out");
     fail(
         libc::EOPNOTSUPP,
         format!(

@@ -42,6 +42,7 @@ thread_local! {
 
 /// Records `code` as the Win32 code of the calling thread's last failure.
 pub(crate) fn set_last_os_error(code: i32) {
+    debug_assert!(code >= 0, "a Win32 error code is not negative");
     let _ = LAST_OS_ERROR.try_with(|c| c.set(code));
 }
 
@@ -64,18 +65,18 @@ pub(crate) fn errno_of_win32(code: i32) -> i32 {
         // NONPAGED_SYSTEM_RESOURCES, PAGED_SYSTEM_RESOURCES, WORKING_SET_QUOTA,
         // NOT_ENOUGH_QUOTA
         8 | 14 | 1450 | 1451 | 1452 | 1453 | 1816 => libc::ENOMEM,
-        4 => libc::EMFILE,                  // TOO_MANY_OPEN_FILES
-        80 | 183 => libc::EEXIST,           // FILE_EXISTS, ALREADY_EXISTS
-        17 => libc::EXDEV,                  // NOT_SAME_DEVICE
-        145 => libc::ENOTEMPTY,             // DIR_NOT_EMPTY
-        267 => libc::ENOTDIR,               // DIRECTORY
-        39 | 112 => libc::ENOSPC,           // HANDLE_DISK_FULL, DISK_FULL
-        109 | 232 => libc::EPIPE,           // BROKEN_PIPE, NO_DATA
-        995 | 1223 => libc::ECANCELED,      // OPERATION_ABORTED, CANCELLED
-        998 | 487 => libc::EFAULT,          // NOACCESS, INVALID_ADDRESS
-        50 | 1 => libc::EOPNOTSUPP,         // NOT_SUPPORTED, INVALID_FUNCTION
-        170 | 142 => libc::EBUSY,           // BUSY, BUSY_DRIVE
-        258 | 1460 => libc::ETIMEDOUT,      // WAIT_TIMEOUT, TIMEOUT
+        4 => libc::EMFILE,             // TOO_MANY_OPEN_FILES
+        80 | 183 => libc::EEXIST,      // FILE_EXISTS, ALREADY_EXISTS
+        17 => libc::EXDEV,             // NOT_SAME_DEVICE
+        145 => libc::ENOTEMPTY,        // DIR_NOT_EMPTY
+        267 => libc::ENOTDIR,          // DIRECTORY
+        39 | 112 => libc::ENOSPC,      // HANDLE_DISK_FULL, DISK_FULL
+        109 | 232 => libc::EPIPE,      // BROKEN_PIPE, NO_DATA
+        995 | 1223 => libc::ECANCELED, // OPERATION_ABORTED, CANCELLED
+        998 | 487 => libc::EFAULT,     // NOACCESS, INVALID_ADDRESS
+        50 | 1 => libc::EOPNOTSUPP,    // NOT_SUPPORTED, INVALID_FUNCTION
+        170 | 142 => libc::EBUSY,      // BUSY, BUSY_DRIVE
+        258 | 1460 => libc::ETIMEDOUT, // WAIT_TIMEOUT, TIMEOUT
         // INVALID_PARAMETER, INVALID_DATA, NEGATIVE_SEEK, SEEK_ON_DEVICE,
         // INVALID_ACCESS
         87 | 13 | 131 | 132 | 12 => libc::EINVAL,
@@ -153,7 +154,13 @@ pub extern "C" fn overlap_file_adopt_handle(
         // hands over: nothing else closes it from now on.
         let owned = unsafe { OwnedHandle::from_raw_handle(handle as RawHandle) };
         match File::from_handle(&e.engine, owned) {
-            Ok(file) => store_file(out, file),
+            Ok(file) => {
+                debug_assert!(
+                    file.as_raw_handle() == handle,
+                    "the file keeps the caller's handle"
+                );
+                store_file(out, file)
+            }
             Err(err) => fail_with(F, &err),
         }
     })
@@ -175,6 +182,10 @@ pub extern "C" fn overlap_file_handle(file: *const overlap_file, out: *mut *mut 
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
         let h = f.file.as_raw_handle();
+        debug_assert!(
+            !h.is_null(),
+            "a file's handle is open or INVALID_HANDLE_VALUE"
+        );
         // SAFETY: out is a writable pointer (checked non-NULL).
         unsafe { out.write(h.cast()) };
         if f.file.as_raw_fd() < 0 {
