@@ -1047,24 +1047,23 @@ uint32_t overlap_last_os_error(void);
 /**
  * Windows only: adopts a file `HANDLE` the caller opened (`CreateFileW`
  * with `FILE_FLAG_OVERLAPPED`, which the engine's reads and writes
- * need): the engine owns it from now on and closes it in
- * overlap_file_close() or overlap_file_free(); `DuplicateHandle()` it
- * first to keep one of your own. Its access (read, write, append) and
- * `FILE_FLAG_NO_BUFFERING` are read from the handle; for NO_BUFFERING
- * the alignment is asked of the volume. The handle is associated with
- * the engine's I/O completion port (on the IOCP driver) before any
- * operation: Windows cannot undo that, and a handle belongs to one
- * port. Stores the file's handle in `*out`.
+ * need): on success the engine owns the file and the caller's handle is
+ * closed (the engine keeps a duplicate of it, which overlap_file_handle()
+ * gives, and closes that in overlap_file_close() or overlap_file_free());
+ * `DuplicateHandle()` it first to keep one of your own. Its access (read,
+ * write, append) and `FILE_FLAG_NO_BUFFERING` are read from the handle;
+ * for NO_BUFFERING the alignment is asked of the volume. The file is
+ * associated with the engine's I/O completion port (on the IOCP driver)
+ * before any operation: Windows cannot undo that, and a file belongs to
+ * one port. Stores the file's handle in `*out`.
  *
- * Returns 0, or `-EINVAL` (NULL argument, `INVALID_HANDLE_VALUE`, a
- * handle opened without `FILE_FLAG_OVERLAPPED`, a value that is not a
- * kernel handle's), `-ESHUTDOWN` (the engine is shut down; the handle
- * stays the caller's), or the system's error as `-errno`
- * (overlap_last_os_error() gives the Win32 code: a handle already
- * associated with another completion port, for example). Once the
- * handle is checked the engine owns it: a failure past that point
- * (every failure but NULL arguments, `INVALID_HANDLE_VALUE` and
- * `-ESHUTDOWN`) closes it.
+ * Returns 0, or `-EBADF` (NULL, `INVALID_HANDLE_VALUE` or not an open
+ * handle), `-EINVAL` (NULL `engine` or `out`, a handle opened without
+ * `FILE_FLAG_OVERLAPPED`: the message says so), `-ESHUTDOWN` (the engine
+ * is shut down), or the system's error as `-errno`, with
+ * overlap_last_os_error() giving the Win32 code (a file already
+ * associated with another completion port, for example). On failure the
+ * handle is not adopted and stays the caller's, open.
  *
  * Thread safety: any thread, concurrently with any call but
  * overlap_engine_free() of this engine.

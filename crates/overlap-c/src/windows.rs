@@ -14,7 +14,12 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::os::windows::io::{FromRawHandle, OwnedHandle, RawHandle};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle, RawHandle};
+
+use windows_sys::Win32::Foundation::{
+    CloseHandle, DuplicateHandle, DUPLICATE_SAME_ACCESS, HANDLE, INVALID_HANDLE_VALUE,
+};
+use windows_sys::Win32::System::Threading::GetCurrentProcess;
 
 use overlap::File;
 
@@ -106,24 +111,23 @@ pub extern "C" fn overlap_last_os_error() -> u32 {
 
 /// Windows only: adopts a file `HANDLE` the caller opened (`CreateFileW`
 /// with `FILE_FLAG_OVERLAPPED`, which the engine's reads and writes
-/// need): the engine owns it from now on and closes it in
-/// overlap_file_close() or overlap_file_free(); `DuplicateHandle()` it
-/// first to keep one of your own. Its access (read, write, append) and
-/// `FILE_FLAG_NO_BUFFERING` are read from the handle; for NO_BUFFERING
-/// the alignment is asked of the volume. The handle is associated with
-/// the engine's I/O completion port (on the IOCP driver) before any
-/// operation: Windows cannot undo that, and a handle belongs to one
-/// port. Stores the file's handle in `*out`.
+/// need): on success the engine owns the file and the caller's handle is
+/// closed (the engine keeps a duplicate of it, which overlap_file_handle()
+/// gives, and closes that in overlap_file_close() or overlap_file_free());
+/// `DuplicateHandle()` it first to keep one of your own. Its access (read,
+/// write, append) and `FILE_FLAG_NO_BUFFERING` are read from the handle;
+/// for NO_BUFFERING the alignment is asked of the volume. The file is
+/// associated with the engine's I/O completion port (on the IOCP driver)
+/// before any operation: Windows cannot undo that, and a file belongs to
+/// one port. Stores the file's handle in `*out`.
 ///
-/// Returns 0, or `-EINVAL` (NULL argument, `INVALID_HANDLE_VALUE`, a
-/// handle opened without `FILE_FLAG_OVERLAPPED`, a value that is not a
-/// kernel handle's), `-ESHUTDOWN` (the engine is shut down; the handle
-/// stays the caller's), or the system's error as `-errno`
-/// (overlap_last_os_error() gives the Win32 code: a handle already
-/// associated with another completion port, for example). Once the
-/// handle is checked the engine owns it: a failure past that point
-/// (every failure but NULL arguments, `INVALID_HANDLE_VALUE` and
-/// `-ESHUTDOWN`) closes it.
+/// Returns 0, or `-EBADF` (NULL, `INVALID_HANDLE_VALUE` or not an open
+/// handle), `-EINVAL` (NULL `engine` or `out`, a handle opened without
+/// `FILE_FLAG_OVERLAPPED`: the message says so), `-ESHUTDOWN` (the engine
+/// is shut down), or the system's error as `-errno`, with
+/// overlap_last_os_error() giving the Win32 code (a file already
+/// associated with another completion port, for example). On failure the
+/// handle is not adopted and stays the caller's, open.
 ///
 /// Thread safety: any thread, concurrently with any call but
 /// overlap_engine_free() of this engine.
@@ -140,30 +144,55 @@ pub extern "C" fn overlap_file_adopt_handle(
         if out.is_null() {
             return fail(libc::EINVAL, format!("{F}: out is NULL"));
         }
-        if handle.is_null() || handle as isize == -1 {
+        if handle.is_null() || handle == INVALID_HANDLE_VALUE {
             return fail(
-                libc::EINVAL,
+                libc::EBADF,
                 format!("{F}: {handle:?} is not an open handle (NULL or INVALID_HANDLE_VALUE)"),
             );
         }
         if let Some(r) = e.refuse_shut(F) {
             return r;
         }
-        // SAFETY: handle is an open handle (neither NULL nor
-        // INVALID_HANDLE_VALUE, the caller's promise) that the caller
-        // hands over: nothing else closes it from now on.
-        let owned = unsafe { OwnedHandle::from_raw_handle(handle as RawHandle) };
-        match File::from_handle(&e.engine, owned) {
+        let dup = match duplicate(handle) {
+            Ok(dup) => dup,
+            Err(err) => return fail_with(&format!("{F}: {handle:?}"), &err.into()),
+        };
+        let dup_raw = dup.as_raw_handle();
+        // A refusal below closes the duplicate: the caller's handle stays.
+        match File::from_handle(&e.engine, dup) {
             Ok(file) => {
                 debug_assert!(
-                    file.as_raw_handle() == handle,
-                    "the file keeps the caller's handle"
+                    file.as_raw_handle() == dup_raw,
+                    "the file keeps the duplicate"
                 );
+                // SAFETY: the caller handed its handle over and the engine
+                // owns the file through the duplicate: the original is
+                // ours to close, once.
+                unsafe { CloseHandle(handle) };
                 store_file(out, file)
             }
             Err(err) => fail_with(F, &err),
         }
     })
+}
+
+/// A duplicate of `handle` (same access, same file object: its overlapped
+/// mode, completion port and offset rules are the original's).
+fn duplicate(handle: HANDLE) -> std::io::Result<OwnedHandle> {
+    let mut dup: HANDLE = std::ptr::null_mut();
+    // SAFETY: GetCurrentProcess() is a pseudo-handle needing no close;
+    // `handle` is any value (an invalid one fails with
+    // ERROR_INVALID_HANDLE); `dup` is writable.
+    let ok = unsafe {
+        let me = GetCurrentProcess();
+        DuplicateHandle(me, handle, me, &mut dup, 0, 0, DUPLICATE_SAME_ACCESS)
+    };
+    if ok == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    debug_assert!(!dup.is_null(), "DuplicateHandle succeeded with a handle");
+    // SAFETY: `dup` is a new handle that nothing else owns.
+    Ok(unsafe { OwnedHandle::from_raw_handle(dup as RawHandle) })
 }
 
 /// Windows only: stores the file's `HANDLE` in `*out` (for

@@ -4,8 +4,8 @@
 # library liboverlap.dll.a (cargo names the file overlap_c.dll, as it
 # names liboverlap_c.so on Linux), compiles the portable C tests with
 # x86_64-w64-mingw32-gcc against it and runs each under Wine on the I/O
-# completion port driver and on the thread pool. Exit status: 0 when every
-# run passed.
+# completion port driver and on the thread pool, and the README's example
+# (examples/c/hello.c) on both. Exit status: 0 when every run passed.
 #
 #   CARGO_TARGET_DIR=/some/dir crates/overlap-c/tests/windows.sh
 #
@@ -51,6 +51,22 @@ for name in windows; do
             failed=$((failed + 1))
         fi
     done
+done
+
+# examples/c/hello.c, the README's example, is portable: it reads 4 KiB.
+x86_64-w64-mingw32-gcc -std=c11 -O1 -Wall -Wextra -Werror -I "$here/include" \
+    "$root/examples/c/hello.c" "$work/liboverlap.dll.a" -static -o "$work/hello.exe"
+head -c 8192 /dev/urandom >"$work/hello-data"
+for driver in iocp pool; do
+    out=$(OVERLAP_DRIVER=$driver timeout 120 /usr/lib/wine/wine64 "$work/hello.exe" \
+        "Z:$work/hello-data" 2>&1) || true
+    if [ "$(printf '%s' "$out" | tr -d '\r')" = "read 4096 bytes (user datum 42)" ]; then
+        echo "hello on $driver: ok"
+        passed=$((passed + 1))
+    else
+        echo "hello on $driver: FAILED: $out"
+        failed=$((failed + 1))
+    fi
 done
 echo "windows C tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

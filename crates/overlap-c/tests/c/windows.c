@@ -124,24 +124,30 @@ static void test_adopt_handle(void) {
     char path[512];
     test_path(path, sizeof path, "win-adopt");
     overlap_file *f = NULL;
-    CHECK_ERR(overlap_file_adopt_handle(engine, NULL, &f), EINVAL);
-    CHECK_ERR(overlap_file_adopt_handle(engine, INVALID_HANDLE_VALUE, &f), EINVAL);
+    CHECK_ERR(overlap_file_adopt_handle(engine, NULL, &f), EBADF);
+    CHECK_ERR(overlap_file_adopt_handle(engine, INVALID_HANDLE_VALUE, &f), EBADF);
+    /* A value that names no handle: ERROR_INVALID_HANDLE -> EBADF. */
+    CHECK_ERR(overlap_file_adopt_handle(engine, (void *)(intptr_t)0x7ff0, &f), EBADF);
+    CHECK_EQ(overlap_last_os_error(), ERROR_INVALID_HANDLE);
     CHECK_ERR(overlap_file_adopt_handle(NULL, NULL, &f), EINVAL);
     /* A handle for synchronous I/O is refused (the engine's I/O is
-     * overlapped), with a message saying what to change; the engine had
-     * taken it, and closed it. */
+     * overlapped), with a message saying what to change; it stays the
+     * caller's, open. */
     HANDLE sync = create(path, 0);
     CHECK_ERR(overlap_file_adopt_handle(engine, sync, &f), EINVAL);
     CHECK(strstr(overlap_last_error(), "FILE_FLAG_OVERLAPPED") != NULL);
     CHECK(f == NULL);
-    sync = create(path, 0);
+    DWORD info = 0;
+    CHECK(GetHandleInformation(sync, &info));
     /* An overlapped one is the engine's from now on. */
     HANDLE h = create(path, FILE_FLAG_OVERLAPPED);
     CHECK_ERR(overlap_file_adopt_handle(engine, h, NULL), EINVAL);
     CHECK_OK(overlap_file_adopt_handle(engine, h, &f));
+    /* The engine keeps a duplicate; the caller's handle is closed. */
     void *back = NULL;
     CHECK_OK(overlap_file_handle(f, &back));
-    CHECK(back == h);
+    CHECK(back != NULL && back != INVALID_HANDLE_VALUE && back != h);
+    CHECK(GetHandleInformation((HANDLE)back, &info));
     overlap_port *port = NULL;
     CHECK_OK(overlap_port_create(engine, 0, &port));
     uint8_t w[2 * BS], r[2 * BS];
@@ -230,7 +236,7 @@ static void test_shutdown(void) {
     CHECK_ERR(overlap_file_open(e, path, OVERLAP_OPEN_READ, 0, &g), ESHUTDOWN);
     HANDLE h = create(path, FILE_FLAG_OVERLAPPED);
     CHECK_ERR(overlap_file_adopt_handle(e, h, &g), ESHUTDOWN);
-    CHECK(CloseHandle(h)); /* refused: still the caller's */
+    CHECK(CloseHandle(h)); /* refused: still the caller's, open */
     CHECK_OK(overlap_file_close(f));
     overlap_file_free(f);
     overlap_port_free(port);
