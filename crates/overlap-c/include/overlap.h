@@ -1034,6 +1034,26 @@ void overlap_port_free(struct overlap_port *port);
  * argument, an unknown flag, a shut-down engine). Read it right after
  * the call returned a negative value, as overlap_last_error().
  *
+ * Error codes on Windows. Every function returns `-errno` there too,
+ * with the C runtime's `<errno.h>` values: a Win32 error becomes the
+ * errno the Microsoft C runtime gives it (its `_dosmaperr` table:
+ * ERROR_FILE_NOT_FOUND and ERROR_PATH_NOT_FOUND -> ENOENT,
+ * ERROR_ACCESS_DENIED and ERROR_SHARING_VIOLATION -> EACCES,
+ * ERROR_INVALID_HANDLE -> EBADF, ERROR_INVALID_PARAMETER -> EINVAL,
+ * ERROR_FILE_EXISTS -> EEXIST, ERROR_DISK_FULL -> ENOSPC,
+ * ERROR_NOT_ENOUGH_MEMORY -> ENOMEM, ...; ERROR_OPERATION_ABORTED ->
+ * ECANCELED), and `-EIO` when no errno fits. Why: one set of codes on
+ * every system keeps `r == -ENOENT` portable, never collides with the
+ * library's own `-EINVAL`, `-EAGAIN`, `-ESHUTDOWN` (raw Win32 codes
+ * would: ERROR_ACCESS_DENIED is 5, which is EIO), and is what the C
+ * runtime's own `_read`/`_open` and libuv do. The Win32 code is kept:
+ * this function gives it, and overlap_last_error()'s message carries
+ * the system's text and `(os error N)`. Linux-only features fail with
+ * `-EOPNOTSUPP` (io_uring, Linux AIO, overlap_file_adopt() of a
+ * descriptor: adopt a HANDLE with overlap_file_adopt_handle()).
+ * overlap_file_open() takes a UTF-8 path and ignores `mode`; the file
+ * is opened for overlapped I/O.
+ *
  * A completion's `result` is the errno only (`-EIO` for a Win32 code
  * without one): an operation reaped by overlap_port_wait() does not set
  * this.
