@@ -9,11 +9,13 @@
 #
 #   CARGO_TARGET_DIR=/some/dir crates/overlap-c/tests/windows.sh
 #
-# tests/c.rs runs the C suite on Linux; its fork.c, torture.c (a fork, a
-# small ext4 for ENOSPC, pipes), api.c (pipes, fallocate modes, O_DIRECT)
-# and threads.c (pthreads) speak POSIX. tests/c/windows.c is the Windows
-# suite: files by path and adopted HANDLEs, blocking calls, ports, posted
-# completions, errors as errno with the Win32 code beside, shutdown.
+# Run here: tests/c/windows.c (files by path and adopted HANDLEs, blocking
+# calls, ports, posted completions, errors as errno with the Win32 code
+# beside, shutdown); api.c without what is Linux's (a pipe read to cancel,
+# adopting a descriptor, evicting pages with posix_fadvise); torture.c
+# without fork-in-flight (no fork()) and injected-failure (its small file
+# system is an ext4 image); threads.c. Linux only (tests/c.rs): fork.c,
+# and the examples asynchio.c and bench.c (Linux's system calls).
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -36,7 +38,7 @@ x86_64-w64-mingw32-dlltool -d "$work/overlap.def" -D overlap.dll -l "$work/libov
 export WINEDEBUG=-all WINEPREFIX="${WINEPREFIX:-$HOME/.wine}"
 failed=0
 passed=0
-for name in windows torture; do
+for name in windows api threads torture; do
     x86_64-w64-mingw32-gcc -std=c11 -O1 -g -Wall -Wextra -Werror -pthread \
         -I "$here/include" -I "$here/tests/c" "$here/tests/c/$name.c" \
         "$work/liboverlap.dll.a" -static -o "$work/$name.exe"

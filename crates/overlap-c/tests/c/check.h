@@ -35,6 +35,10 @@ static inline ssize_t pread(int fd, void *buf, size_t n, off_t off) {
  * aligned_free(). */
 #define aligned_alloc(align, n) _aligned_malloc((n), (align))
 #define aligned_free _aligned_free
+static inline int posix_memalign(void **p, size_t align, size_t n) {
+    *p = _aligned_malloc(n, align);
+    return *p ? 0 : ENOMEM;
+}
 #include <windows.h>
 /* 1 when running under Wine (its ntdll exports wine_get_version). */
 static inline int under_wine(void) {
