@@ -214,6 +214,54 @@ static void test_port(void) {
     CHECK(DeleteFileA(path));
 }
 
+/* The buffer rule under cancellation, on a named pipe's client end (a
+ * read that waits until the other end writes). The engine's ports stop
+ * operations on io_uring only: on IOCP, as on the pool, overlap_port_cancel()
+ * asks none (0) and the read completes with its real result once the
+ * other end writes, into its buffer, never before. */
+static void test_cancel(void) {
+    char name[128];
+    snprintf(name, sizeof name, "\\\\.\\pipe\\overlap-test-%lu", GetCurrentProcessId());
+    HANDLE server = CreateNamedPipeA(name, PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED,
+                                     PIPE_TYPE_BYTE | PIPE_WAIT, 1, 4096, 4096, 0, NULL);
+    CHECK(server != INVALID_HANDLE_VALUE);
+    HANDLE client = CreateFileA(name, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+                                FILE_FLAG_OVERLAPPED, NULL);
+    CHECK(client != INVALID_HANDLE_VALUE);
+    overlap_file *rf = NULL;
+    CHECK_OK(overlap_file_adopt_handle(engine, client, &rf));
+    overlap_port *port = NULL;
+    CHECK_OK(overlap_port_create(engine, OVERLAP_PORT_CANCEL, &port));
+    uint8_t *buf = malloc(64);
+    CHECK(buf != NULL);
+    memset(buf, 0xAB, 64);
+    CHECK_OK(overlap_port_read(port, rf, buf, 64, 0, 77));
+    Sleep(50);
+    CHECK_EQ(overlap_port_cancel(port, 12345), 0);
+    int64_t asked = overlap_port_cancel(port, 77);
+    overlap_completion c;
+    OVERLAPPED o;
+    memset(&o, 0, sizeof o);
+    o.hEvent = CreateEventA(NULL, TRUE, FALSE, NULL);
+    DWORD n = 0;
+    CHECK_EQ(asked, 0);
+    CHECK_EQ(overlap_port_wait(port, &c, 0, 1, 0), 0);
+    for (int i = 0; i < 64; i++) CHECK_EQ(buf[i], 0xAB);
+    CHECK(WriteFile(server, "hello", 5, NULL, &o) || GetLastError() == ERROR_IO_PENDING);
+    CHECK(GetOverlappedResult(server, &o, &n, TRUE) && n == 5);
+    reap(port, &c, 1);
+    CHECK_EQ(c.user_data, 77);
+    CHECK_EQ(c.result, 5);
+    CHECK(memcmp(buf, "hello", 5) == 0);
+    CHECK_EQ(overlap_port_wait(port, &c, 0, 1, 0), 0); /* exactly once */
+    CloseHandle(o.hEvent);
+    free(buf);
+    overlap_port_free(port);
+    CHECK_OK(overlap_file_close(rf));
+    overlap_file_free(rf);
+    CHECK(CloseHandle(server));
+}
+
 static void test_shutdown(void) {
     overlap_engine *e = test_engine(NULL);
     char path[512];
@@ -252,6 +300,7 @@ int main(void) {
     test_blocking_calls();
     test_adopt_handle();
     test_port();
+    test_cancel();
     test_shutdown();
     overlap_engine_free(engine);
     printf("windows: all passed\n");
