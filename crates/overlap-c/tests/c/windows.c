@@ -82,6 +82,12 @@ static void test_errors(void) {
     CHECK_ERR(overlap_file_handle(f, &h), EBADF);
     CHECK(h == INVALID_HANDLE_VALUE);
     overlap_file_free(f);
+    /* A handle of the caller's without sharing: ERROR_SHARING_VIOLATION -> EACCES. */
+    HANDLE mine = CreateFileA(path, GENERIC_READ, 0, NULL, OPEN_EXISTING, 0, NULL);
+    CHECK(mine != INVALID_HANDLE_VALUE);
+    CHECK_ERR(overlap_file_open(engine, path, OVERLAP_OPEN_READ, 0, &g), EACCES);
+    CHECK_EQ(overlap_last_os_error(), ERROR_SHARING_VIOLATION);
+    CHECK(CloseHandle(mine));
     CHECK(DeleteFileA(path));
 }
 
