@@ -200,6 +200,26 @@
  */
 #define OVERLAP_OP_FALLOCATE 5
 
+#if defined(_WIN32)
+/**
+ * Windows only: the I/O completion port driver (overlapped `ReadFile`
+ * and `WriteFile` on a completion port, the thread pool for the rest),
+ * which `OVERLAP_DRIVER_AUTO` picks there.
+ */
+#define OVERLAP_DRIVER_IOCP 4
+#endif
+
+#if defined(_WIN32)
+/**
+ * Windows only: the errno value of `-ESHUTDOWN` returns (the engine is
+ * shut down), which the C runtime's `<errno.h>` lacks: Winsock's
+ * WSAESHUTDOWN, as Python's `errno.ESHUTDOWN` is on Windows. Outside
+ * the C runtime's errno range (below 150), so it is never another
+ * errno. `#define ESHUTDOWN OVERLAP_ESHUTDOWN` if the code names it.
+ */
+#define OVERLAP_ESHUTDOWN 10058
+#endif
+
 /**
  * An engine: the driver, its threads, the in-flight budget and the
  * statistics. One per process is the normal case. Opaque.
@@ -1004,6 +1024,85 @@ int64_t overlap_port_outstanding(const struct overlap_port *port);
  * the same time or after.
  */
 void overlap_port_free(struct overlap_port *port);
+
+#if defined(_WIN32)
+/**
+ * Windows only: the Win32 error code (`GetLastError()`'s) behind the
+ * calling thread's last failure, e.g. 32 (ERROR_SHARING_VIOLATION) when
+ * overlap_file_open() returned `-EACCES` because another process holds
+ * the file; 0 when that failure did not come from the system (a NULL
+ * argument, an unknown flag, a shut-down engine). Read it right after
+ * the call returned a negative value, as overlap_last_error().
+ *
+ * Error codes on Windows. Every function returns `-errno` there too,
+ * with the C runtime's `<errno.h>` values: a Win32 error becomes the
+ * errno the Microsoft C runtime gives it (its `_dosmaperr` table:
+ * ERROR_FILE_NOT_FOUND and ERROR_PATH_NOT_FOUND -> ENOENT,
+ * ERROR_ACCESS_DENIED and ERROR_SHARING_VIOLATION -> EACCES,
+ * ERROR_INVALID_HANDLE -> EBADF, ERROR_INVALID_PARAMETER -> EINVAL,
+ * ERROR_FILE_EXISTS -> EEXIST, ERROR_DISK_FULL -> ENOSPC,
+ * ERROR_NOT_ENOUGH_MEMORY -> ENOMEM, ...; ERROR_OPERATION_ABORTED ->
+ * ECANCELED), and `-EIO` when no errno fits. Why: one set of codes on
+ * every system keeps `r == -ENOENT` portable, never collides with the
+ * library's own `-EINVAL`, `-EAGAIN`, `-ESHUTDOWN` (raw Win32 codes
+ * would: ERROR_ACCESS_DENIED is 5, which is EIO), and is what the C
+ * runtime's own `_read`/`_open` and libuv do. The Win32 code is kept:
+ * this function gives it, and overlap_last_error()'s message carries
+ * the system's text and `(os error N)`. Linux-only features fail with
+ * `-EOPNOTSUPP` (io_uring, Linux AIO, overlap_file_adopt() of a
+ * descriptor: adopt a HANDLE with overlap_file_adopt_handle()).
+ * overlap_file_open() takes a UTF-8 path and ignores `mode`; the file
+ * is opened for overlapped I/O.
+ *
+ * A completion's `result` is the errno only (`-EIO` for a Win32 code
+ * without one): an operation reaped by overlap_port_wait() does not set
+ * this.
+ *
+ * Thread safety: any thread; each thread has its own code.
+ */
+uint32_t overlap_last_os_error(void);
+#endif
+
+#if defined(_WIN32)
+/**
+ * Windows only: adopts a file `HANDLE` the caller opened (`CreateFileW`
+ * with `FILE_FLAG_OVERLAPPED`, which the engine's reads and writes
+ * need): on success the engine owns the file and the caller's handle is
+ * closed (the engine keeps a duplicate of it, which overlap_file_handle()
+ * gives, and closes that in overlap_file_close() or overlap_file_free());
+ * `DuplicateHandle()` it first to keep one of your own. Its access (read,
+ * write, append) and `FILE_FLAG_NO_BUFFERING` are read from the handle;
+ * for NO_BUFFERING the alignment is asked of the volume. The file is
+ * associated with the engine's I/O completion port (on the IOCP driver)
+ * before any operation: Windows cannot undo that, and a file belongs to
+ * one port. Stores the file's handle in `*out`.
+ *
+ * Returns 0, or `-EBADF` (NULL, `INVALID_HANDLE_VALUE` or not an open
+ * handle), `-EINVAL` (NULL `engine` or `out`, a handle opened without
+ * `FILE_FLAG_OVERLAPPED`: the message says so), `-ESHUTDOWN` (the engine
+ * is shut down), or the system's error as `-errno`, with
+ * overlap_last_os_error() giving the Win32 code (a file already
+ * associated with another completion port, for example). On failure the
+ * handle is not adopted and stays the caller's, open.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_engine_free() of this engine.
+ */
+int32_t overlap_file_adopt_handle(const struct overlap_engine *engine, void *handle, struct overlap_file **out);
+#endif
+
+#if defined(_WIN32)
+/**
+ * Windows only: stores the file's `HANDLE` in `*out` (for
+ * `GetFileSizeEx` and the like; do not close it, nor use it with another
+ * completion port). Returns 0, `-EBADF` once the file is closed (`*out`
+ * is then `INVALID_HANDLE_VALUE`), `-EINVAL` for NULL arguments.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_file_free() of this file.
+ */
+int32_t overlap_file_handle(const struct overlap_file *file, void **out);
+#endif
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -54,7 +54,7 @@ impl overlap_engine {
     pub(crate) fn refuse_shut(&self, what: &str) -> Option<i32> {
         self.shut.load(Ordering::Acquire).then(|| {
             fail(
-                libc::ESHUTDOWN,
+                crate::error::ESHUTDOWN,
                 format!("{what}: the engine is shut down (overlap_engine_shutdown())"),
             )
         })
@@ -232,6 +232,8 @@ pub extern "C" fn overlap_engine_create(
             OVERLAP_DRIVER_URING => DriverChoice::Uring,
             OVERLAP_DRIVER_AIO => DriverChoice::Aio,
             OVERLAP_DRIVER_POOL => DriverChoice::Pool,
+            #[cfg(windows)]
+            crate::windows::OVERLAP_DRIVER_IOCP => DriverChoice::Iocp,
             other => {
                 return fail(
                     libc::EINVAL,
@@ -290,6 +292,8 @@ pub extern "C" fn overlap_engine_driver(engine: *const overlap_engine) -> i32 {
         match e.engine.driver().kind {
             DriverKind::Uring => OVERLAP_DRIVER_URING,
             DriverKind::Aio => OVERLAP_DRIVER_AIO,
+            #[cfg(windows)]
+            DriverKind::Iocp => crate::windows::OVERLAP_DRIVER_IOCP,
             _ => OVERLAP_DRIVER_POOL,
         }
     })

@@ -47,6 +47,8 @@ fn set_error_parts(parts: &[&str]) {
         debug_assert!(n < MESSAGE_ROOM, "the message leaves room for its NUL");
         e[n] = 0;
     });
+    #[cfg(windows)]
+    crate::windows::set_last_os_error(0);
 }
 
 /// A failure whose message is `parts` joined; allocates nothing.
@@ -61,16 +63,31 @@ pub(crate) fn fail<T: Ret>(errno: i32, msg: impl Into<String>) -> T {
     T::from_errno(errno)
 }
 
+/// `ESHUTDOWN`: the system's on Linux; on Windows, whose C runtime has
+/// none, `OVERLAP_ESHUTDOWN` (`windows.rs`).
+#[cfg(unix)]
+pub(crate) const ESHUTDOWN: i32 = libc::ESHUTDOWN;
+#[cfg(windows)]
+pub(crate) const ESHUTDOWN: i32 = crate::windows::OVERLAP_ESHUTDOWN;
+
+/// The errno an operating-system error code stands for: itself on Linux;
+/// on Windows the C runtime's errno for the Win32 code (`windows.rs`).
+fn errno_of_os(code: i32) -> i32 {
+    #[cfg(windows)]
+    let code = crate::windows::errno_of_win32(code);
+    code
+}
+
 /// The errno an engine error stands for.
 pub(crate) fn errno_of(e: &Error) -> i32 {
     let errno = match e {
-        Error::Io(io) => io.raw_os_error().unwrap_or(libc::EIO),
+        Error::Io(io) => io.raw_os_error().map_or(libc::EIO, errno_of_os),
         Error::Misaligned { .. } | Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
             libc::EINVAL
         }
         Error::NotOpenedFor(_) | Error::Closed => libc::EBADF,
         Error::WouldBlock => libc::EAGAIN,
-        Error::Shutdown => libc::ESHUTDOWN,
+        Error::Shutdown => ESHUTDOWN,
         Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => libc::EOPNOTSUPP,
         Error::Forked(_) => libc::ECHILD,
         _ => libc::EIO,
@@ -82,7 +99,10 @@ pub(crate) fn errno_of(e: &Error) -> i32 {
 /// A failure from the engine: records its message (prefixed with `what`),
 /// returns `-errno`.
 pub(crate) fn fail_with<T: Ret>(what: &str, e: &Error) -> T {
-    fail(errno_of(e), format!("{what}: {e}"))
+    let r = fail(errno_of(e), format!("{what}: {e}"));
+    #[cfg(windows)]
+    crate::windows::set_last_os_error(e.raw_os_error().unwrap_or(0));
+    r
 }
 
 /// A return type of an exported function that can carry `-errno`.

@@ -3,7 +3,9 @@
 //! through the calling thread's own ring).
 
 use std::ffi::{c_char, c_void, CStr};
+#[cfg(unix)]
 use std::os::fd::{FromRawFd, OwnedFd};
+#[cfg(unix)]
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -59,7 +61,7 @@ pub struct overlap_alignment {
     pub reserved: u32,
 }
 
-fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
+pub(crate) fn store_file(out: *mut *mut overlap_file, file: File) -> i32 {
     debug_assert!(!out.is_null(), "the caller refused a NULL out");
     let h = Box::into_raw(Box::new(overlap_file {
         file,
@@ -123,7 +125,13 @@ pub extern "C" fn overlap_file_open(
         // SAFETY: path is a NUL-terminated string (the caller's promise),
         // checked non-NULL above.
         let cpath = unsafe { CStr::from_ptr(path) };
+        #[cfg(unix)]
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(cpath.to_bytes()));
+        #[cfg(windows)]
+        let p = match cpath.to_str() {
+            Ok(s) => std::path::Path::new(s),
+            Err(_) => return fail(libc::EINVAL, format!("{F}: the path is not UTF-8")),
+        };
         let mut o = OpenOptions::new();
         o.read(has(OVERLAP_OPEN_READ))
             .write(has(OVERLAP_OPEN_WRITE))
@@ -132,8 +140,11 @@ pub extern "C" fn overlap_file_open(
             .create_new(has(OVERLAP_OPEN_EXCLUSIVE))
             .append(has(OVERLAP_OPEN_APPEND))
             .direct(has(OVERLAP_OPEN_DIRECT))
-            .write_through(has(OVERLAP_OPEN_WRITE_THROUGH))
-            .mode(mode);
+            .write_through(has(OVERLAP_OPEN_WRITE_THROUGH));
+        #[cfg(unix)]
+        o.mode(mode);
+        #[cfg(windows)]
+        let _ = mode;
         match o.open(&e.engine, p).wait() {
             Ok(file) => store_file(out, file),
             Err(err) => fail_with(&format!("{F} {}", p.display()), &err),
@@ -171,16 +182,38 @@ pub extern "C" fn overlap_file_adopt(
         if let Some(r) = e.refuse_shut(F) {
             return r;
         }
-        // SAFETY: F_GETFD on any number is harmless; it tells whether fd
-        // is an open descriptor.
-        if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
-            return fail(libc::EBADF, format!("{F}: {fd} is not an open descriptor"));
-        }
-        // SAFETY: fd is open (checked above) and the caller hands it over:
-        // nothing else closes it from now on (the function's contract).
-        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-        store_file(out, File::from_fd(&e.engine, owned))
+        adopt_fd(e, fd, out)
     })
+}
+
+/// overlap_file_adopt() past its checks: a descriptor of Linux's table.
+#[cfg(unix)]
+fn adopt_fd(e: &overlap_engine, fd: i32, out: *mut *mut overlap_file) -> i32 {
+    const F: &str = "overlap_file_adopt";
+    // SAFETY: F_GETFD on any number is harmless; it tells whether fd
+    // is an open descriptor.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return fail(libc::EBADF, format!("{F}: {fd} is not an open descriptor"));
+    }
+    // SAFETY: fd is open (checked above) and the caller hands it over:
+    // nothing else closes it from now on (the function's contract).
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    store_file(out, File::from_fd(&e.engine, owned))
+}
+
+/// overlap_file_adopt() on Windows: a C runtime descriptor (`_open`'s) is
+/// not opened for overlapped I/O, which the engine needs; the caller's
+/// `HANDLE` is adopted with overlap_file_adopt_handle().
+#[cfg(windows)]
+fn adopt_fd(_: &overlap_engine, fd: i32, out: *mut *mut overlap_file) -> i32 {
+    debug_assert!(!out.is_null(), "the caller refused a NULL out");
+    fail(
+        libc::EOPNOTSUPP,
+        format!(
+            "overlap_file_adopt: descriptor {fd}: on Windows adopt a HANDLE opened with \
+             FILE_FLAG_OVERLAPPED with overlap_file_adopt_handle()"
+        ),
+    )
 }
 
 /// Fills `*out` with the direct-I/O alignment the file needs (from
@@ -291,10 +324,14 @@ fn close_in_child(f: &overlap_file) -> i32 {
     if fd < 0 || f.closed_in_child.swap(true, Ordering::AcqRel) {
         return fail_parts(libc::EBADF, &[F, ": the file is closed"]);
     }
+    #[cfg(unix)]
     // SAFETY: fd is this file's descriptor in the child's own table; the
     // flag set above keeps it from being closed twice (overlap_file_free()
     // then forgets the file instead of closing the number again).
-    if unsafe { libc::close(fd) } == 0 {
+    let closed = unsafe { libc::close(fd) } == 0;
+    #[cfg(windows)]
+    let closed = false; // no fork() on Windows: a file is never a forked copy
+    if closed {
         0
     } else {
         let errno = std::io::Error::last_os_error()

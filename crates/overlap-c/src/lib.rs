@@ -27,11 +27,15 @@ mod engine;
 mod error;
 mod file;
 mod port;
+#[cfg(windows)]
+mod windows;
 
 pub use engine::*;
 pub use error::*;
 pub use file::*;
 pub use port::*;
+#[cfg(windows)]
+pub use windows::*;
 
 use std::ffi::c_char;
 

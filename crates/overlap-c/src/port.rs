@@ -592,6 +592,9 @@ fn to_c(c: Completion<CBuf>) -> overlap_completion {
     );
     let result = match &c.result {
         Ok(n) => *n as i64,
+        // A posted result is the caller's number, given back as it came
+        // (on Windows it is not a Win32 code to map).
+        Err(e) if c.buf.posted => -i64::from(e.raw_os_error().unwrap_or_else(|| errno_of(e))),
         Err(e) => -i64::from(errno_of(e)),
     };
     debug_assert!(

@@ -16,6 +16,7 @@
 //! cannot build with it. Under `crates/no-uring` io_uring is refused, so the
 //! uring runs skip and the rest run.
 
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -16,6 +16,40 @@
 
 #include "overlap.h"
 
+#if defined(_WIN32)
+#include <io.h>
+#include <malloc.h>
+#if !defined(ESHUTDOWN)
+/* The C runtime has no ESHUTDOWN: liboverlap's (overlap.h). */
+#define ESHUTDOWN OVERLAP_ESHUTDOWN
+#endif
+/* What the tests' own descriptors need there: bytes, not text (no exec to
+ * close them on). */
+#define O_CLOEXEC O_BINARY
+/* pread() for a test's own descriptor (nothing else moves its offset). */
+static inline ssize_t pread(int fd, void *buf, size_t n, off_t off) {
+    if (_lseeki64(fd, off, SEEK_SET) < 0) return -1;
+    return _read(fd, buf, (unsigned)n);
+}
+/* No aligned_alloc() in Windows' C runtime; the memory is freed with
+ * aligned_free(). */
+#define aligned_alloc(align, n) _aligned_malloc((n), (align))
+#define aligned_free _aligned_free
+static inline int posix_memalign(void **p, size_t align, size_t n) {
+    *p = _aligned_malloc(n, align);
+    return *p ? 0 : ENOMEM;
+}
+#include <windows.h>
+/* 1 when running under Wine (its ntdll exports wine_get_version). */
+static inline int under_wine(void) {
+    HMODULE ntdll = GetModuleHandleA("ntdll.dll");
+    return ntdll && GetProcAddress(ntdll, "wine_get_version") != NULL;
+}
+#else
+#define aligned_free free
+static inline int under_wine(void) { return 0; }
+#endif
+
 #define CHECK(cond)                                                              \
     do {                                                                         \
         if (!(cond)) {                                                           \
@@ -69,6 +103,9 @@ static inline int32_t wanted_driver(void) {
     if (!strcmp(d, "uring")) return OVERLAP_DRIVER_URING;
     if (!strcmp(d, "aio")) return OVERLAP_DRIVER_AIO;
     if (!strcmp(d, "pool")) return OVERLAP_DRIVER_POOL;
+#if defined(_WIN32)
+    if (!strcmp(d, "iocp")) return OVERLAP_DRIVER_IOCP;
+#endif
     return OVERLAP_DRIVER_AUTO;
 }
 

@@ -26,7 +26,7 @@ static atomic_long reaped;
 static uint8_t pattern(uint64_t slot, size_t i) { return (uint8_t)(slot * 31 + i); }
 
 static void *submitter(void *arg) {
-    long t = (long)arg;
+    intptr_t t = (intptr_t)arg;
     for (int i = 0; i < PER; i++) {
         uint64_t key = (uint64_t)t * PER + (uint64_t)i;
         uint64_t slot = key % SLOTS;
@@ -95,7 +95,7 @@ int main(void) {
 
     pthread_t w[WAITERS], s[SUBMITTERS];
     for (long i = 0; i < WAITERS; i++) CHECK_OK(pthread_create(&w[i], NULL, waiter, NULL));
-    for (long i = 0; i < SUBMITTERS; i++) CHECK_OK(pthread_create(&s[i], NULL, submitter, (void *)i));
+    for (intptr_t i = 0; i < SUBMITTERS; i++) CHECK_OK(pthread_create(&s[i], NULL, submitter, (void *)i));
     for (int i = 0; i < SUBMITTERS; i++) CHECK_OK(pthread_join(s[i], NULL));
     double t0 = now_s();
     while (atomic_load(&reaped) < TOTAL) {

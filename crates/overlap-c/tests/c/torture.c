@@ -14,7 +14,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#if !defined(_WIN32)
 #include <sys/wait.h>
+#endif
 
 #define BS 4096
 #define HANG_LIMIT_S 60
@@ -39,6 +41,10 @@ int __lsan_is_turned_off(void) { return getpid() != main_pid; }
         }                                                                         \
     } while (0)
 
+#if defined(_WIN32)
+/* No SIGALRM: tests/windows.sh bounds the run (timeout). */
+#define alarm(s) ((void)(s))
+#else
 static void on_alarm(int sig) {
     (void)sig;
     char line[256];
@@ -47,6 +53,7 @@ static void on_alarm(int sig) {
     if (write(1, line, (size_t)n) < 0) _exit(1);
     _exit(1);
 }
+#endif
 
 static uint8_t pattern(uint64_t block, size_t i) { return (uint8_t)(block * 31 + i * 7 + 1); }
 
@@ -289,7 +296,17 @@ static int shared_writers(void) {
     overlap_file_free(fp);
     overlap_file_free(fa);
     overlap_engine_free(e);
-    if (sw_verify(pos, 1) < 0 || sw_verify(app, 0) < 0) return -1;
+    if (sw_verify(pos, 1) < 0) return -1;
+    if (under_wine()) {
+        /* Wine writes to an append-only handle as "find the end, then
+         * write there", not atomically: concurrent appends overwrite one
+         * another without the engine too (WriteFile from four threads).
+         * Windows appends each write whole. */
+        printf("torture: c %s shared-writers: the append file's check SKIPPED under Wine "
+               "(its appends from several threads are not atomic)\n", driver_name);
+    } else if (sw_verify(app, 0) < 0) {
+        return -1;
+    }
     unlink(pos);
     unlink(app);
     return 0;
@@ -360,7 +377,7 @@ static void *cr_thread(void *arg) {
     if (!r->err[0] && changed(buf) >= 0)
         snprintf(r->err, sizeof r->err, "a buffer changed after the last read reported");
     overlap_port_free(port);
-    free(buf);
+    aligned_free(buf);
     return NULL;
 }
 
@@ -461,6 +478,7 @@ static int shutdown_in_flight(void) {
     return 0;
 }
 
+#if !defined(_WIN32)
 /* ---- fork-in-flight --------------------------------------------------- */
 
 enum { FK_N = 32 };
@@ -560,6 +578,8 @@ static int fork_in_flight(void) {
     unlink(path);
     return 0;
 }
+
+#endif
 
 /* ---- injected-failure: ENOSPC part-way on a small ext4 ---------------- */
 
@@ -666,11 +686,16 @@ static int injected(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     main_pid = getpid();
+#if !defined(_WIN32)
     signal(SIGALRM, on_alarm);
+#endif
     switch (wanted_driver()) {
     case OVERLAP_DRIVER_URING: driver_name = "uring"; break;
     case OVERLAP_DRIVER_AIO: driver_name = "aio"; break;
     case OVERLAP_DRIVER_POOL: driver_name = "pool"; break;
+#if defined(_WIN32)
+    case OVERLAP_DRIVER_IOCP: driver_name = "iocp"; break;
+#endif
     default: driver_name = "auto"; break;
     }
     overlap_engine *probe = NULL;
@@ -688,7 +713,11 @@ int main(void) {
     failed += run("shared-writers", shared_writers);
     failed += run("close-racing-reads", close_racing_reads);
     failed += run("shutdown-in-flight", shutdown_in_flight);
+#if defined(_WIN32)
+    printf("torture: c %s fork-in-flight SKIPPED: Windows has no fork()\n", driver_name);
+#else
     failed += run("fork-in-flight", fork_in_flight);
+#endif
     const char *fs = getenv("OVERLAP_SMALL_FS");
     if (fs && *fs) {
         failed += run("injected-failure", injected);
