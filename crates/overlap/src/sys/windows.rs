@@ -27,8 +27,9 @@ use windows_sys::Wdk::Storage::FileSystem::{
 };
 use windows_sys::Win32::Foundation::{
     CloseHandle, DuplicateHandle, GetLastError, RtlNtStatusToDosError, DUPLICATE_SAME_ACCESS,
-    ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER,
-    ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0,
+    ERROR_BROKEN_PIPE, ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE,
+    ERROR_INVALID_PARAMETER, ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE,
+    WAIT_OBJECT_0,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
@@ -161,7 +162,8 @@ fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
 /// A positional `ReadFile` (`write`: `WriteFile`) of `len` bytes at
 /// `offset` on the overlapped handle `fd`, waited for on the calling
 /// thread: the byte count or `-code`; a read at or past the end of the
-/// file is 0 (`ERROR_HANDLE_EOF`).
+/// file is 0 (`ERROR_HANDLE_EOF`), as is one of a pipe whose writer closed
+/// it (`ERROR_BROKEN_PIPE`).
 ///
 /// # Safety
 ///
@@ -211,9 +213,11 @@ pub(crate) unsafe fn transfer_at(fd: i32, ptr: *mut u8, len: u32, offset: u64, w
     })
 }
 
-/// A failed read's or write's result: end of file is a read of 0 bytes.
+/// A failed read's or write's result: end of file (a file's, or a pipe's
+/// whose writer closed it) is a read of 0 bytes, as the IOCP driver's
+/// `result_of` says and std reads a broken pipe.
 fn transfer_failed(code: u32, write: bool) -> i64 {
-    if !write && code == ERROR_HANDLE_EOF {
+    if !write && (code == ERROR_HANDLE_EOF || code == ERROR_BROKEN_PIPE) {
         0
     } else {
         error(code)
