@@ -23,12 +23,16 @@ use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenO
 /// Generates, for each scenario `fn name(d: Driver)`, the tests
 /// `uring::name`, `aio::name` (Linux AIO for direct I/O, the pool for the
 /// rest) and `pool::name`. The uring and aio variants skip loudly when the
-/// kernel (or a seccomp filter) does not allow them.
+/// kernel (or a seccomp filter) does not allow them. On Windows they are
+/// `iocp::name` and `pool::name`, each bounded in time: a scenario still
+/// running after [`SCENARIO_LIMIT`] fails (hung). A name may carry
+/// attributes (`#[cfg(target_os = "linux")] name`): its tests get them.
 macro_rules! per_driver {
-    ($($name:ident),+ $(,)?) => {
+    ($($(#[$m:meta])* $name:ident),+ $(,)?) => {
         #[cfg(target_os = "linux")]
         mod uring {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
                     if let Some(d) = crate::common::Driver::uring() {
@@ -40,6 +44,7 @@ macro_rules! per_driver {
         #[cfg(target_os = "linux")]
         mod aio {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
                     if let Some(d) = crate::common::Driver::aio() {
@@ -51,17 +56,26 @@ macro_rules! per_driver {
         #[cfg(windows)]
         mod iocp {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
-                    super::$name(crate::common::Driver::iocp());
+                    crate::common::bounded(stringify!($name), move || {
+                        super::$name(crate::common::Driver::iocp())
+                    });
                 }
             )+
         }
         mod pool {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
+                    #[cfg(not(windows))]
                     super::$name(crate::common::Driver::pool());
+                    #[cfg(windows)]
+                    crate::common::bounded(stringify!($name), move || {
+                        super::$name(crate::common::Driver::pool())
+                    });
                 }
             )+
         }
@@ -123,6 +137,14 @@ impl Driver {
 
     pub fn is_aio(&self) -> bool {
         self.choice == DriverChoice::Aio
+    }
+
+    /// Windows' I/O completion ports (never on Linux).
+    pub fn is_iocp(&self) -> bool {
+        #[cfg(windows)]
+        return self.choice == DriverChoice::Iocp;
+        #[cfg(not(windows))]
+        false
     }
 
     /// The name `Engine::driver().kind` reports for this driver.
@@ -757,6 +779,20 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// How long one scenario of `per_driver!` may run on Windows.
+#[cfg(windows)]
+pub const SCENARIO_LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs scenario `name` on a thread of its own and fails if it panics or
+/// has not finished within [`SCENARIO_LIMIT`] (a hang is a failure, never
+/// a hung test binary).
+#[cfg(windows)]
+pub fn bounded(name: &str, f: impl FnOnce() + Send + 'static) {
+    if let Err(e) = within(SCENARIO_LIMIT, f) {
+        panic!("{name}: {e}");
+    }
+}
+
 /// The message of a panic payload.
 pub fn panic_message(p: &(dyn Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
@@ -852,4 +888,122 @@ pub fn wait_pid_within(pid: libc::pid_t, limit: Duration) -> Result<i32, String>
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+#[cfg(windows)]
+/// What the system says of an open handle: the access it was granted
+/// (`FILE_READ_DATA`, `FILE_WRITE_DATA`, `FILE_APPEND_DATA`, ...), its
+/// mode (`FILE_NO_INTERMEDIATE_BUFFERING`, `FILE_WRITE_THROUGH`, the
+/// synchronous-I/O bits) and whether a child process inherits it: the
+/// counterparts of `fcntl(F_GETFL)` and `FD_CLOEXEC`.
+#[derive(Debug, Clone, Copy)]
+pub struct HandleInfo {
+    pub access: u32,
+    pub mode: u32,
+    pub inherit: bool,
+}
+
+#[cfg(windows)]
+pub mod win {
+    //! Bits of `HandleInfo` (ntifs.h, winnt.h).
+    pub const FILE_READ_DATA: u32 = 0x1;
+    pub const FILE_WRITE_DATA: u32 = 0x2;
+    pub const FILE_APPEND_DATA: u32 = 0x4;
+    pub const FILE_WRITE_THROUGH: u32 = 0x2;
+    pub const FILE_SEQUENTIAL_ONLY: u32 = 0x4;
+    pub const FILE_NO_INTERMEDIATE_BUFFERING: u32 = 0x8;
+    pub const FILE_SYNCHRONOUS_IO: u32 = 0x10 | 0x20;
+    pub const FILE_RANDOM_ACCESS: u32 = 0x800;
+}
+
+#[cfg(windows)]
+/// [`HandleInfo`] of the engine's descriptor `fd` (`NtQueryInformationFile`
+/// and `GetHandleInformation`).
+pub fn handle_info(fd: i32) -> HandleInfo {
+    use windows_sys::Wdk::Storage::FileSystem::{
+        FileAccessInformation, FileModeInformation, NtQueryInformationFile,
+        FILE_ACCESS_INFORMATION, FILE_MODE_INFORMATION,
+    };
+    use windows_sys::Win32::Foundation::{GetHandleInformation, HANDLE, HANDLE_FLAG_INHERIT};
+    use windows_sys::Win32::System::IO::IO_STATUS_BLOCK;
+    let h = fd as isize as HANDLE;
+    fn query<T>(h: HANDLE, class: i32, info: &mut T) {
+        // SAFETY: IO_STATUS_BLOCK is plain old data; all-zero is valid.
+        let mut iosb: IO_STATUS_BLOCK = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is the writable structure `class` names, of its size.
+        let status = unsafe {
+            NtQueryInformationFile(
+                h,
+                &mut iosb,
+                (info as *mut T).cast(),
+                std::mem::size_of::<T>() as u32,
+                class,
+            )
+        };
+        assert!(status >= 0, "NtQueryInformationFile({class}): {status:#x}");
+    }
+    let mut access = FILE_ACCESS_INFORMATION { AccessFlags: 0 };
+    query(h, FileAccessInformation, &mut access);
+    let mut mode = FILE_MODE_INFORMATION { Mode: 0 };
+    query(h, FileModeInformation, &mut mode);
+    let mut flags = 0u32;
+    // SAFETY: reads the handle's flags into a local.
+    let ok = unsafe { GetHandleInformation(h, &mut flags) };
+    assert_ne!(
+        ok,
+        0,
+        "GetHandleInformation: {}",
+        std::io::Error::last_os_error()
+    );
+    HandleInfo {
+        access: access.AccessFlags,
+        mode: mode.Mode,
+        inherit: flags & HANDLE_FLAG_INHERIT != 0,
+    }
+}
+
+#[cfg(windows)]
+/// A new named pipe, inbound, opened for overlapped I/O and adopted by
+/// `engine` as its reading end (`File::from_handle`), and its name, for a
+/// writer to open (with std, or through an engine). Byte mode: a read
+/// returns what is there, and waits while nothing is.
+pub fn named_pipe(engine: &Engine) -> (overlap::File, String) {
+    use std::os::windows::io::{FromRawHandle, OwnedHandle};
+    use std::sync::atomic::AtomicU64;
+    use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
+    use windows_sys::Win32::System::Pipes::CreateNamedPipeW;
+    const PIPE_ACCESS_INBOUND: u32 = 0x1;
+    const FILE_FLAG_OVERLAPPED: u32 = 0x4000_0000;
+    /// PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT.
+    const BYTE_MODE: u32 = 0;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        r"\\.\pipe\overlap-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let wide: Vec<u16> = name.encode_utf16().chain([0]).collect();
+    // SAFETY: `wide` is NUL-terminated; no security attributes.
+    let h = unsafe {
+        CreateNamedPipeW(
+            wide.as_ptr(),
+            PIPE_ACCESS_INBOUND | FILE_FLAG_OVERLAPPED,
+            BYTE_MODE,
+            1,
+            4096,
+            4096,
+            0,
+            std::ptr::null(),
+        )
+    };
+    assert_ne!(
+        h,
+        INVALID_HANDLE_VALUE,
+        "CreateNamedPipeW: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a new handle, owned here alone.
+    let h = unsafe { OwnedHandle::from_raw_handle(h) };
+    let file = overlap::File::from_handle(engine, h).expect("adopt the pipe's handle");
+    (file, name)
 }
