@@ -40,7 +40,6 @@ mod runtimes;
 mod stats;
 mod taskrun;
 mod thread_exit;
-#[cfg(target_os = "linux")]
 mod torture;
 #[cfg(target_os = "linux")]
 mod waiting;
