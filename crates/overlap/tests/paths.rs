@@ -784,51 +784,6 @@ fn from_handle_reads_the_access_mode(d: Driver) {
     }
 }
 
-/// Reads `len` bytes at `offset` from a handle opened for overlapped I/O
-/// and still associated with a completion port: the event's low bit is
-/// set, so that no packet goes to the port.
-#[cfg(windows)]
-fn overlapped_read(h: &std::os::windows::io::OwnedHandle, len: usize, offset: u64) -> Vec<u8> {
-    use std::os::windows::io::AsRawHandle;
-    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_IO_PENDING, HANDLE};
-    use windows_sys::Win32::Storage::FileSystem::ReadFile;
-    use windows_sys::Win32::System::Threading::CreateEventW;
-    use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
-    let h = h.as_raw_handle() as HANDLE;
-    let mut buf = vec![0u8; len];
-    // SAFETY: a new unnamed manual-reset event, not signalled.
-    let event = unsafe { CreateEventW(std::ptr::null(), 1, 0, std::ptr::null()) };
-    assert!(!event.is_null());
-    // SAFETY: OVERLAPPED is plain old data; all-zero is valid.
-    let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
-    ov.Anonymous.Anonymous.Offset = offset as u32;
-    ov.Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
-    ov.hEvent = (event as usize | 1) as HANDLE;
-    let mut n = 0u32;
-    // SAFETY: `buf` and `ov` outlive the read: GetOverlappedResult below
-    // waits for it to complete.
-    unsafe {
-        if ReadFile(
-            h,
-            buf.as_mut_ptr(),
-            len as u32,
-            std::ptr::null_mut(),
-            &mut ov,
-        ) == 0
-        {
-            assert_eq!(GetLastError(), ERROR_IO_PENDING, "ReadFile");
-        }
-        assert_ne!(
-            GetOverlappedResult(h, &ov, &mut n, 1),
-            0,
-            "GetOverlappedResult"
-        );
-        CloseHandle(event);
-    }
-    buf.truncate(n as usize);
-    buf
-}
-
 /// `into_fd`'s counterpart: the handle comes back only from the file's
 /// last handle with nothing in flight, and still works.
 #[cfg(windows)]
@@ -861,8 +816,9 @@ fn into_handle_only_when_alone_and_idle(d: Driver) {
         }
     };
     let h = file.into_handle().expect("alone and idle");
+    use std::os::windows::io::AsRawHandle;
     assert_eq!(
-        overlapped_read(&h, 3, 0),
+        overlapped_read(h.as_raw_handle(), 3, 0).unwrap(),
         b"abc",
         "the handle still works after the engine let go"
     );

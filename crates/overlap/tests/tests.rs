@@ -27,7 +27,6 @@ mod cancel;
 mod driver_choice;
 mod errors;
 mod lifecycle;
-#[cfg(target_os = "linux")]
 mod matrix;
 mod ops;
 mod paths;

@@ -193,6 +193,7 @@ fn is_shutdown(e: &Error) -> bool {
     matches!(e, Error::Shutdown)
 }
 
+#[cfg(target_os = "linux")]
 fn is_forked(e: &Error) -> bool {
     matches!(e, Error::Forked(_))
 }

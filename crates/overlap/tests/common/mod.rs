@@ -1074,3 +1074,100 @@ fn std_appenders(path: &std::path::Path) -> String {
     }
     std::fs::read_to_string(path).unwrap()
 }
+
+#[cfg(windows)]
+/// Reads up to `len` bytes at `offset` from the handle `h`, opened for
+/// overlapped I/O and perhaps associated with a completion port: the
+/// event's low bit is set, so that no packet goes to the port. What the
+/// engine's own blocking reads do, written here independently of it.
+pub fn overlapped_read(
+    h: std::os::windows::io::RawHandle,
+    len: usize,
+    offset: u64,
+) -> std::io::Result<Vec<u8>> {
+    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_IO_PENDING, HANDLE};
+    use windows_sys::Win32::Storage::FileSystem::ReadFile;
+    use windows_sys::Win32::System::Threading::CreateEventW;
+    use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
+    let h = h as HANDLE;
+    let mut buf = vec![0u8; len];
+    // SAFETY: a new unnamed manual-reset event, not signalled.
+    let event = unsafe { CreateEventW(std::ptr::null(), 1, 0, std::ptr::null()) };
+    if event.is_null() {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: OVERLAPPED is plain old data; all-zero is valid.
+    let mut ov: OVERLAPPED = unsafe { std::mem::zeroed() };
+    ov.Anonymous.Anonymous.Offset = offset as u32;
+    ov.Anonymous.Anonymous.OffsetHigh = (offset >> 32) as u32;
+    ov.hEvent = (event as usize | 1) as HANDLE;
+    let mut n = 0u32;
+    // SAFETY: `buf` and `ov` outlive the read: GetOverlappedResult waits
+    // for it to complete before either goes.
+    let res = unsafe {
+        let started = ReadFile(
+            h,
+            buf.as_mut_ptr(),
+            len as u32,
+            std::ptr::null_mut(),
+            &mut ov,
+        );
+        if started == 0 && GetLastError() != ERROR_IO_PENDING {
+            Err(std::io::Error::last_os_error())
+        } else if GetOverlappedResult(h, &ov, &mut n, 1) == 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: the event is ours and nothing uses it any more.
+    unsafe { CloseHandle(event) };
+    res?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+#[cfg(windows)]
+/// The handles this process has open (`GetProcessHandleCount`).
+pub fn process_handles() -> usize {
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, GetProcessHandleCount};
+    let mut n = 0u32;
+    // SAFETY: writes one u32 for the current process's pseudo-handle.
+    let ok = unsafe { GetProcessHandleCount(GetCurrentProcess(), &mut n) };
+    assert_ne!(
+        ok,
+        0,
+        "GetProcessHandleCount: {}",
+        std::io::Error::last_os_error()
+    );
+    n as usize
+}
+
+#[cfg(windows)]
+/// The threads of this process (a Toolhelp snapshot).
+pub fn process_threads() -> usize {
+    use windows_sys::Win32::Foundation::{CloseHandle, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::System::Diagnostics::ToolHelp::{
+        CreateToolhelp32Snapshot, Thread32First, Thread32Next, TH32CS_SNAPTHREAD, THREADENTRY32,
+    };
+    use windows_sys::Win32::System::Threading::GetCurrentProcessId;
+    // SAFETY: a snapshot of the system's threads, closed below.
+    let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0) };
+    assert_ne!(snap, INVALID_HANDLE_VALUE, "CreateToolhelp32Snapshot");
+    // SAFETY: THREADENTRY32 is plain old data; all-zero is valid.
+    let mut e: THREADENTRY32 = unsafe { std::mem::zeroed() };
+    e.dwSize = std::mem::size_of::<THREADENTRY32>() as u32;
+    // SAFETY: reads our own process id.
+    let me = unsafe { GetCurrentProcessId() };
+    let mut n = 0;
+    // SAFETY: `e` is a THREADENTRY32 with its size set; `snap` is open.
+    let mut more = unsafe { Thread32First(snap, &mut e) } != 0;
+    while more {
+        n += usize::from(e.th32OwnerProcessID == me);
+        // SAFETY: as above.
+        more = unsafe { Thread32Next(snap, &mut e) } != 0;
+    }
+    // SAFETY: the snapshot is ours.
+    unsafe { CloseHandle(snap) };
+    n
+}
