@@ -40,5 +40,4 @@ mod stats;
 mod taskrun;
 mod thread_exit;
 mod torture;
-#[cfg(target_os = "linux")]
 mod waiting;
