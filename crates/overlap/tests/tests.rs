@@ -31,7 +31,6 @@ mod matrix;
 mod ops;
 mod paths;
 mod port;
-#[cfg(target_os = "linux")]
 mod port_batch;
 #[cfg(target_os = "linux")]
 mod registered;
