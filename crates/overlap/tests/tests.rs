@@ -21,7 +21,6 @@ mod common;
 #[cfg(target_os = "linux")]
 mod aio;
 mod backpressure;
-#[cfg(target_os = "linux")]
 mod batching;
 mod cancel;
 mod driver_choice;
