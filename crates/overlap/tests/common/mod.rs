@@ -646,7 +646,7 @@ pub fn run_child_within(
     for (k, v) in set {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("spawn child test process");
+    let mut child = retry_spawn(|| cmd.spawn()).expect("spawn child test process");
     // Drain both pipes on threads of their own, so a chatty child never
     // blocks on a full pipe while we wait for it.
     let drain = |mut r: Box<dyn Read + Send>| {
@@ -695,14 +695,29 @@ pub fn run_child_within(
     out
 }
 
+/// Starts a process with `start`. On Windows, a failure is tried again a
+/// few times, said on stderr: Wine at times fails to create a process
+/// under load (ERROR_INTERNAL_ERROR) where a second try succeeds.
+fn retry_spawn<T>(mut start: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    #[cfg(windows)]
+    for attempt in 1..3 {
+        match start() {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                eprintln!("starting a child process failed ({e}), attempt {attempt}: trying again");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    start()
+}
+
 /// The full name of the test `name` of the test binary `exe`: `name` in a
 /// binary of one file, `module::name` in one of modules (tests/tests.rs).
 fn full_test_name(exe: &Path, name: &str) -> String {
-    let out = Command::new(exe)
-        .arg("--list")
-        .stdin(Stdio::null())
-        .output()
-        .expect("list the tests of this binary");
+    let mut list = Command::new(exe);
+    list.arg("--list").stdin(Stdio::null());
+    let out = retry_spawn(|| list.output()).expect("list the tests of this binary");
     let listed = String::from_utf8_lossy(&out.stdout);
     let suffix = format!("::{name}");
     let found: Vec<&str> = listed
