@@ -24,6 +24,7 @@ per_driver!(
     a_port_batch_waiting_for_budget_does_not_hang,
     a_batch_guard_submits_when_it_drops,
     another_thread_flushes_a_batch_whose_thread_blocks_elsewhere,
+    #[cfg(target_os = "linux")]
     a_forked_child_does_not_submit_the_parents_batch,
 );
 
@@ -388,6 +389,7 @@ fn another_thread_flushes_a_batch_whose_thread_blocks_elsewhere(d: Driver) {
 /// the child (or any wait there) must not submit the parent's queued read,
 /// which the kernel would then perform into the child's copy of the
 /// buffer, leaving the parent a completion with unchanged bytes.
+#[cfg(target_os = "linux")]
 fn a_forked_child_does_not_submit_the_parents_batch(d: Driver) {
     if !d.is_uring() {
         eprintln!("SKIPPED: only a port's own ring (io_uring) defers submission");

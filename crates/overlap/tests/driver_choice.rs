@@ -4,6 +4,7 @@
 //! the environment set, and checks that the child ran and passed.
 
 use crate::common::*;
+#[cfg(target_os = "linux")]
 use futures::future::join_all;
 use overlap::{
     DriverChoice, DriverKind, Engine, Error, FallbackReason, File, DEFAULT_POOL_THREADS,
@@ -14,7 +15,15 @@ per_driver!(an_explicit_builder_choice_is_obeyed);
 fn an_explicit_builder_choice_is_obeyed(d: Driver) {
     let e = d.builder().pool_threads(5).build().unwrap();
     let info = e.driver();
-    if d.is_uring() {
+    if d.is_iocp() {
+        assert_eq!(info.kind, DriverKind::Iocp);
+        assert_eq!(info.fallback, None);
+        assert!(
+            info.detail.contains('5'),
+            "the pool's thread limit is recorded: {}",
+            info.detail
+        );
+    } else if d.is_uring() {
         assert_eq!(info.kind, DriverKind::Uring);
         assert_eq!(info.fallback, None);
         assert!(
@@ -72,6 +81,12 @@ fn overlap_driver_uring() {
 #[test]
 fn overlap_driver_bogus() {
     run_child("child_env", &[("OVERLAP_DRIVER", "bogus")], &[]);
+}
+
+#[cfg(windows)]
+#[test]
+fn overlap_driver_iocp() {
+    run_child("child_env", &[("OVERLAP_DRIVER", "iocp")], &[]);
 }
 
 #[test]
@@ -150,6 +165,18 @@ fn child_env() {
             let e = Engine::builder().ignore_env().build().unwrap();
             assert_eq!(e.driver().kind == DriverKind::Uring, uring_reason.is_none());
         }
+        #[cfg(windows)]
+        None | Some("auto") | Some("") | Some("iocp") => {
+            let e = auto.unwrap();
+            assert_eq!(
+                e.driver().kind,
+                DriverKind::Iocp,
+                "auto prefers completion ports"
+            );
+            assert_eq!(e.driver().fallback, None);
+            roundtrip(&e);
+        }
+        #[cfg(target_os = "linux")]
         None | Some("auto") | Some("") => {
             let e = auto.unwrap();
             match &uring_reason {
@@ -204,6 +231,7 @@ fn roundtrip(engine: &Engine) {
 
 // ------------------------------------------------------------ seccomp
 
+#[cfg(target_os = "linux")]
 #[test]
 fn seccomp_eperm_falls_back_to_the_pool_with_the_reason() {
     run_child(
@@ -213,6 +241,7 @@ fn seccomp_eperm_falls_back_to_the_pool_with_the_reason() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn seccomp_eperm_with_forced_uring_is_an_error_with_the_fix() {
     run_child(
@@ -225,6 +254,7 @@ fn seccomp_eperm_with_forced_uring_is_an_error_with_the_fix() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn seccomp_eperm_and_io_setup_eagain_fall_back_to_the_plain_pool() {
     run_child(
@@ -237,6 +267,7 @@ fn seccomp_eperm_and_io_setup_eagain_fall_back_to_the_plain_pool() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn seccomp_enosys_and_enomem_are_told_apart() {
     run_child(
@@ -251,6 +282,7 @@ fn seccomp_enosys_and_enomem_are_told_apart() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "run in a child process by the seccomp_* tests"]
 fn child_seccomp() {
@@ -266,7 +298,7 @@ fn child_seccomp() {
     seccomp_child_x86_64();
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn seccomp_child_x86_64() {
     let name = std::env::var("OVERLAP_TEST_SECCOMP_ERRNO").unwrap();
     let (errno, expected) = match name.as_str() {
@@ -368,7 +400,7 @@ fn seccomp_child_x86_64() {
     child_ok("child_seccomp");
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod seccomp {
     use libc::{sock_filter, sock_fprog};
 
@@ -462,11 +494,13 @@ mod seccomp {
 
 // ------------------------------------------------------------ pool threads
 
+#[cfg(target_os = "linux")]
 #[test]
 fn the_pool_driver_never_exceeds_its_thread_limit() {
     run_child("child_pool_threads", &[], &["OVERLAP_DRIVER"]);
 }
 
+#[cfg(target_os = "linux")]
 fn pool_threads_alive() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -478,6 +512,7 @@ fn pool_threads_alive() -> usize {
         .count()
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "run in a child process by the_pool_driver_never_exceeds_its_thread_limit"]
 fn child_pool_threads() {
@@ -537,6 +572,7 @@ fn child_pool_threads() {
 /// The kernel's io_uring worker pool is bounded like everything else: a
 /// limit set by the builder is in force, reported, and respected when the
 /// kernel must hand writes that extend a direct file to its workers.
+#[cfg(target_os = "linux")]
 #[test]
 fn max_kernel_workers_bounds_and_reports_iou_wrk_threads() {
     // In a child process: iou-wrk threads are counted process-wide, and the
@@ -544,6 +580,7 @@ fn max_kernel_workers_bounds_and_reports_iou_wrk_threads() {
     run_child("child_max_kernel_workers", &[], &["OVERLAP_DRIVER"]);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "run in a child process by max_kernel_workers_bounds_and_reports_iou_wrk_threads"]
 fn child_max_kernel_workers() {
@@ -610,6 +647,7 @@ fn child_max_kernel_workers() {
 /// (submission, completion) entries of every io_uring the process holds
 /// open, as the kernel reports them (`SqMask`/`CqMask` in
 /// `/proc/self/fdinfo`).
+#[cfg(target_os = "linux")]
 fn open_ring_sizes() -> Vec<(u32, u32)> {
     let mask = |info: &str, key: &str| -> Option<u32> {
         let line = info.lines().find(|l| l.starts_with(key))?;
@@ -633,6 +671,7 @@ fn open_ring_sizes() -> Vec<(u32, u32)> {
     sizes
 }
 
+#[cfg(target_os = "linux")]
 fn count_of(size: (u32, u32)) -> usize {
     open_ring_sizes().iter().filter(|s| **s == size).count()
 }
@@ -642,6 +681,7 @@ fn count_of(size: (u32, u32)) -> usize {
 /// `max_inflight_ops`), a thread's own (`thread_ring_entries`, 16 times as
 /// many completions) and a reactor ring (`reactor_ring_entries`), as the
 /// kernel reports the rings it made. Sizes no other test asks for.
+#[cfg(target_os = "linux")]
 #[test]
 fn ring_sizes_travel_from_the_builder_to_every_ring() {
     if let Some(why) = uring_unavailable() {

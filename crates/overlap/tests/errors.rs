@@ -550,6 +550,17 @@ fn use_after_close_and_close_twice(d: Driver) {
     assert_eq!(std_len(&path), 4096);
 }
 
+/// A missing file, and a missing directory on its path: `ENOENT` both on
+/// Linux; `ERROR_FILE_NOT_FOUND` and `ERROR_PATH_NOT_FOUND` on Windows.
+#[cfg(target_os = "linux")]
+const NOT_FOUND: i32 = libc::ENOENT;
+#[cfg(target_os = "linux")]
+const PATH_NOT_FOUND: i32 = libc::ENOENT;
+#[cfg(windows)]
+const NOT_FOUND: i32 = 2;
+#[cfg(windows)]
+const PATH_NOT_FOUND: i32 = 3;
+
 fn opening_a_missing_file(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
@@ -562,7 +573,7 @@ fn opening_a_missing_file(d: Driver) {
         match opts.open(&engine, &missing).wait() {
             Err(Error::Io(e)) => {
                 assert_eq!(e.kind(), ErrorKind::NotFound);
-                assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+                assert_eq!(e.raw_os_error(), Some(NOT_FOUND));
             }
             other => panic!("expected NotFound, got {other:?}"),
         }
@@ -570,7 +581,7 @@ fn opening_a_missing_file(d: Driver) {
     match File::open(&engine, dir.path().join("no/such/dir/file")).wait() {
         Err(e) => {
             assert_eq!(e.kind(), ErrorKind::NotFound);
-            assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+            assert_eq!(e.raw_os_error(), Some(PATH_NOT_FOUND));
         }
         Ok(_) => panic!("opened a missing file"),
     }
@@ -606,9 +617,7 @@ fn invalid_open_options(d: Driver) {
         }
     }
     // A path with a NUL byte.
-    let nul: std::path::PathBuf =
-        <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(b"bad\0name".to_vec())
-            .into();
+    let nul = std::path::PathBuf::from("bad\0name");
     assert!(matches!(
         OpenOptions::new().read(true).open(&engine, nul).wait(),
         Err(Error::InvalidInput(_))
@@ -657,6 +666,7 @@ fn operations_after_shutdown(d: Driver) {
     assert_pattern(&std_read(&path, 0, 4096), 43, 0);
 }
 
+#[cfg(target_os = "linux")]
 fn kernel_errors_are_typed_and_counted(d: Driver) {
     let engine = d.builder().cache_fast_path(false).build().unwrap();
     let dir = tempdir();
@@ -682,6 +692,56 @@ fn kernel_errors_are_typed_and_counted(d: Driver) {
     assert_eq!(c.buf, vec![6u8; 32]);
     let after = engine.stats();
     assert_eq!(after.errors - before.errors, 3, "{after:?}");
+    assert_eq!(after.completed, after.submitted);
+}
+
+/// Windows' form: a directory does not open as a file
+/// (`ERROR_ACCESS_DENIED`), and writing to a pipe whose reader has gone
+/// is a broken pipe from the system (`ERROR_NO_DATA` or
+/// `ERROR_BROKEN_PIPE`), through `.wait()` and through a port, with the
+/// buffer back; each is counted as an error.
+#[cfg(windows)]
+fn kernel_errors_are_typed_and_counted(d: Driver) {
+    const ERROR_ACCESS_DENIED: i32 = 5;
+    #[track_caller]
+    fn assert_broken_pipe(e: &Error) {
+        assert!(matches!(e.raw_os_error(), Some(232 | 109)), "{e:?}");
+        assert_eq!(e.kind(), ErrorKind::BrokenPipe, "{e:?}");
+    }
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let (reader, name) = named_pipe(&engine);
+    let pipe = OpenOptions::new()
+        .write(true)
+        .open(&engine, &name)
+        .wait()
+        .unwrap();
+    reader.close().wait().unwrap();
+    let before = engine.stats();
+    assert!(File::open(&engine, dir.path().join("missing"))
+        .wait()
+        .is_err());
+    match File::open(&engine, dir.path()).wait() {
+        Err(Error::Io(e)) => {
+            assert_eq!(e.raw_os_error(), Some(ERROR_ACCESS_DENIED), "{e}");
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+        }
+        other => panic!("expected ERROR_ACCESS_DENIED, got {other:?}"),
+    }
+    let (res, back) = pipe.write_at(vec![4u8; 64], 0).wait();
+    assert_broken_pipe(&res.unwrap_err());
+    assert_eq!(back, vec![4u8; 64], "the buffer comes back");
+    // Through a port too: the error arrives as a completion with the buffer.
+    let port: Port<Vec<u8>> = Port::new(&engine);
+    port.write_at(&pipe, vec![6u8; 32], 0, 99).unwrap();
+    let c = port
+        .next_timeout(std::time::Duration::from_secs(30))
+        .expect("a completion");
+    assert_eq!(c.key, 99);
+    assert_broken_pipe(&c.result.unwrap_err());
+    assert_eq!(c.buf, vec![6u8; 32]);
+    let after = engine.stats();
+    assert_eq!(after.errors - before.errors, 4, "{after:?}");
     assert_eq!(after.completed, after.submitted);
 }
 

@@ -22,9 +22,14 @@
 //!
 //! Each driver's matrix runs in a child process of its own, one cell after
 //! another, so that descriptors and threads can be counted.
+//!
+//! On Windows the IOCP and pool drivers run it, with a named pipe for the
+//! pipe read, the process's handles and threads counted, and no fork (nor
+//! reactor rings, which are io_uring's).
 
 use std::future::Future;
 use std::io::Write;
+#[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -34,7 +39,24 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{AlignedBuf, Engine, File, OpenOptions, Port, ReactorRing};
+#[cfg(target_os = "linux")]
+use overlap::ReactorRing;
+use overlap::{AlignedBuf, Engine, File, OpenOptions, Port};
+
+/// Windows has no reactor rings (io_uring's): a type of which no value
+/// exists, for the signatures that take one.
+#[cfg(windows)]
+enum ReactorRing {}
+
+#[cfg(windows)]
+impl ReactorRing {
+    fn enter<R>(&self, _: impl FnOnce() -> R) -> R {
+        match *self {}
+    }
+    fn reap(&self) {
+        match *self {}
+    }
+}
 
 const CELL_LIMIT: Duration = Duration::from_secs(30);
 /// When the pipe is written to, after the event.
@@ -93,8 +115,12 @@ const KINDS: [Kind; 5] = [
 fn not_applicable(d: Driver, front: Front, event: Event, kind: Kind) -> Option<&'static str> {
     use Event::*;
     match (front, event, kind) {
+        (_, Fork, _) if cfg!(windows) => Some("no fork on Windows"),
         (Front::Port, _, Kind::Open) => Some("a port reads and writes only"),
         (_, Appenders, k) if k != Kind::Write => Some("appending is a write"),
+        (_, Appenders, _) if torn_appends() => {
+            Some("this system's appends are not atomic (std's own lose lines)")
+        }
         (Front::Wait, SubmitterExits | Moved, _) => {
             Some("`.wait()` returns only once its operations completed")
         }
@@ -105,17 +131,60 @@ fn not_applicable(d: Driver, front: Front, event: Event, kind: Kind) -> Option<&
     }
 }
 
+/// Whether this system's own appenders lose lines (probed once; never on
+/// Linux).
+fn torn_appends() -> bool {
+    static TORN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TORN.get_or_init(|| appends_are_not_atomic_here(tempdir().path()))
+}
+
 /// What one cell needs: an engine of the driver, the files.
 struct Env {
     engine: Engine,
     data: PathBuf,
     dir: PathBuf,
+    #[cfg(target_os = "linux")]
     fifo: PathBuf,
     /// Keeps a writer present, so that opening the FIFO never blocks.
     fifo_keep: std::fs::File,
+    /// Windows: the named pipe's reading end, adopted by the engine, for
+    /// the cell's pipe read.
+    #[cfg(windows)]
+    pipe: std::sync::Mutex<Option<File>>,
 }
 
 impl Env {
+    #[cfg(windows)]
+    fn new(d: Driver, dir: &Path, data: &Path) -> Env {
+        let engine = d.engine();
+        let (pipe, name) = named_pipe(&engine);
+        let fifo_keep = std::fs::OpenOptions::new().write(true).open(name).unwrap();
+        Env {
+            engine,
+            data: data.to_path_buf(),
+            dir: dir.to_path_buf(),
+            fifo_keep,
+            pipe: std::sync::Mutex::new(Some(pipe)),
+        }
+    }
+
+    /// The file to read the pipe through (the cell's only pipe read).
+    #[cfg(windows)]
+    fn pipe_file(&self) -> File {
+        let mut slot = self.pipe.lock().unwrap_or_else(|p| p.into_inner());
+        slot.take().expect("one pipe read per cell")
+    }
+
+    #[cfg(target_os = "linux")]
+    fn pipe_file(&self) -> File {
+        OpenOptions::new()
+            .read(true)
+            .open(&self.engine, &self.fifo)
+            .wait()
+            .unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
     fn new(d: Driver, dir: &Path, data: &Path) -> Env {
         use std::os::unix::fs::OpenOptionsExt;
         let fifo = dir.join(format!("fifo-{}", unique()));
@@ -144,6 +213,12 @@ impl Env {
         })
     }
 
+    /// Windows: nothing evicts the file from the system's cache; the read
+    /// is an ordinary buffered one.
+    #[cfg(windows)]
+    fn evict(&self) {}
+
+    #[cfg(target_os = "linux")]
     fn evict(&self) {
         let f = std::fs::File::open(&self.data).unwrap();
         // SAFETY: plain descriptor call.
@@ -202,11 +277,7 @@ fn op(env: &Env, kind: Kind, slot: u64) -> Checked {
             })
         }
         Kind::Pipe => {
-            let f = OpenOptions::new()
-                .read(true)
-                .open(&engine, &env.fifo)
-                .wait()
-                .unwrap();
+            let f = env.pipe_file();
             Box::pin(async move {
                 let (res, buf) = f.read_at(vec![0u8; 5], 0).await;
                 match res {
@@ -225,15 +296,24 @@ fn op(env: &Env, kind: Kind, slot: u64) -> Checked {
                     .map_err(|e| format!("open: {e}"))?;
                 // Checked with a plain `pread`: the engine may be shut
                 // down by now (the cell's event), the descriptor not.
-                let mut buf = vec![0u8; BS];
-                // SAFETY: reads into a live buffer of BS bytes from a
-                // descriptor the file keeps open.
-                let n = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), BS, 0) };
-                check_read(
-                    usize::try_from(n).map_err(|_| std::io::Error::last_os_error().into()),
-                    &buf,
-                    0,
-                )
+                #[cfg(target_os = "linux")]
+                {
+                    let mut buf = vec![0u8; BS];
+                    // SAFETY: reads into a live buffer of BS bytes from a
+                    // descriptor the file keeps open.
+                    let n = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), BS, 0) };
+                    check_read(
+                        usize::try_from(n).map_err(|_| std::io::Error::last_os_error().into()),
+                        &buf,
+                        0,
+                    )
+                }
+                // Windows: a `ReadFile` of the handle, off the completion port.
+                #[cfg(windows)]
+                match overlapped_read(f.as_raw_handle(), BS, 0) {
+                    Ok(buf) => check_read(Ok(buf.len()), &buf, 0),
+                    Err(e) => check_read(Err(e.into()), &[], 0),
+                }
             })
         }
     }
@@ -325,9 +405,16 @@ fn finish_on(ring: Option<&ReactorRing>, mut fut: Checked) -> Result<(), String>
     }
 }
 
+/// Windows has no fork (its cells are not applicable there).
+#[cfg(windows)]
+fn fork_child_goes_on(_: Driver, _: &Path) -> Result<(), String> {
+    Err("no fork on Windows".into())
+}
+
 /// Forks; the child makes an engine of its own, reads with it, and exits
 /// normally (`exit`, which runs the process's exit handlers). Returns once
 /// the child has ended, or an error if it failed or hung.
+#[cfg(target_os = "linux")]
 fn fork_child_goes_on(d: Driver, data: &Path) -> Result<(), String> {
     let data = data.to_path_buf();
     // SAFETY: the child uses only what a fresh engine needs and leaves with
@@ -512,11 +599,7 @@ fn port_op(env: &Env, port: &Port<Vec<u8>>, kind: Kind, slot: u64) -> Result<(),
             port.write_at(&f, pattern(slot, 0, BS), 0, u64::MAX)
         }
         Kind::Pipe => {
-            let f = OpenOptions::new()
-                .read(true)
-                .open(engine, &env.fifo)
-                .wait()
-                .unwrap();
+            let f = env.pipe_file();
             port.read_at(&f, vec![0u8; 5], 0, u64::MAX - 1)
         }
         Kind::Open => unreachable!("not applicable"),
@@ -613,6 +696,13 @@ fn direct_port_cell(d: Driver, event: Event, env: &Env, slot: u64) -> Result<(),
     }
 }
 
+/// Windows has no reactor rings (their cells are not applicable there).
+#[cfg(windows)]
+fn reactor_cell(_: Driver, _: Event, _: Kind, _: &Env, _: u64) -> Result<(), String> {
+    Err("no reactor rings on Windows".into())
+}
+
+#[cfg(target_os = "linux")]
 fn reactor_cell(d: Driver, event: Event, kind: Kind, env: &Env, slot: u64) -> Result<(), String> {
     let ring = ReactorRing::new().map_err(|e| format!("no reactor ring: {e}"))?;
     let res = match event {
@@ -726,12 +816,26 @@ fn appenders(
     }
 }
 
+#[cfg(target_os = "linux")]
 fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// Windows: the process's open handles (`GetProcessHandleCount`).
+#[cfg(windows)]
+fn fds() -> usize {
+    process_handles()
+}
+
+/// Windows: the process's threads.
+#[cfg(windows)]
+fn threads() -> usize {
+    process_threads()
+}
+
 /// Threads of this process, less the kernel's io-wq workers (`iou-wrk-*`):
 /// they belong to a live thread's io_uring and linger idle for seconds.
+#[cfg(target_os = "linux")]
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -749,7 +853,14 @@ fn run_matrix(d: Driver) {
     let dir = tempdir();
     let data = dir.path().join("data");
     std_create_pattern(&data, SEED, BLOCKS as usize * BS);
-    std::fs::File::open(&data).unwrap().sync_all().unwrap();
+    // (Windows flushes only through a handle that may write.)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(cfg!(windows))
+        .open(&data)
+        .unwrap()
+        .sync_all()
+        .unwrap();
     // Warm-up: this thread's own ring, the process's lazily made state.
     {
         let env = Env::new(d, dir.path(), &data);
@@ -823,11 +934,19 @@ fn in_child_per_driver(name: &str, d: Option<Driver>) {
     }
 }
 
+#[cfg(windows)]
+#[test]
+fn lifecycle_matrix_iocp() {
+    in_child_per_driver("lifecycle_matrix_iocp", Some(Driver::iocp()));
+}
+
+#[cfg(target_os = "linux")]
 #[test]
 fn lifecycle_matrix_uring() {
     in_child_per_driver("lifecycle_matrix_uring", Driver::uring());
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn lifecycle_matrix_aio() {
     in_child_per_driver("lifecycle_matrix_aio", Driver::aio());

@@ -5,12 +5,17 @@
 
 use crate::common::*;
 use futures::future::join_all;
-use overlap::{Access, AlignedBufPool, Engine, File, OpenOptions};
+#[cfg(target_os = "linux")]
+use overlap::{Access, OpenOptions};
+use overlap::{AlignedBufPool, Engine, File};
+#[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 
 per_driver!(
     cached_buffered_reads_are_fast_path_hits_and_inline,
+    #[cfg(target_os = "linux")]
     evicted_reads_are_fast_path_misses,
+    #[cfg(target_os = "linux")]
     fast_path_backs_off_after_misses_and_returns_when_cached,
     the_fast_path_can_be_switched_off,
     direct_reads_are_not_inline,
@@ -44,6 +49,10 @@ fn cached_buffered_reads_are_fast_path_hits_and_inline(d: Driver) {
         assert_pattern(&buf, 110, (i * KIB16) as u64);
     }
     let after = engine.stats();
+    if cfg!(windows) {
+        assert_counted_without_a_fast_path(&before, &after, n, n * KIB16 as u64);
+        return;
+    }
     assert_eq!(after.fast_path_hits - before.fast_path_hits, n, "{after:?}");
     assert_eq!(after.fast_path_misses, before.fast_path_misses);
     assert_eq!(after.completed_inline - before.completed_inline, n);
@@ -60,6 +69,35 @@ fn cached_buffered_reads_are_fast_path_hits_and_inline(d: Driver) {
     );
 }
 
+/// Windows has no read that answers from the file cache alone without
+/// waiting for the device (Linux's `RWF_NOWAIT`): no read is counted as a
+/// fast-path hit or miss; each of the `n` reads is counted once, inline or
+/// not (which one, the system decides: not asserted), with its bytes.
+fn assert_counted_without_a_fast_path(
+    before: &overlap::Stats,
+    after: &overlap::Stats,
+    n: u64,
+    bytes: u64,
+) {
+    eprintln!(
+        "SKIPPED (partly): on Windows no read is answered from the cache on the calling thread \
+         (no RWF_NOWAIT), and whether a read completes at once is the system's choice"
+    );
+    assert_eq!(after.fast_path_hits, before.fast_path_hits, "{after:?}");
+    assert_eq!(after.fast_path_misses, before.fast_path_misses, "{after:?}");
+    assert_eq!(after.submitted - before.submitted, n);
+    assert_eq!(after.completed - before.completed, n);
+    assert_eq!(
+        after.completed_inline + after.completed_async
+            - before.completed_inline
+            - before.completed_async,
+        n,
+        "every read counted once, inline or not ({after:?})"
+    );
+    assert_eq!(after.bytes_read - before.bytes_read, bytes);
+}
+
+#[cfg(target_os = "linux")]
 fn evicted_reads_are_fast_path_misses(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
@@ -180,7 +218,12 @@ fn the_fast_path_can_be_switched_off(d: Driver) {
         after.submit_syscalls > before.submit_syscalls,
         "the reads went to the driver"
     );
-    if !d.is_uring() {
+    if d.is_iocp() {
+        eprintln!(
+            "SKIPPED (partly): on the IOCP driver the device's driver, not the waiting \
+             thread, completes a read: no inline count to check"
+        );
+    } else if !d.is_uring() {
         // `.wait()` on the pool runs each read on the waiting thread.
         assert_eq!(
             after.ran_on_caller - before.ran_on_caller,
@@ -229,6 +272,13 @@ fn direct_reads_are_not_inline(d: Driver) {
         n,
         "every read counted once, inline or not ({after:?})"
     );
+    if inline > 0 && cfg!(windows) {
+        eprintln!(
+            "SKIPPED: direct_reads_are_not_inline: {inline} of {n} direct reads completed \
+             within the submitting call; on Windows (and Wine) that is the system's choice"
+        );
+        return;
+    }
     if inline > 0 {
         // On some virtual disks (virtio) a cache below the file system
         // answers O_DIRECT reads within the submitting call. Then they are
@@ -361,6 +411,7 @@ fn high_water_marks_stay_within_the_limits(d: Driver) {
 /// Regression (probe finding): on a miss the kernel starts the disk read on
 /// the calling thread, so a file that keeps missing stops trying the page
 /// cache first, and gets the fast path back once it is cached.
+#[cfg(target_os = "linux")]
 fn fast_path_backs_off_after_misses_and_returns_when_cached(d: Driver) {
     let engine = d.engine();
     let dir = tempdir();
@@ -422,6 +473,7 @@ fn fast_path_backs_off_after_misses_and_returns_when_cached(d: Driver) {
 /// (`mincore` on a shared read-only mapping).
 /// One `preadv2(RWF_NOWAIT)` of 4 KiB at `off`: whether the kernel served
 /// it without waiting.
+#[cfg(target_os = "linux")]
 fn raw_nowait_read(f: &std::fs::File, off: u64) -> bool {
     let mut buf = vec![0u8; 4096];
     let iov = libc::iovec {
@@ -433,6 +485,7 @@ fn raw_nowait_read(f: &std::fs::File, off: u64) -> bool {
     r == 4096
 }
 
+#[cfg(target_os = "linux")]
 fn resident_pages(fd: i32, len: usize) -> usize {
     // SAFETY: a fresh read-only shared mapping of `len` bytes of our own
     // descriptor, unmapped below; the result is checked.
@@ -466,43 +519,23 @@ fn resident_pages(fd: i32, len: usize) -> usize {
 /// thread, or `None` (never a wait for the device), counted as the fast
 /// path; the errors of a read for a closed or write-only file.
 fn read_cached_at_answers_from_the_page_cache_only(d: Driver) {
-    use std::os::fd::AsRawFd;
     let engine = d.engine();
     let dir = tempdir();
     let path = dir.path().join("cached");
     let file = cached_file(&engine, &path, 111, 1 << 16);
-    let before = engine.stats();
     let mut buf = vec![0u8; KIB16];
-    assert_eq!(file.read_cached_at(&mut buf, 4096).unwrap(), Some(KIB16));
-    assert_pattern(&buf, 111, 4096);
-    // Short at the end of the file, nothing past it.
-    assert_eq!(
-        file.read_cached_at(&mut buf, (1 << 16) - 100).unwrap(),
-        Some(100)
-    );
-    assert_eq!(file.read_cached_at(&mut buf, 1 << 20).unwrap(), Some(0));
-    let after = engine.stats();
-    assert_eq!(after.fast_path_hits - before.fast_path_hits, 3, "{after:?}");
-    assert_eq!(after.completed_inline - before.completed_inline, 3);
-    assert_eq!(after.bytes_read - before.bytes_read, KIB16 as u64 + 100);
-    assert_eq!(after.submit_syscalls, before.submit_syscalls);
-
-    // Evicted: the kernel does not wait for the device, and says so.
-    file.sync_all().wait().unwrap();
-    let std_file = std::fs::File::open(&path).unwrap();
-    // SAFETY: plain descriptor call.
-    let r = unsafe { libc::posix_fadvise(std_file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(r, 0);
-    let before = engine.stats();
-    match file.read_cached_at(&mut buf, 0).unwrap() {
-        None => {
-            let after = engine.stats();
-            assert_eq!(after.fast_path_misses - before.fast_path_misses, 1);
-            assert_eq!(after.completed, before.completed, "no operation");
-        }
-        Some(n) => eprintln!(
-            "SKIPPED: read_cached_at on an evicted file: the kernel kept the pages ({n} bytes answered)"
-        ),
+    #[cfg(target_os = "linux")]
+    read_cached_at_hits_and_misses(&engine, &file, &path, &mut buf);
+    // Windows has no read from the cache alone (no RWF_NOWAIT): never an
+    // answer, nothing counted, no operation.
+    #[cfg(windows)]
+    {
+        let before = engine.stats();
+        assert_eq!(file.read_cached_at(&mut buf, 4096).unwrap(), None);
+        let after = engine.stats();
+        assert_eq!(after.fast_path_hits, before.fast_path_hits);
+        assert_eq!(after.fast_path_misses, before.fast_path_misses);
+        assert_eq!(after.completed, before.completed, "no operation");
     }
 
     // O_DIRECT files have no page cache to ask: no system call (the
@@ -538,4 +571,47 @@ fn read_cached_at_answers_from_the_page_cache_only(d: Driver) {
         file.read_cached_at(&mut buf, 0),
         Err(overlap::Error::Closed)
     ));
+}
+
+/// `read_cached_at` of cached data is a hit answered inline, and of evicted
+/// data a miss with no operation.
+#[cfg(target_os = "linux")]
+fn read_cached_at_hits_and_misses(
+    engine: &Engine,
+    file: &File,
+    path: &std::path::Path,
+    buf: &mut [u8],
+) {
+    let before = engine.stats();
+    assert_eq!(file.read_cached_at(buf, 4096).unwrap(), Some(KIB16));
+    assert_pattern(buf, 111, 4096);
+    // Short at the end of the file, nothing past it.
+    assert_eq!(
+        file.read_cached_at(buf, (1 << 16) - 100).unwrap(),
+        Some(100)
+    );
+    assert_eq!(file.read_cached_at(buf, 1 << 20).unwrap(), Some(0));
+    let after = engine.stats();
+    assert_eq!(after.fast_path_hits - before.fast_path_hits, 3, "{after:?}");
+    assert_eq!(after.completed_inline - before.completed_inline, 3);
+    assert_eq!(after.bytes_read - before.bytes_read, KIB16 as u64 + 100);
+    assert_eq!(after.submit_syscalls, before.submit_syscalls);
+
+    // Evicted: the kernel does not wait for the device, and says so.
+    file.sync_all().wait().unwrap();
+    let std_file = std::fs::File::open(path).unwrap();
+    // SAFETY: plain descriptor call.
+    let r = unsafe { libc::posix_fadvise(std_file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0);
+    let before = engine.stats();
+    match file.read_cached_at(buf, 0).unwrap() {
+        None => {
+            let after = engine.stats();
+            assert_eq!(after.fast_path_misses - before.fast_path_misses, 1);
+            assert_eq!(after.completed, before.completed, "no operation");
+        }
+        Some(n) => eprintln!(
+            "SKIPPED: read_cached_at on an evicted file: the kernel kept the pages ({n} bytes answered)"
+        ),
+    }
 }

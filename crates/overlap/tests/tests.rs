@@ -21,32 +21,21 @@ mod common;
 #[cfg(target_os = "linux")]
 mod aio;
 mod backpressure;
-#[cfg(target_os = "linux")]
 mod batching;
 mod cancel;
-#[cfg(target_os = "linux")]
 mod driver_choice;
-#[cfg(target_os = "linux")]
 mod errors;
-#[cfg(target_os = "linux")]
 mod lifecycle;
-#[cfg(target_os = "linux")]
 mod matrix;
-#[cfg(target_os = "linux")]
 mod ops;
-#[cfg(target_os = "linux")]
 mod paths;
 mod port;
-#[cfg(target_os = "linux")]
 mod port_batch;
 #[cfg(target_os = "linux")]
 mod registered;
 mod runtimes;
-#[cfg(target_os = "linux")]
 mod stats;
 mod taskrun;
 mod thread_exit;
-#[cfg(target_os = "linux")]
 mod torture;
-#[cfg(target_os = "linux")]
 mod waiting;

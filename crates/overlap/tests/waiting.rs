@@ -278,7 +278,8 @@ fn waiting_threads_stay_within_the_budget(d: Driver) {
     assert!(s.inflight_ops_high_water <= 2, "{s:?}");
     assert_eq!(s.completed - before.completed, 256, "{s:?}");
     assert_eq!(engine.in_flight(), (0, 0));
-    if !d.is_uring() {
+    // (On the IOCP driver the port's threads complete the reads.)
+    if !d.is_uring() && !d.is_iocp() {
         assert_eq!(s.ran_on_caller - before.ran_on_caller, 256, "{s:?}");
         assert_eq!(
             s.submitted_pool, before.submitted_pool,
@@ -290,6 +291,7 @@ fn waiting_threads_stay_within_the_budget(d: Driver) {
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// The child process of `a_forked_child_gets_a_ring_of_its_own`.
+#[cfg(target_os = "linux")]
 #[test]
 fn fork_child() {
     if !is_child("fork_child") {
@@ -345,6 +347,7 @@ fn fork_child() {
 
 /// A thread that used `.wait()` forks; the child's `.wait()` must not touch
 /// the ring it inherited (shared memory, another submitter).
+#[cfg(target_os = "linux")]
 #[test]
 fn a_forked_child_gets_a_ring_of_its_own() {
     if Driver::uring().is_none() {
@@ -444,6 +447,13 @@ fn wait_reports_inline_and_async_exactly(d: Driver) {
     }
     let s = engine.stats();
     assert_eq!(s.completed - before.completed, 16);
+    if d.is_iocp() {
+        eprintln!(
+            "SKIPPED (partly): on the IOCP driver whether a read completes at once is the \
+             system's choice: not asserted"
+        );
+        return;
+    }
     if d.is_uring() {
         // The kernel serves a cached read during the submitting call.
         assert_eq!(s.completed_inline - before.completed_inline, 16, "{s:?}");
@@ -489,7 +499,7 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
     let dir = tempdir();
     let path = dir.path().join("direct");
     std_create_pattern(&path, 94, 16 * 4096);
-    let pool_driver = !d.is_uring() && !d.is_aio();
+    let pool_driver = !d.is_uring() && !d.is_aio() && !d.is_iocp();
     for on in [false, true] {
         let engine = d.builder().waits_on_caller(on).build().unwrap();
         let file = open_direct(&engine, &path);
@@ -511,6 +521,9 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
                 s.submitted_on_thread_rings, before.submitted_on_thread_rings,
                 "{s:?}"
             );
+        } else if d.is_iocp() {
+            // The completion port took them.
+            assert_eq!(on_caller, 0, "waits_on_caller(false): {s:?}");
         } else {
             assert_eq!(on_caller, 0, "waits_on_caller(false): {s:?}");
             let kernel = (s.submitted_on_thread_rings - before.submitted_on_thread_rings)
@@ -534,6 +547,7 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
 /// A forked child leaves its parent's orphaned reactor rings alone: their
 /// completion queue is memory the child shares with the parent, so a child
 /// that served them would take the parent's completions.
+#[cfg(target_os = "linux")]
 #[test]
 fn a_forked_child_leaves_the_parents_orphaned_rings_alone() {
     if Driver::uring().is_none() {
@@ -552,6 +566,7 @@ fn a_forked_child_leaves_the_parents_orphaned_rings_alone() {
 /// (`orphan`), then a fork whose child keeps its own engine's thread
 /// parking (where the watcher looks) while the parent feeds the pipe. The
 /// parent's read must complete, with what was written.
+#[cfg(target_os = "linux")]
 #[test]
 fn fork_orphan_child() {
     use std::future::Future;

@@ -275,8 +275,9 @@ pub(crate) unsafe fn transfer_at(fd: i32, ptr: *mut u8, len: u32, offset: u64, w
     })
 }
 
-/// A failed read's or write's result: end of file, or of a pipe whose
-/// writer closed it, is a read of 0 bytes (as `read(2)` says it on Linux).
+/// A failed read's or write's result: end of file (a file's, or a pipe's
+/// whose writer closed it) is a read of 0 bytes, as the IOCP driver's
+/// `result_of` says and std reads a broken pipe.
 fn transfer_failed(code: u32, write: bool) -> i64 {
     if !write && (code == ERROR_HANDLE_EOF || code == ERROR_BROKEN_PIPE) {
         0
