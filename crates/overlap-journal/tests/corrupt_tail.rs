@@ -3,7 +3,7 @@
 //! after it (damage to acknowledged data), in both recovery modes.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
+use crate::common::FileExt;
 use std::path::{Path, PathBuf};
 
 use overlap_journal::format::{encode_record, Checkpoint, Geometry, CHECKPOINT_SLOT};

@@ -5,7 +5,7 @@
 //! every valid record after it and reporting what it dropped.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
+use crate::common::FileExt;
 use std::path::PathBuf;
 
 use overlap_journal::format::{Checkpoint, Geometry, CHECKPOINT_SLOT};

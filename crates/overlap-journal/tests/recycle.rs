@@ -2,7 +2,7 @@
 //! (their space was written before), and the old records they still hold
 //! are never taken for live ones.
 
-use std::os::unix::fs::FileExt;
+use crate::common::FileExt;
 use std::path::{Path, PathBuf};
 
 use overlap_journal::format::{encode_record, record_span, Geometry};

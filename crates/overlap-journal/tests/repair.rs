@@ -4,7 +4,7 @@
 //! segments, and it saves every byte it rewrites or deletes (a bad
 //! segment header, a stray segment) and says so.
 
-use std::os::unix::fs::FileExt;
+use crate::common::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! after a record, atomic batches, and a tailing reader.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
+use crate::common::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
