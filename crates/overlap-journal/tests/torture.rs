@@ -248,7 +248,10 @@ fn fork_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
         unsafe { libc::_exit(code) };
     }
     let status = wait_child(pid, Duration::from_secs(10))?;
-    let last = appended.last().map(|a| a.0).unwrap_or(overlap_journal::Lsn(0));
+    let last = appended
+        .last()
+        .map(|a| a.0)
+        .unwrap_or(overlap_journal::Lsn(0));
     j.wait_blocking(last, Level::Durable)
         .map_err(|e| e.to_string())?;
     j.close().map_err(|e| e.to_string())?;

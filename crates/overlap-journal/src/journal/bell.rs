@@ -199,6 +199,10 @@ fn wait(word: &AtomicU32, seen: u32, limit: Duration) -> bool {
         .as_nanos()
         .div_ceil(1_000_000)
         .min(u128::from(u32::MAX - 1)) as u32;
+    debug_assert!(
+        ms > 0 || limit.is_zero(),
+        "a limit is never rounded down to a poll"
+    );
     // SAFETY: WaitOnAddress reads the aligned u32 the atomic owns (it lives
     // as long as the caller's borrow, which outlives the call) and `seen`
     // on this stack frame, both of the size given; it writes no memory.
@@ -218,6 +222,7 @@ fn wait(word: &AtomicU32, seen: u32, limit: Duration) -> bool {
 #[cfg(windows)]
 fn wake(word: &AtomicU32, n: i32) {
     use windows_sys::Win32::System::Threading::{WakeByAddressAll, WakeByAddressSingle};
+    debug_assert!(n > 0, "a wake-up wakes someone");
     let addr = word.as_ptr().cast_const().cast();
     if n == i32::MAX {
         // SAFETY: only the address is used, as a key.

@@ -207,6 +207,10 @@ pub(super) fn free_bytes(dir: &Path) -> io::Result<Option<u64>> {
     if unsafe { GetDiskFreeSpaceExW(wide.as_ptr(), &mut avail, &mut total, &mut free) } == 0 {
         return Err(io::Error::last_os_error());
     }
+    debug_assert!(
+        avail <= total,
+        "no more is free to the caller than the volume holds"
+    );
     Ok((total != 0).then_some(avail))
 }
 
@@ -300,6 +304,11 @@ fn dir_key(dir: &Path) -> io::Result<(u64, u64)> {
         return Err(io::Error::last_os_error());
     }
     let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
+    debug_assert!(
+        info.dwFileAttributes & windows_sys::Win32::Storage::FileSystem::FILE_ATTRIBUTE_DIRECTORY
+            != 0,
+        "the journal's path names a directory"
+    );
     Ok((u64::from(info.dwVolumeSerialNumber), index))
 }
 

@@ -211,6 +211,7 @@ impl FsStorage {
     /// ([`Options::recycle_segments`](crate::Options::recycle_segments))
     /// are written already, as on Linux.
     fn preallocate(&self, file: &File, seq: u64, size: u64) -> io::Result<()> {
+        debug_assert!(size > 0, "a segment has a header at least");
         let what = || format!("preallocating segment {seq} ({size} bytes) with {ALLOCATE_CALL}");
         let e: io::Error = match file.allocate(0, size).wait() {
             Ok(()) => return Ok(()),
@@ -614,7 +615,8 @@ fn data_after(file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
 /// sparse files only, and a segment is not sparse; what NTFS never wrote
 /// (past the valid data length) reads as zeros, which recovery reads.
 #[cfg(windows)]
-fn data_after(_file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
+fn data_after(file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
+    debug_assert!(file.as_raw_fd() >= 0, "the segment keeps its file open");
     Ok(Some((offset, u64::MAX)))
 }
 
@@ -623,6 +625,7 @@ fn data_after(_file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
 /// system cannot (the caller writes zeros).
 #[cfg(target_os = "linux")]
 fn zero_range(file: &File, offset: u64, len: u64) -> bool {
+    debug_assert!(len > 0, "the caller zeroes no empty range");
     // SAFETY: fallocate on a descriptor the segment keeps open; no memory
     // is passed.
     let r = unsafe {
@@ -640,7 +643,8 @@ fn zero_range(file: &File, offset: u64, len: u64) -> bool {
 /// zeros of a file that is not sparse itself, synchronously); the caller
 /// writes zeros through the engine.
 #[cfg(windows)]
-fn zero_range(_file: &File, _offset: u64, _len: u64) -> bool {
+fn zero_range(_file: &File, _offset: u64, len: u64) -> bool {
+    debug_assert!(len > 0, "the caller zeroes no empty range");
     false
 }
 
