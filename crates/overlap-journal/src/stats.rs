@@ -95,8 +95,9 @@ pub struct JournalStats {
     pub full_wait_us: Summary,
     /// Segments created (preallocated).
     pub segments_created: u64,
-    /// Segments created with their full size but without their space
-    /// reserved, because the file system reserves none (never on Linux,
+    /// Segment files the storage made (the first one at open included,
+    /// unlike `segments_created`) with their full size but without their
+    /// space reserved, because the file system reserves none (never on Linux,
     /// where `fallocate` reserves or fails; on Windows where
     /// `FileAllocationInformation` is refused, as by Wine or FAT, the size
     /// is set alone with `SetEndOfFile`). Also said in the storage's note.

@@ -41,7 +41,9 @@ fn append_wait_reopen_read() {
     assert_eq!(got.len(), 500);
     let stats = j.stats();
     assert_eq!(stats.appends, 500);
-    let dsync = j.recovery_report().storage.contains("O_DSYNC");
+    // Write-through: O_DSYNC, on Windows FILE_FLAG_WRITE_THROUGH.
+    let storage = &j.recovery_report().storage;
+    let dsync = storage.contains("O_DSYNC") || storage.contains("FILE_FLAG_WRITE_THROUGH");
     assert!(stats.syncs >= 1 || dsync, "{stats:?}");
     assert!(
         stats.segments_created >= 2,

@@ -181,11 +181,13 @@ fn wake(word: &AtomicU32, n: i32) {
 }
 
 /// Windows' form of [`wait`]: `WaitOnAddress`, which compares and sleeps
-/// atomically as `FUTEX_WAIT` does. It returns `TRUE` both when woken and
-/// when the word differed already (`FALSE` on the time limit), so the word
-/// is looked at first: a sleep that found it moved is not counted as a
-/// wake-up (a move between that look and the sleep is, which at most
-/// passes on wake-ups nobody needed). Windows does not document the order in which
+/// atomically as `FUTEX_WAIT` does. It returns `TRUE` when woken, when the
+/// word differed already, and also "for other reasons" (Microsoft's
+/// documentation; Wine's wakes every sleeper on addresses that share its
+/// hash, such as the other level's word beside this one), `FALSE` on the
+/// time limit. So a wake-up counts only if the word moved: looked at
+/// before (a sleep that found it moved is not a wake-up) and after (a
+/// return with the word unchanged is no ring's). Windows does not document the order in which
 /// `WakeByAddressSingle` picks its sleepers; the sweep and the time limit
 /// (module docs) do not depend on it.
 #[cfg(windows)]
@@ -214,7 +216,7 @@ fn wait(word: &AtomicU32, seen: u32, limit: Duration) -> bool {
             ms,
         )
     };
-    ok != 0
+    ok != 0 && word.load(SeqCst) != seen
 }
 
 /// Windows' form of [`wake`]: `WakeByAddressSingle` `n` times, or
