@@ -365,3 +365,61 @@ fn lock(file: &std::fs::File, exclusive: bool) -> io::Result<bool> {
         Err(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory under the system's temporary directory.
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("overlap-journal-dir-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The lock keeps a second exclusive holder out (also another handle
+    /// of this process: `flock` belongs to the open file description,
+    /// `LockFileEx` to the handle), lets shared holders in together, and
+    /// is released with its file.
+    #[test]
+    fn the_lock_excludes_a_second_writer_and_admits_readers() {
+        let d = scratch("lock");
+        let (first, locked) = lock_dir(&d, true).unwrap();
+        assert!(locked);
+        let second = std::fs::File::open(d.join("LOCK")).unwrap();
+        assert!(!lock(&second, true).unwrap(), "a second writer is kept out");
+        assert!(!lock(&second, false).unwrap(), "a reader sees the writer");
+        drop(first);
+        assert!(lock(&second, false).unwrap(), "released with its file");
+        let third = std::fs::File::open(d.join("LOCK")).unwrap();
+        assert!(lock(&third, false).unwrap(), "readers share");
+        assert!(!lock(&std::fs::File::open(d.join("LOCK")).unwrap(), true).unwrap());
+        drop((second, third));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A directory's identity is the same however its path is spelled,
+    /// and differs between directories; its entries can be synced; the
+    /// file system reports free space.
+    #[test]
+    fn directory_identity_sync_and_free_space() {
+        let d = scratch("ident");
+        let sub = d.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let key = dir_key(&sub).unwrap();
+        assert_eq!(dir_key(&sub.join("..").join("sub")).unwrap(), key);
+        assert_ne!(dir_key(&d).unwrap(), key);
+        std::fs::write(sub.join("f"), b"x").unwrap();
+        sync_dir(&sub).unwrap();
+        #[cfg(windows)]
+        eprintln!(
+            "FlushFileBuffers on a directory handle: {:?}",
+            open_dir(&sub, true).and_then(|h| h.sync_all())
+        );
+        let free = free_bytes(&d).unwrap();
+        assert!(free.is_none_or(|f| f > 0), "{free:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
