@@ -31,6 +31,11 @@ struct Seg {
 ///   it; elsewhere (e.g. tmpfs on older kernels) buffered I/O, said in
 ///   [`Storage::describe`].
 /// - An advisory `flock` on `DIR/LOCK` keeps a second process out.
+///
+/// On Windows: `FILE_FLAG_NO_BUFFERING` and `FILE_FLAG_WRITE_THROUGH` for
+/// O_DIRECT and O_DSYNC, `FlushFileBuffers` for the syncs (of a directory
+/// too), `LockFileEx` on `DIR/LOCK`, and the size alone where the file
+/// system reserves no space (the crate documentation's *On Windows*).
 pub struct FsStorage {
     dir: PathBuf,
     engine: Engine,
