@@ -208,3 +208,21 @@ pub(crate) fn copy_io(e: &io::Error) -> io::Error {
     }
     io::Error::new(e.kind(), e.to_string())
 }
+
+/// The OS error number for "no space left on the device": `ENOSPC`, on
+/// Windows `ERROR_DISK_FULL`.
+#[cfg(not(windows))]
+pub(crate) const NO_SPACE: i32 = libc::ENOSPC;
+/// The OS error number for "no space left on the device": `ENOSPC`, on
+/// Windows `ERROR_DISK_FULL`.
+#[cfg(windows)]
+pub(crate) const NO_SPACE: i32 = windows_sys::Win32::Foundation::ERROR_DISK_FULL as i32;
+
+/// The OS error number for a device's I/O error: `EIO`, on Windows
+/// `ERROR_IO_DEVICE`.
+#[cfg(not(windows))]
+pub(crate) const IO_ERROR: i32 = libc::EIO;
+/// The OS error number for a device's I/O error: `EIO`, on Windows
+/// `ERROR_IO_DEVICE`.
+#[cfg(windows)]
+pub(crate) const IO_ERROR: i32 = windows_sys::Win32::Foundation::ERROR_IO_DEVICE as i32;

@@ -1,7 +1,8 @@
 //! A fault-injecting, in-memory [`Storage`] for tests: it remembers which
 //! writes were synced, so a simulated power loss can drop, tear (at
 //! 512-byte granularity) or reorder the rest; and it can fail a chosen
-//! write or sync with EIO, ENOSPC or a short write.
+//! write or sync with EIO, ENOSPC or a short write (on Windows
+//! `ERROR_IO_DEVICE` and `ERROR_DISK_FULL`: [`Fault::os_error`]).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -89,10 +90,21 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The OS error number the fault fails with: `EIO` or `ENOSPC` (on
+    /// Windows `ERROR_IO_DEVICE` or `ERROR_DISK_FULL`); `None` for a short
+    /// write.
+    pub fn os_error(self) -> Option<i32> {
+        match self {
+            Fault::Eio => Some(crate::error::IO_ERROR),
+            Fault::Enospc => Some(crate::error::NO_SPACE),
+            Fault::ShortWrite => None,
+        }
+    }
+
     fn error(self) -> io::Error {
         match self {
-            Fault::Eio => io::Error::from_raw_os_error(libc::EIO),
-            Fault::Enospc => io::Error::from_raw_os_error(libc::ENOSPC),
+            Fault::Eio => io::Error::from_raw_os_error(crate::error::IO_ERROR),
+            Fault::Enospc => io::Error::from_raw_os_error(crate::error::NO_SPACE),
             Fault::ShortWrite => io::Error::new(io::ErrorKind::WriteZero, "short write"),
         }
     }

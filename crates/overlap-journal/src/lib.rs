@@ -122,6 +122,51 @@
 //! commit (`sync_records`), the group-commit size each record rode in
 //! (`commit_batch_records`) and the waiters each group commit woke.
 //!
+//! ## On Windows
+//!
+//! The same format, rules and guarantees, on the engine's I/O completion
+//! port driver (or its pool), with Windows' calls in place of Linux's:
+//!
+//! - Segment files are opened with `FILE_FLAG_NO_BUFFERING` where the file
+//!   system accepts it (direct I/O) and, for write-through
+//!   ([`SyncMethod::Dsync`], the default where direct I/O works), with
+//!   `FILE_FLAG_WRITE_THROUGH`; a group commit's sync is
+//!   `FlushFileBuffers` (data and metadata: Windows has no data-only
+//!   form).
+//! - Preallocation: [`overlap::File::allocate`] reserves the segment's
+//!   space (`FileAllocationInformation`) and sets its size. A file system
+//!   that reserves nothing (Wine's, FAT) gets the size alone
+//!   (`SetEndOfFile`): counted in [`JournalStats::segments_unreserved`] and
+//!   said in the storage's note; writes then allocate as they go and may
+//!   find the disk full (fail-stop, as ever). On NTFS the space past a
+//!   file's valid data length reads as zeros, and a write past it moves it
+//!   (NTFS runs such a write synchronously, and under write-through
+//!   commits the new length too): the cost ext4 pays to convert unwritten
+//!   extents, which recycled segments avoid here as there.
+//!   `SetFileValidData` is not used, even with `SE_MANAGE_VOLUME_NAME`:
+//!   it would make the disk's earlier bytes the file's, and recovery reads
+//!   nonzero bytes in never-written space after the log's end as damage.
+//! - Directory sync: Windows documents none. NTFS logs every create,
+//!   rename and delete in its metadata journal, and `FlushFileBuffers` on
+//!   a directory handle (`FILE_FLAG_BACKUP_SEMANTICS`, write access)
+//!   flushes it: that is done (it works under Wine too). A file system that
+//!   refuses it leaves the order of its metadata to itself.
+//! - `DIR/LOCK` carries a `LockFileEx` lock on its first byte (exclusive
+//!   to write, shared to read), released when its handle is closed or the
+//!   process ends; a second open in the same process is told so as on
+//!   Linux.
+//! - Committers sleep with `WaitOnAddress` and are woken with
+//!   `WakeByAddressSingle` (the tree of wake-ups) or `WakeByAddressAll`;
+//!   Windows promises no order among sleepers, which the sweep and the
+//!   10 ms limit do not need.
+//! - Free space before a segment is made: `GetDiskFreeSpaceExW`. Running
+//!   out is `ERROR_DISK_FULL` where Linux says ENOSPC; [`fault`]'s EIO is
+//!   `ERROR_IO_DEVICE`.
+//! - Recovery cannot skip preallocated space (no `SEEK_DATA` for a file
+//!   that is not sparse): it reads it, as zeros. Zeroing a range writes
+//!   zeros.
+//! - There is no `fork`: [`Error::Forked`] does not occur.
+//!
 //! ## Fail-stop
 //!
 //! An error on a write or a sync (EIO, ENOSPC, a short write) poisons the

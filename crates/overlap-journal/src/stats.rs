@@ -95,6 +95,13 @@ pub struct JournalStats {
     pub full_wait_us: Summary,
     /// Segments created (preallocated).
     pub segments_created: u64,
+    /// Segment files the storage made (the first one at open included,
+    /// unlike `segments_created`) with their full size but without their
+    /// space reserved, because the file system reserves none (never on Linux,
+    /// where `fallocate` reserves or fails; on Windows where
+    /// `FileAllocationInformation` is refused, as by Wine or FAT, the size
+    /// is set alone with `SetEndOfFile`). Also said in the storage's note.
+    pub segments_unreserved: u64,
     /// Segments retired by `truncate_before`.
     pub segments_retired: u64,
     /// Segments made by reusing a retired segment's file (not counted in

@@ -3,11 +3,12 @@
 //! after it (damage to acknowledged data), in both recovery modes.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use overlap_journal::format::{encode_record, Checkpoint, Geometry, CHECKPOINT_SLOT};
 use overlap_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
+
+use crate::common::FileExt;
 
 fn opts() -> Options {
     Options::default()

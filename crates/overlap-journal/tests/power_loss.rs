@@ -185,11 +185,23 @@ fn power_loss_keeps_a_prefix_with_everything_durable() {
     );
 }
 
+/// The OS error numbers the faults carry: `EIO` and `ENOSPC`, on Windows
+/// `ERROR_IO_DEVICE` and `ERROR_DISK_FULL`.
+#[cfg(not(windows))]
+const EIO: i32 = libc::EIO;
+#[cfg(not(windows))]
+const ENOSPC: i32 = libc::ENOSPC;
+#[cfg(windows)]
+const EIO: i32 = 1117;
+#[cfg(windows)]
+const ENOSPC: i32 = 112;
+
 fn poisoned_with(e: &Error, errno: Option<i32>) -> bool {
     matches!(e, Error::Poisoned(_)) && (errno.is_none() || e.raw_os_error() == errno)
 }
 
 fn error_case(fault: Fault, on_sync: bool, errno: Option<i32>) {
+    assert_eq!(fault.os_error(), errno, "the fault's own OS error number");
     let storage = FaultStorage::new(512);
     let j = Journal::open_with_storage(Arc::new(storage.clone()), opts()).unwrap();
     let mut appended = Vec::new();
@@ -238,12 +250,12 @@ fn error_case(fault: Fault, on_sync: bool, errno: Option<i32>) {
 
 #[test]
 fn eio_on_write_is_fail_stop() {
-    error_case(Fault::Eio, false, Some(libc::EIO));
+    error_case(Fault::Eio, false, Some(EIO));
 }
 
 #[test]
 fn enospc_on_write_is_fail_stop() {
-    error_case(Fault::Enospc, false, Some(libc::ENOSPC));
+    error_case(Fault::Enospc, false, Some(ENOSPC));
 }
 
 #[test]
@@ -253,7 +265,7 @@ fn short_write_is_fail_stop() {
 
 #[test]
 fn eio_on_sync_is_fail_stop() {
-    error_case(Fault::Eio, true, Some(libc::EIO));
+    error_case(Fault::Eio, true, Some(EIO));
 }
 
 #[test]

@@ -5,11 +5,12 @@
 //! every valid record after it and reporting what it dropped.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use overlap_journal::format::{Checkpoint, Geometry, CHECKPOINT_SLOT};
 use overlap_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
+
+use crate::common::FileExt;
 
 fn opts() -> Options {
     Options::default()

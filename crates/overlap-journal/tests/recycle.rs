@@ -2,13 +2,14 @@
 //! (their space was written before), and the old records they still hold
 //! are never taken for live ones.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use overlap_journal::format::{encode_record, record_span, Geometry};
 use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode};
 
 use crate::common::{files_ending, seg_path};
+
+use crate::common::FileExt;
 
 fn opts() -> Options {
     Options::default()

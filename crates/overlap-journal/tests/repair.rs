@@ -4,7 +4,6 @@
 //! segments, and it saves every byte it rewrites or deletes (a bad
 //! segment header, a stray segment) and says so.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +11,8 @@ use overlap_journal::format::{encode_record, record_span, Checkpoint, Geometry, 
 use overlap_journal::{repair, verify, Journal, Level, Options, RecoveryReport};
 
 use crate::common::{copy_dir, fresh_dir, seg_path};
+
+use crate::common::FileExt;
 
 pub fn opts() -> Options {
     Options::default()

@@ -155,7 +155,7 @@ fn harm() -> impl Strategy<Value = Harm> {
 /// Applies `h` to the journal in `d`; returns the segments it touched
 /// (their records may be lost).
 fn apply(d: &Path, h: &Harm) -> Vec<u64> {
-    use std::os::unix::fs::FileExt;
+    use crate::common::FileExt;
     let list = segs(d);
     if list.is_empty() {
         return Vec::new();
@@ -401,7 +401,7 @@ fn an_error_at_any_step_of_a_repair_leaves_a_journal_that_repairs() {
 }
 
 fn steps(lost_tail: bool) {
-    use std::os::unix::fs::FileExt;
+    use crate::common::FileExt;
     let (d, recs) = build(&format!("props-steps-{lost_tail}"), 300);
     let floor = checkpoint(&d).floor();
     let geo = checkpoint(&d).geometry;

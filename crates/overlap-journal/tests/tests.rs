@@ -12,6 +12,8 @@ mod common;
 
 mod basic;
 mod corrupt_tail;
+// An ext4 image on a loop device, mounted as root.
+#[cfg(target_os = "linux")]
 mod enospc;
 mod kill9;
 mod power_loss;

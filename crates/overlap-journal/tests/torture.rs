@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use overlap::{DriverChoice, Engine};
-use overlap_journal::{Error, Journal, Level, Lsn, Options};
+use overlap_journal::{Error, Journal, Level, Options};
 
 fn opts(engine: &Engine) -> Options {
     Options::default()
@@ -221,6 +221,7 @@ fn shutdown_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
 /// The process forks with appends in flight: the child's appends, waits
 /// and close fail at once with `Error::Forked` (and it exits without
 /// hanging); the parent's appends complete and are there after reopening.
+#[cfg(target_os = "linux")]
 fn fork_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
     let j = Journal::open(d, opts(engine)).map_err(|e| e.to_string())?;
     let mut appended = Vec::new();
@@ -247,7 +248,10 @@ fn fork_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
         unsafe { libc::_exit(code) };
     }
     let status = wait_child(pid, Duration::from_secs(10))?;
-    let last = appended.last().map(|a| a.0).unwrap_or(Lsn(0));
+    let last = appended
+        .last()
+        .map(|a| a.0)
+        .unwrap_or(overlap_journal::Lsn(0));
     j.wait_blocking(last, Level::Durable)
         .map_err(|e| e.to_string())?;
     j.close().map_err(|e| e.to_string())?;
@@ -263,6 +267,7 @@ fn fork_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
 
 /// Waits for child `pid` for at most `limit` (killing it after): its exit
 /// code.
+#[cfg(target_os = "linux")]
 fn wait_child(pid: libc::pid_t, limit: Duration) -> Result<i32, String> {
     let t = Instant::now();
     loop {
@@ -290,6 +295,7 @@ fn wait_child(pid: libc::pid_t, limit: Duration) -> Result<i32, String> {
 
 /// ENOSPC part-way, on a small ext4: the error reaches the appender, and
 /// every record acknowledged before it is there.
+#[cfg(target_os = "linux")]
 fn injected_failure(engine: &Engine, driver: &str) -> Result<(), String> {
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("journal-torture-{driver}"));
     std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
@@ -393,8 +399,14 @@ fn scenario(
         // In a process of its own: the child of a fork holds a copy of
         // every descriptor open at that instant (other tests' journals'
         // locks among them) until it exits.
+        #[cfg(target_os = "linux")]
         "fork-in-flight" => fork_in_a_process_of_its_own(name, d),
+        #[cfg(target_os = "linux")]
         _ => injected_failure(engine, name),
+        #[cfg(not(target_os = "linux"))]
+        "fork-in-flight" => Err(format!("SKIPPED: fork is Linux's ({name} has none)")),
+        #[cfg(not(target_os = "linux"))]
+        _ => Err("SKIPPED: the small file system is an ext4 image on a Linux loop device".into()),
     }));
     res.unwrap_or_else(|p| {
         Err(p
@@ -429,6 +441,7 @@ const SCENARIOS: [&str; 6] = [
 
 /// Runs the fork scenario in a new process of this test binary (the test
 /// `fork_scenario_child`), which prints `FORK-SCENARIO-OK` or the failure.
+#[cfg(target_os = "linux")]
 fn fork_in_a_process_of_its_own(driver: &str, d: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = std::process::Command::new(exe)
@@ -457,6 +470,7 @@ fn fork_in_a_process_of_its_own(driver: &str, d: &Path) -> Result<(), String> {
 }
 
 /// The fork scenario, in the process `fork_in_a_process_of_its_own` starts.
+#[cfg(target_os = "linux")]
 #[test]
 fn fork_scenario_child() {
     let (Ok(driver), Ok(d)) = (
@@ -482,11 +496,13 @@ fn fork_scenario_child() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn torture_uring() {
     run(DriverChoice::Uring, "uring");
 }
 
 #[test]
+#[cfg(target_os = "linux")]
 fn torture_aio() {
     run(DriverChoice::Aio, "aio");
 }
@@ -494,4 +510,10 @@ fn torture_aio() {
 #[test]
 fn torture_pool() {
     run(DriverChoice::Pool, "pool");
+}
+
+#[test]
+#[cfg(windows)]
+fn torture_iocp() {
+    run(DriverChoice::Iocp, "iocp");
 }

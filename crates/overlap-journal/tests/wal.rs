@@ -4,7 +4,6 @@
 //! after a record, atomic batches, and a tailing reader.
 
 use std::fs::OpenOptions as FsOpen;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -17,6 +16,8 @@ use overlap_journal::{
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use crate::common::FileExt;
 
 fn dir(name: &str) -> PathBuf {
     crate::common::fresh_dir(&format!("wal-{name}"))

@@ -87,23 +87,7 @@ impl Bell {
     /// opposed to the word having moved already, or the time limit).
     pub(super) fn sleep(&self, seen: u32) -> bool {
         self.sleepers.fetch_add(1, SeqCst);
-        let limit = libc::timespec {
-            tv_sec: self.max_sleep.as_secs() as libc::time_t,
-            tv_nsec: self.max_sleep.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: FUTEX_WAIT reads the aligned u32 the atomic owns (it
-        // lives as long as `self`, which outlives the call) and the
-        // timespec on this stack frame; it writes no memory.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                seen,
-                &limit as *const libc::timespec,
-            )
-        };
-        let woken = r == 0;
+        let woken = wait(&self.word, seen, self.max_sleep);
         // Pass the wake-up on only if it was a ring's (the word moved since
         // we slept): a sleeper that came after the ring and was woken by
         // one of its last passes is spurious and ends that branch.
@@ -153,16 +137,103 @@ impl Bell {
 
     fn wake(&self, n: i32) {
         debug_assert!(n > 0);
-        // SAFETY: FUTEX_WAKE only uses the address of the atomic as a key;
-        // no memory is read or written through it.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.word.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                n,
-            );
-        }
+        wake(&self.word, n);
+    }
+}
+
+/// Sleeps while `word` holds `seen`, for at most `limit`: whether a
+/// wake-up ended the sleep (not the word having moved already, nor the
+/// time limit). `FUTEX_WAIT` compares and sleeps atomically.
+#[cfg(target_os = "linux")]
+fn wait(word: &AtomicU32, seen: u32, limit: Duration) -> bool {
+    let limit = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT reads the aligned u32 the atomic owns (it lives
+    // as long as the caller's borrow, which outlives the call) and the
+    // timespec on this stack frame; it writes no memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            seen,
+            &limit as *const libc::timespec,
+        )
+    };
+    r == 0
+}
+
+/// Wakes up to `n` threads sleeping on `word` (`FUTEX_WAKE`).
+#[cfg(target_os = "linux")]
+fn wake(word: &AtomicU32, n: i32) {
+    // SAFETY: FUTEX_WAKE only uses the address of the atomic as a key; no
+    // memory is read or written through it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            n,
+        );
+    }
+}
+
+/// Windows' form of [`wait`]: `WaitOnAddress`, which compares and sleeps
+/// atomically as `FUTEX_WAIT` does. It returns `TRUE` when woken, when the
+/// word differed already, and also "for other reasons" (Microsoft's
+/// documentation; Wine's wakes every sleeper on addresses that share its
+/// hash, such as the other level's word beside this one), `FALSE` on the
+/// time limit. So a wake-up counts only if the word moved: looked at
+/// before (a sleep that found it moved is not a wake-up) and after (a
+/// return with the word unchanged is no ring's). Windows does not document the order in which
+/// `WakeByAddressSingle` picks its sleepers; the sweep and the time limit
+/// (module docs) do not depend on it.
+#[cfg(windows)]
+fn wait(word: &AtomicU32, seen: u32, limit: Duration) -> bool {
+    use windows_sys::Win32::System::Threading::WaitOnAddress;
+    if word.load(SeqCst) != seen {
+        return false;
+    }
+    // Rounded up, so that a sub-millisecond limit is not a poll.
+    let ms = limit
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .min(u128::from(u32::MAX - 1)) as u32;
+    debug_assert!(
+        ms > 0 || limit.is_zero(),
+        "a limit is never rounded down to a poll"
+    );
+    // SAFETY: WaitOnAddress reads the aligned u32 the atomic owns (it lives
+    // as long as the caller's borrow, which outlives the call) and `seen`
+    // on this stack frame, both of the size given; it writes no memory.
+    let ok = unsafe {
+        WaitOnAddress(
+            word.as_ptr().cast_const().cast(),
+            (&seen as *const u32).cast(),
+            std::mem::size_of::<u32>(),
+            ms,
+        )
+    };
+    ok != 0 && word.load(SeqCst) != seen
+}
+
+/// Windows' form of [`wake`]: `WakeByAddressSingle` `n` times, or
+/// `WakeByAddressAll` for everyone.
+#[cfg(windows)]
+fn wake(word: &AtomicU32, n: i32) {
+    use windows_sys::Win32::System::Threading::{WakeByAddressAll, WakeByAddressSingle};
+    debug_assert!(n > 0, "a wake-up wakes someone");
+    let addr = word.as_ptr().cast_const().cast();
+    if n == i32::MAX {
+        // SAFETY: only the address is used, as a key.
+        unsafe { WakeByAddressAll(addr) };
+        return;
+    }
+    for _ in 0..n {
+        // SAFETY: as above.
+        unsafe { WakeByAddressSingle(addr) };
     }
 }
 

@@ -292,6 +292,7 @@ impl Journal {
         s.recovery_cut_lsn = self.report.truncated_at;
         s.recovery_cuts = self.report.truncated_at.is_some() as u64;
         s.recovery_dropped_records = self.report.dropped_records;
+        s.segments_unreserved = self.sh.storage.segments_unreserved();
         s
     }
 

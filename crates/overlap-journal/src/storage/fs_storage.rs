@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use overlap::{AlignedBuf, Engine, File, OpenOptions};
@@ -30,6 +31,11 @@ struct Seg {
 ///   it; elsewhere (e.g. tmpfs on older kernels) buffered I/O, said in
 ///   [`Storage::describe`].
 /// - An advisory `flock` on `DIR/LOCK` keeps a second process out.
+///
+/// On Windows: `FILE_FLAG_NO_BUFFERING` and `FILE_FLAG_WRITE_THROUGH` for
+/// O_DIRECT and O_DSYNC, `FlushFileBuffers` for the syncs (of a directory
+/// too), `LockFileEx` on `DIR/LOCK`, and the size alone where the file
+/// system reserves no space (the crate documentation's *On Windows*).
 pub struct FsStorage {
     dir: PathBuf,
     engine: Engine,
@@ -48,6 +54,8 @@ pub struct FsStorage {
     _lock: std::fs::File,
     /// This process's claim on the directory (dropped after the lock).
     _claim: Option<Claim>,
+    /// Segments created whose space the file system would not reserve.
+    unreserved: AtomicU64,
 }
 
 impl std::fmt::Debug for FsStorage {
@@ -127,8 +135,8 @@ impl FsStorage {
         };
         let note = match dsync {
             _ if !write => note,
-            false => format!("{note}; fdatasync per group commit ({how})"),
-            true => format!("{note}; O_DSYNC writes ({how})"),
+            false => format!("{note}; {SYNC_CALL} per group commit ({how})"),
+            true => format!("{note}; {DSYNC_FLAG} writes ({how})"),
         };
         Ok(FsStorage {
             dir: dir.to_path_buf(),
@@ -145,6 +153,7 @@ impl FsStorage {
             ckpt: Mutex::new(None),
             _lock: lock_file,
             _claim: claim,
+            unreserved: AtomicU64::new(0),
         })
     }
 
@@ -189,6 +198,40 @@ impl FsStorage {
         }
     }
 
+    /// Gives the new segment file `file` its full `size`, reserved
+    /// (`File::allocate`: `fallocate`, on Windows the file's allocation
+    /// size and then its end of file) so that later writes neither extend
+    /// it nor run out of space. A Windows file system that reserves
+    /// nothing (`ERROR_INVALID_FUNCTION` or `ERROR_NOT_SUPPORTED`: Wine's,
+    /// FAT's) gets the size alone (`File::set_len`, `SetEndOfFile`; the
+    /// space is then taken as it is written), counted in
+    /// [`Storage::segments_unreserved`].
+    ///
+    /// `SetFileValidData` (which would spare NTFS from zeroing, or
+    /// serialising, the first writes past a file's valid data length) is
+    /// not used, even by a process holding `SE_MANAGE_VOLUME_NAME`: it
+    /// exposes the disk's earlier contents as the file's, and the format
+    /// reads nonzero bytes after the end of the log in space that was
+    /// never written as damage. Recycled segments
+    /// ([`Options::recycle_segments`](crate::Options::recycle_segments))
+    /// are written already, as on Linux.
+    fn preallocate(&self, file: &File, seq: u64, size: u64) -> io::Result<()> {
+        debug_assert!(size > 0, "a segment has a header at least");
+        let what = || format!("preallocating segment {seq} ({size} bytes) with {ALLOCATE_CALL}");
+        let e: io::Error = match file.allocate(0, size).wait() {
+            Ok(()) => return Ok(()),
+            Err(e) => e.into(),
+        };
+        if !cfg!(windows) || !allocation_unsupported(&e) {
+            return Err(context(e, what()));
+        }
+        file.set_len(size)
+            .wait()
+            .map_err(|e2| context(e2.into(), format!("{} (after {e}), SetEndOfFile", what())))?;
+        self.unreserved.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
     fn must_seg(&self, seq: u64) -> io::Result<Arc<Seg>> {
         self.seg(seq)?.ok_or_else(|| {
             io::Error::new(
@@ -228,7 +271,19 @@ impl Storage for FsStorage {
         if self.live {
             return format!("{}; a writer holds the journal", self.note);
         }
+        let unreserved = self.unreserved.load(Relaxed);
+        if unreserved > 0 {
+            return format!(
+                "{}; {unreserved} segments extended without reserving their space \
+                 (the file system reserves none)",
+                self.note
+            );
+        }
         self.note.clone()
+    }
+
+    fn segments_unreserved(&self) -> u64 {
+        self.unreserved.load(Relaxed)
     }
 
     fn segments_between(&self, from: u64, to: u64) -> io::Result<Vec<u64>> {
@@ -275,7 +330,7 @@ impl Storage for FsStorage {
         // allocated file behind and the file system full until removed.
         if let Some(free) = free_bytes(&self.dir)?.filter(|&f| f < size) {
             return Err(context(
-                io::Error::from_raw_os_error(libc::ENOSPC),
+                io::Error::from_raw_os_error(crate::error::NO_SPACE),
                 format!(
                     "segment {seq} needs {} MiB, {} MiB free on the file system of {}",
                     size.div_ceil(1 << 20),
@@ -291,12 +346,7 @@ impl Storage for FsStorage {
                 .truncate(true)
                 .open(&self.engine, &tmp)
                 .wait()?;
-            file.allocate(0, size).wait().map_err(|e| {
-                context(
-                    e.into(),
-                    format!("preallocating segment {seq} ({size} bytes) with fallocate"),
-                )
-            })?;
+            self.preallocate(&file, seq, size)?;
             let mut buf = AlignedBuf::new(self.block.max(header.len()), self.mem_align)?;
             buf[..header.len()].copy_from_slice(header);
             let (res, _) = file.write_all_at(buf, 0).wait();
@@ -386,29 +436,7 @@ impl Storage for FsStorage {
         let Some(seg) = self.seg(seq)? else {
             return Ok(None);
         };
-        let fd = seg.file.as_raw_fd();
-        let Ok(off) = libc::off_t::try_from(offset) else {
-            return Ok(None);
-        };
-        // SAFETY: lseek on a descriptor the segment keeps open; no memory is
-        // passed. SEEK_DATA skips holes and unwritten (preallocated, never
-        // written) extents that have no page in the cache.
-        let start = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
-        if start < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ENXIO) => Ok(None),
-                // Not supported here: everything may hold data.
-                Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(Some((offset, u64::MAX))),
-                _ => Err(e),
-            };
-        }
-        // SAFETY: as above.
-        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
-        if end < 0 {
-            return Ok(Some((start as u64, u64::MAX)));
-        }
-        Ok(Some((start as u64, end as u64)))
+        data_after(&seg.file, offset)
     }
 
     fn zero(&self, seq: u64, offset: u64, len: u64) -> io::Result<()> {
@@ -416,17 +444,7 @@ impl Storage for FsStorage {
             return Ok(());
         }
         let seg = self.must_seg(seq)?;
-        // SAFETY: fallocate on a descriptor the segment keeps open; no memory
-        // is passed.
-        let r = unsafe {
-            libc::fallocate(
-                seg.file.as_raw_fd(),
-                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if r == 0 {
+        if zero_range(&seg.file, offset, len) {
             return Ok(());
         }
         // Not supported here: write zeros.
@@ -567,3 +585,101 @@ impl Storage for FsStorage {
         Ok(())
     }
 }
+
+/// The stretch of `file` at or after `offset` that may hold data
+/// ([`Storage::data_after`]): `SEEK_DATA` and `SEEK_HOLE`.
+#[cfg(target_os = "linux")]
+fn data_after(file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
+    let fd = file.as_raw_fd();
+    let Ok(off) = libc::off_t::try_from(offset) else {
+        return Ok(None);
+    };
+    // SAFETY: lseek on a descriptor the segment keeps open; no memory is
+    // passed. SEEK_DATA skips holes and unwritten (preallocated, never
+    // written) extents that have no page in the cache.
+    let start = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
+    if start < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None),
+            // Not supported here: everything may hold data.
+            Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => Ok(Some((offset, u64::MAX))),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: as above.
+    let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+    if end < 0 {
+        return Ok(Some((start as u64, u64::MAX)));
+    }
+    Ok(Some((start as u64, end as u64)))
+}
+
+/// Windows' form of [`Storage::data_after`]: everything may hold data. Its
+/// allocated-range query (`FSCTL_QUERY_ALLOCATED_RANGES`) tells holes of
+/// sparse files only, and a segment is not sparse; what NTFS never wrote
+/// (past the valid data length) reads as zeros, which recovery reads.
+#[cfg(windows)]
+fn data_after(file: &File, offset: u64) -> io::Result<Option<(u64, u64)>> {
+    debug_assert!(file.as_raw_fd() >= 0, "the segment keeps its file open");
+    Ok(Some((offset, u64::MAX)))
+}
+
+/// Makes `[offset, offset + len)` of `file` read as zeros without writing
+/// them (`FALLOC_FL_ZERO_RANGE`, keeping the size); false where the file
+/// system cannot (the caller writes zeros).
+#[cfg(target_os = "linux")]
+fn zero_range(file: &File, offset: u64, len: u64) -> bool {
+    debug_assert!(len > 0, "the caller zeroes no empty range");
+    // SAFETY: fallocate on a descriptor the segment keeps open; no memory
+    // is passed.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    r == 0
+}
+
+/// Windows' form of [`zero_range`]: none (`FSCTL_SET_ZERO_DATA` writes the
+/// zeros of a file that is not sparse itself, synchronously); the caller
+/// writes zeros through the engine.
+#[cfg(windows)]
+fn zero_range(_file: &File, _offset: u64, len: u64) -> bool {
+    debug_assert!(len > 0, "the caller zeroes no empty range");
+    false
+}
+
+/// Whether `e` says the file system reserves no space ahead of writes
+/// (Windows: `ERROR_INVALID_FUNCTION`, `ERROR_NOT_SUPPORTED`).
+#[cfg(windows)]
+fn allocation_unsupported(e: &io::Error) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED};
+    let code = crate::error::os_error(e);
+    code == Some(ERROR_INVALID_FUNCTION as i32) || code == Some(ERROR_NOT_SUPPORTED as i32)
+}
+
+/// Linux reserves with `fallocate` or fails: no fallback.
+#[cfg(not(windows))]
+fn allocation_unsupported(_e: &io::Error) -> bool {
+    false
+}
+
+/// The call that reserves a segment's space, for messages.
+#[cfg(not(windows))]
+const ALLOCATE_CALL: &str = "fallocate";
+#[cfg(windows)]
+const ALLOCATE_CALL: &str = "FileAllocationInformation";
+/// The call a group commit syncs with, for the storage's note.
+#[cfg(not(windows))]
+const SYNC_CALL: &str = "fdatasync";
+#[cfg(windows)]
+const SYNC_CALL: &str = "FlushFileBuffers";
+/// The open flag that makes writes durable, for the storage's note.
+#[cfg(not(windows))]
+const DSYNC_FLAG: &str = "O_DSYNC";
+#[cfg(windows)]
+const DSYNC_FLAG: &str = "FILE_FLAG_WRITE_THROUGH";

@@ -62,6 +62,13 @@ pub trait Storage: Send + Sync + 'static {
     /// A human-readable note on how the storage writes (direct or buffered
     /// and why).
     fn describe(&self) -> String;
+    /// How many of the segments created since the storage was opened have
+    /// their full size but not their space reserved, because the file
+    /// system reserves none (Windows' FAT, Wine): writes into them
+    /// allocate as they go, and may find the disk full. The default is 0.
+    fn segments_unreserved(&self) -> u64 {
+        0
+    }
     /// The segments that exist, in ascending order.
     fn list_segments(&self) -> io::Result<Vec<u64>>;
     /// The segments that exist in `[from, to)`, in ascending order,
