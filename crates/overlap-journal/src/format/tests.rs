@@ -257,7 +257,10 @@ fn random_bytes_never_panic() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let valid = image(&[b"one", b"two", b"three"]);
-    for i in 0..20_000 {
+    // The decoder is the same code on every system; under Wine (Windows'
+    // tests here) a tenth of the inputs, whose allocations cost far more.
+    let inputs = if cfg!(windows) { 2_000 } else { 20_000 };
+    for i in 0..inputs {
         let len = rng.random_range(0..600);
         let mut bytes: Vec<u8> = if i % 2 == 0 {
             (0..len).map(|_| rng.random()).collect()
