@@ -233,10 +233,9 @@ impl thfs::Backend for OverlapBackend {
                     Some(libc::ENXIO) => not_served(),
                     _ => e,
                 })?;
-            let st = file
-                .engine_file()
-                .stat_cached()
-                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF))?;
+            let st = file.engine_file().stat_cached().map_err(|e| {
+                crate::fs::support::engine_err(e, crate::fs::support::code::NOT_OPENED)
+            })?;
             if !st.is_file() && !st.is_dir() {
                 return Err(not_served());
             }
@@ -781,11 +780,9 @@ impl thfs::File for OverlapFile {
         let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner()).take();
         let st = match opened {
             Some(st) => Ok(st),
-            None => self
-                .file
-                .engine_file()
-                .stat_cached()
-                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF)),
+            None => self.file.engine_file().stat_cached().map_err(|e| {
+                crate::fs::support::engine_err(e, crate::fs::support::code::NOT_OPENED)
+            }),
         };
         if let Ok(st) = &st {
             // A regular file's length (a special file's says nothing).

@@ -174,7 +174,11 @@ mod write;
 pub use copy::{copy, copy_reporting, CopyReport};
 pub use create_dir::{create_dir, create_dir_all, DirBuilder};
 pub use file::File;
-pub use link::{canonicalize, hard_link, read_link, rename, symlink};
+#[cfg(unix)]
+pub use link::symlink;
+pub use link::{canonicalize, hard_link, read_link, rename};
+#[cfg(windows)]
+pub use link::{symlink_dir, symlink_file};
 pub use metadata::{metadata, set_permissions, statx, symlink_metadata, symlink_statx, try_exists};
 pub use open_options::OpenOptions;
 pub use read::{read, read_to_string};
