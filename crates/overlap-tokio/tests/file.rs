@@ -415,7 +415,13 @@ async fn try_clone_shares_the_position() {
     let p = dir.path().join("f");
     let mut a = File::create(&p).await.unwrap();
     let mut b = a.try_clone().await.unwrap();
+    #[cfg(unix)]
     assert_ne!(a.as_raw_fd(), b.as_raw_fd());
+    #[cfg(windows)]
+    assert_ne!(
+        std::os::windows::io::AsRawHandle::as_raw_handle(&a),
+        std::os::windows::io::AsRawHandle::as_raw_handle(&b)
+    );
     a.write_all(b"abc").await.unwrap();
     a.flush().await.unwrap();
     b.write_all(b"def").await.unwrap();
@@ -654,7 +660,14 @@ async fn positional_io_beyond_tokio() {
     let mut b = [0u8; 2];
     f.read_exact(&mut b).await.unwrap();
     assert_eq!(&b, b"hi");
-    f.allocate(0, 1 << 20).await.unwrap();
+    match f.allocate(0, 1 << 20).await {
+        // Wine does not implement FileAllocationInfo (ERROR_CALL_NOT_IMPLEMENTED).
+        Err(e) if cfg!(windows) && e.raw_os_error() == Some(120) => {
+            eprintln!("SKIPPED: allocate: {e} (Wine)");
+            return;
+        }
+        r => r.unwrap(),
+    }
     assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
     let st = f.statx().await.unwrap();
     assert!(st.is_file());
@@ -946,6 +959,34 @@ fn line(t: usize, i: usize) -> String {
     )
 }
 
+/// Whether tokio::fs's appends of [`appending_tasks_lose_no_line`] land
+/// whole (`FILE_APPEND_DATA` writes are atomic at the end of the file on
+/// Windows; Wine's are not).
+#[cfg(windows)]
+async fn tokio_appends_whole(p: &std::path::Path) -> bool {
+    std::fs::write(p, b"").unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|t| {
+            let p = p.to_owned();
+            tokio::spawn(async move {
+                let mut f = tokio::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&p)
+                    .await
+                    .unwrap();
+                for i in 0..40 {
+                    f.write_all(line(t, i).as_bytes()).await.unwrap();
+                    f.flush().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    std::fs::read_to_string(p).unwrap().lines().count() == 2000
+}
+
 async fn appending_tasks_lose_no_line() {
     // 50 tasks appending 40 lines each, each line one
     // write_all and a flush: every line lands, whole, at the end.
@@ -976,6 +1017,13 @@ async fn appending_tasks_lose_no_line() {
             .collect();
         want.sort_unstable();
         let missing = want.iter().filter(|l| !got.contains(&l.as_str())).count();
+        #[cfg(windows)]
+        if missing > 0 && !tokio_appends_whole(&dir.path().join("tokio-log")).await {
+            eprintln!(
+                "SKIPPED: {missing} lines torn, and tokio::fs's appends tear too here (Wine)"
+            );
+            return;
+        }
         assert_eq!(got.len(), 2000, "{missing} lines missing or torn");
         assert!(
             got.iter().zip(&want).all(|(g, w)| g == w),
@@ -1086,10 +1134,14 @@ async fn cached_reads_fill_the_callers_buffer_and_keep_the_cursor() {
     f.read_to_end(&mut tail).await.unwrap();
     assert_eq!(tail, content[199_990..]);
     assert_eq!(f.read(&mut buf).await.unwrap(), 0, "end of file");
+    // Windows has no read of the page cache alone (no fast path there).
+    #[cfg(target_os = "linux")]
     assert!(
         engine.stats().fast_path_hits > hits,
         "the cached reads were answered from the page cache"
     );
+    #[cfg(not(target_os = "linux"))]
+    let _ = hits;
 }
 
 /// The page-cache path is taken only with the cursor the file's alone:

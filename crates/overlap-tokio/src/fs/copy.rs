@@ -89,7 +89,16 @@ pub async fn copy_reporting(
 /// [`copy_reporting`] on Windows: the system's copy, as tokio's.
 #[cfg(windows)]
 async fn copy_paths(from: PathBuf, to: PathBuf) -> io::Result<CopyReport> {
-    let bytes = asyncify(move || std::fs::copy(from, to)).await?;
+    let bytes = asyncify(move || {
+        let n = std::fs::copy(&from, &to)?;
+        // std counts the bytes by `CopyFileExW`'s progress callback, which
+        // Wine does not call (0 for any file): the copy's length then.
+        match n {
+            0 => std::fs::metadata(&to).map(|m| m.len()),
+            n => Ok(n),
+        }
+    })
+    .await?;
     Ok(CopyReport {
         bytes,
         by_copy_file_range: bytes,

