@@ -146,7 +146,13 @@ pub async fn program(dir: &Path) -> Vec<String> {
     note!("truncate without write: {}", kind(fs::OpenOptions::new().read(true).truncate(true).open(&src).await));
     note!("append with truncate: {}", kind(fs::OpenOptions::new().append(true).truncate(true).open(&src).await));
     let ro = fs::File::open(&src).await.unwrap();
+    // Windows: ERROR_ACCESS_DENIED (FileEndOfFileInfo needs write access);
+    // Wine's std says ERROR_INVALID_PARAMETER (its ftruncate's EINVAL), so
+    // the step is compared on Unix only, and checked in `file` on Windows.
+    #[cfg(unix)]
     note!("set_len read-only: {}", kind(ro.set_len(1).await));
+    #[cfg(windows)]
+    drop(ro);
     let made = dir.join("mode");
     #[cfg(unix)]
     {
@@ -210,10 +216,13 @@ pub async fn program(dir: &Path) -> Vec<String> {
         note!("copy {n}, equal {}, mode {:o}", std::fs::read(dir.join("copy2")).unwrap() == data,
             std::fs::metadata(dir.join("copy2")).unwrap().permissions().mode() & 0o777);
     }
+    // Windows: the contents only. std's count comes from CopyFileExW's
+    // progress callback, which Wine does not call (tokio's copy says 0
+    // there); this crate's count is checked in `outside`.
     #[cfg(windows)]
     {
-        let n = fs::copy(&src, dir.join("copy2")).await.unwrap();
-        note!("copy {n}, equal {}", std::fs::read(dir.join("copy2")).unwrap() == data);
+        fs::copy(&src, dir.join("copy2")).await.unwrap();
+        note!("copy equal {}", std::fs::read(dir.join("copy2")).unwrap() == data);
     }
     note!("copy a dir: {}", kind(fs::copy(dir, dir.join("nope")).await));
     fs::rename(dir.join("copy"), dir.join("renamed")).await.unwrap();

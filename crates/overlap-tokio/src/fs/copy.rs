@@ -93,6 +93,10 @@ async fn copy_paths(from: PathBuf, to: PathBuf) -> io::Result<CopyReport> {
         let n = std::fs::copy(&from, &to)?;
         // std counts the bytes by `CopyFileExW`'s progress callback, which
         // Wine does not call (0 for any file): the copy's length then.
+        debug_assert!(
+            n == 0 || std::fs::metadata(&to).map_or(true, |m| m.len() == n),
+            "a count std gives is the copy's length"
+        );
         match n {
             0 => std::fs::metadata(&to).map(|m| m.len()),
             n => Ok(n),

@@ -158,7 +158,13 @@ impl File {
             .map_err(overlap::Error::from)
             .and_then(|h| overlap::File::from_handle(crate::engine(), h));
         match adopted {
-            Ok(file) => file,
+            Ok(file) => {
+                debug_assert!(
+                    !file.as_raw_handle().is_null(),
+                    "an adopted file holds its handle"
+                );
+                file
+            }
             Err(e) => panic!("overlap-tokio: the std file cannot be had for overlapped I/O: {e}"),
         }
     }

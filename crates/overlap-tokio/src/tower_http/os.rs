@@ -52,6 +52,7 @@ mod linux {
 
     /// Starts the kernel reading `len` bytes at `from` of `file`.
     pub(in crate::tower_http) fn advise_willneed(file: &File, from: u64, len: u64) {
+        debug_assert!(len > 0, "advice for a range of some bytes");
         // SAFETY: advice on a descriptor this file owns; no memory.
         unsafe {
             libc::posix_fadvise(

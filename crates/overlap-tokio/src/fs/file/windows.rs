@@ -56,12 +56,20 @@ fn access_and_mode(h: RawHandle) -> io::Result<(u32, u32)> {
     query(h, FileModeInformation, &mut mode)?;
     let mut access = FILE_ACCESS_INFORMATION { AccessFlags: 0 };
     query(h, FileAccessInformation, &mut access)?;
+    debug_assert!(
+        mode.Mode & FILE_SYNCHRONOUS_IO_ALERT == 0 || mode.Mode & FILE_SYNCHRONOUS_IO_NONALERT == 0,
+        "a handle's synchronous I/O is alertable or not, never both"
+    );
     Ok((access.AccessFlags, mode.Mode))
 }
 
 /// Opens the file of `h` again, with the same access, sharing everything,
 /// with `flags` (the new handle is a new file object: its own I/O mode).
 fn reopen(h: RawHandle, access: u32, flags: u32) -> io::Result<OwnedHandle> {
+    debug_assert!(
+        flags & !(FILE_FLAG_OVERLAPPED | FILE_FLAG_NO_BUFFERING | FILE_FLAG_WRITE_THROUGH) == 0,
+        "only the I/O mode, buffering and write-through change on a reopen"
+    );
     // SAFETY: `h` is an open handle borrowed for the call; the result is a
     // new handle or INVALID_HANDLE_VALUE.
     let new = unsafe {
@@ -81,6 +89,10 @@ fn reopen(h: RawHandle, access: u32, flags: u32) -> io::Result<OwnedHandle> {
 
 /// The flags that carry a handle's buffering and write-through over.
 fn carried_flags(mode: u32) -> u32 {
+    debug_assert!(
+        FILE_NO_INTERMEDIATE_BUFFERING != FILE_WRITE_THROUGH,
+        "two mode bits, carried over apart"
+    );
     let mut flags = 0;
     if mode & FILE_NO_INTERMEDIATE_BUFFERING != 0 {
         flags |= FILE_FLAG_NO_BUFFERING;
@@ -109,6 +121,7 @@ pub(super) fn overlapped(std: std::fs::File) -> io::Result<OwnedHandle> {
     if !synchronous(mode) {
         return Ok(std.into());
     }
+    debug_assert!(access != 0, "an open handle was granted some access");
     reopen(
         std.as_raw_handle(),
         access,
@@ -125,7 +138,13 @@ pub(super) fn synchronous_std(h: OwnedHandle) -> std::fs::File {
     let again = access_and_mode(h.as_raw_handle())
         .and_then(|(access, mode)| reopen(h.as_raw_handle(), access, carried_flags(mode)));
     match again {
-        Ok(sync) => std::fs::File::from(sync),
+        Ok(sync) => {
+            debug_assert!(
+                access_and_mode(sync.as_raw_handle()).is_ok_and(|(_, m)| synchronous(m)),
+                "the handle given back is synchronous, as std's own"
+            );
+            std::fs::File::from(sync)
+        }
         Err(_) => std::fs::File::from(h),
     }
 }
