@@ -58,6 +58,7 @@
 
 use std::error::Error;
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -363,9 +364,12 @@ fn make_set(dir: &Path, size: usize, count: usize, cleanup: &mut Cleanup) -> io:
 fn syncfs(dir: &Path) -> io::Result<()> {
     let d = std::fs::File::open(dir)?;
     // SAFETY: a valid descriptor.
+    #[cfg(target_os = "linux")]
     if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    #[cfg(not(target_os = "linux"))]
+    drop(d);
     Ok(())
 }
 
@@ -373,10 +377,15 @@ fn syncfs(dir: &Path) -> io::Result<()> {
 fn evict(path: &Path) -> io::Result<()> {
     let f = std::fs::File::open(path)?;
     f.sync_data()?;
-    // SAFETY: a valid descriptor; no memory is passed.
-    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
+    // The measurement of uncached reads is Linux's (page cache eviction by
+    // advice); elsewhere the file stays cached.
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a valid descriptor; no memory is passed.
+        let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
     }
     Ok(())
 }
@@ -495,7 +504,14 @@ async fn task(
     }
 }
 
+/// The process's user + system CPU time: not measured off Linux (0).
+#[cfg(not(target_os = "linux"))]
+fn cpu_time() -> Duration {
+    Duration::ZERO
+}
+
 /// The process's user + system CPU time.
+#[cfg(target_os = "linux")]
 fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the struct it is given.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -507,6 +523,7 @@ fn cpu_time() -> Duration {
 
 /// The process's threads, less those of the other system's.
 fn threads_of(sys: Sys) -> usize {
+    // `/proc` is Linux's: elsewhere the count is 0.
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };

@@ -71,6 +71,7 @@ fn install(engine: Engine) -> &'static Engine {
 }
 
 /// The process's engine if one was made or installed already.
+#[cfg(target_os = "linux")]
 pub(crate) fn engine_if_made() -> Option<&'static Engine> {
     current()
 }

@@ -58,7 +58,6 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -224,33 +223,20 @@ impl thfs::Backend for OverlapBackend {
             // pool a pool thread, as with tower-http's default backend); the
             // type is then checked on the open file (no race with a rename).
             // A socket's open fails with ENXIO: not served either.
-            let mut file = crate::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&path)
-                .await
-                .map_err(|e| match e.raw_os_error() {
-                    Some(libc::ENXIO) => not_served(),
-                    _ => e,
-                })?;
-            let st = file
-                .engine_file()
-                .stat_cached()
-                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF))?;
+            let mut file = os::open_options().open(&path).await.map_err(|e| {
+                if os::not_served(&e) {
+                    not_served()
+                } else {
+                    e
+                }
+            })?;
+            let st = file.engine_file().stat_cached().map_err(|e| {
+                crate::fs::support::engine_err(e, crate::fs::support::code::NOT_OPENED)
+            })?;
             if !st.is_file() && !st.is_dir() {
                 return Err(not_served());
             }
-            {
-                // The flag goes before any read: io_uring fails a read of
-                // uncached data from a file open with O_NONBLOCK (EAGAIN)
-                // instead of waiting for the device.
-                // SAFETY: sets the status flags of a descriptor this file
-                // owns; of those F_SETFL sets (O_APPEND, O_ASYNC, O_DIRECT,
-                // O_NOATIME, O_NONBLOCK) this read-only open set O_NONBLOCK only.
-                if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
+            os::opened(&file)?;
             debug_assert!(
                 (4 << 10..=16 << 20).contains(&read_size),
                 "the read size lies in the range with_read_size keeps it to"
@@ -263,8 +249,7 @@ impl thfs::Backend for OverlapBackend {
             // ahead itself, a bounded window (`OverlapFile::read_ahead`).
             let bounded = streams.load(Ordering::Relaxed) >= kernel_streams;
             if bounded {
-                // SAFETY: advice on a descriptor this file owns; no memory.
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+                os::advise_random(&file);
             }
             Ok(OverlapFile {
                 file,
@@ -437,89 +422,14 @@ impl std::task::Wake for Release {
     }
 }
 
-/// The system's page size.
-fn page_size() -> u64 {
-    static PAGE: AtomicU64 = AtomicU64::new(0);
-    match PAGE.load(Ordering::Relaxed) {
-        0 => {
-            // SAFETY: sysconf reads a constant of the system.
-            let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-            let p = u64::try_from(p).ok().filter(|p| *p > 0).unwrap_or(4096);
-            debug_assert!(p.is_power_of_two(), "a page is a power of two bytes");
-            PAGE.store(p, Ordering::Relaxed);
-            p
-        }
-        p => p,
-    }
-}
-
 /// Whether the page cache holds all that the next read of `file` into
 /// `buf` would return, the file being `len` bytes long.
 #[inline]
 fn next_read_cached(file: &mut crate::fs::File, len: u64, buf: &ReadBuf<'_>) -> bool {
     file.next_read_offset().is_some_and(|pos| {
         let want = (buf.remaining() as u64).min(len.saturating_sub(pos));
-        all_cached(file.as_raw_fd(), pos, want)
+        os::all_cached(file, pos, want)
     })
-}
-
-/// Whether the page cache holds every page of `len` bytes at `offset` of
-/// `fd` (`cachestat`, Linux 6.5: asks the page cache only, starts no
-/// read-ahead). `false` where the kernel lacks it, and for a file the
-/// caller could not write and does not own (the kernel's rule for
-/// `cachestat`): then a read of it waits for a permit whenever none is
-/// left, cached or not.
-fn all_cached(fd: std::os::fd::RawFd, offset: u64, len: u64) -> bool {
-    /// `cachestat` (Linux 6.5): 451 on every architecture with the unified
-    /// system call table (all but alpha and mips).
-    const SYS_CACHESTAT: libc::c_long = 451;
-    static WORKS: AtomicBool = AtomicBool::new(true);
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct CacheStat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    if len == 0 {
-        return true;
-    }
-    if !WORKS.load(Ordering::Relaxed) {
-        return false;
-    }
-    let range = Range { off: offset, len };
-    let mut st = CacheStat::default();
-    // SAFETY: `range` is read and `st` written by the kernel during the
-    // call only; both are live locals of the sizes the kernel expects.
-    let r = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd as libc::c_long,
-            &range as *const Range,
-            &mut st as *mut CacheStat,
-            0 as libc::c_uint,
-        )
-    };
-    if r != 0 {
-        // ENOSYS: before 6.5 (or a sandbox): never asked again. EPERM: the
-        // kernel answers only for files the caller could write (or owns),
-        // and a server reads others' files: "not known to be cached".
-        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-            WORKS.store(false, Ordering::Relaxed);
-        }
-        return false;
-    }
-    let page = page_size();
-    let pages = (offset + len).div_ceil(page) - offset / page;
-    debug_assert!(pages > 0, "a range of bytes lies on one page at least");
-    st.nr_cache >= pages
 }
 
 /// [`OverlapFile::len`] before `metadata` was asked for.
@@ -581,18 +491,9 @@ impl OverlapFile {
             self.ahead_to <= from && from < target && target <= len,
             "the window read ahead moves forward and ends at the file's length at most"
         );
-        let fd = self.file.as_raw_fd();
-        if !all_cached(fd, from, target - from) {
+        if !os::all_cached(&self.file, from, target - from) {
             self.streams.count_in();
-            // SAFETY: advice on a descriptor this file owns; no memory.
-            unsafe {
-                libc::posix_fadvise(
-                    fd,
-                    from as libc::off_t,
-                    (target - from) as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                )
-            };
+            os::advise_willneed(&self.file, from, target - from);
         }
         self.ahead_to = target;
     }
@@ -781,11 +682,9 @@ impl thfs::File for OverlapFile {
         let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner()).take();
         let st = match opened {
             Some(st) => Ok(st),
-            None => self
-                .file
-                .engine_file()
-                .stat_cached()
-                .map_err(|e| crate::fs::support::engine_err(e, libc::EBADF)),
+            None => self.file.engine_file().stat_cached().map_err(|e| {
+                crate::fs::support::engine_err(e, crate::fs::support::code::NOT_OPENED)
+            }),
         };
         if let Ok(st) = &st {
             // A regular file's length (a special file's says nothing).
@@ -839,5 +738,6 @@ pub fn serve_dir(path: impl AsRef<Path>) -> ServeDir<DefaultServeDirFallback, Ov
     ServeDir::with_backend(path, OverlapBackend::new())
 }
 
+mod os;
 mod serve_file;
 pub use serve_file::{serve_file, serve_file_with_mime, ServeFile};

@@ -99,6 +99,7 @@ async fn a_loop_of_whole_file_reads_yields() {
     assert!(reads.load(Ordering::Relaxed) < 20_000);
 }
 
+#[cfg(target_os = "linux")]
 /// The tokio worker threads of this process (named `tokio-rt-worker`).
 fn workers() -> usize {
     std::fs::read_dir("/proc/self/task")
@@ -108,10 +109,12 @@ fn workers() -> usize {
         .count()
 }
 
+#[cfg(target_os = "linux")]
 fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+#[cfg(target_os = "linux")]
 /// What this process's descriptors are (`/proc/self/fd`'s links).
 fn fd_targets() -> Vec<String> {
     std::fs::read_dir("/proc/self/fd")
@@ -121,6 +124,7 @@ fn fd_targets() -> Vec<String> {
         .collect()
 }
 
+#[cfg(target_os = "linux")]
 /// The threads of this process that are running (state R) right now.
 fn running_threads() -> Vec<String> {
     std::fs::read_dir("/proc/self/task")
@@ -142,6 +146,7 @@ fn running_threads() -> Vec<String> {
 /// rings) must be closed. In a child process: its threads and descriptors
 /// are its own.
 #[test]
+#[cfg(target_os = "linux")]
 fn a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind() {
     crate::util::child_test(
         "coop::a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind",

@@ -18,6 +18,9 @@ async fn the_driver_is_the_one_the_run_asked_for() {
     match std::env::var("OVERLAP_DRIVER").as_deref() {
         Ok("pool") => assert_eq!(info.kind, DriverKind::Pool),
         Ok("uring") => assert_eq!(info.kind, DriverKind::Uring),
+        Ok("iocp") => assert_eq!(info.kind, DriverKind::Iocp),
+        // Windows' default: the I/O completion port driver.
+        _ if cfg!(windows) => assert_eq!(info.kind, DriverKind::Iocp, "{info:?}"),
         _ => {
             if let Some(reason) = &info.fallback {
                 eprintln!("SKIPPED: io_uring unavailable, overlap-tokio ran on the pool: {reason}");

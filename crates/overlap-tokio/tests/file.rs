@@ -1,13 +1,14 @@
 //! `File` against tokio's documented behaviour.
 
 use std::io::{ErrorKind, SeekFrom};
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use overlap_tokio::fs::{self, File, OpenOptions};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::util::{data, err_of, eventually, tempdir};
+use crate::util::{code, data, err_of, eventually, tempdir};
 
 rt_tests!(
     large_write_then_read_back,
@@ -19,14 +20,25 @@ rt_tests!(
     shutdown_flushes,
     set_len_keeps_the_position,
     try_clone_shares_the_position,
+    #[cfg(unix)]
     std_conversions_keep_the_descriptor_and_position,
+    #[cfg(windows)]
+    std_conversions_keep_the_position,
     seek_while_busy_is_refused,
+    #[cfg(unix)]
     descriptors_are_borrowable,
+    #[cfg(windows)]
+    handles_are_borrowable,
     open_options_follow_std_rules,
     positional_io_beyond_tokio,
     direct_io_with_aligned_buffers,
+    #[cfg(unix)]
     times_permissions_and_metadata,
+    #[cfg(windows)]
+    times_readonly_and_metadata,
+    #[cfg(target_os = "linux")]
     write_through_and_access_hints,
+    #[cfg(target_os = "linux")]
     a_cancelled_read_loses_no_data,
     clones_writing_in_turn_never_overwrite_each_other,
     clones_writing_at_once_never_overwrite_each_other,
@@ -35,13 +47,16 @@ rt_tests!(
     appending_tasks_lose_no_line,
     appending_after_a_seek_still_appends,
     set_max_buf_size_zero_panics_as_tokio,
+    #[cfg(target_os = "linux")]
     small_writes_behind_a_write_in_flight_return_at_once,
+    #[cfg(target_os = "linux")]
     an_error_of_a_write_in_flight_keeps_the_bytes_behind_it,
     write_behind_keeps_positions_and_appends,
     cached_reads_fill_the_callers_buffer_and_keep_the_cursor,
     cached_reads_of_clones_and_appending_files_keep_positions,
 );
 
+#[cfg(target_os = "linux")]
 /// A FIFO at `dir/name`, its read end (not read yet, so that a write
 /// blocks once the pipe is full) and a write end as an overlap-tokio File.
 async fn fifo(dir: &std::path::Path, name: &str) -> (std::fs::File, File) {
@@ -60,6 +75,7 @@ async fn fifo(dir: &std::path::Path, name: &str) -> (std::fs::File, File) {
 }
 
 /// Reads `n` bytes from `reader` (made blocking) on a thread of its own.
+#[cfg(target_os = "linux")]
 fn drain(reader: std::fs::File, n: usize) -> std::thread::JoinHandle<Vec<u8>> {
     use std::io::Read;
     // SAFETY: fcntl on a descriptor this function owns.
@@ -78,6 +94,7 @@ fn drain(reader: std::fs::File, n: usize) -> std::thread::JoinHandle<Vec<u8>> {
 /// wait for the one before, every 8 KiB would be a write of its own (an
 /// io_uring worker each, on ext4). While a write is in flight, later
 /// small writes are taken at once and written after it, as one write.
+#[cfg(target_os = "linux")]
 async fn small_writes_behind_a_write_in_flight_return_at_once() {
     let dir = tempdir();
     let (reader, mut f) = fifo(dir.path(), "fifo").await;
@@ -106,6 +123,7 @@ async fn small_writes_behind_a_write_in_flight_return_at_once() {
 /// write's error), and the bytes the kernel did not take (the rest of that
 /// write, the bytes taken behind it) are not dropped: each later flush tries
 /// them again, in order.
+#[cfg(target_os = "linux")]
 async fn an_error_of_a_write_in_flight_keeps_the_bytes_behind_it() {
     let dir = tempdir();
     let (reader, mut f) = fifo(dir.path(), "fifo").await;
@@ -269,18 +287,21 @@ async fn reads_follow_seeks_and_writes() {
     assert_eq!(&b, &[want[99], b'X', b'Y', b'Z', want[103]]);
     // Invalid seeks fail and leave the position.
     let pos = f.stream_position().await.unwrap();
-    assert_eq!(
-        f.seek(SeekFrom::Current(-1_000_000))
-            .await
-            .unwrap_err()
-            .kind(),
-        ErrorKind::InvalidInput
-    );
+    let e = f.seek(SeekFrom::Current(-1_000_000)).await.unwrap_err();
+    assert!(is_negative_seek(&e), "{e:?}");
     assert_eq!(f.stream_position().await.unwrap(), pos);
-    assert_eq!(
-        f.seek(SeekFrom::Start(u64::MAX)).await.unwrap_err().kind(),
-        ErrorKind::InvalidInput
-    );
+    let e = f.seek(SeekFrom::Start(u64::MAX)).await.unwrap_err();
+    assert!(is_negative_seek(&e), "{e:?}");
+}
+
+/// Whether `e` is what a seek before the start fails with, as std's:
+/// EINVAL's kind on Linux, ERROR_NEGATIVE_SEEK (131) on Windows.
+fn is_negative_seek(e: &std::io::Error) -> bool {
+    if cfg!(windows) {
+        e.raw_os_error() == Some(131)
+    } else {
+        e.kind() == ErrorKind::InvalidInput
+    }
 }
 
 async fn write_is_behind_and_its_error_comes_later() {
@@ -291,12 +312,15 @@ async fn write_is_behind_and_its_error_comes_later() {
     // As tokio: the write is accepted, the error comes with the flush.
     assert_eq!(f.write(b"abc").await.unwrap(), 3);
     let e = f.flush().await.unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e:?}");
+    assert_eq!(e.raw_os_error(), Some(code::NOT_OPENED), "{e:?}");
     // Unlike tokio's, the bytes are not dropped: the next flush tries them
     // again (and fails again: the file is read-only).
     let e = f.flush().await.unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e:?}");
+    assert_eq!(e.raw_os_error(), Some(code::NOT_OPENED), "{e:?}");
     assert_eq!(std::fs::read(&p).unwrap(), b"content");
+    // Windows: FileEndOfFileInfo needs write access (ERROR_ACCESS_DENIED).
+    #[cfg(windows)]
+    assert_eq!(f.set_len(1).await.unwrap_err().raw_os_error(), Some(5));
 }
 
 async fn dropping_a_file_completes_its_write() {
@@ -397,7 +421,13 @@ async fn try_clone_shares_the_position() {
     let p = dir.path().join("f");
     let mut a = File::create(&p).await.unwrap();
     let mut b = a.try_clone().await.unwrap();
+    #[cfg(unix)]
     assert_ne!(a.as_raw_fd(), b.as_raw_fd());
+    #[cfg(windows)]
+    assert_ne!(
+        std::os::windows::io::AsRawHandle::as_raw_handle(&a),
+        std::os::windows::io::AsRawHandle::as_raw_handle(&b)
+    );
     a.write_all(b"abc").await.unwrap();
     a.flush().await.unwrap();
     b.write_all(b"def").await.unwrap();
@@ -413,6 +443,7 @@ async fn try_clone_shares_the_position() {
     );
 }
 
+#[cfg(unix)]
 async fn std_conversions_keep_the_descriptor_and_position() {
     let dir = tempdir();
     let p = dir.path().join("f");
@@ -436,6 +467,99 @@ async fn std_conversions_keep_the_descriptor_and_position() {
     drop(f);
 }
 
+/// On Windows a std file's handle is synchronous and the engine's
+/// overlapped: `from_std` opens the file again (another handle), and
+/// `into_std` too; the position goes along both ways, and the std file
+/// reads as std's own (synchronously).
+#[cfg(windows)]
+async fn std_conversions_keep_the_position() {
+    use std::os::windows::io::AsRawHandle;
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"0123456789").unwrap();
+    let mut std_file = std::fs::File::open(&p).unwrap();
+    std::io::Seek::seek(&mut std_file, SeekFrom::Start(3)).unwrap();
+    let mut f = File::from_std(std_file);
+    let mut b = [0u8; 2];
+    f.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"34", "from the std file's position");
+    let mut std_file = f.into_std().await;
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std_file, &mut s).unwrap();
+    assert_eq!(s, "56789", "the std file goes on from here");
+    // A file opened for overlapped I/O already is adopted as it is.
+    let overlapped = {
+        use std::os::windows::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(0x4000_0000) // FILE_FLAG_OVERLAPPED
+            .open(&p)
+            .unwrap()
+    };
+    let raw = overlapped.as_raw_handle();
+    let mut f = File::from(std::os::windows::io::OwnedHandle::from(overlapped));
+    assert_eq!(f.as_raw_handle(), raw);
+    f.write_all(b"ab").await.unwrap();
+    f.flush().await.unwrap();
+    let f = f.try_into_std().expect("nothing in flight");
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut &f, &mut s).unwrap();
+    assert_eq!(s, "23456789", "a synchronous std file at the position");
+    assert_eq!(std::fs::read(&p).unwrap(), b"ab23456789");
+}
+
+/// The handle is borrowable, and a duplicate is the same file.
+#[cfg(windows)]
+async fn handles_are_borrowable() {
+    use std::os::windows::io::AsHandle;
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"abc").unwrap();
+    let f = File::open(&p).await.unwrap();
+    let owned = f.as_handle().try_clone_to_owned().unwrap();
+    let std_file = std::fs::File::from(owned);
+    assert_eq!(std_file.metadata().unwrap().len(), 3);
+    let (n, buf) = f.read_at(vec![0u8; 8], 0).await;
+    assert_eq!(&buf[..n.unwrap()], b"abc");
+    assert!(format!("{f:?}").contains("File"));
+}
+
+/// Times, the read-only attribute (Windows' permissions) and metadata.
+#[cfg(windows)]
+async fn times_readonly_and_metadata() {
+    use std::time::{Duration, SystemTime};
+    let dir = tempdir();
+    let p = dir.path().join("t");
+    let mut f = File::create(&p).await.unwrap();
+    f.write_all(b"12345").await.unwrap();
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    f.set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
+        .await
+        .unwrap();
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.modified().unwrap(), when);
+    assert_eq!(m.len(), 5, "the write before it is done");
+    let meta = f.metadata().await.unwrap();
+    assert_eq!((meta.len(), meta.modified().unwrap()), (5, when));
+    let mut perm = meta.permissions();
+    perm.set_readonly(true);
+    f.set_permissions(perm.clone()).await.unwrap();
+    assert!(std::fs::metadata(&p).unwrap().permissions().readonly());
+    perm.set_readonly(false);
+    #[allow(clippy::permissions_set_readonly_false)]
+    f.set_permissions(perm).await.unwrap();
+    assert!(!std::fs::metadata(&p).unwrap().permissions().readonly());
+    // FromRawHandle takes ownership as std's does.
+    let raw =
+        std::os::windows::io::IntoRawHandle::into_raw_handle(std::fs::File::open(&p).unwrap());
+    // SAFETY: raw is a handle just opened and owned by nobody else.
+    let mut g = unsafe { <File as std::os::windows::io::FromRawHandle>::from_raw_handle(raw) };
+    let mut s = String::new();
+    g.read_to_string(&mut s).await.unwrap();
+    assert_eq!(s, "12345");
+}
+
 async fn seek_while_busy_is_refused() {
     use std::pin::Pin;
     use tokio::io::AsyncSeek;
@@ -454,6 +578,7 @@ async fn seek_while_busy_is_refused() {
     assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
 }
 
+#[cfg(unix)]
 async fn descriptors_are_borrowable() {
     let dir = tempdir();
     let p = dir.path().join("f");
@@ -502,7 +627,7 @@ async fn open_options_follow_std_rules() {
     File::create_new(&p).await.unwrap();
     assert_eq!(
         err_of(File::create_new(&p).await),
-        (ErrorKind::AlreadyExists, Some(libc::EEXIST))
+        (ErrorKind::AlreadyExists, Some(code::EXISTS))
     );
     // append + create_new is allowed, as in std.
     let q = dir.path().join("g");
@@ -541,7 +666,14 @@ async fn positional_io_beyond_tokio() {
     let mut b = [0u8; 2];
     f.read_exact(&mut b).await.unwrap();
     assert_eq!(&b, b"hi");
-    f.allocate(0, 1 << 20).await.unwrap();
+    match f.allocate(0, 1 << 20).await {
+        // Wine does not implement FileAllocationInfo (ERROR_CALL_NOT_IMPLEMENTED).
+        Err(e) if cfg!(windows) && e.raw_os_error() == Some(120) => {
+            eprintln!("SKIPPED: allocate: {e} (Wine)");
+            return;
+        }
+        r => r.unwrap(),
+    }
     assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
     let st = f.statx().await.unwrap();
     assert!(st.is_file());
@@ -549,7 +681,7 @@ async fn positional_io_beyond_tokio() {
     assert!(st.allocated >= 1 << 20, "space reserved: {}", st.allocated);
     let ro = File::open(&p).await.unwrap();
     let (res, _) = ro.write_at(b"x".to_vec(), 0).await;
-    assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    assert_eq!(res.unwrap_err().raw_os_error(), Some(code::NOT_OPENED));
 }
 
 async fn direct_io_with_aligned_buffers() {
@@ -564,7 +696,7 @@ async fn direct_io_with_aligned_buffers() {
         .await
     {
         Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+        Err(e) if e.raw_os_error() == Some(code::INVALID) => {
             eprintln!("SKIPPED: O_DIRECT unsupported on this file system");
             return;
         }
@@ -587,6 +719,7 @@ async fn direct_io_with_aligned_buffers() {
     let _ = fs::remove_file(&p).await;
 }
 
+#[cfg(unix)]
 async fn times_permissions_and_metadata() {
     use std::os::unix::fs::PermissionsExt;
     use std::time::{Duration, SystemTime};
@@ -624,6 +757,7 @@ async fn times_permissions_and_metadata() {
     assert_eq!(s, "12345");
 }
 
+#[cfg(target_os = "linux")]
 async fn write_through_and_access_hints() {
     let dir = tempdir();
     let p = dir.path().join("dsync");
@@ -647,6 +781,7 @@ async fn write_through_and_access_hints() {
     assert_eq!(flags & libc::O_DSYNC, 0);
 }
 
+#[cfg(target_os = "linux")]
 async fn a_cancelled_read_loses_no_data() {
     // A read future dropped while its read is in flight: the read goes on,
     // and its bytes come to the next reads, as with tokio's background
@@ -830,6 +965,34 @@ fn line(t: usize, i: usize) -> String {
     )
 }
 
+/// Whether tokio::fs's appends of [`appending_tasks_lose_no_line`] land
+/// whole (`FILE_APPEND_DATA` writes are atomic at the end of the file on
+/// Windows; Wine's are not).
+#[cfg(windows)]
+async fn tokio_appends_whole(p: &std::path::Path) -> bool {
+    std::fs::write(p, b"").unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|t| {
+            let p = p.to_owned();
+            tokio::spawn(async move {
+                let mut f = tokio::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&p)
+                    .await
+                    .unwrap();
+                for i in 0..40 {
+                    f.write_all(line(t, i).as_bytes()).await.unwrap();
+                    f.flush().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    std::fs::read_to_string(p).unwrap().lines().count() == 2000
+}
+
 async fn appending_tasks_lose_no_line() {
     // 50 tasks appending 40 lines each, each line one
     // write_all and a flush: every line lands, whole, at the end.
@@ -860,6 +1023,13 @@ async fn appending_tasks_lose_no_line() {
             .collect();
         want.sort_unstable();
         let missing = want.iter().filter(|l| !got.contains(&l.as_str())).count();
+        #[cfg(windows)]
+        if missing > 0 && !tokio_appends_whole(&dir.path().join("tokio-log")).await {
+            eprintln!(
+                "SKIPPED: {missing} lines torn, and tokio::fs's appends tear too here (Wine)"
+            );
+            return;
+        }
         assert_eq!(got.len(), 2000, "{missing} lines missing or torn");
         assert!(
             got.iter().zip(&want).all(|(g, w)| g == w),
@@ -970,10 +1140,14 @@ async fn cached_reads_fill_the_callers_buffer_and_keep_the_cursor() {
     f.read_to_end(&mut tail).await.unwrap();
     assert_eq!(tail, content[199_990..]);
     assert_eq!(f.read(&mut buf).await.unwrap(), 0, "end of file");
+    // Windows has no read of the page cache alone (no fast path there).
+    #[cfg(target_os = "linux")]
     assert!(
         engine.stats().fast_path_hits > hits,
         "the cached reads were answered from the page cache"
     );
+    #[cfg(not(target_os = "linux"))]
+    let _ = hits;
 }
 
 /// The page-cache path is taken only with the cursor the file's alone:

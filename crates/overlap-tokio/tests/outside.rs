@@ -4,6 +4,7 @@
 //! thread of its own then.
 
 use std::io::SeekFrom;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
@@ -49,32 +50,56 @@ fn free_functions_work_outside_a_runtime() {
             assert_eq!(fs::copy(&f, d.join("g")).await.expect("copy"), 5);
             assert_eq!(std::fs::read(d.join("g")).unwrap(), b"12345");
             assert!(fs::metadata(&f).await.expect("metadata").is_file());
-            fs::symlink("f", d.join("s")).await.expect("symlink");
-            assert!(fs::symlink_metadata(d.join("s"))
-                .await
-                .expect("symlink_metadata")
-                .is_symlink());
             assert_eq!(fs::statx(&f).await.expect("statx").len, 5);
-            assert!(fs::symlink_statx(d.join("s"))
-                .await
-                .expect("symlink_statx")
-                .is_symlink());
             assert!(fs::try_exists(&f).await.expect("try_exists"));
-            assert_eq!(
-                fs::canonicalize(d.join("s")).await.expect("canonicalize"),
-                std::fs::canonicalize(&f).unwrap()
-            );
-            assert_eq!(
-                fs::read_link(d.join("s")).await.expect("read_link"),
-                std::path::Path::new("f")
-            );
-            fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640))
-                .await
-                .expect("set_permissions");
-            assert_eq!(
-                std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
-                0o640
-            );
+            #[cfg(unix)]
+            {
+                fs::symlink("f", d.join("s")).await.expect("symlink");
+                assert!(fs::symlink_metadata(d.join("s"))
+                    .await
+                    .expect("symlink_metadata")
+                    .is_symlink());
+                assert!(fs::symlink_statx(d.join("s"))
+                    .await
+                    .expect("symlink_statx")
+                    .is_symlink());
+                assert_eq!(
+                    fs::canonicalize(d.join("s")).await.expect("canonicalize"),
+                    std::fs::canonicalize(&f).unwrap()
+                );
+                assert_eq!(
+                    fs::read_link(d.join("s")).await.expect("read_link"),
+                    std::path::Path::new("f")
+                );
+                fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640))
+                    .await
+                    .expect("set_permissions");
+                assert_eq!(
+                    std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+                    0o640
+                );
+            }
+            #[cfg(windows)]
+            {
+                assert!(!fs::symlink_metadata(&f)
+                    .await
+                    .expect("symlink_metadata")
+                    .is_symlink());
+                assert_eq!(
+                    fs::canonicalize(&f).await.expect("canonicalize"),
+                    std::fs::canonicalize(&f).unwrap()
+                );
+                let mut perm = std::fs::metadata(&f).unwrap().permissions();
+                perm.set_readonly(true);
+                fs::set_permissions(&f, perm)
+                    .await
+                    .expect("set_permissions");
+                assert!(std::fs::metadata(&f).unwrap().permissions().readonly());
+                let mut perm = std::fs::metadata(&f).unwrap().permissions();
+                #[allow(clippy::permissions_set_readonly_false)]
+                perm.set_readonly(false);
+                std::fs::set_permissions(&f, perm).unwrap();
+            }
             fs::hard_link(&f, d.join("h")).await.expect("hard_link");
             fs::rename(d.join("h"), d.join("h2")).await.expect("rename");
             fs::remove_file(d.join("h2")).await.expect("remove_file");
@@ -118,9 +143,8 @@ fn file_methods_work_outside_a_runtime() {
             f.sync_all().await.expect("sync_all");
             f.sync_data().await.expect("sync_data");
             assert_eq!(f.metadata().await.expect("metadata").len(), 11);
-            f.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .await
-                .expect("set_permissions");
+            let perm = f.metadata().await.expect("metadata").permissions();
+            f.set_permissions(perm).await.expect("set_permissions");
             let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
             f.set_times(fs::FileTimes::new().set_modified(when))
                 .await

@@ -7,10 +7,13 @@ use std::time::{Duration, Instant};
 
 /// For each `async fn name()`, the tests `multi_thread::name` and
 /// `current_thread::name`.
+/// A name may carry attributes (`#[cfg(target_os = "linux")] name`), given
+/// to both tests.
 macro_rules! rt_tests {
-    ($($name:ident),+ $(,)?) => {
+    ($($(#[$m:meta])* $name:ident),+ $(,)?) => {
         mod multi_thread {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
                     crate::util::multi_thread().block_on(super::$name());
@@ -19,6 +22,7 @@ macro_rules! rt_tests {
         }
         mod current_thread {
             $(
+                $(#[$m])*
                 #[test]
                 fn $name() {
                     crate::util::current_thread().block_on(super::$name());
@@ -61,6 +65,33 @@ pub fn err_of<T: std::fmt::Debug>(res: io::Result<T>) -> (io::ErrorKind, Option<
         Err(e) => (e.kind(), e.raw_os_error()),
         Ok(v) => panic!("expected an error, got Ok({v:?})"),
     }
+}
+
+/// The system's error codes the tests expect (`raw_os_error`): errno on
+/// Linux.
+#[cfg(unix)]
+pub mod code {
+    /// A read or write on a file not opened for it.
+    pub const NOT_OPENED: i32 = libc::EBADF;
+    /// A file that exists already (`create_new`).
+    pub const EXISTS: i32 = libc::EEXIST;
+    /// No such file or directory.
+    pub const NOT_FOUND: i32 = libc::ENOENT;
+    /// An invalid argument.
+    pub const INVALID: i32 = libc::EINVAL;
+}
+
+/// The system's error codes the tests expect: Win32 errors on Windows.
+#[cfg(windows)]
+pub mod code {
+    /// `ERROR_ACCESS_DENIED`: `ReadFile`/`WriteFile` without the access.
+    pub const NOT_OPENED: i32 = 5;
+    /// `ERROR_FILE_EXISTS` (`CREATE_NEW`).
+    pub const EXISTS: i32 = 80;
+    /// `ERROR_FILE_NOT_FOUND`.
+    pub const NOT_FOUND: i32 = 2;
+    /// `ERROR_INVALID_PARAMETER`.
+    pub const INVALID: i32 = 87;
 }
 
 /// Polls `cond` until it holds or `limit` passes (yielding to the runtime).

@@ -3,12 +3,15 @@
 //! through the engine where the kernel refuses it.
 
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::support::asyncify;
+#[cfg(target_os = "linux")]
 use super::File;
 /// How much [`copy`] moves per read and write.
+#[cfg(target_os = "linux")]
 const COPY_CHUNK: usize = 1 << 20;
 
 /// Copies the contents of one file to another, and the permission bits;
@@ -25,6 +28,9 @@ const COPY_CHUNK: usize = 1 << 20;
 /// before any byte was copied, or a first call that copies nothing, as a
 /// `/proc` file's) the copy goes on by reads and writes of 1 MiB through
 /// the engine. [`copy_reporting`] says which way the bytes went.
+///
+/// On Windows, as tokio's there: `std::fs::copy` (`CopyFileExW`, which
+/// also copies the attributes and alternate streams) on the blocking pool.
 ///
 /// # Errors
 ///
@@ -51,7 +57,8 @@ pub async fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<u64, s
 pub struct CopyReport {
     /// Bytes copied in all ([`copy`]'s result).
     pub bytes: u64,
-    /// Of those, bytes the kernel copied by `copy_file_range`.
+    /// Of those, bytes the kernel copied by `copy_file_range` (on Windows,
+    /// by `CopyFileExW`: all of them).
     pub by_copy_file_range: u64,
     /// Of those, bytes read and written through the engine (the fallback).
     pub by_read_write: u64,
@@ -76,10 +83,39 @@ pub async fn copy_reporting(
     from: impl AsRef<Path>,
     to: impl AsRef<Path>,
 ) -> io::Result<CopyReport> {
+    copy_paths(from.as_ref().to_owned(), to.as_ref().to_owned()).await
+}
+
+/// [`copy_reporting`] on Windows: the system's copy, as tokio's.
+#[cfg(windows)]
+async fn copy_paths(from: PathBuf, to: PathBuf) -> io::Result<CopyReport> {
+    let bytes = asyncify(move || {
+        let n = std::fs::copy(&from, &to)?;
+        // std counts the bytes by `CopyFileExW`'s progress callback, which
+        // Wine does not call (0 for any file): the copy's length then.
+        debug_assert!(
+            n == 0 || std::fs::metadata(&to).map_or(true, |m| m.len() == n),
+            "a count std gives is the copy's length"
+        );
+        match n {
+            0 => std::fs::metadata(&to).map(|m| m.len()),
+            n => Ok(n),
+        }
+    })
+    .await?;
+    Ok(CopyReport {
+        bytes,
+        by_copy_file_range: bytes,
+        by_read_write: 0,
+    })
+}
+
+/// [`copy_reporting`] on Linux.
+#[cfg(target_os = "linux")]
+async fn copy_paths(from: PathBuf, to: PathBuf) -> io::Result<CopyReport> {
     // One task on the blocking pool does what std's copy does (open,
     // `fstat`, open, `copy_file_range`, `fchmod`): for a small file the
     // hand-offs, not the bytes, are the cost, and tokio's copy has one.
-    let (from, to) = (from.as_ref().to_owned(), to.as_ref().to_owned());
     let (src, dst, perm, done, how) = asyncify(move || {
         let src = std::fs::File::open(&from)?;
         let st = src.metadata()?;
@@ -124,6 +160,7 @@ pub async fn copy_reporting(
     Ok(report)
 }
 
+#[cfg(target_os = "linux")]
 /// How far `copy_file_range` got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KernelCopy {
@@ -134,9 +171,11 @@ enum KernelCopy {
     Refused,
 }
 
+#[cfg(target_os = "linux")]
 /// Most bytes one `copy_file_range` call is asked for.
 const KERNEL_COPY_CHUNK: usize = 1 << 30;
 
+#[cfg(target_os = "linux")]
 /// `copy_file_range` from offset 0 of `src` to offset 0 of `dst` until the
 /// end of `src` (blocking: run on the blocking pool). Returns the bytes
 /// copied and whether the copy is done or refused (then from that offset
@@ -192,6 +231,7 @@ fn kernel_copy(src: &std::fs::File, dst: &std::fs::File) -> io::Result<(u64, Ker
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Copies from `at` to the end of `src` by reads and writes through the
 /// engine; returns how many bytes.
 async fn read_write_copy(src: &File, dst: &File, at: u64, len_hint: u64) -> io::Result<u64> {

@@ -159,6 +159,7 @@ impl DirBuilder {
     /// let mut builder = DirBuilder::new();
     /// builder.mode(0o775);
     /// ```
+    #[cfg(unix)]
     pub fn mode(&mut self, mode: u32) -> &mut Self {
         self.mode = Some(mode);
         self

@@ -2,12 +2,17 @@
 
 use std::fmt;
 use std::io::{self, Seek, SeekFrom};
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{
+    AsHandle, AsRawHandle, BorrowedHandle, FromRawHandle, OwnedHandle, RawHandle,
+};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use super::support::{asyncify, engine_err};
+use super::support::{asyncify, code, engine_err};
 use crate::reactor::on_ring;
 
 /// The largest transfer one `poll_read` or `poll_write` makes, as tokio's
@@ -18,6 +23,8 @@ pub(crate) const DEFAULT_MAX_BUF_SIZE: usize = 2 * 1024 * 1024;
 mod cursor;
 mod leftover;
 mod stream;
+#[cfg(windows)]
+mod windows;
 
 use cursor::{Cursor, AT_END};
 use stream::{Buf, Inner, State};
@@ -115,6 +122,17 @@ impl File {
     /// Converts a [`std::fs::File`] to a `File`. The file's position is
     /// where the std file's was.
     ///
+    /// On Windows a std file's handle is synchronous and the engine's I/O
+    /// overlapped: the same file is opened again for overlapped I/O
+    /// (`ReOpenFile`, same access, buffering and write-through; every
+    /// sharing allowed) and the std handle closed. A handle opened for
+    /// overlapped I/O already is adopted as it is.
+    ///
+    /// # Panics
+    ///
+    /// On Windows, when the file cannot be opened again (its first open
+    /// shares neither reading nor writing, or the access was revoked since).
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -126,11 +144,29 @@ impl File {
     pub fn from_std(std: std::fs::File) -> File {
         // lseek(fd, 0, SEEK_CUR) reads a number; it does not wait for I/O.
         let pos = (&std).stream_position().unwrap_or(0);
-        File::new(
-            overlap::File::from_fd(crate::engine(), std.into()),
-            pos,
-            DEFAULT_MAX_BUF_SIZE,
-        )
+        File::new(Self::adopt(std), pos, DEFAULT_MAX_BUF_SIZE)
+    }
+
+    #[cfg(unix)]
+    fn adopt(std: std::fs::File) -> overlap::File {
+        overlap::File::from_fd(crate::engine(), std.into())
+    }
+
+    #[cfg(windows)]
+    fn adopt(std: std::fs::File) -> overlap::File {
+        let adopted = windows::overlapped(std)
+            .map_err(overlap::Error::from)
+            .and_then(|h| overlap::File::from_handle(crate::engine(), h));
+        match adopted {
+            Ok(file) => {
+                debug_assert!(
+                    !file.as_raw_handle().is_null(),
+                    "an adopted file holds its handle"
+                );
+                file
+            }
+            Err(e) => panic!("overlap-tokio: the std file cannot be had for overlapped I/O: {e}"),
+        }
     }
 
     /// Attempts to sync all OS-internal metadata to disk (`fsync` through
@@ -154,7 +190,7 @@ impl File {
         inner.complete_inflight().await;
         on_ring(self.file.sync_all())
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))
+            .map_err(|e| engine_err(e, code::NOT_OPENED))
     }
 
     /// As [`sync_all`](Self::sync_all), but may skip metadata that is not
@@ -178,7 +214,7 @@ impl File {
         inner.complete_inflight().await;
         on_ring(self.file.sync_data())
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))
+            .map_err(|e| engine_err(e, code::NOT_OPENED))
     }
 
     /// Truncates or extends the underlying file, updating the size of this
@@ -211,7 +247,7 @@ impl File {
         }
         on_ring(self.file.set_len(size))
             .await
-            .map_err(|e| engine_err(e, libc::EINVAL))
+            .map_err(|e| engine_err(e, code::SET_LEN_NOT_OPENED))
     }
 
     /// Queries metadata about the underlying file. (A `std::fs::Metadata`
@@ -269,7 +305,7 @@ impl File {
         let file = self
             .file
             .try_clone()
-            .map_err(|e| engine_err(e, libc::EBADF))?;
+            .map_err(|e| engine_err(e, code::NOT_OPENED))?;
         // From now on the two take turns on the cursor.
         self.cursor.share();
         Ok(File {
@@ -355,9 +391,8 @@ impl File {
             max_buf_size,
             write_behind,
         } = self;
-        match file.into_fd() {
-            Ok(fd) => {
-                let std = std::fs::File::from(fd);
+        match Self::give_back(file) {
+            Ok(std) => {
                 let _ = (&std).seek(seek);
                 Ok(std)
             }
@@ -369,6 +404,19 @@ impl File {
                 write_behind,
             }),
         }
+    }
+
+    /// The std file of the engine's, when it is its only handle and idle.
+    #[cfg(unix)]
+    fn give_back(file: overlap::File) -> Result<std::fs::File, overlap::File> {
+        file.into_fd().map(std::fs::File::from)
+    }
+
+    /// The std file of the engine's, when it is its only handle and idle:
+    /// opened again for synchronous I/O, as std's own files are.
+    #[cfg(windows)]
+    fn give_back(file: overlap::File) -> Result<std::fs::File, overlap::File> {
+        file.into_handle().map(windows::synchronous_std)
     }
 
     /// Where a std file's offset goes for this file's position (idle).
@@ -386,7 +434,11 @@ impl File {
     /// A `std::fs::File` on a duplicate of the descriptor, for the calls
     /// that only std makes.
     pub(crate) fn dup_std(&self) -> io::Result<std::fs::File> {
-        Ok(std::fs::File::from(self.as_fd().try_clone_to_owned()?))
+        #[cfg(unix)]
+        let dup = self.as_fd().try_clone_to_owned()?;
+        #[cfg(windows)]
+        let dup = self.as_handle().try_clone_to_owned()?;
+        Ok(std::fs::File::from(dup))
     }
 
     /// Changes the permissions on the underlying file (`fchmod`, on tokio's
@@ -532,7 +584,7 @@ impl File {
             res.as_ref().map_or(true, |&n| n <= buf.bytes_len()),
             "a read returns at most the buffer's length"
         );
-        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+        (res.map_err(|e| engine_err(e, code::NOT_OPENED)), buf)
     }
 
     /// Writes `buf` at `offset` (fewer bytes may be written; see
@@ -544,7 +596,7 @@ impl File {
             res.as_ref().map_or(true, |&n| n <= buf.bytes_len()),
             "a write takes at most the buffer's length"
         );
-        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+        (res.map_err(|e| engine_err(e, code::NOT_OPENED)), buf)
     }
 
     /// Fills `buf` from `offset`, or fails with
@@ -555,7 +607,7 @@ impl File {
         offset: u64,
     ) -> (io::Result<()>, B) {
         let (res, buf) = on_ring(self.file.read_exact_at(buf, offset)).await;
-        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+        (res.map_err(|e| engine_err(e, code::NOT_OPENED)), buf)
     }
 
     /// Writes all of `buf` at `offset`; the cursor does not move.
@@ -577,7 +629,7 @@ impl File {
         offset: u64,
     ) -> (io::Result<()>, B) {
         let (res, buf) = on_ring(self.file.write_all_at(buf, offset)).await;
-        (res.map_err(|e| engine_err(e, libc::EBADF)), buf)
+        (res.map_err(|e| engine_err(e, code::NOT_OPENED)), buf)
     }
 
     /// Reserves `len` bytes from `offset` (`fallocate`): the file grows if
@@ -586,7 +638,7 @@ impl File {
     pub async fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         on_ring(self.file.allocate(offset, len))
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))
+            .map_err(|e| engine_err(e, code::NOT_OPENED))
     }
 
     /// Type, size, permissions and times of the file by `statx` through the
@@ -595,7 +647,7 @@ impl File {
     pub async fn statx(&self) -> io::Result<overlap::path::Stat> {
         on_ring(self.file.stat())
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))
+            .map_err(|e| engine_err(e, code::NOT_OPENED))
     }
 }
 
@@ -605,6 +657,7 @@ impl From<std::fs::File> for File {
     }
 }
 
+#[cfg(unix)]
 impl From<OwnedFd> for File {
     fn from(fd: OwnedFd) -> Self {
         Self::from_std(std::fs::File::from(fd))
@@ -619,12 +672,14 @@ impl fmt::Debug for File {
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for File {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsFd for File {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the descriptor belongs to `self.file`, which this crate
@@ -633,9 +688,42 @@ impl AsFd for File {
     }
 }
 
+#[cfg(unix)]
 impl FromRawFd for File {
     unsafe fn from_raw_fd(fd: RawFd) -> Self {
         // SAFETY: the caller's contract is std's `FromRawFd::from_raw_fd`.
         unsafe { std::fs::File::from_raw_fd(fd) }.into()
+    }
+}
+
+#[cfg(windows)]
+impl From<OwnedHandle> for File {
+    fn from(handle: OwnedHandle) -> Self {
+        Self::from_std(std::fs::File::from(handle))
+    }
+}
+
+#[cfg(windows)]
+impl AsRawHandle for File {
+    fn as_raw_handle(&self) -> RawHandle {
+        self.file.as_raw_handle()
+    }
+}
+
+#[cfg(windows)]
+impl AsHandle for File {
+    fn as_handle(&self) -> BorrowedHandle<'_> {
+        // SAFETY: the handle belongs to `self.file`, which this crate never
+        // closes; it stays open at least as long as `self` is borrowed.
+        unsafe { BorrowedHandle::borrow_raw(self.file.as_raw_handle()) }
+    }
+}
+
+#[cfg(windows)]
+impl FromRawHandle for File {
+    unsafe fn from_raw_handle(handle: RawHandle) -> Self {
+        // SAFETY: the caller's contract is std's
+        // `FromRawHandle::from_raw_handle`.
+        unsafe { std::fs::File::from_raw_handle(handle) }.into()
     }
 }

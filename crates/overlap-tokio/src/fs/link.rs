@@ -56,9 +56,53 @@ pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io
 /// # Ok(())
 /// # }
 /// ```
+#[cfg(unix)]
 pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
     let task = overlap::path::symlink(engine(), original.as_ref(), link.as_ref());
     on_ring(task).await.map_err(io::Error::from)
+}
+
+/// Creates a new file symbolic link on the filesystem: `link` points to
+/// the file `original` (`std::os::windows::fs::symlink_file` on tokio's
+/// blocking pool, as tokio's: the engine's `symlink` chooses the kind by
+/// what `original` is, this one makes a file link whatever it is).
+///
+/// Windows needs developer mode or the `SeCreateSymbolicLinkPrivilege`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::symlink_file("a.txt", "b.txt").await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(windows)]
+pub async fn symlink_file(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
+    let (original, link) = (original.as_ref().to_owned(), link.as_ref().to_owned());
+    asyncify(move || std::os::windows::fs::symlink_file(original, link)).await
+}
+
+/// Creates a new directory symbolic link on the filesystem: `link` points
+/// to the directory `original` (`std::os::windows::fs::symlink_dir` on
+/// tokio's blocking pool, as tokio's).
+///
+/// # Examples
+///
+/// ```no_run
+/// use overlap_tokio::fs;
+///
+/// # async fn dox() -> std::io::Result<()> {
+/// fs::symlink_dir("a", "b").await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(windows)]
+pub async fn symlink_dir(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
+    let (original, link) = (original.as_ref().to_owned(), link.as_ref().to_owned());
+    asyncify(move || std::os::windows::fs::symlink_dir(original, link)).await
 }
 
 /// Returns the canonical, absolute form of a path with all intermediate

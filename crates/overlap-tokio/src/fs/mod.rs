@@ -110,6 +110,25 @@
 //!   drops them. (A seek in between moves where they land: they are
 //!   written at the position of the retry.)
 //!
+//! # Windows
+//!
+//! The table above is Linux's. On Windows every engine operation goes to
+//! the engine's I/O completion port driver (reads and writes as overlapped
+//! `ReadFile`/`WriteFile`, the rest on its threads), with no reactor ring:
+//! the completion port's threads wake the task. What differs follows
+//! `tokio::fs` on Windows: `symlink_file` and `symlink_dir` (std's, on
+//! the blocking pool) instead of `symlink`; [`OpenOptions`] has
+//! `share_mode`, `custom_flags` and `attributes` instead of `mode` and
+//! `custom_flags(i32)`; `DirBuilder::mode` and `DirEntry::ino` are Unix's;
+//! [`copy`] is std's (`CopyFileExW`) on the blocking pool. A std file's
+//! handle is synchronous and the engine's overlapped, a property of the
+//! open file: [`File::from_std`] opens the file again for overlapped I/O
+//! (`ReOpenFile`, same access) and closes the std handle, and
+//! [`File::into_std`] opens it again for synchronous I/O; the position goes
+//! along. Errors the engine finds before any system call carry the Win32
+//! code std would give (`ERROR_ACCESS_DENIED` for a read or write without
+//! the access, `ERROR_INVALID_HANDLE` for a closed file).
+//!
 //! # Acknowledged bytes: drop, the runtime's end, the budget
 //!
 //! This module keeps overlap's contract, "An acknowledged byte is never
@@ -174,7 +193,11 @@ mod write;
 pub use copy::{copy, copy_reporting, CopyReport};
 pub use create_dir::{create_dir, create_dir_all, DirBuilder};
 pub use file::File;
-pub use link::{canonicalize, hard_link, read_link, rename, symlink};
+#[cfg(unix)]
+pub use link::symlink;
+pub use link::{canonicalize, hard_link, read_link, rename};
+#[cfg(windows)]
+pub use link::{symlink_dir, symlink_file};
 pub use metadata::{metadata, set_permissions, statx, symlink_metadata, symlink_statx, try_exists};
 pub use open_options::OpenOptions;
 pub use read::{read, read_to_string};

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::Path;
 
-use super::support::engine_err;
+use super::support::{code, engine_err};
 use super::File;
 use crate::reactor::on_ring;
 
@@ -247,6 +247,7 @@ impl OpenOptions {
     ///     Ok(())
     /// }
     /// ```
+    #[cfg(unix)]
     pub fn mode(&mut self, mode: u32) -> &mut OpenOptions {
         self.inner.mode(mode);
         self
@@ -274,8 +275,34 @@ impl OpenOptions {
     ///     Ok(())
     /// }
     /// ```
+    #[cfg(unix)]
     pub fn custom_flags(&mut self, flags: i32) -> &mut OpenOptions {
         self.inner.custom_flags(flags);
+        self
+    }
+
+    /// Sets the share mode of the file (`dwShareMode` of `CreateFileW`; by
+    /// default read, write and delete are shared, as std's). Windows only.
+    #[cfg(windows)]
+    pub fn share_mode(&mut self, share: u32) -> &mut OpenOptions {
+        self.inner.share_mode(share);
+        self
+    }
+
+    /// Sets extra flags for `dwFlagsAndAttributes` of `CreateFileW`
+    /// (`FILE_FLAG_*`); `FILE_FLAG_OVERLAPPED` is always set, the engine's
+    /// I/O being overlapped. Windows only.
+    #[cfg(windows)]
+    pub fn custom_flags(&mut self, flags: u32) -> &mut OpenOptions {
+        self.inner.custom_flags(flags);
+        self
+    }
+
+    /// Sets the file attributes a new file is created with
+    /// (`FILE_ATTRIBUTE_*` of `CreateFileW`). Windows only.
+    #[cfg(windows)]
+    pub fn attributes(&mut self, attributes: u32) -> &mut OpenOptions {
+        self.inner.attributes(attributes);
         self
     }
 
@@ -337,7 +364,7 @@ impl OpenOptions {
         let task = self.inner.open(crate::engine(), path.as_ref());
         let file = on_ring(task)
             .await
-            .map_err(|e| engine_err(e, libc::EINVAL))?;
+            .map_err(|e| engine_err(e, code::INVALID))?;
         Ok(File::from_engine(file))
     }
 }

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use super::support::{engine_err, WHOLE_MAX};
+use super::support::{code, engine_err, WHOLE_MAX};
 use super::File;
 use crate::reactor::on_ring;
 /// How much [`read`] asks for at a time once past the expected length.
@@ -62,7 +62,7 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         let at = out.start as u64;
         let (res, back) = on_ring(file.read_at(out, at)).await;
         out = back;
-        let n = res.map_err(|e| engine_err(e, libc::EBADF))?;
+        let n = res.map_err(|e| engine_err(e, code::NOT_OPENED))?;
         if n == 0 {
             let mut vec = out.vec;
             vec.truncate(out.start);

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::fs::{FileType, Metadata};
 use std::future::Future;
 use std::io;
+#[cfg(unix)]
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -163,6 +164,7 @@ impl DirEntry {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(unix)]
     pub fn ino(&self) -> u64 {
         self.std.ino()
     }

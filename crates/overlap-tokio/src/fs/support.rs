@@ -91,9 +91,47 @@ pub(crate) fn join_err(e: tokio::task::JoinError) -> io::Error {
 pub(crate) fn engine_err(e: overlap::Error, not_opened: i32) -> io::Error {
     match e {
         overlap::Error::NotOpenedFor(_) => io::Error::from_raw_os_error(not_opened),
-        overlap::Error::Closed => io::Error::from_raw_os_error(libc::EBADF),
+        overlap::Error::Closed => io::Error::from_raw_os_error(code::CLOSED),
         e => e.into(),
     }
+}
+
+/// The system's codes for the errors std would give where the engine
+/// refuses before any system call: a file not opened for the access, a
+/// closed file.
+#[cfg(unix)]
+pub(crate) mod code {
+    /// A read or write on a file not opened for it (`EBADF`).
+    pub(crate) const NOT_OPENED: i32 = libc::EBADF;
+    /// Open options that do not go together (`EINVAL`).
+    pub(crate) const INVALID: i32 = libc::EINVAL;
+    /// `set_len` of a file not opened for writing (`ftruncate`: `EINVAL`).
+    pub(crate) const SET_LEN_NOT_OPENED: i32 = libc::EINVAL;
+    /// A closed descriptor (`EBADF`).
+    pub(crate) const CLOSED: i32 = libc::EBADF;
+}
+
+/// The system's codes for the errors std would give where the engine
+/// refuses before any system call (Win32 errors, as `GetLastError`).
+#[cfg(windows)]
+pub(crate) mod code {
+    use windows_sys::Win32::Foundation::{
+        ERROR_ACCESS_DENIED, ERROR_INVALID_HANDLE, ERROR_INVALID_PARAMETER, ERROR_NEGATIVE_SEEK,
+    };
+    /// A read or write on a handle without that access: `ReadFile` and
+    /// `WriteFile` fail with `ERROR_ACCESS_DENIED`.
+    pub(crate) const NOT_OPENED: i32 = ERROR_ACCESS_DENIED as i32;
+    /// Open options that do not go together (`ERROR_INVALID_PARAMETER`,
+    /// std's own check).
+    pub(crate) const INVALID: i32 = ERROR_INVALID_PARAMETER as i32;
+    /// `set_len` of a handle without write access
+    /// (`SetFileInformationByHandle`: `ERROR_ACCESS_DENIED`).
+    pub(crate) const SET_LEN_NOT_OPENED: i32 = ERROR_ACCESS_DENIED as i32;
+    /// A seek before the start of the file (`SetFilePointerEx`:
+    /// `ERROR_NEGATIVE_SEEK`).
+    pub(crate) const NEGATIVE_SEEK: i32 = ERROR_NEGATIVE_SEEK as i32;
+    /// A closed handle (`ERROR_INVALID_HANDLE`).
+    pub(crate) const CLOSED: i32 = ERROR_INVALID_HANDLE as i32;
 }
 
 pub(super) fn engine() -> &'static overlap::Engine {

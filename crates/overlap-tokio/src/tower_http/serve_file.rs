@@ -5,7 +5,6 @@ use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -70,7 +69,7 @@ impl ServeFile {
                 } else {
                     parent
                 };
-                (parent, name.as_bytes())
+                (parent, name.as_encoded_bytes())
             }
             // `/` or a path ending in `..`: the directory itself, which is
             // no file (404).

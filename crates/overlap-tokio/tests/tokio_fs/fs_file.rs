@@ -300,10 +300,10 @@ async fn file_debug_fmt() {
 
     let file = File::open(tempfile.path()).await.unwrap();
 
-    assert_eq!(
-        &format!("{:?}", file)[0..37],
-        "overlap_tokio::fs::File { std: File { handle:"
-    );
+    // overlap-tokio: its own type name, and the engine's file inside where
+    // tokio's shows its std file (tokio's slice, [0..37], fits its name).
+    let s = format!("{:?}", file);
+    assert!(s.starts_with("overlap_tokio::fs::File { file: "), "{s}");
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ async fn try_exists() {
     // overlap-tokio: as root (CAP_DAC_OVERRIDE) the directory's mode does
     // not stop `statx`, for tokio's `try_exists` either; skipped there.
     // SAFETY: geteuid has no preconditions.
+    #[cfg(unix)]
     if unsafe { libc::geteuid() } == 0 {
         eprintln!(
             "SKIPPED: tokio_fs::fs_try_exists: as root a mode-0o244 directory does not deny statx"
@@ -28,6 +29,7 @@ async fn try_exists() {
     // overlap-tokio: tokio's `cfg(all(unix, not(any(target_os = "freebsd",
     // all(tokio_unstable, feature = "io-uring")))))`: Linux here, without
     // tokio's own io_uring.
+    #[cfg(unix)]
     {
         use std::os::unix::prelude::PermissionsExt;
         let permission_denied_directory_path = dir.path().join("baz");

@@ -3,7 +3,9 @@
 //! with `tokio::fs` renamed, and the few changes each marked
 //! "overlap-tokio:" with its reason. tokio's `io_uring` tests
 //! (`fs_uring*.rs`) test tokio's own io_uring driver and its internals;
-//! `fs_open_options_windows.rs` and `fs_symlink_*_windows.rs` are Windows'.
+//! `fs_symlink_*_windows.rs` are Windows' (`symlink_windows.rs` here, both);
+//! `fs_open_options_windows.rs` checks the `Debug` form of std's Windows
+//! options, which this crate's `OpenOptions` (the engine's) does not print.
 //!
 //! `tokio_test` (tokio's test helpers, not a dependency here) is replaced
 //! by the few items these files use, below.
@@ -24,6 +26,8 @@ mod fs_open_options;
 mod fs_remove_dir_all;
 mod fs_remove_file;
 mod fs_rename;
+#[cfg(windows)]
+mod fs_symlink_windows;
 mod fs_try_exists;
 mod fs_write;
 

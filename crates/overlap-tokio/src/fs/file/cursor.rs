@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::fs::support::engine_err;
+use crate::fs::support::{code, engine_err};
 use crate::reactor::on_ring;
 
 /// The file offset that reads and writes use, shared by a file and its
@@ -90,7 +90,7 @@ impl Cursor {
         }
         let len = on_ring(file.stat())
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))?
+            .map_err(|e| engine_err(e, code::NOT_OPENED))?
             .len;
         // Unless someone moved it meanwhile (an unshared cursor's reader
         // giving back read-ahead).

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 use super::cursor::{Cursor, AT_END};
 use super::File;
-use crate::fs::support::engine_err;
+use crate::fs::support::{code, engine_err};
 use crate::reactor::on_ring;
 
 /// Bytes accepted by `poll_write` while a write was in flight: the write
@@ -211,7 +211,7 @@ async fn read_op(
             (Operation::Read(Ok(n)), Buf::new(data, n))
         }
         Err(e) => (
-            Operation::Read(Err(engine_err(e, libc::EBADF))),
+            Operation::Read(Err(engine_err(e, code::NOT_OPENED))),
             Buf::new(data, 0),
         ),
     }
@@ -314,7 +314,7 @@ async fn write_counted(
                 );
                 buf.start = (buf.start + n).min(buf.vec.len());
             }
-            Err(e) => return (Err(engine_err(e, libc::EBADF)), buf.start, buf.vec),
+            Err(e) => return (Err(engine_err(e, code::NOT_OPENED)), buf.start, buf.vec),
         }
     }
     (Ok(()), buf.start, buf.vec)
@@ -391,7 +391,12 @@ async fn seek_op(
 ) -> (Operation, Buf) {
     let _turn = turn!(cursor);
     cursor.unread(unread);
+    // As std's: Linux's `lseek` says EINVAL (std's message here), Windows'
+    // `SetFilePointerEx` ERROR_NEGATIVE_SEEK.
     let invalid = || {
+        #[cfg(windows)]
+        return io::Error::from_raw_os_error(code::NEGATIVE_SEEK);
+        #[cfg(not(windows))]
         io::Error::new(
             io::ErrorKind::InvalidInput,
             "invalid seek to a negative or overflowing position",
@@ -405,7 +410,7 @@ async fn seek_op(
             .map(|cur| cur.checked_add_signed(d)),
         SeekFrom::End(d) => on_ring(file.stat())
             .await
-            .map_err(|e| engine_err(e, libc::EBADF))
+            .map_err(|e| engine_err(e, code::NOT_OPENED))
             .map(|st| st.len.checked_add_signed(d)),
     };
     let res = match target {
