@@ -233,7 +233,7 @@ pub extern "C" fn overlap_engine_create(
             OVERLAP_DRIVER_AIO => DriverChoice::Aio,
             OVERLAP_DRIVER_POOL => DriverChoice::Pool,
             #[cfg(windows)]
-            crate::windows::OVERLAP_DRIVER_IOCP => DriverChoice::Iocp,
+            crate::win32::OVERLAP_DRIVER_IOCP => DriverChoice::Iocp,
             other => {
                 return fail(
                     libc::EINVAL,
@@ -293,7 +293,7 @@ pub extern "C" fn overlap_engine_driver(engine: *const overlap_engine) -> i32 {
             DriverKind::Uring => OVERLAP_DRIVER_URING,
             DriverKind::Aio => OVERLAP_DRIVER_AIO,
             #[cfg(windows)]
-            DriverKind::Iocp => crate::windows::OVERLAP_DRIVER_IOCP,
+            DriverKind::Iocp => crate::win32::OVERLAP_DRIVER_IOCP,
             _ => OVERLAP_DRIVER_POOL,
         }
     })

@@ -48,7 +48,7 @@ fn set_error_parts(parts: &[&str]) {
         e[n] = 0;
     });
     #[cfg(windows)]
-    crate::windows::set_last_os_error(0);
+    crate::win32::set_last_os_error(0);
 }
 
 /// A failure whose message is `parts` joined; allocates nothing.
@@ -68,13 +68,13 @@ pub(crate) fn fail<T: Ret>(errno: i32, msg: impl Into<String>) -> T {
 #[cfg(unix)]
 pub(crate) const ESHUTDOWN: i32 = libc::ESHUTDOWN;
 #[cfg(windows)]
-pub(crate) const ESHUTDOWN: i32 = crate::windows::OVERLAP_ESHUTDOWN;
+pub(crate) const ESHUTDOWN: i32 = crate::win32::OVERLAP_ESHUTDOWN;
 
 /// The errno an operating-system error code stands for: itself on Linux;
 /// on Windows the C runtime's errno for the Win32 code (`windows.rs`).
 fn errno_of_os(code: i32) -> i32 {
     #[cfg(windows)]
-    let code = crate::windows::errno_of_win32(code);
+    let code = crate::win32::errno_of_win32(code);
     code
 }
 
@@ -101,7 +101,7 @@ pub(crate) fn errno_of(e: &Error) -> i32 {
 pub(crate) fn fail_with<T: Ret>(what: &str, e: &Error) -> T {
     let r = fail(errno_of(e), format!("{what}: {e}"));
     #[cfg(windows)]
-    crate::windows::set_last_os_error(e.raw_os_error().unwrap_or(0));
+    crate::win32::set_last_os_error(e.raw_os_error().unwrap_or(0));
     r
 }
 

@@ -28,12 +28,16 @@ mod error;
 mod file;
 mod port;
 #[cfg(windows)]
+mod win32;
+#[cfg(windows)]
 mod windows;
 
 pub use engine::*;
 pub use error::*;
 pub use file::*;
 pub use port::*;
+#[cfg(windows)]
+pub use win32::*;
 #[cfg(windows)]
 pub use windows::*;
 

@@ -267,7 +267,7 @@ fn read_nowait<B>(req: &mut Request<B>) -> Option<usize> {
     // borrowed through `req` for the duration of this call.
     let n = unsafe {
         crate::sys::nowait_into(
-            counters,
+            &**counters,
             req.file().map(|f| &f.inner().misses),
             read.fd,
             read.ptr,

@@ -407,7 +407,7 @@ fn statx(engine: &Engine, path: &Path, flags: i32) -> Task<Result<Stat>> {
         {
             let shared = engine.shared();
             if shared.fast_path && !shared.is_shut() {
-                match crate::sys::statx_cached(&shared.counters, &path, flags) {
+                match crate::sys::statx_cached(&*shared.counters, &path, flags) {
                     Some(Ok(st)) => return Ok(Stat::from_raw(&st)),
                     Some(Err(errno)) => return Err(std::io::Error::from_raw_os_error(errno).into()),
                     None => {}

@@ -515,7 +515,7 @@ impl File {
         // held.
         let n = unsafe {
             crate::sys::nowait_into(
-                &shared.counters,
+                &*shared.counters,
                 Some(&self.inner.misses),
                 self.inner.fd(),
                 buf.as_mut_ptr().cast::<u8>(),

@@ -47,12 +47,9 @@
 #[cfg(target_os = "linux")]
 use io_uring::squeue;
 
+/// `STATX_DIOALIGN` and what `statx` is asked for: the OS layer's.
 #[cfg(target_os = "linux")]
-/// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
-pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
-/// What `statx` is asked for.
-#[cfg(target_os = "linux")]
-pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
+pub(crate) use crate::sys::{STATX_DIOALIGN, STATX_MASK};
 
 /// The result of an operation that a child after `fork` handed to the
 /// parent's engine's driver (whose threads are not in the child).

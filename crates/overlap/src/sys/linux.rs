@@ -14,6 +14,11 @@ pub(crate) type RawStat = libc::statx;
 /// A path as the system calls take it: NUL-terminated bytes.
 pub(crate) type NativePath = std::ffi::CString;
 
+/// `STATX_DIOALIGN` (Linux 6.1), which the libc crate may not name yet.
+pub(crate) const STATX_DIOALIGN: u32 = 0x2000;
+/// What `statx` is asked for.
+pub(crate) const STATX_MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_BTIME | STATX_DIOALIGN;
+
 /// One attempt of the cache fast path on the calling thread, counted: the
 /// byte count when the kernel answered the whole range from the page cache
 /// (or the file ended within it), else `None` (a partial answer is dropped:
@@ -25,7 +30,7 @@ pub(crate) type NativePath = std::ffi::CString;
 /// `ptr` must be writable for `len` bytes for the duration of the call, and
 /// `fd` an open descriptor that stays open during it.
 pub(crate) unsafe fn nowait_into(
-    counters: &crate::stats::Counters,
+    counters: &impl super::Tally,
     file: Option<&MissHistory>,
     fd: i32,
     ptr: *mut u8,
@@ -33,7 +38,7 @@ pub(crate) unsafe fn nowait_into(
     offset: u64,
 ) -> Option<usize> {
     if file.is_some_and(|f| !f.worth_trying()) {
-        counters.fast_skipped.fetch_add(1, Ordering::Relaxed);
+        counters.fast_skipped();
         return None;
     }
     let iov = libc::iovec {
@@ -45,8 +50,7 @@ pub(crate) unsafe fn nowait_into(
     if r >= 0 && (r as u64 == len as u64 || at_or_past_eof(fd, offset + r as u64)) {
         // A hit counts as submitted, completed and inline through
         // `fast_hits` (see `Counters::snapshot`): two atomics, not five.
-        counters.fast_hits.fetch_add(1, Ordering::Relaxed);
-        counters.fast_bytes.fetch_add(r as u64, Ordering::Relaxed);
+        counters.fast_hit(r as u64);
         if let Some(f) = file {
             f.record(true);
         }
@@ -56,7 +60,7 @@ pub(crate) unsafe fn nowait_into(
         );
         return Some(r as usize);
     }
-    counters.fast_misses.fetch_add(1, Ordering::Relaxed);
+    counters.fast_miss();
     if let Some(f) = file {
         f.record(false);
     }
@@ -125,7 +129,7 @@ fn at_or_past_eof(fd: i32, offset: u64) -> bool {
 /// close event (`IN_CLOSE_NOWRITE`) that a plain `statx` does not: an
 /// inotify watcher on the directory sees one per call.
 pub(crate) fn statx_cached(
-    counters: &crate::stats::Counters,
+    counters: &impl super::Tally,
     path: &std::ffi::CStr,
     flags: i32,
 ) -> Option<std::result::Result<libc::statx, i32>> {
@@ -223,7 +227,7 @@ fn statx_in_memory(fd: &std::os::fd::OwnedFd) -> Option<libc::statx> {
             std::os::fd::AsRawFd::as_raw_fd(fd),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            crate::operation::STATX_MASK | STATX_MNT_ID_UNIQUE,
+            STATX_MASK | STATX_MNT_ID_UNIQUE,
             &mut st,
         )
     };
@@ -243,13 +247,8 @@ static CACHED_STATX_WORKS: std::sync::atomic::AtomicBool = std::sync::atomic::At
 
 use std::os::fd::FromRawFd;
 
-fn count_inline(counters: &crate::stats::Counters, error: bool) {
-    counters.submitted.fetch_add(1, Ordering::Relaxed);
-    counters.completed.fetch_add(1, Ordering::Relaxed);
-    counters.inline.fetch_add(1, Ordering::Relaxed);
-    if error {
-        counters.errors.fetch_add(1, Ordering::Relaxed);
-    }
+fn count_inline(counters: &impl super::Tally, error: bool) {
+    counters.inline_done(error);
 }
 
 /// Magic numbers (`statfs.f_type`, `statmount.sb_magic`) of the file
@@ -384,7 +383,7 @@ pub(crate) unsafe fn statx_fd(fd: i32, flags: i32, buf: *mut libc::statx) -> i64
             fd,
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | flags,
-            crate::operation::STATX_MASK,
+            STATX_MASK,
             buf,
         )
     };
@@ -445,4 +444,17 @@ pub(crate) fn duplicate(fd: i32) -> i64 {
         return -i64::from(errno);
     }
     i64::from(dup)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO's clock: no system call).
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes into the local timespec.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a local timespec; CLOCK_MONOTONIC always exists.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert!(
+        r == 0 && ts.tv_sec >= 0 && (0..1_000_000_000).contains(&ts.tv_nsec),
+        "the monotonic clock reads a time since boot"
+    );
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -15,6 +15,20 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// What the page-cache fast path and the dentry-cache `statx` count, in
+/// the engine's counters (`crate::stats::Counters` implements it): the OS
+/// layer names no layer above it.
+pub(crate) trait Tally {
+    /// A read answered whole from the page cache, of `bytes`.
+    fn fast_hit(&self, bytes: u64);
+    /// A read the page cache could not answer whole.
+    fn fast_miss(&self);
+    /// A read that skipped the page cache after a streak of misses.
+    fn fast_skipped(&self);
+    /// An operation answered on the calling thread (`error`: it failed).
+    fn inline_done(&self, error: bool);
+}
+
 /// After this many consecutive misses the fast path is skipped: on a miss the
 /// kernel starts the disk read on the calling thread, which is exactly the
 /// blocking that asynchronous I/O should spare it.
@@ -49,8 +63,7 @@ impl MissHistory {
         if self.streak.load(Ordering::Relaxed) < MISS_STREAK {
             return true;
         }
-        let since_miss =
-            crate::stats::monotonic_ns().saturating_sub(self.last_ns.load(Ordering::Relaxed));
+        let since_miss = monotonic_ns().saturating_sub(self.last_ns.load(Ordering::Relaxed));
         since_miss > STREAK_EXPIRES_NS
             || self.skipped.fetch_add(1, Ordering::Relaxed) % RETRY_EVERY == RETRY_EVERY - 1
     }
@@ -63,8 +76,7 @@ impl MissHistory {
             }
         } else {
             self.streak.fetch_add(1, Ordering::Relaxed);
-            self.last_ns
-                .store(crate::stats::monotonic_ns(), Ordering::Relaxed);
+            self.last_ns.store(monotonic_ns(), Ordering::Relaxed);
         }
     }
 }

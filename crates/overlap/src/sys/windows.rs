@@ -175,7 +175,7 @@ fn ok_or_last_error(ok: i32) -> i64 {
 ///
 /// None beyond Linux's form (this one touches nothing).
 pub(crate) unsafe fn nowait_into(
-    _counters: &crate::stats::Counters,
+    _counters: &impl super::Tally,
     _file: Option<&MissHistory>,
     _fd: i32,
     _ptr: *mut u8,
@@ -792,6 +792,14 @@ pub(crate) fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+/// A monotonic clock in nanoseconds (`QueryPerformanceCounter`, through
+/// `Instant`), counted from its first reading in the process.
+pub(crate) fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(all(test, windows))]
