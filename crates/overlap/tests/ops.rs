@@ -480,14 +480,15 @@ fn sync_all_and_sync_data(d: Driver) {
 }
 
 /// Whether `allocate` did it: `Ok`, or on Windows a loud skip where the
-/// file system has no allocation call (Wine's: `ERROR_INVALID_FUNCTION`,
-/// refused before anything changed); any other error fails.
+/// file system has no allocation call (`ERROR_INVALID_FUNCTION`, Wine's
+/// `ERROR_CALL_NOT_IMPLEMENTED`: refused before anything changed); any
+/// other error fails.
 #[track_caller]
 fn allocated(res: overlap::Result<()>) -> bool {
     #[cfg(windows)]
     if let Err(e) = &res {
-        if e.raw_os_error() == Some(1) {
-            eprintln!("SKIPPED (partly): this file system reserves no space (ERROR_INVALID_FUNCTION): {e}");
+        if matches!(e.raw_os_error(), Some(1 | 120)) {
+            eprintln!("SKIPPED (partly): this file system reserves no space: {e}");
             return false;
         }
     }

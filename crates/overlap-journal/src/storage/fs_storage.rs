@@ -202,8 +202,8 @@ impl FsStorage {
     /// (`File::allocate`: `fallocate`, on Windows the file's allocation
     /// size and then its end of file) so that later writes neither extend
     /// it nor run out of space. A Windows file system that reserves
-    /// nothing (`ERROR_INVALID_FUNCTION` or `ERROR_NOT_SUPPORTED`: Wine's,
-    /// FAT's) gets the size alone (`File::set_len`, `SetEndOfFile`; the
+    /// nothing (`ERROR_INVALID_FUNCTION`, `ERROR_NOT_SUPPORTED`: FAT's; or
+    /// Wine's `ERROR_CALL_NOT_IMPLEMENTED`) gets the size alone (`File::set_len`, `SetEndOfFile`; the
     /// space is then taken as it is written), counted in
     /// [`Storage::segments_unreserved`].
     ///
@@ -654,12 +654,21 @@ fn zero_range(_file: &File, _offset: u64, len: u64) -> bool {
 }
 
 /// Whether `e` says the file system reserves no space ahead of writes
-/// (Windows: `ERROR_INVALID_FUNCTION`, `ERROR_NOT_SUPPORTED`).
+/// (Windows: `ERROR_INVALID_FUNCTION`, `ERROR_NOT_SUPPORTED`, and Wine's
+/// `ERROR_CALL_NOT_IMPLEMENTED`).
 #[cfg(windows)]
 fn allocation_unsupported(e: &io::Error) -> bool {
-    use windows_sys::Win32::Foundation::{ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED};
+    use windows_sys::Win32::Foundation::{
+        ERROR_CALL_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION, ERROR_NOT_SUPPORTED,
+    };
     let code = crate::error::os_error(e);
-    code == Some(ERROR_INVALID_FUNCTION as i32) || code == Some(ERROR_NOT_SUPPORTED as i32)
+    [
+        ERROR_INVALID_FUNCTION,
+        ERROR_NOT_SUPPORTED,
+        ERROR_CALL_NOT_IMPLEMENTED,
+    ]
+    .iter()
+    .any(|&c| code == Some(c as i32))
 }
 
 /// Linux reserves with `fallocate` or fails: no fallback.
