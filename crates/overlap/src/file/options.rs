@@ -35,7 +35,7 @@ pub enum Access {
 ///
 /// On Windows the file is opened with `CreateFileW`, always for overlapped
 /// I/O (`FILE_FLAG_OVERLAPPED`) and shared as Rust's std shares it (others
-/// may read, write and delete it; [`share_mode`](Self::share_mode) changes
+/// may read, write and delete it; `share_mode`, on Windows, changes
 /// that): `direct` is `FILE_FLAG_NO_BUFFERING`, `write_through`
 /// `FILE_FLAG_WRITE_THROUGH`, the [`Access`] hints
 /// `FILE_FLAG_SEQUENTIAL_SCAN` and `FILE_FLAG_RANDOM_ACCESS`, and `append`
