@@ -444,17 +444,12 @@ impl EngineBuilder {
                     Err(e) if choice == DriverChoice::Auto => {
                         // Said where the driver is described: no port, so
                         // the pool runs everything.
-                        let d = PoolDriver::start(self.pool_threads, counters.clone());
-                        let info = DriverInfo {
-                            kind: DriverKind::Pool,
-                            fallback: Some(FallbackReason::OtherSystem),
-                            detail: format!(
-                                "{}; CreateIoCompletionPort failed: {e}",
-                                self.pool_detail()
-                            ),
-                            aio_unavailable: None,
-                        };
-                        return Ok((DriverHandle::Pool(d), info));
+                        let why = format!("CreateIoCompletionPort failed: {e}");
+                        return Ok(self.start_pool(
+                            FallbackReason::OtherSystem,
+                            Some(why),
+                            counters,
+                        ));
                     }
                     Err(e) => {
                         return Err(Error::IocpUnavailable {
@@ -464,14 +459,7 @@ impl EngineBuilder {
                 }
             }
         };
-        let d = PoolDriver::start(self.pool_threads, counters.clone());
-        let info = DriverInfo {
-            kind: DriverKind::Pool,
-            fallback: Some(fallback),
-            detail: self.pool_detail(),
-            aio_unavailable: None,
-        };
-        Ok((DriverHandle::Pool(d), info))
+        Ok(self.start_pool(fallback, None, counters))
     }
 
     /// Starts the driver `choice` names and describes it: the pool, as
@@ -498,20 +486,14 @@ impl EngineBuilder {
             }
             DriverChoice::Iocp => {
                 return Err(Error::IocpUnavailable {
-                    reason: "the IOCP driver is not built yet".to_string(),
+                    reason: "I/O completion ports are Windows', and this system is not Windows"
+                        .to_string(),
                 })
             }
             DriverChoice::Pool => FallbackReason::Forced(forced_by),
             DriverChoice::Auto => FallbackReason::OtherSystem,
         };
-        let d = PoolDriver::start(self.pool_threads, counters.clone());
-        let info = DriverInfo {
-            kind: DriverKind::Pool,
-            fallback: Some(fallback),
-            detail: self.pool_detail(),
-            aio_unavailable: None,
-        };
-        Ok((DriverHandle::Pool(d), info))
+        Ok(self.start_pool(fallback, None, counters))
     }
 
     /// Starts the driver `choice` names and describes it; `Auto` falls back
@@ -532,14 +514,7 @@ impl EngineBuilder {
                 })
             }
             DriverChoice::Pool => {
-                let d = PoolDriver::start(self.pool_threads, counters.clone());
-                let info = DriverInfo {
-                    kind: DriverKind::Pool,
-                    fallback: Some(FallbackReason::Forced(forced_by)),
-                    detail: self.pool_detail(),
-                    aio_unavailable: None,
-                };
-                (DriverHandle::Pool(d), info)
+                self.start_pool(FallbackReason::Forced(forced_by), None, counters)
             }
             DriverChoice::Aio => {
                 let (d, info) = self.start_aio_or_pool(FallbackReason::Forced(forced_by), counters);
@@ -608,6 +583,29 @@ impl EngineBuilder {
                 },
             ),
         }
+    }
+
+    /// The pool as the engine's driver, described: `fallback` says why not
+    /// the system's own driver, `why` what failed, if anything.
+    fn start_pool(
+        &self,
+        fallback: FallbackReason,
+        why: Option<String>,
+        counters: &Arc<Counters>,
+    ) -> (DriverHandle, DriverInfo) {
+        let d = PoolDriver::start(self.pool_threads, counters.clone());
+        let detail = match why {
+            Some(why) => format!("{}; {why}", self.pool_detail()),
+            None => self.pool_detail(),
+        };
+        debug_assert!(!detail.is_empty(), "a driver is described");
+        let info = DriverInfo {
+            kind: DriverKind::Pool,
+            fallback: Some(fallback),
+            detail,
+            aio_unavailable: None,
+        };
+        (DriverHandle::Pool(d), info)
     }
 
     /// The pool's limit as [`DriverInfo::detail`] states it.

@@ -194,6 +194,16 @@ impl File {
     /// A closed file is returned too.
     #[cfg(unix)]
     pub fn into_fd(self) -> std::result::Result<OwnedFd, File> {
+        let fd = self.give_back()?;
+        // SAFETY: the descriptor was this file's alone, no operation uses
+        // it, and `give_back` swapped -1 in, so FileInner never closes it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Takes the descriptor out of the file when this is its only handle
+    /// and no operation holds it (none in flight), so that the caller owns
+    /// it; otherwise (a closed file too) gives the file back.
+    fn give_back(self) -> std::result::Result<i32, File> {
         let File { inner, engine } = self;
         match Arc::try_unwrap(inner) {
             Ok(inner) => {
@@ -208,9 +218,8 @@ impl File {
                 // The caller owns the descriptor from here: no ring's table
                 // may keep the file open behind its back.
                 inner.forget_registrations(fd);
-                // SAFETY: the descriptor was this file's alone, no operation
-                // uses it, and swapping -1 in keeps FileInner from closing it.
-                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+                debug_assert!(fd >= 0, "an open descriptor is given back");
+                Ok(fd)
             }
             Err(inner) => Err(File { inner, engine }),
         }

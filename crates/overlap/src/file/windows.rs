@@ -2,7 +2,6 @@
 //! giving it back, the counterparts of `from_fd` and `into_fd`.
 
 use std::os::windows::io::{AsRawHandle, FromRawHandle, IntoRawHandle, OwnedHandle, RawHandle};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{alignment_of, File, FileInner, Mode};
@@ -81,23 +80,10 @@ impl File {
     /// call on it with an event whose low bit is set completes without
     /// the port.
     pub fn into_handle(self) -> std::result::Result<OwnedHandle, File> {
-        let File { inner, engine } = self;
-        match Arc::try_unwrap(inner) {
-            Ok(inner) => {
-                let fd = inner.fd.swap(-1, Ordering::AcqRel);
-                if fd < 0 || inner.state.load(Ordering::Acquire) != 0 {
-                    inner.fd.store(fd, Ordering::Release);
-                    return Err(File {
-                        inner: Arc::new(inner),
-                        engine,
-                    });
-                }
-                // SAFETY: the handle was this file's alone, no operation
-                // uses it, and swapping -1 in keeps FileInner from closing it.
-                Ok(unsafe { OwnedHandle::from_raw_handle(sys::handle(fd)) })
-            }
-            Err(inner) => Err(File { inner, engine }),
-        }
+        let fd = self.give_back()?;
+        // SAFETY: the handle was this file's alone, no operation uses it,
+        // and `give_back` swapped -1 in, so FileInner never closes it.
+        Ok(unsafe { OwnedHandle::from_raw_handle(sys::handle(fd)) })
     }
 
     /// The raw handle (for diagnostics; `INVALID_HANDLE_VALUE` once
