@@ -10,6 +10,7 @@ mod journal;
 mod probe;
 mod serve;
 mod size;
+mod sys;
 mod util;
 
 /// Really asynchronous file I/O on Linux, measured honestly.

@@ -5,7 +5,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -32,9 +31,10 @@ fn install_signal_cleanup() {
 
 fn kill_fio_child() {
     let child = FIO_CHILD.load(Ordering::SeqCst);
-    if child > 0 {
-        // SAFETY: signals our own child process, by its id.
-        unsafe { libc::kill(child, libc::SIGKILL) };
+    if let Ok(pid) = u32::try_from(child) {
+        if pid > 0 {
+            crate::sys::kill(pid);
+        }
     }
 }
 
@@ -181,9 +181,7 @@ impl DataFiles {
         if !d.is_dir() {
             bail!("--dir {}: no such directory", d.display());
         }
-        let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(d.as_os_str()))
-            .map_err(|_| anyhow::anyhow!("--dir {} contains a NUL byte", d.display()))?;
-        if let Ok(avail) = crate::util::free_bytes(&c) {
+        if let Ok(avail) = crate::sys::free_bytes(d) {
             let want = need + need / 20;
             if avail < want {
                 bail!(
@@ -222,21 +220,16 @@ impl Drop for DataFiles {
 /// a block device; returns its size as `stat` says (0 for a device: see
 /// [`size_of`]) and whether it is a device.
 fn given_size(path: &Path) -> Result<(u64, bool)> {
-    use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).with_context(|| format!("--file {}", path.display()))?;
     let t = meta.file_type();
     if t.is_file() {
         return Ok((meta.len(), false));
     }
-    if t.is_block_device() {
+    if crate::sys::is_block_device(&t) {
         return Ok((0, true));
     }
-    let what = if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
+    let what = if let Some(kind) = crate::sys::special_kind(&t) {
+        kind
     } else if t.is_dir() {
         "a directory (use --dir for a scratch file in it)"
     } else {
@@ -250,22 +243,12 @@ fn given_size(path: &Path) -> Result<(u64, bool)> {
 
 /// The size of an open regular file or block device (`BLKGETSIZE64`).
 fn size_of(f: &File, path: &Path) -> Result<u64> {
-    use std::os::unix::fs::FileTypeExt;
     let meta = f.metadata()?;
-    if !meta.file_type().is_block_device() {
+    if !crate::sys::is_block_device(&meta.file_type()) {
         return Ok(meta.len());
     }
-    // _IOR(0x12, 114, u64): the device's size in bytes.
-    const BLKGETSIZE64: u64 = 0x8008_1272;
-    let mut size: u64 = 0;
-    // SAFETY: the ioctl writes one u64 through a pointer to a live u64, on
-    // a descriptor we hold open.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("the size of block device {}", path.display()));
-    }
-    Ok(size)
+    crate::sys::device_size(f)
+        .with_context(|| format!("the size of block device {}", path.display()))
 }
 
 /// Writes `size` bytes of non-zero data and makes them durable.
@@ -303,12 +286,8 @@ pub(crate) fn fill_pattern(buf: &mut [u8]) {
 }
 
 fn allocate(f: &File, size: u64) -> Result<()> {
-    // SAFETY: plain descriptor call on a file we hold open.
-    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error()).context("fallocate (--prealloc)");
-    }
-    Ok(())
+    crate::sys::allocate(f, size)
+        .with_context(|| format!("{} (--prealloc)", crate::sys::ALLOCATE_NAME))
 }
 
 /// Reads the first `size` bytes so that they sit in the page cache.
@@ -321,5 +300,5 @@ fn warm(f: &File, size: u64) -> Result<()> {
 
 /// Drops the file's clean cached pages (fio's invalidate=1).
 fn drop_cache(f: &File) {
-    let _ = crate::util::fadvise(f, libc::POSIX_FADV_DONTNEED);
+    let _ = crate::sys::drop_cache(f);
 }

@@ -197,18 +197,12 @@ impl Drop for LocalLat {
     }
 }
 
-/// getrusage(RUSAGE_SELF): CPU seconds (user + system) and context
-/// switches (voluntary + involuntary) of every thread of the process.
+/// CPU seconds (user + system) and context switches (voluntary +
+/// involuntary; 0 where the system does not count them) of every thread
+/// of the process.
 pub(crate) fn rusage() -> (f64, u64) {
-    // SAFETY: rusage is plain old data; getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a local rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (
-        secs(ru.ru_utime) + secs(ru.ru_stime),
-        (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
-    )
+    let (cpu, switches) = crate::sys::cpu_and_switches();
+    (cpu, switches.unwrap_or(0))
 }
 
 /// `Threads:` and `VmRSS:` (in bytes) of `/proc/<pid>/status`.

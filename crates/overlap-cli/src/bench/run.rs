@@ -1,7 +1,6 @@
 //! Running one job: the requesters (a port, futures, threads, tokio tasks,
 //! plain threads with pread) on each driver, measured by `measure`.
 
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -560,12 +559,14 @@ fn run_sync(
     offsets: Offsets,
     bar: ProgressBar,
 ) -> Result<Measured> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(job.rw.is_write())
-        .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
-        .open(&target.path)
-        .with_context(|| format!("opening {}", target.path.display()))?;
+    let file = crate::sys::direct(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(job.rw.is_write()),
+        job.direct,
+    )
+    .open(&target.path)
+    .with_context(|| format!("opening {}", target.path.display()))?;
     let lat = LatSink::new(job.timed);
     let file = &file;
     let (ops, w) = gated_threads(
@@ -583,9 +584,9 @@ fn run_sync(
                 let off = offsets.at(i);
                 let t = h.now();
                 let r = if job.rw.is_write() {
-                    file.write_at(&buf, off)
+                    crate::sys::write_at(file, &buf, off)
                 } else {
-                    file.read_at(&mut buf, off)
+                    crate::sys::read_at(file, &mut buf, off)
                 };
                 h.done(t);
                 claims.check(r.map_err(overlap::Error::from), job.bs, off);

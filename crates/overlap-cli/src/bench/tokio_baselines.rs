@@ -7,7 +7,6 @@
 //! use.
 
 use std::io::SeekFrom;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -44,12 +43,14 @@ pub(crate) fn run(
     let rt = runtime(job.tokio_workers)?;
     let lat = LatSink::new(job.timed);
     let std_file = Arc::new(
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(job.rw.is_write())
-            .custom_flags(if job.direct { libc::O_DIRECT } else { 0 })
-            .open(&target.path)
-            .with_context(|| format!("opening {}", target.path.display()))?,
+        crate::sys::direct(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(job.rw.is_write()),
+            job.direct,
+        )
+        .open(&target.path)
+        .with_context(|| format!("opening {}", target.path.display()))?,
     );
     // Each tokio::fs::File has one position, shared with its clones
     // (try_clone shares the open file description): each task opens the
@@ -138,9 +139,9 @@ async fn spawn_blocking_task(
         let file = file.clone();
         let (r, b) = tokio::task::spawn_blocking(move || {
             let r = if write {
-                file.write_at(&buf, off)
+                crate::sys::write_at(&file, &buf, off)
             } else {
-                file.read_at(&mut buf, off)
+                crate::sys::read_at(&file, &mut buf, off)
             };
             (r, buf)
         })

@@ -425,7 +425,6 @@ fn bench_result(
 /// commit writes its record at the next offset and calls `fdatasync`
 /// before the next commit may start (a mutex keeps the log's order).
 fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration) -> Result<f64> {
-    use std::os::unix::fs::FileExt;
     const SIZE: u64 = 64 << 20;
     std::fs::create_dir_all(dir)?;
     let path = dir.join("baseline.log");
@@ -437,7 +436,7 @@ fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration
         .open(&path)?;
     // Preallocate as the journal does, so neither side extends its file.
     f.set_len(SIZE)?;
-    f.write_all_at(&vec![0u8; SIZE as usize], 0)?;
+    crate::sys::write_all_at(&f, &vec![0u8; SIZE as usize], 0)?;
     f.sync_all()?;
     let log = Arc::new(Mutex::new((f, 0u64)));
     let stop = Arc::new(AtomicBool::new(false));
@@ -452,7 +451,7 @@ fn baseline_commits(dir: &Path, bytes: usize, threads: usize, duration: Duration
                 while !stop.load(Ordering::Relaxed) {
                     let mut g = log.lock().unwrap_or_else(|p| p.into_inner());
                     let off = g.1;
-                    g.0.write_all_at(&data, off)?;
+                    crate::sys::write_all_at(&g.0, &data, off)?;
                     g.0.sync_data()?;
                     g.1 = (off + bytes as u64) % (SIZE - bytes as u64);
                     n += 1;

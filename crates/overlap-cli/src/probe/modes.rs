@@ -1,7 +1,6 @@
 //! The measurements: each mode's reads or writes, timed, with completion
 //! order, inline completions, kernel workers and the engine's counters.
 
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -193,12 +192,7 @@ pub(super) fn sync_reads(
     offsets: &[u64],
     pb: &ProgressBar,
 ) -> Result<Measurement> {
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true);
-    if direct {
-        o.custom_flags(libc::O_DIRECT);
-    }
-    let f = o
+    let f = crate::sys::direct(std::fs::OpenOptions::new().read(true), direct)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
     advise_random(&f);
@@ -211,8 +205,7 @@ pub(super) fn sync_reads(
     };
     let t0 = Instant::now();
     for &off in offsets {
-        let got = f
-            .read_at(&mut buf, off)
+        let got = crate::sys::read_at(&f, &mut buf, off)
             .with_context(|| format!("pread of 64 KiB at offset {off}"))?;
         if got as u64 != CHUNK {
             bail!("short read at offset {off}: {got} of {CHUNK} bytes");

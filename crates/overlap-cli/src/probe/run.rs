@@ -152,7 +152,7 @@ impl Probe {
             {
                 Ok(f) => Ok((f, true)),
                 // The file system refuses O_DIRECT: go on without the direct modes.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                Err(e) if e.raw_os_error() == Some(crate::sys::DIRECT_REFUSED) => {
                     let _ = std::fs::remove_file(&path);
                     Ok((self.create(&path, false, false)?, false))
                 }
@@ -184,8 +184,9 @@ impl Probe {
             ))?;
         } else {
             self.out.human(&format!(
-                "alignment: {} refuses O_DIRECT here (EINVAL); the direct modes are skipped",
-                self.plan.fs.kind
+                "alignment: {} refuses {} here; the direct modes are skipped",
+                self.plan.fs.kind,
+                crate::sys::DIRECT_NAME
             ))?;
         }
         let p = &self.plan;
@@ -218,8 +219,9 @@ impl Probe {
     /// A direct mode on a file system without O_DIRECT: said, and skipped.
     fn skip(&self, mode: Mode, bytes: u64) -> Result<()> {
         self.out.human(&format!(
-            "{:<28}skipped: no O_DIRECT on {}",
+            "{:<28}skipped: no {} on {}",
             mode.name(),
+            crate::sys::DIRECT_NAME,
             self.plan.fs.kind
         ))?;
         self.pb.inc(bytes);
@@ -239,7 +241,13 @@ impl Probe {
                         .direct(true)
                         .open(&self.engine, &path)
                         .wait()
-                        .with_context(|| format!("opening {} with O_DIRECT", path.display()))?,
+                        .with_context(|| {
+                            format!(
+                                "opening {} with {}",
+                                path.display(),
+                                crate::sys::DIRECT_NAME
+                            )
+                        })?,
                 )
             } else {
                 None
@@ -333,8 +341,9 @@ impl Probe {
                 evict(std_file)?;
                 let Some(pages) = residency(std_file, size) else {
                     self.notes.push(format!(
-                        "{}: could not verify the eviction (mincore failed)",
-                        mode.name()
+                        "{}: could not verify the eviction ({})",
+                        mode.name(),
+                        crate::sys::RESIDENCY_UNKNOWN
                     ));
                     return Ok(None);
                 };

@@ -3,11 +3,10 @@
 //! quiet snapshot of the kernel's io_uring workers.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use overlap::KernelWorkers;
 
@@ -66,164 +65,46 @@ pub(super) struct FsInfo {
 
 /// The file system holding `dir`: its type and free space.
 pub(super) fn fs_info(dir: &Path) -> Result<FsInfo> {
-    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
-        .map_err(|_| anyhow!("{} contains a NUL byte", dir.display()))?;
-    let available =
-        crate::util::free_bytes(&c).with_context(|| format!("statvfs {}", dir.display()))?;
-    // SAFETY: statfs is plain data; all-zero is a valid value.
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is NUL-terminated and `sfs` is a writable statfs.
-    let kind = if unsafe { libc::statfs(c.as_ptr(), &mut sfs) } == 0 {
-        fs_name(sfs.f_type as u64)
-    } else {
-        "unknown".to_string()
-    };
+    let available = crate::sys::free_bytes(dir)
+        .with_context(|| format!("the free space of {}", dir.display()))?;
+    let kind = crate::sys::fs_kind(dir);
     Ok(FsInfo { available, kind })
 }
 
-fn fs_name(magic: u64) -> String {
-    match magic {
-        0xEF53 => "ext4",
-        0x5846_5342 => "xfs",
-        0x9123_683E => "btrfs",
-        0x0102_1994 => "tmpfs",
-        0x2FC1_2FC1 => "zfs",
-        0xF2F5_2010 => "f2fs",
-        0xCA45_1A4E => "bcachefs",
-        0x6969 => "nfs",
-        0x794C_7630 => "overlayfs",
-        0x6573_5546 => "fuse",
-        0x0102_1997 => "9p",
-        _ => return format!("file system 0x{magic:x}"),
-    }
-    .to_string()
-}
-
-/// Which pages of the first `len` bytes of `file` are in the page cache
-/// (`mincore` on a read-only mapping that is never touched). `None` when
-/// the kernel will not tell.
+/// Which pages of the first `len` bytes of `file` are in the page cache;
+/// `None` when the system will not tell.
 pub(super) fn residency(file: &std::fs::File, len: u64) -> Option<Vec<bool>> {
-    let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
-    // SAFETY: sysconf has no memory arguments.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .ok()
-        .filter(|&p| p > 0)?;
-    // SAFETY: maps `len` bytes of our own descriptor read-only and shared at
-    // an address the kernel picks; nothing dereferences the mapping, which is
-    // unmapped below before the function returns.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return None;
-    }
-    let mut vec = vec![0u8; len.div_ceil(page)];
-    // SAFETY: addr..addr+len is the mapping made above; `vec` has one byte
-    // per page of it, as mincore requires.
-    let r = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
-    // SAFETY: unmaps exactly the mapping made above.
-    unsafe { libc::munmap(addr, len) };
-    if r != 0 {
-        return None;
-    }
-    Some(vec.into_iter().map(|b| b & 1 != 0).collect())
+    crate::sys::residency(file, len)
 }
 
 /// Share of the pages covering `offsets` (64 KiB each) that are cached.
 pub(super) fn cached_share(pages: &[bool], offsets: &[u64]) -> f64 {
-    if pages.is_empty() || offsets.is_empty() {
-        return 0.0;
-    }
-    // SAFETY: sysconf has no memory arguments.
-    let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    let per_chunk = (CHUNK / page_size).max(1) as usize;
-    let mut hit = 0usize;
-    let mut all = 0usize;
-    for &off in offsets {
-        let first = (off / page_size) as usize;
-        for p in pages.iter().skip(first).take(per_chunk) {
-            all += 1;
-            hit += usize::from(*p);
-        }
-    }
-    if all == 0 {
-        0.0
-    } else {
-        hit as f64 / all as f64
-    }
+    crate::sys::cached_share(pages, offsets, CHUNK)
 }
 
-pub(super) fn whole_share(pages: &[bool]) -> f64 {
-    if pages.is_empty() {
-        return 0.0;
-    }
-    pages.iter().filter(|p| **p).count() as f64 / pages.len() as f64
-}
-
-/// `cachestat(2)` (Linux 6.5), the same number on every architecture; the
-/// libc crate does not name it everywhere.
-const SYS_CACHESTAT: libc::c_long = 451;
-
-/// `struct cachestat_range`: the bytes asked about.
-#[repr(C)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-/// `struct cachestat`: what the kernel answers, in pages.
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    cache: u64,
-    dirty: u64,
-    writeback: u64,
-    evicted: u64,
-    recently_evicted: u64,
-}
+pub(super) use crate::sys::whole_share;
 
 /// Pages of the 64 KiB ranges at `offsets` of `file` that are dirty or
 /// under writeback in the page cache (written, not yet on the device):
-/// an O_DIRECT read of them must wait until the kernel has written them
-/// back. `None` when the kernel cannot tell (no `cachestat` before Linux
-/// 6.5).
+/// a direct read of them must wait until the kernel has written them
+/// back. `None` when the system cannot tell (no `cachestat` before Linux
+/// 6.5; Windows).
 pub(super) fn unwritten_pages(file: &std::fs::File, offsets: &[u64]) -> Option<u64> {
-    let mut total = 0u64;
-    for &off in offsets {
-        let range = CachestatRange { off, len: CHUNK };
-        let mut st = Cachestat::default();
-        // SAFETY: cachestat reads `range` and writes `st`, both live and of
-        // the kernel's layout; the descriptor is ours; flags must be 0.
-        let r = unsafe {
-            libc::syscall(
-                SYS_CACHESTAT,
-                file.as_raw_fd(),
-                &range as *const CachestatRange,
-                &mut st as *mut Cachestat,
-                0u32,
-            )
-        };
-        if r != 0 {
-            return None;
-        }
-        total = total.saturating_add(st.dirty.saturating_add(st.writeback));
-    }
-    Some(total)
+    crate::sys::unwritten_pages(file, offsets, CHUNK)
 }
 
 /// Drops `file` from the page cache: its dirty pages are written first
-/// (fdatasync), then `posix_fadvise(DONTNEED)` over the whole file.
+/// (fdatasync; FlushFileBuffers on Windows), then the system drops the
+/// file's cached pages ([`crate::sys::drop_cache`]).
 pub(super) fn evict(file: &std::fs::File) -> Result<()> {
-    file.sync_data().context("fdatasync before eviction")?;
-    crate::util::fadvise(file, libc::POSIX_FADV_DONTNEED)
-        .context("posix_fadvise(DONTNEED) to evict the file from the page cache")
+    file.sync_data()
+        .with_context(|| format!("{} before eviction", crate::sys::SYNC_NAME))?;
+    crate::sys::drop_cache(file).with_context(|| {
+        format!(
+            "{} to evict the file from the page cache",
+            crate::sys::DROP_CACHE_NAME
+        )
+    })
 }
 
 /// Reads the whole file once (buffered) so that it is in the page cache.
@@ -241,9 +122,7 @@ pub(super) fn warm(path: &Path, pb: &ProgressBar) -> Result<()> {
     }
 }
 
-pub(super) fn advise_random(file: &std::fs::File) {
-    let _ = crate::util::fadvise(file, libc::POSIX_FADV_RANDOM);
-}
+pub(super) use crate::sys::advise_random;
 
 /// Kernel-worker snapshot taken once workers have gone quiet (none used CPU
 /// for 5 ms; at most 250 ms of waiting), so that the tail of the previous

@@ -35,15 +35,9 @@ pub const RESERVED_FDS: u64 = 64;
 /// per worker process.
 pub const CONNECTIONS_PER_WORKER: u64 = 512;
 
-/// The soft `RLIMIT_NOFILE`, if there is one.
+/// The soft `RLIMIT_NOFILE`, if there is one (Windows has none).
 pub fn nofile_limit() -> Option<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we own.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
+    crate::sys::open_files_limit()
 }
 
 /// How many connections the descriptor limit leaves room for: each may
@@ -143,5 +137,5 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
-    ) || e.raw_os_error() == Some(libc::EPROTO)
+    ) || crate::sys::is_protocol_error(e)
 }

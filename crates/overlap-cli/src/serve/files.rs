@@ -6,8 +6,6 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The error for a path that is not served.
@@ -31,25 +29,13 @@ pub fn metadata(path: &Path) -> io::Result<Metadata> {
     check(std::fs::metadata(path)?)
 }
 
-/// Opens `path` for reading if it is served. `O_NONBLOCK` makes the open
-/// of a FIFO return at once (without it, it waits for a writer); the type
-/// is then checked on the open file (no race with a rename), and the flag
-/// cleared. A socket (whose open fails with `ENXIO`) is not served either.
+/// Opens `path` for reading if it is served, without waiting
+/// ([`crate::sys::open_no_wait`]: on Linux a FIFO's open would wait for a
+/// writer); the type is then checked on the open file (no race with a
+/// rename). A socket (whose open fails) is not served either.
 pub fn open(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            // A socket's open.
-            Some(libc::ENXIO) => not_served(),
-            _ => e,
-        })?;
+    let file = crate::sys::open_no_wait(path)?.ok_or_else(not_served)?;
     check(file.metadata()?)?;
-    // SAFETY: sets the status flags of a descriptor `file` owns; of those
-    // F_SETFL sets, this read-only open set O_NONBLOCK only.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::sys::clear_no_wait(&file)?;
     Ok(file)
 }

@@ -303,8 +303,9 @@ fn max_connections(args: &ServeArgs) -> usize {
     if let Some(nofile) = accept::nofile_limit() {
         if n > accept::connections_for(nofile) {
             eprintln!(
-                "warning: --max-connections {n} may need {} descriptors, more than RLIMIT_NOFILE ({nofile}) allows: at the limit, accepting pauses 500 ms at a time",
-                2 * n + accept::RESERVED_FDS
+                "warning: --max-connections {n} may need {} descriptors, more than {} ({nofile}) allows: at the limit, accepting pauses 500 ms at a time",
+                2 * n + accept::RESERVED_FDS,
+                crate::sys::OPEN_FILES_LIMIT_NAME
             );
         }
     }
@@ -315,6 +316,7 @@ fn max_connections(args: &ServeArgs) -> usize {
 /// The handlers are in place when this returns, before the future is
 /// first polled: a signal sent as soon as the address is printed is not
 /// lost (nor kills the process).
+#[cfg(not(windows))]
 fn stop_signal() -> impl std::future::Future<Output = std::io::Result<&'static str>> {
     use tokio::signal::unix::{signal, SignalKind};
     let streams = signal(SignalKind::terminate())
@@ -324,6 +326,21 @@ fn stop_signal() -> impl std::future::Future<Output = std::io::Result<&'static s
         Ok(tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "Ctrl-C",
+        })
+    }
+}
+
+/// Ctrl-C or Ctrl-Break (Windows' console events): the name of the one
+/// that came. The handlers are in place when this returns, as on Linux.
+#[cfg(windows)]
+fn stop_signal() -> impl std::future::Future<Output = std::io::Result<&'static str>> {
+    use tokio::signal::windows::{ctrl_break, ctrl_c};
+    let streams = ctrl_c().and_then(|c| Ok((c, ctrl_break()?)));
+    async move {
+        let (mut c, mut brk) = streams?;
+        Ok(tokio::select! {
+            _ = c.recv() => "Ctrl-C",
+            _ = brk.recv() => "Ctrl-Break",
         })
     }
 }
