@@ -69,6 +69,7 @@ fn engine_available(driver: Driver) -> std::result::Result<overlap::DriverInfo, 
         Driver::Uring => overlap::DriverChoice::Uring,
         Driver::Aio => overlap::DriverChoice::Aio,
         Driver::Pool => overlap::DriverChoice::Pool,
+        Driver::Iocp => overlap::DriverChoice::Iocp,
         _ => overlap::DriverChoice::Auto,
     };
     overlap::Engine::builder()
@@ -95,10 +96,11 @@ fn resolve_drivers(plan: &mut Plan) -> Result<()> {
                 Ok(match info.kind {
                     overlap::DriverKind::Uring => Driver::Uring,
                     overlap::DriverKind::Aio => Driver::Aio,
+                    overlap::DriverKind::Iocp => Driver::Iocp,
                     _ => Driver::Pool,
                 })
             }
-            d @ (Driver::Uring | Driver::Aio) => engine_available(d).map(|_| d),
+            d @ (Driver::Uring | Driver::Aio | Driver::Iocp) => engine_available(d).map(|_| d),
             d => Ok(d),
         };
         if let Err(why) = &verdict {

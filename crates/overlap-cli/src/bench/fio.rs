@@ -140,6 +140,10 @@ pub(crate) fn equivalents(job: &Job, target: &Target) -> Vec<FioJob> {
         (Driver::Sync | Driver::SpawnBlocking | Driver::TokioFs, _) => {
             vec![base("psync", 1, n)]
         }
+        (Driver::Iocp, Requester::Threads) => {
+            vec![base("psync", 1, n), base("windowsaio", n, 1)]
+        }
+        (Driver::Iocp, _) => vec![base("windowsaio", n, 1)],
         (Driver::Aio, Requester::Threads) => vec![base("psync", 1, n), base("libaio", n, 1)],
         (_, Requester::Threads) => vec![base("psync", 1, n), base("io_uring", n, 1)],
         (Driver::Uring | Driver::Auto, _) => vec![base("io_uring", n, 1)],

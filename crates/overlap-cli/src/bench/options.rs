@@ -54,6 +54,8 @@ pub(crate) enum Driver {
     Aio,
     /// The overlap engine on its bounded thread pool.
     Pool,
+    /// The overlap engine on Windows' I/O completion ports (Windows only).
+    Iocp,
     /// Plain pread/pwrite on the caller's threads: the baseline.
     Sync,
     /// pread/pwrite inside `tokio::task::spawn_blocking`, from --concurrency
@@ -66,12 +68,22 @@ pub(crate) enum Driver {
 }
 
 impl Driver {
+    /// The system's own asynchronous driver: io_uring on Linux, I/O
+    /// completion ports on Windows (what the presets compare).
+    #[cfg(not(windows))]
+    pub(crate) const NATIVE: Driver = Driver::Uring;
+    /// The system's own asynchronous driver: io_uring on Linux, I/O
+    /// completion ports on Windows (what the presets compare).
+    #[cfg(windows)]
+    pub(crate) const NATIVE: Driver = Driver::Iocp;
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Driver::Auto => "auto",
             Driver::Uring => "uring",
             Driver::Aio => "aio",
             Driver::Pool => "pool",
+            Driver::Iocp => "iocp",
             Driver::Sync => "sync",
             Driver::SpawnBlocking => "spawn-blocking",
             Driver::TokioFs => "tokio-fs",

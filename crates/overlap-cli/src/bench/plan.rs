@@ -108,7 +108,7 @@ fn preset_defaults(p: Option<Preset>) -> PresetDefaults {
             iodepth: vec![32],
             direct: true,
             ops: Some(200_000),
-            drivers: vec![Driver::Uring, Driver::Pool, Driver::Sync],
+            drivers: vec![Driver::NATIVE, Driver::Pool, Driver::Sync],
             ..base
         },
         Some(Preset::Scale) => PresetDefaults {
@@ -128,7 +128,7 @@ fn preset_defaults(p: Option<Preset>) -> PresetDefaults {
         },
         Some(Preset::Cached) => PresetDefaults {
             ops: Some(200_000),
-            drivers: vec![Driver::Uring, Driver::Sync],
+            drivers: vec![Driver::NATIVE, Driver::Sync],
             warm: true,
             ..base
         },

@@ -34,7 +34,7 @@ pub(crate) fn run_job(job: &Job, target: &Target, interactive: bool) -> Result<M
     };
     let mut m = match job.driver {
         Driver::Sync => run_sync(job, target, &claims, offsets, bar)?,
-        Driver::Auto | Driver::Uring | Driver::Aio | Driver::Pool => {
+        Driver::Auto | Driver::Uring | Driver::Aio | Driver::Pool | Driver::Iocp => {
             run_engine(job, target, &claims, offsets, bar)?
         }
         Driver::SpawnBlocking | Driver::TokioFs => {
@@ -341,6 +341,7 @@ fn build_engine(job: &Job) -> Result<Engine> {
         .driver(match job.driver {
             Driver::Pool => DriverChoice::Pool,
             Driver::Aio => DriverChoice::Aio,
+            Driver::Iocp => DriverChoice::Iocp,
             Driver::Auto => DriverChoice::Auto,
             _ => DriverChoice::Uring,
         })

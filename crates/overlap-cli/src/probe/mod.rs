@@ -71,10 +71,11 @@ pub struct ProbeArgs {
     /// Write one JSON object per line and mode on stdout, and nothing else.
     #[arg(long)]
     pub json: bool,
-    /// Driver: auto (io_uring when the kernel allows it; obeys
-    /// OVERLAP_DRIVER), uring (fail if unavailable), aio (Linux AIO for
-    /// O_DIRECT, the thread pool for the rest: aio+pool) or pool (threads),
-    /// as `overlap bench --driver`.
+    /// Driver: auto (io_uring when the kernel allows it, I/O completion
+    /// ports on Windows; obeys OVERLAP_DRIVER), uring (fail if
+    /// unavailable), aio (Linux AIO for O_DIRECT, the thread pool for the
+    /// rest: aio+pool), iocp (Windows) or pool (threads), as `overlap bench
+    /// --driver`.
     #[arg(long, value_enum, default_value_t = DriverArg::Auto)]
     pub driver: DriverArg,
     /// Reads of 64 KiB per read mode, all in flight at once (1 to 4096, and
@@ -101,6 +102,9 @@ pub enum DriverArg {
     /// Linux AIO for O_DIRECT transfers, the thread pool for the rest
     /// (`aio+pool`), even where io_uring is available.
     Aio,
+    /// Windows' I/O completion ports (Windows only; `auto` chooses it
+    /// there).
+    Iocp,
 }
 
 /// Parses `--size` with the CLI's size parser ([`crate::size::parse`]) and

@@ -26,11 +26,19 @@ pub(super) enum ReadKind {
     Cached,
 }
 
-/// Whether a write mode grows the file or writes into preallocated space.
+/// Whether a write mode grows the file, writes into preallocated space,
+/// or (Windows) into space whose valid data length was moved beforehand
+/// (`SetFileValidData`, the KB's way to make extending writes
+/// asynchronous).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Alloc {
     Grow,
     Prealloc,
+    #[cfg_attr(
+        all(not(windows), not(test)),
+        expect(dead_code, reason = "valid data length is Windows' notion")
+    )]
+    ValidData,
 }
 
 /// How a write mode writes: O_DIRECT, buffered, or write-through (O_DSYNC).
@@ -69,6 +77,7 @@ impl Mode {
                 match alloc {
                     Alloc::Grow => "grow",
                     Alloc::Prealloc => "prealloc",
+                    Alloc::ValidData => "validdata",
                 },
                 match kind {
                     WriteKind::Direct => "direct",
@@ -99,13 +108,29 @@ pub(super) const READ_MODES: [Mode; 6] = [
 ];
 
 /// The write modes, in the order they run.
-pub(super) const WRITE_MODES: [Mode; 6] = [
+#[cfg(not(windows))]
+pub(super) const WRITE_MODES: &[Mode] = &[
     Mode::Write(Alloc::Grow, WriteKind::Direct),
     Mode::Write(Alloc::Prealloc, WriteKind::Direct),
     Mode::Write(Alloc::Grow, WriteKind::Buffered),
     Mode::Write(Alloc::Prealloc, WriteKind::Buffered),
     Mode::Write(Alloc::Grow, WriteKind::WriteThrough),
     Mode::Write(Alloc::Prealloc, WriteKind::WriteThrough),
+];
+
+/// The write modes, in the order they run: Windows adds the writes into
+/// space whose valid data length was set (`SetFileValidData`).
+#[cfg(windows)]
+pub(super) const WRITE_MODES: &[Mode] = &[
+    Mode::Write(Alloc::Grow, WriteKind::Direct),
+    Mode::Write(Alloc::Prealloc, WriteKind::Direct),
+    Mode::Write(Alloc::ValidData, WriteKind::Direct),
+    Mode::Write(Alloc::Grow, WriteKind::Buffered),
+    Mode::Write(Alloc::Prealloc, WriteKind::Buffered),
+    Mode::Write(Alloc::ValidData, WriteKind::Buffered),
+    Mode::Write(Alloc::Grow, WriteKind::WriteThrough),
+    Mode::Write(Alloc::Prealloc, WriteKind::WriteThrough),
+    Mode::Write(Alloc::ValidData, WriteKind::WriteThrough),
 ];
 
 /// What one run of the probe measures.

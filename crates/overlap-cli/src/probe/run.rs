@@ -34,6 +34,11 @@ struct Probe {
     direct_ok: bool,
     /// Alignment of the probe's buffers.
     buf_align: usize,
+    /// Why the file system cannot preallocate (else the prealloc modes run).
+    no_allocate: Option<String>,
+    /// Why the valid data length cannot be set (Windows' `SetFileValidData`;
+    /// on Linux the notion does not exist and the modes are not planned).
+    no_valid_data: Option<String>,
     records: Vec<Record>,
     notes: Vec<String>,
 }
@@ -51,8 +56,9 @@ pub(super) fn probe(args: ProbeArgs) -> Result<()> {
         seed: plan.seed,
     };
     // Progress: create + 6 read modes (+ 1 without the fast path) + 2
-    // warm-ups + 6 writes.
-    let total = plan.size + 7 * plan.read_bytes() + 2 * plan.size + 6 * plan.size;
+    // warm-ups + the writes.
+    let total =
+        plan.size + 7 * plan.read_bytes() + 2 * plan.size + WRITE_MODES.len() as u64 * plan.size;
     let pb = progress(args.json, total);
     let out = Out {
         json: args.json,
@@ -72,6 +78,8 @@ pub(super) fn probe(args: ProbeArgs) -> Result<()> {
         cleanup,
         direct_ok: false,
         buf_align: 0,
+        no_allocate: None,
+        no_valid_data: valid_data_refusal(),
         records: Vec::new(),
         notes: Vec::new(),
     };
@@ -91,6 +99,7 @@ fn start_engine(driver: DriverArg, plan: &Plan) -> Result<(EngineBuilder, Engine
         DriverArg::Uring => DriverChoice::Uring,
         DriverArg::Pool => DriverChoice::Pool,
         DriverArg::Aio => DriverChoice::Aio,
+        DriverArg::Iocp => DriverChoice::Iocp,
     };
     let builder = Engine::builder()
         .driver(choice)
@@ -163,9 +172,26 @@ impl Probe {
         self.buf_align = AlignedBufPool::for_file(&file, CHUNK as usize, 0)?.align();
         self.describe(&file)?;
         let size = self.plan.size;
-        file.allocate(0, size)
-            .wait()
-            .context("preallocating the data file")?;
+        match file.allocate(0, size).wait() {
+            Ok(()) => {}
+            Err(e)
+                if e.raw_os_error()
+                    .is_some_and(crate::sys::allocation_unsupported) =>
+            {
+                self.out.human(&format!(
+                    "prealloc:  {} cannot preallocate here ({}: {e}); the prealloc modes are \
+                     skipped",
+                    self.plan.fs.kind,
+                    crate::sys::ALLOCATE_NAME
+                ))?;
+                self.no_allocate = Some(format!(
+                    "{} cannot preallocate ({})",
+                    self.plan.fs.kind,
+                    crate::sys::ALLOCATE_NAME
+                ));
+            }
+            Err(e) => return Err(e).context("preallocating the data file"),
+        }
         async_writes(&self.engine, &file, size, self.plan.seed, &self.pb)
             .context("writing the data file")?;
         file.sync_all().wait().context("syncing the data file")?;
@@ -205,6 +231,7 @@ impl Probe {
             driver: self.info.kind,
             fs: self.plan.fs.kind.clone(),
             grow_workers,
+            windows: cfg!(windows),
         }
     }
 
@@ -216,14 +243,27 @@ impl Probe {
         Ok(())
     }
 
-    /// A direct mode on a file system without O_DIRECT: said, and skipped.
-    fn skip(&self, mode: Mode, bytes: u64) -> Result<()> {
-        self.out.human(&format!(
-            "{:<28}skipped: no {} on {}",
-            mode.name(),
-            crate::sys::DIRECT_NAME,
-            self.plan.fs.kind
-        ))?;
+    /// Why `mode` cannot run here, if it cannot: direct I/O refused, no
+    /// preallocation, no valid data length.
+    fn refusal(&self, mode: Mode) -> Option<String> {
+        if mode.is_direct() && !self.direct_ok {
+            return Some(format!(
+                "no {} on {}",
+                crate::sys::DIRECT_NAME,
+                self.plan.fs.kind
+            ));
+        }
+        match mode {
+            Mode::Write(Alloc::Prealloc, _) => self.no_allocate.clone(),
+            Mode::Write(Alloc::ValidData, _) => self.no_valid_data.clone(),
+            _ => None,
+        }
+    }
+
+    /// A mode that cannot run here: said, with the reason, and skipped.
+    fn skip(&self, mode: Mode, why: &str, bytes: u64) -> Result<()> {
+        self.out
+            .human(&format!("{:<28}skipped: {why}", mode.name()))?;
         self.pb.inc(bytes);
         Ok(())
     }
@@ -267,8 +307,8 @@ impl Probe {
         let facts = self.facts(None);
         for mode in READ_MODES {
             self.pb.set_message(mode.name());
-            if mode.is_direct() && !self.direct_ok {
-                self.skip(mode, self.plan.read_bytes())?;
+            if let Some(why) = self.refusal(mode) {
+                self.skip(mode, &why, self.plan.read_bytes())?;
                 continue;
             }
             let m = self.read_mode(mode, &files)?;
@@ -395,13 +435,13 @@ impl Probe {
             fmt_bytes(size)
         ))?;
         let mut grow_workers: [Option<u64>; 3] = [None; 3];
-        for mode in WRITE_MODES {
+        for &mode in WRITE_MODES {
             let Mode::Write(alloc, kind) = mode else {
                 unreachable!("a write mode")
             };
             self.pb.set_message(mode.name());
-            if mode.is_direct() && !self.direct_ok {
-                self.skip(mode, size)?;
+            if let Some(why) = self.refusal(mode) {
+                self.skip(mode, &why, size)?;
                 continue;
             }
             let m = self.write_mode(mode)?;
@@ -429,11 +469,7 @@ impl Probe {
                 kind == WriteKind::WriteThrough,
             )
         })?;
-        if alloc == Alloc::Prealloc {
-            file.allocate(0, size)
-                .wait()
-                .with_context(|| format!("preallocating {} (fallocate)", fmt_bytes(size)))?;
-        }
+        prepare_space(&file, alloc, size)?;
         let mut m = async_writes(&self.engine, &file, size, self.plan.seed ^ 0x5eed, &self.pb)
             .with_context(|| format!("mode {}", mode.name()))?;
         let t = Instant::now();
@@ -468,6 +504,79 @@ impl Probe {
         drop(self.cleanup);
         Ok(())
     }
+}
+
+/// Makes room for a write mode's `size` bytes as `alloc` says: nothing
+/// (the writes grow the file), a preallocation, or (Windows) the space
+/// preallocated, or at least the size set, and the valid data length
+/// moved to its end.
+fn prepare_space(file: &File, alloc: Alloc, size: u64) -> Result<()> {
+    let allocate = || {
+        file.allocate(0, size).wait().with_context(|| {
+            format!(
+                "preallocating {} ({})",
+                fmt_bytes(size),
+                crate::sys::ALLOCATE_NAME
+            )
+        })
+    };
+    match alloc {
+        Alloc::Grow => Ok(()),
+        Alloc::Prealloc => allocate(),
+        Alloc::ValidData => set_valid_data(file, size),
+    }
+}
+
+/// Sets the file's size to `size` (reserving the space where the file
+/// system can) and its valid data length to the same (`SetFileValidData`):
+/// the writes that follow extend nothing.
+#[cfg(windows)]
+fn set_valid_data(file: &File, size: u64) -> Result<()> {
+    match file.allocate(0, size).wait() {
+        Ok(()) => {}
+        Err(e)
+            if e.raw_os_error()
+                .is_some_and(crate::sys::allocation_unsupported) =>
+        {
+            file.set_len(size)
+                .wait()
+                .context("setting the file's size")?;
+        }
+        Err(e) => return Err(e).context("preallocating before SetFileValidData"),
+    }
+    file.set_valid_data(size)
+        .wait()
+        .context("moving the valid data length (SetFileValidData)")
+}
+
+/// Not reached: the valid-data modes are Windows'.
+#[cfg(not(windows))]
+fn set_valid_data(_file: &File, _size: u64) -> Result<()> {
+    anyhow::bail!("the valid data length is Windows' notion")
+}
+
+/// Why the valid-data modes cannot run, if they cannot: the process must
+/// hold `SeManageVolumePrivilege` (an elevated administrator's does), which
+/// the probe enables for itself.
+#[cfg(windows)]
+fn valid_data_refusal() -> Option<String> {
+    match overlap::enable_manage_volume_privilege() {
+        Ok(true) => None,
+        Ok(false) => Some(
+            "SetFileValidData needs SeManageVolumePrivilege, which this process lacks (run \
+             from an elevated prompt)"
+                .into(),
+        ),
+        Err(e) => Some(format!(
+            "SeManageVolumePrivilege could not be enabled ({e})"
+        )),
+    }
+}
+
+/// No valid data length outside Windows: nothing to refuse.
+#[cfg(not(windows))]
+fn valid_data_refusal() -> Option<String> {
+    None
 }
 
 /// The data file, opened for the read modes.

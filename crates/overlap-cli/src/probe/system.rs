@@ -204,6 +204,7 @@ mod tests {
             driver: overlap::DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: None,
+            windows: false,
         };
         let m = Measurement {
             requests: 3,

@@ -104,6 +104,9 @@ pub(super) struct Facts {
     pub(super) fs: String,
     /// For prealloc modes: the grow mode's kernel workers (same kind).
     pub(super) grow_workers: Option<u64>,
+    /// The run is on Windows: the explanations speak of `ReadFile`, the
+    /// cache manager and the valid data length.
+    pub(super) windows: bool,
 }
 
 /// A condition a template of [`TEXTS`] may require.
@@ -120,6 +123,8 @@ enum When {
     WriteThrough,
     Grow,
     Prealloc,
+    /// Into space whose valid data length was set (Windows).
+    ValidData,
     // The verdict.
     Async,
     Sync,
@@ -129,6 +134,8 @@ enum When {
     Pool,
     /// The file system is ext4.
     Ext4,
+    /// The run is on Windows.
+    Windows,
     /// More than half of the requested pages were cached before the mode.
     CachedAnyway,
     /// Some reads tried the page-cache fast path and missed.
@@ -162,6 +169,83 @@ use When::*;
 /// all hold gives the text.
 #[rustfmt::skip]
 const TEXTS: &[(&str, &[When], &str)] = &[
+    // --- Windows: ReadFile/WriteFile, the cache manager, valid data ------
+    ("explanation", &[SyncRead, Windows],
+        "completed synchronously ({sync_why}): the baseline, plain blocking ReadFile calls one \
+         after another on the calling thread, nothing overlaps"),
+    ("explanation", &[AsyncRead, Async, Pool, Windows],
+        "asynchronous by threads: queued in {queue_share} of the completion time, {order}; \
+         {read_what}; the overlap comes from the pool driver's threads doing blocking ReadFile \
+         calls, not from the system"),
+    ("explanation", &[AsyncRead, Async, Windows],
+        "truly asynchronous: all {requests} were queued in {queue_share} of the time they took \
+         to complete (under the 90% that would make it synchronous), {inline} of them completed \
+         inside ReadFile (the others returned ERROR_IO_PENDING and completed through the \
+         completion port), and {order}; {read_what}"),
+    ("sync_why", &[Direct, Windows], "each read went to the device (FILE_FLAG_NO_BUFFERING)"),
+    ("sync_why", &[Cold, Windows],
+        "each read waited for the disk, unless the cache still held its pages (Windows does not \
+         tell which pages of a file are cached)"),
+    ("sync_why", &[Cached, Windows], "the system file cache: each read was a memory copy"),
+    ("read_what", &[Direct, Windows],
+        "FILE_FLAG_NO_BUFFERING reads bypass the system cache and go to the device, the KB's \
+         surest way to keep requests asynchronous"),
+    ("read_what", &[Cold, Windows],
+        "the file's cached pages had been dropped, so the cache manager, which cannot fault \
+         pages in asynchronously, handed the reads to the system's few worker threads and \
+         ReadFile returned at once (KB 156932, \"Data is not in cache\")"),
+    ("read_what", &[Cached, Windows],
+        "{inline} of {requests} were answered from the system file cache inside ReadFile"),
+    ("read_sync_why", &[Cached, Windows],
+        "the system file cache: {inline} of {requests} reads found their data in memory and \
+         completed inside ReadFile, which returned TRUE instead of ERROR_IO_PENDING (KB 156932: \
+         a request that can be completed at once is), so there was nothing to overlap"),
+    ("read_sync_why", &[Cold, Windows],
+        "{inline} of {requests} completed inside ReadFile and queueing took {queue_share} of \
+         the time to the last completion: with the data not in the cache and many reads at \
+         once, the cache manager's few worker threads were saturated and the reads were made \
+         synchronous (KB 156932); FILE_FLAG_NO_BUFFERING avoids the cache"),
+    ("read_sync_why", &[Direct, Windows],
+        "{inline} of {requests} completed inside ReadFile and queueing took {queue_share} of \
+         the time to the last completion: the volume answered before ReadFile returned (NTFS \
+         does every request to a compressed or encrypted file synchronously, KB 156932)"),
+    ("write_tail", &[Buffered, Windows],
+        "; a buffered write completes once it is copied into the system cache (the lazy writer \
+         writes it later): not durable until FlushFileBuffers (the final one took {fsync})"),
+    ("write_tail", &[WriteThrough, Windows],
+        "; write-through (FILE_FLAG_WRITE_THROUGH): each write completed only once on the \
+         device (the final FlushFileBuffers took {fsync})"),
+    ("write_head", &[Sync, Buffered, Windows],
+        "completed synchronously ({inline} of {requests} writes completed inside WriteFile): a \
+         buffered write is a copy into the system cache{grow_note}"),
+    ("write_head", &[Sync, Grow, Windows],
+        "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
+         queueing took {queue_share} of the time to the last completion): on Windows any write \
+         that extends a file is synchronous (KB 156932); fix: set the size and the valid data \
+         length first (File::allocate, then File::set_valid_data, which needs \
+         SeManageVolumePrivilege)"),
+    ("write_head", &[Sync, Prealloc, Windows],
+        "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
+         queueing took {queue_share} of the time to the last completion) although the space \
+         was reserved and the size set: each write moved the file's valid data length, which \
+         NTFS does synchronously; SetFileValidData moves it once beforehand (the validdata \
+         modes)"),
+    ("write_head", &[Sync, ValidData, Windows],
+        "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
+         queueing took {queue_share} of the time to the last completion) although the valid \
+         data length had been set: the volume answered before WriteFile returned (NTFS does \
+         every request to a compressed or encrypted file synchronously, KB 156932)"),
+    ("write_head", &[Async, Pool, Windows],
+        "asynchronous by threads{async_write_why}; the overlap comes from the pool driver's \
+         threads doing blocking WriteFile calls, not from the system"),
+    ("grow_note", &[Grow], ", and a write that extends a file is synchronous on Windows \
+         anyway (KB 156932)"),
+    ("grow_note", &[], ""),
+    ("async_write_why", &[ValidData],
+        ": the valid data length had been set beforehand (SetFileValidData), so no write \
+         extended the file"),
+    ("async_write_why", &[Prealloc, Direct, Windows],
+        ": the space was reserved and the size set beforehand"),
     // --- the explanation of one mode ------------------------------------
     ("explanation", &[SyncRead],
         "completed synchronously ({sync_why}): the baseline, plain blocking pread one after \
@@ -324,6 +408,7 @@ impl Ctx<'_> {
             WriteThrough => matches!(self.mode, Mode::Write(_, WriteKind::WriteThrough)),
             Grow => matches!(self.mode, Mode::Write(Alloc::Grow, _)),
             Prealloc => matches!(self.mode, Mode::Write(Alloc::Prealloc, _)),
+            ValidData => matches!(self.mode, Mode::Write(Alloc::ValidData, _)),
             Async => self.v == Verdict::Async,
             Sync => self.v == Verdict::Sync,
             KernelWorkers => self.v == Verdict::KernelWorkers,
@@ -332,6 +417,7 @@ impl Ctx<'_> {
                     || (self.facts.driver == DriverKind::Aio && !self.mode.is_direct())
             }
             Ext4 => self.facts.fs == "ext4",
+            Windows => self.facts.windows,
             CachedAnyway => m.cached_before.is_some_and(|c| c > 0.5),
             FastPathMisses => m.fast_path_misses > 0,
             FastPathOffMeasured => m.fast_path_off.is_some(),
@@ -478,6 +564,7 @@ mod tests {
             driver: DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: None,
+            windows: false,
         };
         let mode = READ_MODES
             .into_iter()
@@ -493,6 +580,7 @@ mod tests {
             driver: DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: None,
+            windows: false,
         };
         let mode = READ_MODES
             .into_iter()
@@ -524,8 +612,9 @@ mod tests {
             driver: DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: Some(2),
+            windows: false,
         };
-        for mode in WRITE_MODES {
+        for &mode in WRITE_MODES {
             let Mode::Write(Alloc::Prealloc, WriteKind::Buffered) = mode else {
                 continue;
             };
@@ -575,19 +664,41 @@ mod tests {
         all
     }
 
+    /// Every write mode of every system (Windows adds the valid-data ones).
+    fn every_write_mode() -> Vec<Mode> {
+        let allocs = [Alloc::Grow, Alloc::Prealloc, Alloc::ValidData];
+        let kinds = [
+            WriteKind::Direct,
+            WriteKind::Buffered,
+            WriteKind::WriteThrough,
+        ];
+        let all: Vec<Mode> = allocs
+            .into_iter()
+            .flat_map(|a| kinds.into_iter().map(move |k| Mode::Write(a, k)))
+            .collect();
+        assert!(WRITE_MODES.iter().all(|m| all.contains(m)));
+        all
+    }
+
     #[test]
     fn every_mode_and_verdict_has_a_complete_explanation() {
         let verdicts = [Verdict::Async, Verdict::Sync, Verdict::KernelWorkers];
-        let drivers = [DriverKind::Uring, DriverKind::Aio, DriverKind::Pool];
-        for mode in READ_MODES.into_iter().chain(WRITE_MODES) {
+        let drivers = [
+            DriverKind::Uring,
+            DriverKind::Aio,
+            DriverKind::Pool,
+            DriverKind::Iocp,
+        ];
+        for mode in READ_MODES.into_iter().chain(every_write_mode()) {
             for v in verdicts {
                 for driver in drivers {
-                    for fs in ["ext4", "xfs"] {
+                    for (fs, windows) in [("ext4", false), ("xfs", false), ("NTFS", true)] {
                         for grow_workers in [None, Some(0), Some(2)] {
                             let facts = Facts {
                                 driver,
                                 fs: fs.into(),
                                 grow_workers,
+                                windows,
                             };
                             for x in variety() {
                                 let e = explain(mode, v, &x, &facts);
@@ -601,6 +712,63 @@ mod tests {
         }
     }
 
+    /// On Windows the explanations speak Windows' terms: no Linux call,
+    /// flag or thread is named (no mode there has kernel workers), and the
+    /// KB's reasons are given.
+    #[test]
+    fn windows_explanations_speak_windows_terms() {
+        let linux = [
+            "preadv2",
+            "O_DIRECT",
+            "O_DSYNC",
+            "io_uring",
+            "iou-wrk",
+            "fallocate",
+            "pread",
+            "pwrite",
+            "fsync",
+            "ring",
+            "ext4",
+            "page cache",
+        ];
+        for driver in [DriverKind::Iocp, DriverKind::Pool] {
+            let facts = Facts {
+                driver,
+                fs: "NTFS".into(),
+                grow_workers: None,
+                windows: true,
+            };
+            for mode in READ_MODES.into_iter().chain(every_write_mode()) {
+                for v in [Verdict::Async, Verdict::Sync] {
+                    for mut x in variety().into_iter().filter(|x| x.kernel_workers == 0) {
+                        // Windows tells neither cache residency nor dirty pages.
+                        (x.cached_before, x.dirty_before) = (None, None);
+                        let e = explain(mode, v, &x, &facts);
+                        for word in linux {
+                            assert!(!e.contains(word), "{mode:?} {v:?}: {word}: {e}");
+                        }
+                    }
+                }
+            }
+        }
+        let facts = Facts {
+            driver: DriverKind::Iocp,
+            fs: "NTFS".into(),
+            grow_workers: None,
+            windows: true,
+        };
+        let grow = Mode::Write(Alloc::Grow, WriteKind::Direct);
+        let e = explain(grow, Verdict::Sync, &m(64, 10, 10, 64, 0), &facts);
+        assert!(
+            e.contains("extends a file is synchronous") && e.contains("set_valid_data"),
+            "{e}"
+        );
+        let cached = Mode::Read(Api::Async, ReadKind::Cached);
+        let e = explain(cached, Verdict::Sync, &m(500, 10, 10, 500, 0), &facts);
+
+        assert!(e.contains("inside ReadFile") && e.contains("TRUE"), "{e}");
+    }
+
     #[test]
     fn every_placeholder_is_a_figure_or_a_key() {
         let x = m(1, 1, 1, 1, 1);
@@ -608,6 +776,7 @@ mod tests {
             driver: DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: None,
+            windows: false,
         };
         let cx = Ctx {
             mode: READ_MODES[0],

@@ -20,6 +20,12 @@ pub(crate) const SYNC_NAME: &str = "fdatasync";
 /// The call that preallocates, for messages.
 pub(crate) const ALLOCATE_NAME: &str = "fallocate";
 
+/// Whether `code` says that the file system cannot preallocate at all
+/// (`EOPNOTSUPP`), rather than that this call failed.
+pub(crate) fn allocation_unsupported(code: i32) -> bool {
+    code == libc::EOPNOTSUPP
+}
+
 fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())).map_err(|_| {
         io::Error::new(

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use windows_sys::Win32::Foundation::{
-    CloseHandle, ERROR_INVALID_PARAMETER, FILETIME, GENERIC_READ, INVALID_HANDLE_VALUE, TRUE,
+    CloseHandle, ERROR_CALL_NOT_IMPLEMENTED, ERROR_INVALID_FUNCTION, ERROR_INVALID_PARAMETER,
+    ERROR_NOT_SUPPORTED, FILETIME, GENERIC_READ, INVALID_HANDLE_VALUE, TRUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     FileAllocationInfo, GetDiskFreeSpaceExW, GetVolumeInformationW, GetVolumePathNameW, ReOpenFile,
@@ -34,6 +35,19 @@ pub(crate) const SYNC_NAME: &str = "FlushFileBuffers";
 
 /// The call that preallocates, for messages.
 pub(crate) const ALLOCATE_NAME: &str = "SetFileInformationByHandle(FileAllocationInfo)";
+
+/// Whether `code` says that the file system cannot preallocate at all
+/// (`ERROR_INVALID_FUNCTION`, `ERROR_NOT_SUPPORTED`, or Wine's
+/// `ERROR_CALL_NOT_IMPLEMENTED`), rather than that this call failed.
+pub(crate) fn allocation_unsupported(code: i32) -> bool {
+    [
+        ERROR_INVALID_FUNCTION,
+        ERROR_NOT_SUPPORTED,
+        ERROR_CALL_NOT_IMPLEMENTED,
+    ]
+    .iter()
+    .any(|&c| c as i32 == code)
+}
 
 /// `s` as a NUL-terminated UTF-16 string.
 fn wide(s: &OsStr) -> Vec<u16> {
