@@ -180,6 +180,22 @@ pub enum Error {
     /// the parent's memory). The message says what to do.
     #[error("{0}")]
     Forked(&'static str),
+    /// The system refused `call` because the process's token does not hold
+    /// `privilege` enabled (Windows' `ERROR_PRIVILEGE_NOT_HELD`, 1314,
+    /// which [`raw_os_error`](Error::raw_os_error) still gives): the one
+    /// case so far, `File::set_valid_data` (`SetFileValidData`) without
+    /// `SeManageVolumePrivilege`. Nothing was changed. The message says how
+    /// to get it.
+    #[error(
+        "{call} needs {privilege} enabled in the process's token, and it is not: {}",
+        privilege_hint(privilege)
+    )]
+    PrivilegeNotHeld {
+        /// The privilege's name (`SeManageVolumePrivilege`).
+        privilege: &'static str,
+        /// The system call that asked for it (`SetFileValidData`).
+        call: &'static str,
+    },
     /// The operation has no counterpart on this operating system (named):
     /// extended attributes on Windows. Nothing was submitted.
     #[error("{0} are not supported on this operating system")]
@@ -191,6 +207,7 @@ impl Error {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             Error::Io(e) => e.raw_os_error(),
+            Error::PrivilegeNotHeld { .. } => Some(ERROR_PRIVILEGE_NOT_HELD),
             _ => None,
         }
     }
@@ -212,11 +229,28 @@ impl Error {
             | Error::IocpUnavailable { .. } => io::ErrorKind::Unsupported,
             Error::Forked(_) => io::ErrorKind::Other,
             Error::Unsupported(_) => io::ErrorKind::Unsupported,
+            Error::PrivilegeNotHeld { .. } => io::ErrorKind::PermissionDenied,
         }
     }
 
     pub(crate) fn from_errno(errno: i32) -> Error {
         Error::Io(io::Error::from_raw_os_error(errno))
+    }
+}
+
+/// Windows' `ERROR_PRIVILEGE_NOT_HELD`: the code of
+/// [`Error::PrivilegeNotHeld`].
+const ERROR_PRIVILEGE_NOT_HELD: i32 = 1314;
+
+/// What to do to hold `privilege` enabled, for [`Error::PrivilegeNotHeld`].
+fn privilege_hint(privilege: &str) -> &'static str {
+    match privilege {
+        "SeManageVolumePrivilege" => {
+            "administrators hold it (and accounts granted \"Perform volume maintenance tasks\" \
+             in the local security policy), but it is not enabled by default: run the process \
+             elevated and call overlap::enable_manage_volume_privilege() first"
+        }
+        _ => "grant it to the account and enable it in the token (AdjustTokenPrivileges)",
     }
 }
 

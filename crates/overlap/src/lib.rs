@@ -185,6 +185,8 @@ mod request;
 mod stats;
 mod sys;
 mod wait;
+#[cfg(windows)]
+mod windows;
 
 pub use buf::{AlignedBuf, AlignedBufPool, IoBuf, IoBufMut, MAX_ALIGN};
 #[cfg(target_os = "linux")]
@@ -201,3 +203,5 @@ pub use join::{join_all, JoinAll};
 pub use port::{Batch, Completion, Port, WhenFull};
 pub use stats::{KernelWorkers, Stats};
 pub use wait::block_on;
+#[cfg(windows)]
+pub use windows::enable_manage_volume_privilege;

@@ -1,7 +1,7 @@
 //! The operations on an open file's descriptor (reads, writes, syncs,
-//! allocation, truncation, `statx`, close) and the no-op a port delivers a
-//! known result through. See the [module docs](super) for how an operation
-//! is declared.
+//! allocation, truncation, Windows' valid data length, `statx`, close) and
+//! the no-op a port delivers a known result through. See the
+//! [module docs](super) for how an operation is declared.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -364,6 +364,32 @@ impl Operation for Ftruncate {
     #[cfg(windows)]
     fn blocking(&self) -> i64 {
         crate::sys::set_len(self.fd, self.len)
+    }
+}
+
+/// `SetFileValidData` (Windows alone has it): moves the file's valid data
+/// length forward to `len`, so that later writes below it need not zero
+/// the space first (`sys::set_valid_data`). No io_uring or overlapped form:
+/// every driver's pool performs it.
+#[cfg(windows)]
+#[derive(Debug)]
+pub(crate) struct SetValidData {
+    pub fd: i32,
+    pub len: u64,
+}
+
+#[cfg(windows)]
+impl Operation for SetValidData {
+    const RETURNS: Returns = Returns::Value;
+    fn name(&self) -> &'static str {
+        "SetFileValidData"
+    }
+    fn transfer(&self) -> Transfer {
+        Transfer::None
+    }
+    fn blocking(&self) -> i64 {
+        debug_assert!(self.fd >= 0, "a valid data length is set on an open handle");
+        crate::sys::set_valid_data(self.fd, self.len)
     }
 }
 

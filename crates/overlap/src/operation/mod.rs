@@ -10,7 +10,8 @@
 //! transfers, what its result is; every one of them required, so a
 //! forgotten one does not compile), and its name in the [`operations!`]
 //! list below, which generates [`OpKind`] and its dispatch (no wildcard arm that a
-//! new operation could fall through). Then its public method, in `file/` or
+//! new operation could fall through; an operation one system alone has is
+//! listed under its `#[cfg]`). Then its public method, in `file/` or
 //! `path.rs`, builds it.
 //!
 //! What an operation needs beyond that, it declares through [`Operation`]'s
@@ -235,14 +236,14 @@ pub(crate) use path::*;
 /// operation type (named as the type), a `From` for each, and [`OpKind`]'s
 /// dispatch to [`Operation`], one exhaustive match per item.
 macro_rules! operations {
-    ($($op:ident),+ $(,)?) => {
+    ($($(#[$m:meta])* $op:ident),+ $(,)?) => {
         /// Every operation the engine performs.
         #[derive(Debug)]
         pub(crate) enum OpKind {
-            $($op($op),)+
+            $($(#[$m])* $op($op),)+
         }
 
-        $(impl From<$op> for OpKind {
+        $($(#[$m])* impl From<$op> for OpKind {
             fn from(op: $op) -> OpKind {
                 OpKind::$op(op)
             }
@@ -255,21 +256,21 @@ macro_rules! operations {
             #[inline]
             pub(crate) fn entry(&self, ops: &Opcodes) -> Option<squeue::Entry> {
                 match self {
-                    $(OpKind::$op(op) => ops.has(<$op as Operation>::CODE).then(|| op.entry()),)+
+                    $($(#[$m])* OpKind::$op(op) => ops.has(<$op as Operation>::CODE).then(|| op.entry()),)+
                 }
             }
 
             /// One blocking attempt (`-EINTR` included).
             fn blocking_once(&self) -> i64 {
                 match self {
-                    $(OpKind::$op(op) => op.blocking(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.blocking(),)+
                 }
             }
 
             /// Short name for messages.
             pub(crate) fn name(&self) -> &'static str {
                 match self {
-                    $(OpKind::$op(op) => op.name(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.name(),)+
                 }
             }
 
@@ -277,14 +278,14 @@ macro_rules! operations {
             #[inline]
             pub(crate) fn transfer(&self) -> Transfer {
                 match self {
-                    $(OpKind::$op(op) => op.transfer(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.transfer(),)+
                 }
             }
 
             /// What a successful result is.
             fn returns(&self) -> Returns {
                 match self {
-                    $(OpKind::$op(_) => <$op as Operation>::RETURNS,)+
+                    $($(#[$m])* OpKind::$op(_) => <$op as Operation>::RETURNS,)+
                 }
             }
 
@@ -292,7 +293,7 @@ macro_rules! operations {
             #[inline]
             pub(crate) fn result(&self, cqe_res: i32) -> i64 {
                 match self {
-                    $(OpKind::$op(op) => op.result(cqe_res),)+
+                    $($(#[$m])* OpKind::$op(op) => op.result(cqe_res),)+
                 }
             }
 
@@ -301,7 +302,7 @@ macro_rules! operations {
             #[inline]
             pub(crate) fn performed(&self) {
                 match self {
-                    $(OpKind::$op(op) => op.performed(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.performed(),)+
                 }
             }
 
@@ -310,7 +311,7 @@ macro_rules! operations {
             /// must not leak.
             pub(crate) fn refused(&self) -> i64 {
                 match self {
-                    $(OpKind::$op(op) => op.refused(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.refused(),)+
                 }
             }
 
@@ -319,7 +320,7 @@ macro_rules! operations {
             /// child's copy of its descriptor).
             pub(crate) fn refused_in_child(&self) -> i64 {
                 match self {
-                    $(OpKind::$op(op) => op.refused_in_child(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.refused_in_child(),)+
                 }
             }
 
@@ -327,7 +328,7 @@ macro_rules! operations {
             #[inline]
             pub(crate) fn data(&self) -> Option<Data> {
                 match self {
-                    $(OpKind::$op(op) => op.data(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.data(),)+
                 }
             }
 
@@ -335,7 +336,7 @@ macro_rules! operations {
             #[cfg(target_os = "linux")]
             pub(crate) fn fixed(&self, index: u16) -> Option<squeue::Entry> {
                 match self {
-                    $(OpKind::$op(op) => op.fixed(index),)+
+                    $($(#[$m])* OpKind::$op(op) => op.fixed(index),)+
                 }
             }
 
@@ -343,7 +344,7 @@ macro_rules! operations {
             #[cfg(target_os = "linux")]
             pub(crate) fn aio(&self) -> Option<AioCommand> {
                 match self {
-                    $(OpKind::$op(op) => op.aio(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.aio(),)+
                 }
             }
 
@@ -351,7 +352,7 @@ macro_rules! operations {
             #[cfg(windows)]
             pub(crate) fn overlapped(&self) -> Option<Overlapped> {
                 match self {
-                    $(OpKind::$op(op) => op.overlapped(),)+
+                    $($(#[$m])* OpKind::$op(op) => op.overlapped(),)+
                 }
             }
         }
@@ -376,6 +377,8 @@ operations! {
     SetXattr,
     GetXattr,
     Nop,
+    #[cfg(windows)]
+    SetValidData,
 }
 
 // SAFETY: the raw pointers point into memory owned by the same operation

@@ -18,8 +18,10 @@
 //! waits for that event.
 
 use std::ffi::c_void;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::ptr;
 
+use windows_sys::core::PCWSTR;
 use windows_sys::Wdk::Storage::FileSystem::{
     FileAccessInformation, FileModeInformation, NtQueryInformationFile, FILE_ACCESS_INFORMATION,
     FILE_MODE_INFORMATION, FILE_NO_INTERMEDIATE_BUFFERING, FILE_SYNCHRONOUS_IO_ALERT,
@@ -28,16 +30,20 @@ use windows_sys::Wdk::Storage::FileSystem::{
 use windows_sys::Win32::Foundation::{
     CloseHandle, DuplicateHandle, GetLastError, RtlNtStatusToDosError, DUPLICATE_SAME_ACCESS,
     ERROR_BROKEN_PIPE, ERROR_GEN_FAILURE, ERROR_HANDLE_EOF, ERROR_INVALID_HANDLE,
-    ERROR_INVALID_PARAMETER, ERROR_IO_PENDING, ERROR_NOT_SUPPORTED, HANDLE, INVALID_HANDLE_VALUE,
-    WAIT_OBJECT_0,
+    ERROR_INVALID_PARAMETER, ERROR_IO_PENDING, ERROR_NOT_ALL_ASSIGNED, ERROR_NOT_SUPPORTED,
+    ERROR_SUCCESS, HANDLE, INVALID_HANDLE_VALUE, LUID, WAIT_OBJECT_0,
+};
+use windows_sys::Win32::Security::{
+    AdjustTokenPrivileges, LookupPrivilegeValueW, LUID_AND_ATTRIBUTES, SE_PRIVILEGE_ENABLED,
+    TOKEN_ADJUST_PRIVILEGES, TOKEN_PRIVILEGES, TOKEN_QUERY,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     CreateDirectoryW, CreateFileW, CreateHardLinkW, CreateSymbolicLinkW, DeleteFileW,
     FileAllocationInfo, FileAttributeTagInfo, FileBasicInfo, FileEndOfFileInfo, FileStandardInfo,
     FileStorageInfo, FlushFileBuffers, GetFileAttributesW, GetFileInformationByHandle,
     GetFileInformationByHandleEx, GetFullPathNameW, MoveFileExW, ReadFile, RemoveDirectoryW,
-    SetFileInformationByHandle, WriteFile, BY_HANDLE_FILE_INFORMATION, FILE_ALLOCATION_INFO,
-    FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT,
+    SetFileInformationByHandle, SetFileValidData, WriteFile, BY_HANDLE_FILE_INFORMATION,
+    FILE_ALLOCATION_INFO, FILE_APPEND_DATA, FILE_ATTRIBUTE_DIRECTORY, FILE_ATTRIBUTE_REPARSE_POINT,
     FILE_ATTRIBUTE_TAG_INFO, FILE_BASIC_INFO, FILE_END_OF_FILE_INFO, FILE_FLAG_BACKUP_SEMANTICS,
     FILE_FLAG_OPEN_REPARSE_POINT, FILE_INFO_BY_HANDLE_CLASS, FILE_READ_ATTRIBUTES, FILE_READ_DATA,
     FILE_SHARE_DELETE, FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_STANDARD_INFO, FILE_STORAGE_INFO,
@@ -46,7 +52,7 @@ use windows_sys::Win32::Storage::FileSystem::{
 };
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
-    CreateEventW, GetCurrentProcess, WaitForSingleObject, INFINITE,
+    CreateEventW, GetCurrentProcess, OpenProcessToken, WaitForSingleObject, INFINITE,
 };
 use windows_sys::Win32::System::IO::{GetOverlappedResult, IO_STATUS_BLOCK, OVERLAPPED};
 
@@ -382,6 +388,82 @@ fn set_allocation(fd: i32, size: i64) -> i64 {
         AllocationSize: size,
     };
     set_info(fd, FileAllocationInfo, &info)
+}
+
+/// `SetFileValidData(len)`: the file's valid data length moves forward to
+/// `len` (NTFS then reads the range as it lies on the volume instead of
+/// zeroing it, and writes below `len` need not extend the valid data
+/// synchronously). Windows asks for `SeManageVolumePrivilege` enabled
+/// (else `ERROR_PRIVILEGE_NOT_HELD`), a handle with write access, and
+/// `len` above the current valid data length and at most the file's size
+/// (else `ERROR_INVALID_PARAMETER`). 0 or `-code`.
+pub(crate) fn set_valid_data(fd: i32, len: u64) -> i64 {
+    debug_assert!(fd >= 0, "a valid data length is set on an open handle");
+    let Ok(len) = i64::try_from(len) else {
+        return error(ERROR_INVALID_PARAMETER);
+    };
+    // SAFETY: a plain handle call.
+    ok_or_last_error(unsafe { SetFileValidData(handle(fd), len) })
+}
+
+/// Enables privilege `name` (`SE_*_NAME`) in the process's token
+/// (`OpenProcessToken`, `LookupPrivilegeValueW`, `AdjustTokenPrivileges`):
+/// `Ok(true)` when it is enabled now (or was), `Ok(false)` when the token
+/// does not hold it (`ERROR_NOT_ALL_ASSIGNED`: nothing changed), `Err`
+/// when a call fails.
+pub(crate) fn enable_privilege(name: PCWSTR) -> std::io::Result<bool> {
+    debug_assert!(!name.is_null(), "a privilege has a name");
+    let mut token: HANDLE = ptr::null_mut();
+    // SAFETY: the pseudo-handle of this process; `token` is writable.
+    let opened = unsafe {
+        OpenProcessToken(
+            GetCurrentProcess(),
+            TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY,
+            &mut token,
+        )
+    };
+    if opened == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the token handle was just opened for us alone; the
+    // OwnedHandle closes it once.
+    let token = unsafe { OwnedHandle::from_raw_handle(token) };
+    let mut luid = LUID {
+        LowPart: 0,
+        HighPart: 0,
+    };
+    // SAFETY: `name` is a NUL-terminated wide string; `luid` is writable;
+    // a null system name is the local system.
+    if unsafe { LookupPrivilegeValueW(ptr::null(), name, &mut luid) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let privileges = TOKEN_PRIVILEGES {
+        PrivilegeCount: 1,
+        Privileges: [LUID_AND_ATTRIBUTES {
+            Luid: luid,
+            Attributes: SE_PRIVILEGE_ENABLED,
+        }],
+    };
+    // SAFETY: the token is open with TOKEN_ADJUST_PRIVILEGES; `privileges`
+    // is read for the call; the previous state is not asked for. The
+    // last error is read right after: it says whether all were assigned.
+    let (adjusted, code) = unsafe {
+        let adjusted = AdjustTokenPrivileges(
+            token.as_raw_handle(),
+            0,
+            &privileges,
+            0,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        );
+        (adjusted, GetLastError())
+    };
+    match (adjusted, code) {
+        (0, code) => Err(std::io::Error::from_raw_os_error(code as i32)),
+        (_, ERROR_NOT_ALL_ASSIGNED) => Ok(false),
+        (_, ERROR_SUCCESS) => Ok(true),
+        (_, code) => Err(std::io::Error::from_raw_os_error(code as i32)),
+    }
 }
 
 /// An `NTSTATUS` as a result: 0, or `-code` of the Win32 error it stands
@@ -1057,6 +1139,93 @@ mod tests {
         assert_eq!(close(fd), 0);
     }
 
+    /// Creating symbolic links and setting a valid data length need a
+    /// privilege the token may lack.
+    const ERROR_PRIVILEGE_NOT_HELD: i64 = 1314;
+
+    #[test]
+    fn enabling_the_manage_volume_privilege() {
+        use windows_sys::Win32::Security::SE_MANAGE_VOLUME_NAME;
+        let first = enable_privilege(SE_MANAGE_VOLUME_NAME);
+        // Wine 8's token holds every privilege: it enables this one.
+        println!("SeManageVolumePrivilege enabled: {first:?}");
+        let first = first.expect("the process's token can be opened and adjusted");
+        assert_eq!(
+            enable_privilege(SE_MANAGE_VOLUME_NAME).unwrap(),
+            first,
+            "enabling again gives the same answer"
+        );
+        if under_wine() {
+            assert!(first, "Wine's token holds SeManageVolumePrivilege");
+        }
+        let unknown: Vec<u16> = "SeNoSuchPrivilege\0".encode_utf16().collect();
+        let err = enable_privilege(unknown.as_ptr()).unwrap_err();
+        // ERROR_NO_SUCH_PRIVILEGE
+        assert_eq!(err.raw_os_error(), Some(1313), "{err}");
+    }
+
+    #[test]
+    fn set_valid_data_within_the_size_keeps_the_size_and_the_writes() {
+        const MIB: u64 = 1 << 20;
+        let enabled =
+            enable_privilege(windows_sys::Win32::Security::SE_MANAGE_VOLUME_NAME).unwrap();
+        let dir = TempDir::new("vdl");
+        let fd = create(&dir.join("f"), 0);
+        assert_eq!(set_len(fd, MIB), 0);
+        let r = set_valid_data(fd, MIB);
+        if r == -ERROR_PRIVILEGE_NOT_HELD {
+            assert!(!enabled, "refused although enabled");
+            assert_eq!(
+                set_valid_data(fd, 2 * MIB),
+                r,
+                "the privilege is checked first"
+            );
+            println!("SKIPPED: SetFileValidData (the process lacks SeManageVolumePrivilege)");
+            assert_eq!(close(fd), 0);
+            return;
+        }
+        if r == -i64::from(ERROR_CALL_NOT_IMPLEMENTED) {
+            println!(
+                "SKIPPED: SetFileValidData is not implemented here (ERROR_CALL_NOT_IMPLEMENTED)"
+            );
+            assert_eq!(close(fd), 0);
+            return;
+        }
+        assert_eq!(r, 0, "SetFileValidData(1 MiB) of a 1 MiB file");
+        assert_eq!(stat_of(fd).len, MIB, "the size stays");
+        // Beyond the size: refused (Wine and Windows alike).
+        assert_eq!(
+            set_valid_data(fd, 2 * MIB),
+            -i64::from(ERROR_INVALID_PARAMETER)
+        );
+        assert_eq!(
+            set_valid_data(fd, u64::MAX),
+            -i64::from(ERROR_INVALID_PARAMETER)
+        );
+        let back = set_valid_data(fd, 4096);
+        if under_wine() {
+            // Wine keeps no valid data length (its SetFileValidData checks
+            // the size and reserves the space): moving back is accepted.
+            assert_eq!(back, 0);
+        } else {
+            // Windows documents the length as only moving forward.
+            assert!(
+                back == 0 || back == -i64::from(ERROR_INVALID_PARAMETER),
+                "{back}"
+            );
+        }
+        assert_eq!(write(fd, b"written", MIB - 7), 7);
+        assert_eq!(write(fd, b"abc", 4096), 3);
+        assert_eq!(read(fd, 7, MIB - 7), (7, b"written".to_vec()));
+        assert_eq!(read(fd, 3, 4096), (3, b"abc".to_vec()));
+        assert_eq!(
+            stat_of(fd).len,
+            MIB,
+            "writes within the size do not grow it"
+        );
+        assert_eq!(close(fd), 0);
+    }
+
     #[test]
     fn rename_unlink_mkdir_and_link() {
         let dir = TempDir::new("paths");
@@ -1227,8 +1396,8 @@ mod tests {
 
     #[test]
     fn symbolic_links_to_files_and_directories() {
-        /// Creating symbolic links needs developer mode or the privilege.
-        const ERROR_PRIVILEGE_NOT_HELD: i64 = 1314;
+        // Creating symbolic links needs developer mode or the privilege
+        // (else ERROR_PRIVILEGE_NOT_HELD).
         let dir = TempDir::new("symlink");
         std::fs::write(dir.join("target"), b"12345").unwrap();
         std::fs::create_dir(dir.join("subdir")).unwrap();
