@@ -322,6 +322,7 @@ fn bad_arguments_leave_nothing_and_say_what_is_wrong() {
 }
 
 #[test]
+#[cfg(not(windows))]
 fn journal_bench_cleans_up_on_sigterm_and_sigint() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
         let d = scratch(&format!("bench-signal-{sig}"));
@@ -381,7 +382,6 @@ fn snapshot(d: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn repair_salvages_and_lists_what_it_dropped() {
     use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
-    use std::os::unix::fs::FileExt;
     let d = scratch("repair").join("j");
     let dir = d.to_str().unwrap();
     let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
@@ -400,14 +400,13 @@ fn repair_salvages_and_lists_what_it_dropped() {
         ..c
     };
     let f = std::fs::OpenOptions::new().write(true).open(&ck).unwrap();
-    f.write_all_at(&c.encode(), 0).unwrap();
-    f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+    crate::util::write_all_at(&f, &c.encode(), 0);
+    crate::util::write_all_at(&f, &c.encode(), CHECKPOINT_SLOT as u64);
     let seg = std::fs::OpenOptions::new()
         .write(true)
         .open(d.join("0000000000000000.seg"))
         .unwrap();
-    seg.write_all_at(&[0xde, 0xad], 4096 + lsns[20] + 26)
-        .unwrap();
+    crate::util::write_all_at(&seg, &[0xde, 0xad], 4096 + lsns[20] + 26);
     drop((f, seg));
     // verify refuses (rather than saying "ok"), append refuses (rather than
     // cutting 29 acknowledged records silently and handing out their LSNs
@@ -527,7 +526,6 @@ fn repair_of_a_lost_acknowledged_tail_says_so_and_never_reuses_an_lsn() {
 /// saved neither).
 #[test]
 fn repair_saves_and_lists_a_rewritten_header_and_a_removed_stray() {
-    use std::os::unix::fs::FileExt;
     let d = scratch("repair-header-stray").join("j");
     let dir = d.to_str().unwrap();
     appended(dir, 30);
@@ -535,7 +533,7 @@ fn repair_saves_and_lists_a_rewritten_header_and_a_removed_stray() {
         .write(true)
         .open(d.join("0000000000000000.seg"))
         .unwrap();
-    seg.write_all_at(b"BADHDR!!", 24).unwrap();
+    crate::util::write_all_at(&seg, b"BADHDR!!", 24);
     drop(seg);
     let stray: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
     std::fs::write(d.join("0000000000000007.seg"), &stray).unwrap();
@@ -567,6 +565,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 /// `overlap journal ARGS` with `OVERLAP_DRIVER` set to `driver` (or
 /// removed).
+#[cfg(not(windows))]
 fn journal_on(driver: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
     let mut c = overlap();
     c.arg("journal").args(args).stdin(Stdio::piped());
@@ -583,10 +582,11 @@ fn journal_on(driver: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// Whether the engine runs on io_uring here (not under a seccomp filter
-/// that blocks it, nor with `OVERLAP_DRIVER` set).
+/// Whether the engine runs on the system's own driver here (io_uring, not
+/// under a seccomp filter that blocks it, nor with `OVERLAP_DRIVER` set;
+/// I/O completion ports on Windows).
 fn on_uring() -> bool {
-    overlap::Engine::new().is_ok_and(|e| e.driver().kind == overlap::DriverKind::Uring)
+    overlap::Engine::new().is_ok_and(|e| e.driver().fallback.is_none())
 }
 
 #[test]
@@ -624,6 +624,7 @@ fn the_engine_driver_is_said_only_with_v() {
 /// again under one) is said once on stderr, with the reason, without
 /// `-v`; `-q` silences it.
 #[test]
+#[cfg(not(windows))]
 fn a_fallback_from_io_uring_is_said_once_unless_quiet() {
     let d = scratch("fallback").join("j");
     let dir = d.to_str().unwrap();
@@ -729,6 +730,7 @@ fn help_explains_levels_limit_and_preallocation() {
 }
 
 #[test]
+#[cfg(not(windows))]
 fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
     // ramfs has no fallocate: the journal said "Operation not supported
     // (os error 95)" without naming it and left a half-made directory.
@@ -774,7 +776,6 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
 #[test]
 fn a_cut_torn_tail_is_reported_on_stderr() {
     use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
-    use std::os::unix::fs::FileExt;
     let d = scratch("cut-note").join("j");
     let dir = d.to_str().unwrap();
     let out = ok(&journal(
@@ -791,13 +792,13 @@ fn a_cut_torn_tail_is_reported_on_stderr() {
         ..c
     };
     let f = std::fs::OpenOptions::new().write(true).open(&ck).unwrap();
-    f.write_all_at(&c.encode(), 0).unwrap();
-    f.write_all_at(&c.encode(), CHECKPOINT_SLOT as u64).unwrap();
+    crate::util::write_all_at(&f, &c.encode(), 0);
+    crate::util::write_all_at(&f, &c.encode(), CHECKPOINT_SLOT as u64);
     let seg = std::fs::OpenOptions::new()
         .write(true)
         .open(d.join("0000000000000000.seg"))
         .unwrap();
-    seg.write_all_at(&[0x77], 4096 + lsns[2] + 24).unwrap();
+    crate::util::write_all_at(&seg, &[0x77], 4096 + lsns[2] + 24);
     drop((f, seg));
     let o = journal(&["append", dir], Some(b"d\n"));
     let out = ok(&o);

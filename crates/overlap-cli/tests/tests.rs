@@ -12,7 +12,13 @@
 
 mod util;
 
+// Linux's: they use signals, FIFOs, rlimits, io_uring and Linux AIO.
+#[cfg(not(windows))]
 mod bench;
 mod journal;
+#[cfg(not(windows))]
 mod probe;
+#[cfg(not(windows))]
 mod serve;
+#[cfg(windows)]
+mod windows;

@@ -30,3 +30,21 @@ pub fn stderr(o: &Output) -> String {
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Writes all of `buf` at `offset` of `file` (`pwrite`; on Windows a
+/// positioned `WriteFile`).
+pub fn write_all_at(file: &std::fs::File, buf: &[u8], offset: u64) {
+    #[cfg(not(windows))]
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset).unwrap();
+    #[cfg(windows)]
+    {
+        let mut done = 0;
+        while done < buf.len() {
+            let n =
+                std::os::windows::fs::FileExt::seek_write(file, &buf[done..], offset + done as u64)
+                    .unwrap();
+            assert!(n > 0, "a write of 0 bytes");
+            done += n;
+        }
+    }
+}

@@ -225,20 +225,26 @@ pub(super) enum Say {
 }
 
 impl Say {
-    /// Says `info` on stderr, once, as this level wants: a driver that is
-    /// not io_uring is said unless quiet (as `overlap bench` says the
-    /// engine's choice), io_uring only when verbose.
+    /// Says `info` on stderr, once, as this level wants: a fallback from
+    /// the system's own driver (io_uring; I/O completion ports on Windows)
+    /// is said unless quiet (as `overlap bench` says the engine's choice),
+    /// the system's own only when verbose.
     fn driver(self, info: &overlap::DriverInfo) {
         // Once per process (`bench` opens a journal per run).
         static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        let fell_back = info.kind != overlap::DriverKind::Uring;
+        let fell_back = info.fallback.is_some();
         match self {
             Say::Verbose => eprintln!("overlap journal: engine driver {info}"),
             Say::Fallback if fell_back => {
-                eprintln!("overlap journal: not on io_uring: the engine chose {info}")
+                let native = if cfg!(windows) {
+                    "I/O completion ports"
+                } else {
+                    "io_uring"
+                };
+                eprintln!("overlap journal: not on {native}: the engine chose {info}")
             }
             _ => {}
         }

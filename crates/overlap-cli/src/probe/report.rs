@@ -99,13 +99,13 @@ impl Out {
             "in order"
         };
         let mut first = format!(
-            "{:<28}{} requests queued in {:.3} s, completed in {:.3} s; {order}; inline {}/{}; \
+            "{:<30}{} requests queued in {:.3} s, completed in {:.3} s; {order}; inline {}/{}; \
              kernel workers {}",
             r.mode, r.requests, r.queue_s, r.complete_s, r.inline, r.requests, r.kernel_workers
         );
         let _ = write!(first, "; {:.0} MB/s", r.mb_s);
         self.line(&first)?;
-        self.line(&format!("{:<28}-> {}", "", r.explanation))
+        self.line(&format!("{:<30}-> {}", "", r.explanation))
     }
 }
 
@@ -344,16 +344,32 @@ impl Summary<'_> {
                 p.mb_s
             );
         }
+        if let (Some(g), Some(v)) = (
+            self.get("async-grow-direct"),
+            self.get("async-validdata-direct"),
+        ) {
+            let _ = write!(
+                s,
+                "Direct writes that grew the file: {} ({:.0} MB/s); with the valid data length \
+                 set beforehand (SetFileValidData): {} ({:.0} MB/s). ",
+                self.plain(g),
+                g.mb_s,
+                self.plain(v),
+                v.mb_s
+            );
+        }
         if let Some(b) = self.pair("async-grow-buffered", "async-prealloc-buffered") {
             let _ = write!(
                 s,
-                "Buffered writes: {b}; they complete once in RAM and are not durable until fsync. "
+                "Buffered writes: {b}; they complete once in RAM and are not durable until {}. ",
+                crate::sys::SYNC_NAME
             );
         }
         if let Some(w) = self.pair("async-grow-writethrough", "async-prealloc-writethrough") {
             let _ = write!(
                 s,
-                "Write-through (O_DSYNC) writes: {w}; each is durable when it completes."
+                "Write-through ({}) writes: {w}; each is durable when it completes.",
+                crate::sys::WRITE_THROUGH_NAME
             );
         }
     }

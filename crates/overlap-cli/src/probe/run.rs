@@ -261,9 +261,13 @@ impl Probe {
     }
 
     /// A mode that cannot run here: said, with the reason, and skipped.
-    fn skip(&self, mode: Mode, why: &str, bytes: u64) -> Result<()> {
+    fn skip(&mut self, mode: Mode, why: &str, bytes: u64) -> Result<()> {
         self.out
-            .human(&format!("{:<28}skipped: {why}", mode.name()))?;
+            .human(&format!("{:<30}skipped: {why}", mode.name()))?;
+        if self.out.json {
+            // Said on stderr with the notes: the JSON has one line per mode run.
+            self.notes.push(format!("{} skipped: {why}", mode.name()));
+        }
         self.pb.inc(bytes);
         Ok(())
     }
@@ -354,7 +358,8 @@ impl Probe {
         .with_context(|| format!("mode {}", mode.name()))?;
         m.cached_before = cached_before;
         m.dirty_before = dirty_before;
-        if mode == Mode::Read(Api::Async, ReadKind::Cold) {
+        // Windows has no page-cache fast path: nothing to compare there.
+        if mode == Mode::Read(Api::Async, ReadKind::Cold) && !cfg!(windows) {
             // The fast path tried every read on this thread first: measure
             // the same reads without it, for the explanation.
             evict(&files.std)?;
@@ -475,7 +480,7 @@ impl Probe {
         let t = Instant::now();
         file.sync_data()
             .wait()
-            .with_context(|| format!("mode {}: fdatasync", mode.name()))?;
+            .with_context(|| format!("mode {}: {}", mode.name(), crate::sys::SYNC_NAME))?;
         m.fsync = Some(t.elapsed());
         file.close()
             .wait()

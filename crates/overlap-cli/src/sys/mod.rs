@@ -47,3 +47,46 @@ pub(crate) fn whole_share(pages: &[bool]) -> f64 {
     }
     pages.iter().filter(|p| **p).count() as f64 / pages.len() as f64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The calls the commands build on answer for a real file next to the
+    /// test binary: free space, the file system's name, positioned writes
+    /// and reads, dropping the cache (the data stays).
+    #[test]
+    fn the_system_answers_for_a_real_file() {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap();
+        assert!(free_bytes(dir).unwrap() > 0);
+        let kind = fs_kind(dir);
+        assert!(!kind.is_empty() && kind != "unknown", "{kind}");
+        let path = dir.join(format!("overlap-sys-unit-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        write_all_at(&f, b"0123456789", 4096).unwrap();
+        f.sync_all().unwrap();
+        drop_cache(&f).unwrap();
+        let mut buf = [0u8; 10];
+        assert_eq!(read_at(&f, &mut buf, 4096).unwrap(), 10);
+        assert_eq!(&buf, b"0123456789");
+        assert!(page_size() >= 4096 && page_size().is_power_of_two());
+        match allocate(&f, 1 << 20) {
+            Ok(()) => assert_eq!(f.metadata().unwrap().len(), 1 << 20),
+            Err(e) if e.raw_os_error().is_some_and(allocation_unsupported) => {
+                println!("SKIPPED: allocation: {kind} cannot preallocate here ({e})");
+            }
+            Err(e) => panic!("{e}"),
+        }
+        let (cpu, _) = cpu_and_switches();
+        assert!(cpu > 0.0);
+        drop(f);
+        std::fs::remove_file(&path).unwrap();
+    }
+}

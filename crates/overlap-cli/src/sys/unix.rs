@@ -17,6 +17,9 @@ pub(crate) const DIRECT_NAME: &str = "O_DIRECT";
 /// The call that makes data durable, for messages.
 pub(crate) const SYNC_NAME: &str = "fdatasync";
 
+/// The flag of write-through opens, for messages.
+pub(crate) const WRITE_THROUGH_NAME: &str = "O_DSYNC";
+
 /// The call that preallocates, for messages.
 pub(crate) const ALLOCATE_NAME: &str = "fallocate";
 
@@ -95,6 +98,13 @@ fn fadvise(file: &File, advice: libc::c_int) -> io::Result<()> {
 /// (`posix_fadvise(DONTNEED)`; dirty pages stay: sync first).
 pub(crate) fn drop_cache(file: &File) -> io::Result<()> {
     fadvise(file, libc::POSIX_FADV_DONTNEED)
+}
+
+/// Writes the file's dirty pages (`fdatasync`), then drops all its pages
+/// from the page cache ([`drop_cache`]).
+pub(crate) fn evict(file: &File) -> io::Result<()> {
+    file.sync_data()?;
+    drop_cache(file)
 }
 
 /// The words of [`drop_cache`], for messages.

@@ -33,6 +33,9 @@ pub(crate) const DIRECT_NAME: &str = "FILE_FLAG_NO_BUFFERING";
 /// The call that makes data durable, for messages.
 pub(crate) const SYNC_NAME: &str = "FlushFileBuffers";
 
+/// The flag of write-through opens, for messages.
+pub(crate) const WRITE_THROUGH_NAME: &str = "FILE_FLAG_WRITE_THROUGH";
+
 /// The call that preallocates, for messages.
 pub(crate) const ALLOCATE_NAME: &str = "SetFileInformationByHandle(FileAllocationInfo)";
 
@@ -124,6 +127,13 @@ pub(crate) fn drop_cache(file: &File) -> io::Result<()> {
     // SAFETY: `h` was opened above and is closed once.
     unsafe { CloseHandle(h) };
     Ok(())
+}
+
+/// Drops all the file's pages from the cache: the handle without
+/// buffering that [`drop_cache`] opens makes NTFS write the dirty ones
+/// first (a read-only handle cannot `FlushFileBuffers`).
+pub(crate) fn evict(file: &File) -> io::Result<()> {
+    drop_cache(file)
 }
 
 /// The words of [`drop_cache`], for messages.
