@@ -5,6 +5,14 @@
 //! would wait while operations are in flight on the AIO context reaps them
 //! itself when no other thread does (`driver::aio::lead`), and a push while
 //! it sleeps in `io_getevents` kicks the context.
+//!
+//! On Windows each port is a completion port of its own: its workers wait
+//! in `GetQueuedCompletionStatus` on the port's own I/O completion port
+//! (which wakes the thread that waited last first, as Windows does for
+//! every port), and a completion, a [`post`](crate::Port::post) or the last
+//! outstanding operation's end wakes them by posting to it. The files stay
+//! associated with the engine's port (a handle has one port): the IOCP
+//! driver's completion threads deliver here.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -42,7 +50,23 @@ struct Delivered<B> {
 pub(crate) struct Queue<B> {
     st: Mutex<State<B>>,
     cv: Condvar,
+    /// Windows: the port's own completion port, where its workers sleep
+    /// (`None` if the system would not make one: the condition variable
+    /// then).
+    #[cfg(windows)]
+    bell: Option<Bell>,
 }
+
+/// A port's own completion port (Windows).
+#[cfg(windows)]
+type Bell = crate::driver::iocp::port::Port;
+
+/// How many of a port's workers its completion port lets run at once: no
+/// limit that matters (the port's workers also wait elsewhere, on budget
+/// and files, where the kernel's count of running threads cannot see
+/// them).
+#[cfg(windows)]
+const BELL_THREADS: u32 = 1 << 16;
 
 struct State<B> {
     ready: VecDeque<Delivered<B>>,
@@ -62,10 +86,10 @@ struct State<B> {
 /// delivering a batch wakes once per batch.
 impl<B: Send + 'static> Wake for Queue<B> {
     fn wake(self: Arc<Self>) {
-        self.cv.notify_one();
+        self.notify(1);
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.cv.notify_one();
+        self.notify(1);
     }
 }
 
@@ -80,6 +104,29 @@ impl<B: Send + 'static> Queue<B> {
                 promoted: false,
             }),
             cv: Condvar::new(),
+            #[cfg(windows)]
+            bell: Bell::new(BELL_THREADS).ok(),
+        }
+    }
+
+    /// Wakes `n` sleeping workers (at least one).
+    fn notify(&self, n: usize) {
+        debug_assert!(n >= 1, "a wake-up wakes somebody");
+        #[cfg(windows)]
+        if let Some(bell) = &self.bell {
+            for _ in 0..n {
+                // A refused post (the kernel out of memory) is tried again:
+                // a sleeper without it might wait for ever.
+                while !bell.post(crate::driver::iocp::port::BELL_KEY) {
+                    std::thread::yield_now();
+                }
+            }
+            return;
+        }
+        if n == 1 {
+            self.cv.notify_one();
+        } else {
+            self.cv.notify_all();
         }
     }
 
@@ -95,6 +142,16 @@ impl<B: Send + 'static> Queue<B> {
         deadline: Option<Instant>,
     ) -> std::sync::MutexGuard<'a, State<B>> {
         st.waiting += 1;
+        #[cfg(windows)]
+        if let Some(bell) = &self.bell {
+            // A post made between here and the wait stays queued on the
+            // port: it is not lost as a condition variable's would be.
+            drop(st);
+            ring_wait(bell, deadline);
+            let mut st = self.lock();
+            st.waiting -= 1;
+            return st;
+        }
         st = match deadline {
             None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
             Some(d) => {
@@ -224,7 +281,7 @@ impl<B: Send + 'static> Queue<B> {
                 st.outstanding -= 1;
                 if st.outstanding == 0 && st.waiting > 0 {
                     // Wake workers waiting for completions that will not come.
-                    self.cv.notify_all();
+                    self.notify(st.waiting);
                 }
                 drop(st);
                 return Some(d.completion); // the permit is released here
@@ -258,6 +315,23 @@ impl<B: Send + 'static> Queue<B> {
             st = self.sleep(st, deadline);
         }
     }
+}
+
+/// Waits on a port's own completion port until a packet comes or
+/// `deadline` passes (a failed wait returns too: the caller looks at the
+/// queue again either way).
+#[cfg(windows)]
+fn ring_wait(bell: &Bell, deadline: Option<Instant>) {
+    use windows_sys::Win32::System::IO::OVERLAPPED_ENTRY;
+    const INFINITE: u32 = u32::MAX;
+    let ms = deadline.map_or(INFINITE, |d| {
+        let left = d.saturating_duration_since(Instant::now());
+        // Rounded up: a wait that ends before the deadline would spin.
+        u32::try_from(left.as_micros().div_ceil(1000)).map_or(INFINITE - 1, |m| m.min(INFINITE - 1))
+    });
+    // SAFETY: OVERLAPPED_ENTRY is plain old data; all-zero is valid.
+    let mut entry: [OVERLAPPED_ENTRY; 1] = unsafe { std::mem::zeroed() };
+    let _ = bell.dequeue(&mut entry, ms);
 }
 
 /// A port's worker, as the AIO reaping protocol sees it.
@@ -319,5 +393,42 @@ impl<B: Send + 'static> Wake for Promote<B> {
         // cannot miss it.
         self.0.lock().promoted = true;
         self.0.cv.notify_all();
+    }
+}
+
+#[cfg(all(test, windows))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Each port has a completion port of its own; a worker sleeping on it
+    /// is woken by a completion pushed from another thread, and one with a
+    /// deadline comes back when it passes.
+    #[test]
+    fn a_ports_workers_sleep_on_its_own_completion_port() {
+        let q: Arc<Queue<Vec<u8>>> = Arc::new(Queue::new());
+        assert!(q.bell.is_some(), "CreateIoCompletionPort refused a port");
+        let t0 = Instant::now();
+        let deadline = Some(t0 + Duration::from_millis(50));
+        assert!(q.take(deadline, true, true, None).is_none());
+        assert!(t0.elapsed() >= Duration::from_millis(50));
+        q.add_outstanding();
+        let pusher = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                // Wait until the worker sleeps, then deliver.
+                while !q.has_sleepers() {
+                    std::thread::yield_now();
+                }
+                q.deliver(7, 3, vec![1, 2, 3], None, false);
+            })
+        };
+        let c = q
+            .take(None, true, false, None)
+            .expect("the pushed completion");
+        assert_eq!((c.key, c.buf.len()), (7, 3));
+        assert_eq!(c.result.unwrap(), 3);
+        pusher.join().unwrap();
+        assert_eq!(q.outstanding(), 0);
     }
 }

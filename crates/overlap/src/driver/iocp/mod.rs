@@ -59,7 +59,7 @@
 //! its operations are in flight (the file counts them in).
 
 mod op;
-mod port;
+pub(crate) mod port;
 #[cfg(test)]
 mod tests;
 

@@ -1,5 +1,7 @@
 //! The completion port: one per engine, every handle the engine opens or
-//! adopts associated with it, drained by the driver's completion threads.
+//! adopts associated with it, drained by the driver's completion threads;
+//! and one per [`crate::Port`], on which its workers wait (see
+//! `crate::port::queue`).
 
 use std::io;
 
@@ -28,9 +30,12 @@ pub(super) const WAKE_KEY: usize = usize::MAX - 1;
 /// The key of the packet that ends a completion thread (each one passes it
 /// on before it ends).
 pub(super) const STOP_KEY: usize = usize::MAX;
+/// The key of the packet that wakes a worker waiting on a
+/// [`crate::Port`]'s own completion port.
+pub(crate) const BELL_KEY: usize = 2;
 
 /// An I/O completion port, closed when dropped.
-pub(super) struct Port {
+pub(crate) struct Port {
     handle: HANDLE,
 }
 
@@ -50,7 +55,7 @@ pub(super) fn last_error() -> u32 {
 impl Port {
     /// A new port that lets at most `threads` threads run its completions
     /// at once.
-    pub(super) fn new(threads: u32) -> io::Result<Port> {
+    pub(crate) fn new(threads: u32) -> io::Result<Port> {
         debug_assert!(threads >= 1, "a port is drained by one thread at least");
         // SAFETY: INVALID_HANDLE_VALUE with no existing port makes a new
         // port; no memory is passed.
@@ -86,10 +91,10 @@ impl Port {
 
     /// Queues a packet with `key` and no `OVERLAPPED`; `false` if the
     /// kernel refused it (out of memory).
-    pub(super) fn post(&self, key: usize) -> bool {
+    pub(crate) fn post(&self, key: usize) -> bool {
         debug_assert!(
-            key == WAKE_KEY || key == STOP_KEY,
-            "only the driver's own keys are posted"
+            key == WAKE_KEY || key == STOP_KEY || key == BELL_KEY,
+            "only the driver's and the ports' own keys are posted"
         );
         // SAFETY: a null OVERLAPPED is allowed; the port is open.
         unsafe { PostQueuedCompletionStatus(self.handle, 0, key, std::ptr::null()) != 0 }
@@ -97,7 +102,7 @@ impl Port {
 
     /// Waits up to `timeout_ms` (`INFINITE`) for packets and stores up to
     /// `entries.len()` of them; returns how many (0 on timeout).
-    pub(super) fn dequeue(
+    pub(crate) fn dequeue(
         &self,
         entries: &mut [OVERLAPPED_ENTRY],
         timeout_ms: u32,
