@@ -104,8 +104,9 @@ impl File {
     ///
     /// The file must already be at least `len` bytes long (`set_len` or
     /// `allocate` first), and `len` must be above the current valid data
-    /// length (it never moves back). It needs `SeManageVolumePrivilege`
-    /// enabled in the process's token: administrators hold it, not enabled;
+    /// length (Windows documents that it never moves back). It needs
+    /// `SeManageVolumePrivilege` enabled in the process's token:
+    /// administrators hold it, but Windows does not enable it by default;
     /// [`enable_manage_volume_privilege`](crate::enable_manage_volume_privilege)
     /// enables it. The file must not be sparse, compressed, or on a network
     /// share. Run on the engine's pool, whatever the driver.
