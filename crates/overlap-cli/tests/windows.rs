@@ -220,3 +220,58 @@ fn serve_answers_a_file_health_and_a_missing_path() {
     assert!(health.contains("200"), "{health}");
     assert!(missing.contains("404"), "{missing}");
 }
+
+/// Ctrl-Break (a console's control event, as Ctrl-C in its own process
+/// group) ends the probe through its handler: its files are removed and it
+/// exits with `STATUS_CONTROL_C_EXIT`.
+#[test]
+fn ctrl_break_removes_the_probe_files() {
+    use std::os::windows::process::CommandExt;
+    use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
+    use windows_sys::Win32::System::Threading::CREATE_NEW_PROCESS_GROUP;
+    let dir = fresh_dir("win-probe-ctrl");
+    let mut child = overlap()
+        .args(["probe", "--dir", dir.to_str().unwrap(), "--size", "256M"])
+        .creation_flags(CREATE_NEW_PROCESS_GROUP)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&dir).unwrap().next().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the probe never created its file"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the probe ended before it could be interrupted: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: no memory arguments; the group is the child's own.
+    let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, child.id()) };
+    if sent == 0 {
+        let _ = child.kill();
+        let _ = child.wait();
+        println!(
+            "SKIPPED: Ctrl-Break cleanup: GenerateConsoleCtrlEvent failed here ({}; Wine without \
+             a terminal has no console to send it through)",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        println!("SKIPPED: the probe finished before the event arrived");
+    } else {
+        assert_eq!(
+            out.status.code().map(|c| c as u32),
+            Some(0xC000_013A),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "the probe left {left:?}");
+}
