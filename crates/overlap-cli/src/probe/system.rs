@@ -140,8 +140,6 @@ pub(super) fn quiet_workers() -> KernelWorkers {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
     /// Linux's: Windows does not tell which pages are cached.
@@ -150,7 +148,7 @@ mod tests {
     fn page_residency_is_measured() {
         // Next to the test binary, inside cargo's target directory: neither a
         // tmpfs (which cannot evict) nor the source tree.
-        struct Remove(PathBuf);
+        struct Remove(std::path::PathBuf);
         impl Drop for Remove {
             fn drop(&mut self) {
                 let _ = std::fs::remove_file(&self.0);
