@@ -553,6 +553,25 @@ fn thread_requesters(job: &Job, req: &Req, bar: ProgressBar) -> Result<(u64, Win
     )
 }
 
+/// The target opened with std, for the job's reads or writes (direct if
+/// the job is).
+pub(crate) fn open_std(job: &Job, target: &Target) -> Result<std::fs::File> {
+    crate::sys::direct(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(job.rw.is_write()),
+        job.direct,
+    )
+    .open(&target.path)
+    .with_context(|| format!("opening {}", target.path.display()))
+}
+
+/// Whether each thread (or task) of a blocking baseline needs a handle of
+/// its own: Windows performs the I/O of a handle opened for synchronous
+/// I/O (std's) one call at a time, so a shared one would serialise them;
+/// Linux's `pread`s on one descriptor run side by side.
+pub(crate) const HANDLE_PER_THREAD: bool = cfg!(windows);
+
 fn run_sync(
     job: &Job,
     target: &Target,
@@ -560,40 +579,30 @@ fn run_sync(
     offsets: Offsets,
     bar: ProgressBar,
 ) -> Result<Measured> {
-    let file = crate::sys::direct(
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(job.rw.is_write()),
-        job.direct,
-    )
-    .open(&target.path)
-    .with_context(|| format!("opening {}", target.path.display()))?;
+    let threads = job.in_flight();
+    let files: Vec<std::fs::File> = (0..if HANDLE_PER_THREAD { threads } else { 1 })
+        .map(|_| open_std(job, target))
+        .collect::<Result<_>>()?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let lat = LatSink::new(job.timed);
-    let file = &file;
-    let (ops, w) = gated_threads(
-        job.in_flight(),
-        "bench-sync",
-        job,
-        claims,
-        &lat,
-        bar,
-        |gate, h| {
-            let mut buf = AlignedBuf::new(job.bs, PAGE)?;
-            fill_for_write(job.rw, &mut buf);
-            gate.wait();
-            while let Some(i) = claims.claim() {
-                let off = offsets.at(i);
-                let t = h.now();
-                let r = if job.rw.is_write() {
-                    crate::sys::write_at(file, &buf, off)
-                } else {
-                    crate::sys::read_at(file, &mut buf, off)
-                };
-                h.done(t);
-                claims.check(r.map_err(overlap::Error::from), job.bs, off);
-            }
-            Ok(())
-        },
-    )?;
+    let (ops, w) = gated_threads(threads, "bench-sync", job, claims, &lat, bar, |gate, h| {
+        let mut buf = AlignedBuf::new(job.bs, PAGE)?;
+        fill_for_write(job.rw, &mut buf);
+        let me = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = &files[me % files.len()];
+        gate.wait();
+        while let Some(i) = claims.claim() {
+            let off = offsets.at(i);
+            let t = h.now();
+            let r = if job.rw.is_write() {
+                crate::sys::write_at(file, &buf, off)
+            } else {
+                crate::sys::read_at(file, &mut buf, off)
+            };
+            h.done(t);
+            claims.check(r.map_err(overlap::Error::from), job.bs, off);
+        }
+        Ok(())
+    })?;
     Ok(Measured::without_engine(ops, w, lat.merged()?, "threads"))
 }

@@ -42,16 +42,15 @@ pub(crate) fn run(
 ) -> Result<Measured> {
     let rt = runtime(job.tokio_workers)?;
     let lat = LatSink::new(job.timed);
-    let std_file = Arc::new(
-        crate::sys::direct(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(job.rw.is_write()),
-            job.direct,
-        )
-        .open(&target.path)
-        .with_context(|| format!("opening {}", target.path.display()))?,
-    );
+    // One handle, or one per task where a shared one would serialise them.
+    let handles = if super::run::HANDLE_PER_THREAD && job.driver != Driver::TokioFs {
+        job.concurrency
+    } else {
+        1
+    };
+    let std_files: Vec<Arc<std::fs::File>> = (0..handles)
+        .map(|_| super::run::open_std(job, target).map(Arc::new))
+        .collect::<Result<_>>()?;
     // Each tokio::fs::File has one position, shared with its clones
     // (try_clone shares the open file description): each task opens the
     // file itself, as a tokio user would, before the window. Clones would
@@ -75,9 +74,9 @@ pub(crate) fn run(
                 )));
             }
         } else {
-            for _ in 0..job.concurrency {
+            for t in 0..job.concurrency {
                 tasks.push(tokio::spawn(spawn_blocking_task(
-                    std_file.clone(),
+                    std_files[t % std_files.len()].clone(),
                     job.clone(),
                     claims.clone(),
                     offsets,

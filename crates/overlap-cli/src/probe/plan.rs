@@ -97,6 +97,15 @@ impl Mode {
     }
 }
 
+/// The width of the column of mode names in the human output: the longest
+/// name and a space.
+#[cfg(not(windows))]
+pub(super) const NAME_WIDTH: usize = 28;
+/// The width of the column of mode names in the human output: the longest
+/// name (`async-validdata-writethrough`) and a space.
+#[cfg(windows)]
+pub(super) const NAME_WIDTH: usize = 29;
+
 /// The read modes, in the order they run.
 pub(super) const READ_MODES: [Mode; 6] = [
     Mode::Read(Api::Async, ReadKind::Direct),

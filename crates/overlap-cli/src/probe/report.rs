@@ -10,7 +10,7 @@ use overlap::DriverKind;
 use serde::Serialize;
 
 use super::modes::Measurement;
-use super::plan::Mode;
+use super::plan::{Mode, NAME_WIDTH};
 use super::verdict::{explain, pct, verdict, Facts};
 use super::StdoutClosed;
 
@@ -99,13 +99,20 @@ impl Out {
             "in order"
         };
         let mut first = format!(
-            "{:<30}{} requests queued in {:.3} s, completed in {:.3} s; {order}; inline {}/{}; \
+            "{:<w$}{} requests queued in {:.3} s, completed in {:.3} s; {order}; inline {}/{}; \
              kernel workers {}",
-            r.mode, r.requests, r.queue_s, r.complete_s, r.inline, r.requests, r.kernel_workers
+            r.mode,
+            r.requests,
+            r.queue_s,
+            r.complete_s,
+            r.inline,
+            r.requests,
+            r.kernel_workers,
+            w = NAME_WIDTH
         );
         let _ = write!(first, "; {:.0} MB/s", r.mb_s);
         self.line(&first)?;
-        self.line(&format!("{:<30}-> {}", "", r.explanation))
+        self.line(&format!("{:<w$}-> {}", "", r.explanation, w = NAME_WIDTH))
     }
 }
 
@@ -323,6 +330,8 @@ impl Summary<'_> {
                 self.plain(g),
                 self.plain(p)
             )),
+            // The file system could not preallocate (the mode was skipped).
+            (Some(g), None) => Some(format!("{} when the file grew", self.plain(g))),
             _ => None,
         }
     }
@@ -362,7 +371,11 @@ impl Summary<'_> {
             let _ = write!(
                 s,
                 "Buffered writes: {b}; they complete once in RAM and are not durable until {}. ",
-                crate::sys::SYNC_NAME
+                if cfg!(windows) {
+                    "FlushFileBuffers"
+                } else {
+                    "fsync"
+                }
             );
         }
         if let Some(w) = self.pair("async-grow-writethrough", "async-prealloc-writethrough") {

@@ -11,7 +11,9 @@ use overlap::{
 };
 
 use super::modes::{async_reads, async_writes, fast_path_off_reads, sync_reads, Measurement};
-use super::plan::{Alloc, Api, Mode, Plan, ReadKind, WriteKind, READ_MODES, WRITE_MODES};
+use super::plan::{
+    Alloc, Api, Mode, Plan, ReadKind, WriteKind, NAME_WIDTH, READ_MODES, WRITE_MODES,
+};
 use super::report::{progress, summary, Out, Record, RunInfo};
 use super::system::{cached_share, evict, residency, unwritten_pages, warm, whole_share, Cleanup};
 use super::verdict::{pct, Facts};
@@ -55,10 +57,13 @@ pub(super) fn probe(args: ProbeArgs) -> Result<()> {
         fallback: info.fallback.as_ref().map(|r| r.to_string()),
         seed: plan.seed,
     };
-    // Progress: create + 6 read modes (+ 1 without the fast path) + 2
-    // warm-ups + the writes.
-    let total =
-        plan.size + 7 * plan.read_bytes() + 2 * plan.size + WRITE_MODES.len() as u64 * plan.size;
+    // Progress: create + 6 read modes (+ 1 without the fast path, which
+    // Windows lacks) + 2 warm-ups + the writes.
+    let read_passes = if cfg!(windows) { 6 } else { 7 };
+    let total = plan.size
+        + read_passes * plan.read_bytes()
+        + 2 * plan.size
+        + WRITE_MODES.len() as u64 * plan.size;
     let pb = progress(args.json, total);
     let out = Out {
         json: args.json,
@@ -117,8 +122,13 @@ impl Probe {
         match &info.fallback {
             None => out.human(&format!("driver:    {driver} ({})", info.detail))?,
             Some(r) => out.human(&format!(
-                "driver:    {driver} ({}); fallback: {r}; to use io_uring: {}",
+                "driver:    {driver} ({}); fallback: {r}; to use {}: {}",
                 info.detail,
+                if cfg!(windows) {
+                    "I/O completion ports"
+                } else {
+                    "io_uring"
+                },
                 r.hint()
             ))?,
         }
@@ -210,9 +220,10 @@ impl Probe {
             ))?;
         } else {
             self.out.human(&format!(
-                "alignment: {} refuses {} here; the direct modes are skipped",
+                "alignment: {} refuses {} here ({}); the direct modes are skipped",
                 self.plan.fs.kind,
-                crate::sys::DIRECT_NAME
+                crate::sys::DIRECT_NAME,
+                crate::sys::DIRECT_REFUSED_NAME
             ))?;
         }
         let p = &self.plan;
@@ -262,8 +273,11 @@ impl Probe {
 
     /// A mode that cannot run here: said, with the reason, and skipped.
     fn skip(&mut self, mode: Mode, why: &str, bytes: u64) -> Result<()> {
-        self.out
-            .human(&format!("{:<30}skipped: {why}", mode.name()))?;
+        self.out.human(&format!(
+            "{:<w$}skipped: {why}",
+            mode.name(),
+            w = NAME_WIDTH
+        ))?;
         if self.out.json {
             // Said on stderr with the notes: the JSON has one line per mode run.
             self.notes.push(format!("{} skipped: {why}", mode.name()));
@@ -272,11 +286,25 @@ impl Probe {
         Ok(())
     }
 
+    /// The data file, buffered, for random access.
+    fn open_buffered(&self) -> Result<File> {
+        let path = &self.data_path;
+        OpenOptions::new()
+            .read(true)
+            .access(Access::Random)
+            .open(&self.engine, path)
+            .wait()
+            .with_context(|| format!("opening {}", path.display()))
+    }
+
     /// The read modes, on the data file, which is removed afterwards.
     fn read_modes(&mut self) -> Result<()> {
         let path = self.data_path.clone();
         let files = ReadFiles {
-            std: std::fs::File::open(&path)
+            // Windows: without buffering, so that it never keeps the file's
+            // pages cached (see `crate::sys::drop_cache`).
+            std: crate::sys::direct(std::fs::OpenOptions::new().read(true), cfg!(windows))
+                .open(&path)
                 .with_context(|| format!("opening {}", path.display()))?,
             direct: if self.direct_ok {
                 Some(
@@ -296,12 +324,13 @@ impl Probe {
             } else {
                 None
             },
-            buffered: OpenOptions::new()
-                .read(true)
-                .access(Access::Random)
-                .open(&self.engine, &path)
-                .wait()
-                .with_context(|| format!("opening {}", path.display()))?,
+            // Windows: opened by each mode after its eviction (a cached
+            // handle left open keeps the pages).
+            buffered: if cfg!(windows) {
+                None
+            } else {
+                Some(self.open_buffered()?)
+            },
         };
         self.out.human("")?;
         self.out.human(&format!(
@@ -322,11 +351,9 @@ impl Probe {
         if let Some(f) = files.direct {
             f.close().wait().context("closing the data file")?;
         }
-        files
-            .buffered
-            .close()
-            .wait()
-            .context("closing the data file")?;
+        if let Some(f) = files.buffered {
+            f.close().wait().context("closing the data file")?;
+        }
         self.cleanup.remove(&path)
     }
 
@@ -339,11 +366,13 @@ impl Probe {
         let cached_before = self.prepare_cache(mode, kind, &files.std)?;
         let offsets = &self.plan.offsets;
         let dirty_before = unwritten_pages(&files.std, offsets);
+        let mut opened = None;
         let mut m = match api {
             Api::Async => {
-                let f = match (kind, &files.direct) {
-                    (ReadKind::Direct, Some(direct)) => direct,
-                    _ => &files.buffered,
+                let f = match (kind, &files.direct, &files.buffered) {
+                    (ReadKind::Direct, Some(direct), _) => direct,
+                    (_, _, Some(buffered)) => buffered,
+                    _ => opened.insert(self.open_buffered()?),
                 };
                 async_reads(&self.engine, f, offsets, &self.pb)
             }
@@ -356,6 +385,9 @@ impl Probe {
             ),
         }
         .with_context(|| format!("mode {}", mode.name()))?;
+        if let Some(f) = opened {
+            f.close().wait().context("closing the data file")?;
+        }
         m.cached_before = cached_before;
         m.dirty_before = dirty_before;
         // Windows has no page-cache fast path: nothing to compare there.
@@ -590,6 +622,6 @@ struct ReadFiles {
     std: std::fs::File,
     /// With O_DIRECT, when the file system allows it.
     direct: Option<File>,
-    /// Buffered, random access.
-    buffered: File,
+    /// Buffered, random access (Windows: `None`, each mode opens its own).
+    buffered: Option<File>,
 }

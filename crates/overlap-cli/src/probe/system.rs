@@ -93,10 +93,14 @@ pub(super) fn unwritten_pages(file: &std::fs::File, offsets: &[u64]) -> Option<u
     crate::sys::unwritten_pages(file, offsets, CHUNK)
 }
 
-/// Drops `file` from the page cache, its dirty pages written first
-/// ([`crate::sys::evict`]).
+/// Drops `file` from the page cache: on Linux its dirty pages are written
+/// first (fdatasync); on Windows the handle without buffering that
+/// [`crate::sys::drop_cache`] opens has them written (a read-only handle
+/// cannot `FlushFileBuffers`).
 pub(super) fn evict(file: &std::fs::File) -> Result<()> {
-    crate::sys::evict(file).with_context(|| {
+    #[cfg(not(windows))]
+    file.sync_data().context("fdatasync before eviction")?;
+    crate::sys::drop_cache(file).with_context(|| {
         format!(
             "{} to evict the file from the page cache",
             crate::sys::DROP_CACHE_NAME

@@ -184,16 +184,17 @@ const TEXTS: &[(&str, &[When], &str)] = &[
          completion port), and {order}; {read_what}"),
     ("sync_why", &[Direct, Windows], "each read went to the device (FILE_FLAG_NO_BUFFERING)"),
     ("sync_why", &[Cold, Windows],
-        "each read waited for the disk, unless the cache still held its pages (Windows does not \
-         tell which pages of a file are cached)"),
+        "each read waited for the disk, unless the cache still held its pages (the probe asked \
+         Windows to drop them; Windows does not tell which pages of a file are cached)"),
     ("sync_why", &[Cached, Windows], "the system file cache: each read was a memory copy"),
     ("read_what", &[Direct, Windows],
         "FILE_FLAG_NO_BUFFERING reads bypass the system cache and go to the device, the KB's \
          surest way to keep requests asynchronous"),
     ("read_what", &[Cold, Windows],
-        "the file's cached pages had been dropped, so the cache manager, which cannot fault \
-         pages in asynchronously, handed the reads to the system's few worker threads and \
-         ReadFile returned at once (KB 156932, \"Data is not in cache\")"),
+        "the probe had asked Windows to drop the file's cached pages (it cannot verify that it \
+         did); where the pages are not in memory, the cache manager, which cannot fault them in \
+         asynchronously, hands the reads to the system's few worker threads and ReadFile \
+         returns at once (KB 156932, \"Data is not in cache\")"),
     ("read_what", &[Cached, Windows],
         "{inline} of {requests} were answered from the system file cache inside ReadFile"),
     ("read_sync_why", &[Cached, Windows],
@@ -202,13 +203,15 @@ const TEXTS: &[(&str, &[When], &str)] = &[
          a request that can be completed at once is), so there was nothing to overlap"),
     ("read_sync_why", &[Cold, Windows],
         "{inline} of {requests} completed inside ReadFile and queueing took {queue_share} of \
-         the time to the last completion: with the data not in the cache and many reads at \
-         once, the cache manager's few worker threads were saturated and the reads were made \
-         synchronous (KB 156932); FILE_FLAG_NO_BUFFERING avoids the cache"),
+         the time to the last completion: either the pages were still cached (the probe asked \
+         Windows to drop them but cannot verify it), or, with the data not in the cache and \
+         many reads at once, the cache manager's few worker threads were saturated and the \
+         reads were made synchronous (KB 156932); FILE_FLAG_NO_BUFFERING avoids the cache"),
     ("read_sync_why", &[Direct, Windows],
         "{inline} of {requests} completed inside ReadFile and queueing took {queue_share} of \
-         the time to the last completion: the volume answered before ReadFile returned (NTFS \
-         does every request to a compressed or encrypted file synchronously, KB 156932)"),
+         the time to the last completion: the volume answered before ReadFile returned (KB \
+         156932 names compressed and encrypted files, which NTFS reads and writes \
+         synchronously; the probe does not look at the file's attributes)"),
     ("write_tail", &[Buffered, Windows],
         "; a buffered write completes once it is copied into the system cache (the lazy writer \
          writes it later): not durable until FlushFileBuffers (the final one took {fsync})"),
@@ -218,6 +221,11 @@ const TEXTS: &[(&str, &[When], &str)] = &[
     ("write_head", &[Sync, Buffered, Windows],
         "completed synchronously ({inline} of {requests} writes completed inside WriteFile): a \
          buffered write is a copy into the system cache{grow_note}"),
+    ("write_head", &[Sync, WriteThrough, Windows],
+        "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
+         queueing took {queue_share} of the time to the last completion): a write-through write \
+         without FILE_FLAG_NO_BUFFERING goes through the system cache, which copies it and \
+         writes it to the device before WriteFile returns{grow_note}"),
     ("write_head", &[Sync, Grow, Windows],
         "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
          queueing took {queue_share} of the time to the last completion): on Windows any write \
@@ -233,11 +241,15 @@ const TEXTS: &[(&str, &[When], &str)] = &[
     ("write_head", &[Sync, ValidData, Windows],
         "completed synchronously ({inline} of {requests} writes completed inside WriteFile, \
          queueing took {queue_share} of the time to the last completion) although the valid \
-         data length had been set: the volume answered before WriteFile returned (NTFS does \
-         every request to a compressed or encrypted file synchronously, KB 156932)"),
+         data length had been set: the volume answered before WriteFile returned (KB 156932 \
+         names compressed and encrypted files, which NTFS reads and writes synchronously; the \
+         probe does not look at the file's attributes)"),
     ("write_head", &[Async, Pool, Windows],
         "asynchronous by threads{async_write_why}; the overlap comes from the pool driver's \
          threads doing blocking WriteFile calls, not from the system"),
+    ("write_head", &[Async, Windows],
+        "truly asynchronous: WriteFile returned ERROR_IO_PENDING for {pending} of {requests} \
+         writes, which completed through the completion port{async_write_why}"),
     ("grow_note", &[Grow], ", and a write that extends a file is synchronous on Windows \
          anyway (KB 156932)"),
     ("grow_note", &[], ""),
@@ -245,7 +257,11 @@ const TEXTS: &[(&str, &[When], &str)] = &[
         ": the valid data length had been set beforehand (SetFileValidData), so no write \
          extended the file"),
     ("async_write_why", &[Prealloc, Direct, Windows],
-        ": the space was reserved and the size set beforehand"),
+        ": the space was reserved and the size set beforehand (Windows documents writes beyond \
+         the valid data length as synchronous; this volume did them asynchronously)"),
+    ("async_write_why", &[Grow, Windows],
+        " (Windows documents writes that extend a file as synchronous; this volume did them \
+         asynchronously)"),
     // --- the explanation of one mode ------------------------------------
     ("explanation", &[SyncRead],
         "completed synchronously ({sync_why}): the baseline, plain blocking pread one after \
@@ -439,6 +455,7 @@ impl Ctx<'_> {
         let secs = |d: std::time::Duration| format!("{:.3}", d.as_secs_f64());
         Some(match name {
             "requests" => m.requests.to_string(),
+            "pending" => m.requests.saturating_sub(m.inline).to_string(),
             "inline" => m.inline.to_string(),
             "inline_beyond_hits" => m.inline.saturating_sub(m.fast_path_hits).to_string(),
             "out_of_order" => m.out_of_order.to_string(),

@@ -78,7 +78,12 @@ mod tests {
         assert_eq!(&buf, b"0123456789");
         assert!(page_size() >= 4096 && page_size().is_power_of_two());
         match allocate(&f, 1 << 20) {
-            Ok(()) => assert_eq!(f.metadata().unwrap().len(), 1 << 20),
+            Ok(()) => {
+                assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+                // A longer file is never cut.
+                allocate(&f, 4096).unwrap();
+                assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+            }
             Err(e) if e.raw_os_error().is_some_and(allocation_unsupported) => {
                 println!("SKIPPED: allocation: {kind} cannot preallocate here ({e})");
             }

@@ -11,6 +11,9 @@ use std::sync::OnceLock;
 /// What a file system answers when it refuses direct I/O at open.
 pub(crate) const DIRECT_REFUSED: i32 = libc::EINVAL;
 
+/// [`DIRECT_REFUSED`]'s name, for messages.
+pub(crate) const DIRECT_REFUSED_NAME: &str = "EINVAL";
+
 /// The system's words for direct I/O, for messages.
 pub(crate) const DIRECT_NAME: &str = "O_DIRECT";
 
@@ -98,13 +101,6 @@ fn fadvise(file: &File, advice: libc::c_int) -> io::Result<()> {
 /// (`posix_fadvise(DONTNEED)`; dirty pages stay: sync first).
 pub(crate) fn drop_cache(file: &File) -> io::Result<()> {
     fadvise(file, libc::POSIX_FADV_DONTNEED)
-}
-
-/// Writes the file's dirty pages (`fdatasync`), then drops all its pages
-/// from the page cache ([`drop_cache`]).
-pub(crate) fn evict(file: &File) -> io::Result<()> {
-    file.sync_data()?;
-    drop_cache(file)
 }
 
 /// The words of [`drop_cache`], for messages.

@@ -27,6 +27,9 @@ use windows_sys::Win32::System::Threading::{
 /// What Windows answers when it refuses `FILE_FLAG_NO_BUFFERING` at open.
 pub(crate) const DIRECT_REFUSED: i32 = ERROR_INVALID_PARAMETER as i32;
 
+/// [`DIRECT_REFUSED`]'s name, for messages.
+pub(crate) const DIRECT_REFUSED_NAME: &str = "ERROR_INVALID_PARAMETER";
+
 /// The system's words for direct I/O, for messages.
 pub(crate) const DIRECT_NAME: &str = "FILE_FLAG_NO_BUFFERING";
 
@@ -105,10 +108,14 @@ pub(crate) fn fs_kind(dir: &Path) -> String {
     String::from_utf16_lossy(&name[..len])
 }
 
-/// Drops the file's clean pages from the system's cache: a handle opened
-/// on it without buffering (`ReOpenFile` with `FILE_FLAG_NO_BUFFERING`)
-/// makes NTFS flush and purge the file's cached data, unless a mapping
-/// holds it. Dirty pages are written, not lost; sync first to drop them.
+/// Asks the system to drop the file's pages from its cache: a handle
+/// opened on it without buffering (`ReOpenFile` with
+/// `FILE_FLAG_NO_BUFFERING`). A file system keeps its cache coherent with
+/// such a handle by flushing and purging the file's cached data when it is
+/// opened, provided no cached handle of the file is open and no mapping
+/// holds it (the FAT driver's published sources do so; NTFS is reported
+/// to): the caller's `file` should be a handle without buffering itself,
+/// and every cached one closed. Windows cannot say whether it worked.
 pub(crate) fn drop_cache(file: &File) -> io::Result<()> {
     let share = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
     // SAFETY: the handle is `file`'s, open for the call; ReOpenFile makes a
@@ -127,13 +134,6 @@ pub(crate) fn drop_cache(file: &File) -> io::Result<()> {
     // SAFETY: `h` was opened above and is closed once.
     unsafe { CloseHandle(h) };
     Ok(())
-}
-
-/// Drops all the file's pages from the cache: the handle without
-/// buffering that [`drop_cache`] opens makes NTFS write the dirty ones
-/// first (a read-only handle cannot `FlushFileBuffers`).
-pub(crate) fn evict(file: &File) -> io::Result<()> {
-    drop_cache(file)
 }
 
 /// The words of [`drop_cache`], for messages.
@@ -175,11 +175,14 @@ pub(crate) fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::
     Ok(())
 }
 
-/// Reserves `size` bytes for `file` (`FileAllocationInfo`) and sets its
-/// size to `size` (the new range reads as zeros).
+/// Reserves `size` bytes for `file` (`FileAllocationInfo`) and grows it
+/// to `size` when it is shorter (the new range reads as zeros); a longer
+/// file keeps its size and data, as with Linux's `fallocate`.
 pub(crate) fn allocate(file: &File, size: u64) -> io::Result<()> {
+    let len = file.metadata()?.len();
     let info = FILE_ALLOCATION_INFO {
-        AllocationSize: i64::try_from(size)
+        // Never below the size: a smaller allocation would cut the file.
+        AllocationSize: i64::try_from(size.max(len))
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "size too large"))?,
     };
     // SAFETY: the handle is `file`'s, open for the call; `info` is a live
@@ -195,7 +198,10 @@ pub(crate) fn allocate(file: &File, size: u64) -> io::Result<()> {
     if ok == 0 {
         return Err(io::Error::last_os_error());
     }
-    file.set_len(size)
+    if len < size {
+        file.set_len(size)?;
+    }
+    Ok(())
 }
 
 /// The size of the memory page, in bytes.
@@ -310,6 +316,9 @@ pub(crate) fn clear_no_wait(_file: &File) -> io::Result<()> {
 /// The handler [`on_interrupt`] installed.
 static ON_INTERRUPT: OnceLock<fn(i32)> = OnceLock::new();
 
+/// Whether [`on_interrupt`]'s installation succeeded.
+static INSTALLED: OnceLock<bool> = OnceLock::new();
+
 /// `STATUS_CONTROL_C_EXIT`: the exit code of a console program ended by
 /// Ctrl-C.
 const CONTROL_C_EXIT: i32 = 0xC000_013Au32 as i32;
@@ -326,9 +335,9 @@ unsafe extern "system" fn console_handler(_ctrl: u32) -> i32 {
 /// system runs the handler on a thread of its own), instead of the
 /// default end. `false` if the handler could not be installed.
 pub(crate) fn on_interrupt(on_interrupt: fn(i32)) -> bool {
-    if ON_INTERRUPT.set(on_interrupt).is_err() {
-        return true;
-    }
-    // SAFETY: installs a handler that lives as long as the process.
-    unsafe { SetConsoleCtrlHandler(Some(console_handler), TRUE) != 0 }
+    *INSTALLED.get_or_init(|| {
+        let _ = ON_INTERRUPT.set(on_interrupt);
+        // SAFETY: installs a handler that lives as long as the process.
+        unsafe { SetConsoleCtrlHandler(Some(console_handler), TRUE) != 0 }
+    })
 }

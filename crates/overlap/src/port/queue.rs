@@ -1,7 +1,8 @@
 //! A port's completions in a queue, for engines whose completions do not
-//! come from a ring the port owns (the thread pool, Linux AIO, or an
-//! io_uring engine that could not give the port a ring): drivers push,
-//! workers wait on a condition variable. On `aio+pool`, a worker that
+//! come from a ring the port owns (the thread pool, Linux AIO, I/O
+//! completion ports, or an io_uring engine that could not give the port a
+//! ring): drivers push, workers wait on a condition variable (on Windows,
+//! on the port's own completion port: below). On `aio+pool`, a worker that
 //! would wait while operations are in flight on the AIO context reaps them
 //! itself when no other thread does (`driver::aio::lead`), and a push while
 //! it sleeps in `io_getevents` kicks the context.
@@ -134,8 +135,8 @@ impl<B: Send + 'static> Queue<B> {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Sleeps on the condition variable, counted as waiting, until woken or
-    /// `deadline`.
+    /// Sleeps on the condition variable (Windows: the port's completion
+    /// port), counted as waiting, until woken or `deadline`.
     fn sleep<'a>(
         &'a self,
         mut st: std::sync::MutexGuard<'a, State<B>>,
@@ -279,11 +280,12 @@ impl<B: Send + 'static> Queue<B> {
         loop {
             if let Some(d) = st.ready.pop_front() {
                 st.outstanding -= 1;
-                if st.outstanding == 0 && st.waiting > 0 {
-                    // Wake workers waiting for completions that will not come.
-                    self.notify(st.waiting);
-                }
+                // Wake workers waiting for completions that will not come.
+                let idle = if st.outstanding == 0 { st.waiting } else { 0 };
                 drop(st);
+                if idle > 0 {
+                    self.notify(idle);
+                }
                 return Some(d.completion); // the permit is released here
             }
             if (st.outstanding == 0 && !idle) || !block {
