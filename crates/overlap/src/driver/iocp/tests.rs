@@ -641,6 +641,13 @@ fn too_many_outstanding_waits_and_retries() {
     // Alone in flight, a refused call goes to the pool instead of waiting.
     write_sync(wr, b"done");
     assert_eq!(read.wait(), 4);
+    // The read's waiter is woken before its completion retires: wait
+    // until nothing is counted in flight.
+    let t0 = Instant::now();
+    while d.inner.lock().in_flight() > 0 {
+        assert!(t0.elapsed() < PATIENCE, "the read never retired");
+        std::thread::yield_now();
+    }
     super::op::tests_busy::set(fd, 1);
     let alone = TestOp::write(&e, fd, &block_of(6), 4096);
     d.submit(alone.clone(), false);
