@@ -1143,13 +1143,18 @@ fn a_synchronous_handle_is_adopted_onto_the_pool(d: Driver) {
         .open(&path)
         .unwrap();
     let refused = File::from_handle(&engine, std_file.try_clone().unwrap().into());
-    assert!(matches!(refused, Err(Error::InvalidInput(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::InvalidInput(_))),
+        "{refused:?}"
+    );
     let file = File::from_synchronous_handle(&engine, std_file.into()).unwrap();
     assert!(file.is_synchronous() && !file.is_direct());
     let on_pool = |s: &overlap::Stats| s.submitted_pool + s.ran_on_caller;
     let before = engine.stats();
     let at = |i: u64| i * CHUNK as u64;
-    let writes = (0..N).rev().map(|i| file.write_at(pattern(23, at(i), CHUNK), at(i)));
+    let writes = (0..N)
+        .rev()
+        .map(|i| file.write_at(pattern(23, at(i), CHUNK), at(i)));
     for (res, _) in futures::executor::block_on(join_all(writes)) {
         assert_eq!(res.unwrap(), CHUNK);
     }

@@ -126,12 +126,19 @@ impl File {
     /// overlapped: the same file is opened again for overlapped I/O
     /// (`ReOpenFile`, same access, buffering and write-through; every
     /// sharing allowed) and the std handle closed. A handle opened for
-    /// overlapped I/O already is adopted as it is.
+    /// overlapped I/O already is adopted as it is (a duplicate of it).
     ///
-    /// # Panics
-    ///
-    /// On Windows, when the file cannot be opened again (its first open
-    /// shares neither reading nor writing, or the access was revoked since).
+    /// Where the file cannot be opened again (its first open shares
+    /// neither reading nor writing with later opens, or its access was
+    /// taken away since), or the engine refuses the new handle, the std
+    /// handle itself is adopted
+    /// ([`overlap::File::from_synchronous_handle`]): its reads and writes
+    /// are then blocking calls on the engine's bounded thread pool, which
+    /// Windows performs one at a time on that file, and everything else is
+    /// as for any file. Should even that fail (a std file made from a raw
+    /// value that is no kernel handle), the file is one whose every
+    /// operation fails with `ERROR_INVALID_HANDLE`, as a closed file's: the
+    /// error comes with the first use, since this conversion cannot fail.
     ///
     /// # Examples
     ///
@@ -154,9 +161,15 @@ impl File {
 
     #[cfg(windows)]
     fn adopt(std: std::fs::File) -> overlap::File {
-        let adopted = windows::overlapped(std)
+        let engine = crate::engine();
+        let overlapped = windows::overlapped(&std)
             .map_err(overlap::Error::from)
-            .and_then(|h| overlap::File::from_handle(crate::engine(), h));
+            .and_then(|h| overlap::File::from_handle(engine, h));
+        // `std` stays open until the engine holds a handle on its file: on
+        // success it is closed here; otherwise the engine adopts it as it
+        // is, its reads and writes blocking calls on the pool.
+        let adopted =
+            overlapped.or_else(|_| overlap::File::from_synchronous_handle(engine, std.into()));
         match adopted {
             Ok(file) => {
                 debug_assert!(
@@ -165,7 +178,10 @@ impl File {
                 );
                 file
             }
-            Err(e) => panic!("overlap-tokio: the std file cannot be had for overlapped I/O: {e}"),
+            // Not a kernel handle (only a std file made from a raw value
+            // can hold one): a file whose every operation fails, as one
+            // closed, with the system's word for it (ERROR_INVALID_HANDLE).
+            Err(_) => overlap::File::closed(engine),
         }
     }
 

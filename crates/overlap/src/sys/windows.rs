@@ -1323,7 +1323,10 @@ mod tests {
         let path = dir.join("f");
         let sync = std::fs::File::create(&path).unwrap();
         let mode = handle_mode(sync.as_raw_handle()).unwrap();
-        assert!(mode.synchronous && mode.readable && mode.writable, "{mode:?}");
+        assert!(
+            mode.synchronous && mode.readable && mode.writable,
+            "{mode:?}"
+        );
         // Positioned on a synchronous handle: the call returns when done.
         let fd = fd_of(sync.as_raw_handle()).unwrap();
         assert_eq!(write(fd, b"sync", 2), 4);
