@@ -126,13 +126,14 @@ impl File {
     /// overlapped: the same file is opened again for overlapped I/O
     /// (`ReOpenFile`, same access, buffering and write-through; every
     /// sharing allowed) and the std handle closed. A handle opened for
-    /// overlapped I/O already is adopted as it is (a duplicate of it).
+    /// overlapped I/O already is adopted as it is.
     ///
     /// Where the file cannot be opened again (its first open shares
     /// neither reading nor writing with later opens, or its access was
-    /// taken away since), or the engine refuses the new handle, the std
-    /// handle itself is adopted
-    /// ([`overlap::File::from_synchronous_handle`]): its reads and writes
+    /// taken away since), or the engine refuses the overlapped handle (one
+    /// already associated with another completion port), the std handle
+    /// itself (or a duplicate of it) is adopted
+    /// (`overlap::File::from_synchronous_handle`): its reads and writes
     /// are then blocking calls on the engine's bounded thread pool, which
     /// Windows performs one at a time on that file, and everything else is
     /// as for any file. Should even that fail (a std file made from a raw
@@ -162,14 +163,26 @@ impl File {
     #[cfg(windows)]
     fn adopt(std: std::fs::File) -> overlap::File {
         let engine = crate::engine();
-        let overlapped = windows::overlapped(&std)
+        // The handle for the engine's overlapped I/O, and one on the same
+        // file to adopt as it is should the engine refuse that: `std`
+        // itself, or where `std` is the first (overlapped already), a
+        // duplicate of it. The one not adopted is closed here.
+        let (first, spare) = match windows::overlapped(&std) {
+            Ok(Some(reopened)) => (Ok(reopened), Some(std)),
+            Ok(None) => {
+                let spare = std.try_clone().ok();
+                (Ok(std.into()), spare)
+            }
+            Err(e) => (Err(e), Some(std)),
+        };
+        let first = first
             .map_err(overlap::Error::from)
             .and_then(|h| overlap::File::from_handle(engine, h));
-        // `std` stays open until the engine holds a handle on its file: on
-        // success it is closed here; otherwise the engine adopts it as it
-        // is, its reads and writes blocking calls on the pool.
-        let adopted =
-            overlapped.or_else(|_| overlap::File::from_synchronous_handle(engine, std.into()));
+        let adopted = match (first, spare) {
+            (Ok(file), _) => Ok(file),
+            (Err(_), Some(spare)) => overlap::File::from_synchronous_handle(engine, spare.into()),
+            (Err(e), None) => Err(e),
+        };
         match adopted {
             Ok(file) => {
                 debug_assert!(

@@ -110,20 +110,20 @@ fn synchronous(mode: u32) -> bool {
     mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0
 }
 
-/// A handle on `std`'s file opened for overlapped I/O: where `std` was
-/// opened for synchronous I/O (std's default), the same file opened again
-/// with the same access, buffering and write-through; otherwise a
-/// duplicate of `std`'s handle. `std` stays open either way.
+/// Where `std` was opened for synchronous I/O (std's default), a handle on
+/// its file opened again for overlapped I/O, with the same access,
+/// buffering and write-through; `None` where `std` is overlapped already.
+/// `std` stays open either way.
 ///
 /// # Errors
 ///
 /// The system's, where the file cannot be opened again: a file opened
 /// sharing neither reading nor writing with later opens, or whose access
 /// was taken away since.
-pub(super) fn overlapped(std: &std::fs::File) -> io::Result<OwnedHandle> {
+pub(super) fn overlapped(std: &std::fs::File) -> io::Result<Option<OwnedHandle>> {
     let (access, mode) = access_and_mode(std.as_raw_handle())?;
     if !synchronous(mode) {
-        return Ok(std.try_clone()?.into());
+        return Ok(None);
     }
     debug_assert!(access != 0, "an open handle was granted some access");
     reopen(
@@ -131,6 +131,7 @@ pub(super) fn overlapped(std: &std::fs::File) -> io::Result<OwnedHandle> {
         access,
         FILE_FLAG_OVERLAPPED | carried_flags(mode),
     )
+    .map(Some)
 }
 
 /// A std file on the same file as `h`: `h` itself where it was opened for
