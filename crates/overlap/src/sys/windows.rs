@@ -1321,7 +1321,13 @@ mod tests {
     fn an_adopted_handle_says_how_it_was_opened() {
         let dir = TempDir::new("adopt");
         let path = dir.join("f");
-        let sync = std::fs::File::create(&path).unwrap();
+        let sync = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         let mode = handle_mode(sync.as_raw_handle()).unwrap();
         assert!(
             mode.synchronous && mode.readable && mode.writable,
