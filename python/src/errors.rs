@@ -1,7 +1,9 @@
 //! overlap's errors as the Python exceptions of the usual types.
 
 use overlap::Error;
-use pyo3::exceptions::{PyBlockingIOError, PyEOFError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyBlockingIOError, PyEOFError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
@@ -22,7 +24,8 @@ fn strerror(errno: i32) -> String {
 /// misaligned direct I/O (naming the alignment), `io.UnsupportedOperation`
 /// for a file not opened for the access, `ValueError` on a closed file,
 /// `RuntimeError` after the engine's shutdown and in a child made by
-/// `fork` on the parent's files.
+/// `fork` on the parent's files, `PermissionError` for a privilege the
+/// process's token does not hold enabled (Windows).
 pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
     match e {
         Error::Io(io) => match io.raw_os_error() {
@@ -65,6 +68,7 @@ pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
         Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
             PyValueError::new_err(e.to_string())
         }
+        Error::PrivilegeNotHeld { .. } => PyPermissionError::new_err(e.to_string()),
         other => PyOSError::new_err(other.to_string()),
     }
 }

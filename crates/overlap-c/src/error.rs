@@ -90,6 +90,9 @@ pub(crate) fn errno_of(e: &Error) -> i32 {
         Error::Shutdown => ESHUTDOWN,
         Error::UringUnavailable { .. } | Error::AioUnavailable { .. } => libc::EOPNOTSUPP,
         Error::Forked(_) => libc::ECHILD,
+        // A privilege the process's token does not hold enabled (Windows'
+        // ERROR_PRIVILEGE_NOT_HELD): not permitted, as Linux says it.
+        Error::PrivilegeNotHeld { .. } => libc::EPERM,
         _ => libc::EIO,
     };
     debug_assert!(errno > 0, "an error is a positive errno, negated on return");

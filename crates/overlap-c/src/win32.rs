@@ -69,6 +69,7 @@ pub(crate) fn errno_of_win32(code: i32) -> i32 {
         998 | 487 => libc::EFAULT,     // NOACCESS, INVALID_ADDRESS
         50 | 1 => libc::EOPNOTSUPP,    // NOT_SUPPORTED, INVALID_FUNCTION
         120 => libc::ENOSYS,           // CALL_NOT_IMPLEMENTED (Wine's file allocation)
+        1314 => libc::EPERM,           // PRIVILEGE_NOT_HELD
         170 | 142 => libc::EBUSY,      // BUSY, BUSY_DRIVE
         258 | 1460 => libc::ETIMEDOUT, // WAIT_TIMEOUT, TIMEOUT
         // INVALID_PARAMETER, INVALID_DATA, NEGATIVE_SEEK, SEEK_ON_DEVICE,

@@ -24,6 +24,8 @@ rt_tests!(
     std_conversions_keep_the_descriptor_and_position,
     #[cfg(windows)]
     std_conversions_keep_the_position,
+    #[cfg(windows)]
+    from_std_of_an_unshared_file_adopts_its_handle,
     seek_while_busy_is_refused,
     #[cfg(unix)]
     descriptors_are_borrowable,
@@ -479,7 +481,9 @@ async fn std_conversions_keep_the_position() {
     std::fs::write(&p, b"0123456789").unwrap();
     let mut std_file = std::fs::File::open(&p).unwrap();
     std::io::Seek::seek(&mut std_file, SeekFrom::Start(3)).unwrap();
+    let raw = std_file.as_raw_handle();
     let mut f = File::from_std(std_file);
+    assert_ne!(f.as_raw_handle(), raw, "opened again for overlapped I/O");
     let mut b = [0u8; 2];
     f.read_exact(&mut b).await.unwrap();
     assert_eq!(&b, b"34", "from the std file's position");
@@ -507,6 +511,47 @@ async fn std_conversions_keep_the_position() {
     std::io::Read::read_to_string(&mut &f, &mut s).unwrap();
     assert_eq!(s, "23456789", "a synchronous std file at the position");
     assert_eq!(std::fs::read(&p).unwrap(), b"ab23456789");
+}
+
+/// A std file shared with nobody (`share_mode(0)`) cannot be opened again
+/// for overlapped I/O: `from_std` adopts its handle itself (reads and
+/// writes on the engine's pool), and the file works as any: written at the
+/// std file's position, sought, read back, synced; `into_std` gives the
+/// same handle back.
+#[cfg(windows)]
+async fn from_std_of_an_unshared_file_adopts_its_handle() {
+    use std::os::windows::fs::OpenOptionsExt;
+    use std::os::windows::io::AsRawHandle;
+    let dir = tempdir();
+    let p = dir.path().join("f");
+    let mut std_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .share_mode(0)
+        .open(&p)
+        .unwrap();
+    std::io::Write::write_all(&mut std_file, b"0123").unwrap();
+    let raw = std_file.as_raw_handle();
+    let mut f = File::from_std(std_file);
+    assert_eq!(f.as_raw_handle(), raw, "the std handle itself");
+    f.write_all(b"4567").await.unwrap();
+    f.flush().await.unwrap();
+    assert_eq!(f.seek(SeekFrom::Start(2)).await.unwrap(), 2);
+    let mut s = String::new();
+    f.read_to_string(&mut s).await.unwrap();
+    assert_eq!(s, "234567");
+    let (n, buf) = f.read_at(vec![0u8; 3], 1).await;
+    assert_eq!(&buf[..n.unwrap()], b"123");
+    f.sync_all().await.unwrap();
+    assert_eq!(f.metadata().await.unwrap().len(), 8);
+    let shut_out = std::fs::File::open(&p).unwrap_err();
+    assert_eq!(shut_out.raw_os_error(), Some(32), "ERROR_SHARING_VIOLATION");
+    let std_file = f.into_std().await;
+    assert_eq!(std_file.as_raw_handle(), raw, "given back as it was");
+    drop(std_file);
+    assert_eq!(std::fs::read(&p).unwrap(), b"01234567");
 }
 
 /// The handle is borrowable, and a duplicate is the same file.

@@ -337,6 +337,8 @@ mod tests {
             len: 0,
             offset: 0,
             direct: false,
+            #[cfg(windows)]
+            synchronous: false,
         });
         assert!(matches!(to_result(read.refused()), Err(Error::Shutdown)));
         #[cfg(target_os = "linux")]

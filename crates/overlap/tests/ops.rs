@@ -37,6 +37,8 @@ per_driver!(
     xattrs_are_refused_with_the_buffer_back,
     #[cfg(windows)]
     set_valid_data_within_the_size,
+    #[cfg(windows)]
+    a_synchronous_handle_is_adopted_onto_the_pool,
 );
 
 fn rw(engine: &Engine, path: &std::path::Path) -> File {
@@ -1118,4 +1120,68 @@ fn valid_data_set(file: &File, path: &std::path::Path, len: u64) {
     }
     assert_eq!(file.metadata().wait().unwrap().len, len, "the size stays");
     assert_eq!(std_len(path), len);
+}
+
+/// A std file (opened for synchronous I/O, std's default) is refused by
+/// `from_handle` and adopted by `from_synchronous_handle`: 32 concurrent
+/// writes of distinct 64 KiB chunks, each a pool submission (never an
+/// overlapped call), read back identical, concurrently too; then
+/// `sync_all`, a clone that is synchronous as well, and `close`. A file
+/// made closed refuses everything.
+#[cfg(windows)]
+fn a_synchronous_handle_is_adopted_onto_the_pool(d: Driver) {
+    const CHUNK: usize = 64 << 10;
+    const N: u64 = 32;
+    let engine = d.builder().cache_fast_path(false).build().unwrap();
+    let dir = tempdir();
+    let path = dir.path().join("sync");
+    let std_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let refused = File::from_handle(&engine, std_file.try_clone().unwrap().into());
+    assert!(
+        matches!(refused, Err(Error::InvalidInput(_))),
+        "{refused:?}"
+    );
+    let file = File::from_synchronous_handle(&engine, std_file.into()).unwrap();
+    assert!(file.is_synchronous() && !file.is_direct());
+    let on_pool = |s: &overlap::Stats| s.submitted_pool + s.ran_on_caller;
+    let before = engine.stats();
+    let at = |i: u64| i * CHUNK as u64;
+    let writes = (0..N)
+        .rev()
+        .map(|i| file.write_at(pattern(23, at(i), CHUNK), at(i)));
+    for (res, _) in futures::executor::block_on(join_all(writes)) {
+        assert_eq!(res.unwrap(), CHUNK);
+    }
+    let after = engine.stats();
+    assert_eq!(after.submitted_iocp, before.submitted_iocp, "{after:?}");
+    assert_eq!(on_pool(&after) - on_pool(&before), N, "{after:?}");
+    let reads = (0..N).map(|i| {
+        let f = file.read_exact_at(vec![0u8; CHUNK], at(i));
+        async move { (i, f.await) }
+    });
+    for (i, (res, buf)) in futures::executor::block_on(join_all(reads)) {
+        res.unwrap();
+        assert_pattern(&buf, 23, at(i));
+    }
+    file.sync_all().wait().unwrap();
+    assert_eq!(file.metadata().wait().unwrap().len, at(N));
+    let clone = file.try_clone().unwrap();
+    assert!(clone.is_synchronous());
+    let (n, _) = clone.read_at(vec![0u8; 16], at(N)).wait();
+    assert_eq!(n.unwrap(), 0, "end of file");
+    drop(clone);
+    file.close().wait().unwrap();
+    assert!(matches!(file.close().wait(), Err(Error::Closed)));
+    assert_eq!(engine.in_flight(), (0, 0));
+    assert_pattern(&std_read(&path, 0, at(N) as usize), 23, 0);
+    let closed = File::closed(&engine);
+    let (res, _) = closed.read_at(vec![0u8; 4], 0).wait();
+    assert!(matches!(res, Err(Error::Closed)), "{res:?}");
+    assert!(matches!(closed.sync_all().wait(), Err(Error::Closed)));
 }

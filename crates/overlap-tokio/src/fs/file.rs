@@ -128,10 +128,18 @@ impl File {
     /// sharing allowed) and the std handle closed. A handle opened for
     /// overlapped I/O already is adopted as it is.
     ///
-    /// # Panics
-    ///
-    /// On Windows, when the file cannot be opened again (its first open
-    /// shares neither reading nor writing, or the access was revoked since).
+    /// Where the file cannot be opened again (its first open shares
+    /// neither reading nor writing with later opens, or its access was
+    /// taken away since), or the engine refuses the overlapped handle (one
+    /// already associated with another completion port), the std handle
+    /// itself (or a duplicate of it) is adopted
+    /// (`overlap::File::from_synchronous_handle`): its reads and writes
+    /// are then blocking calls on the engine's bounded thread pool, which
+    /// Windows performs one at a time on that file, and everything else is
+    /// as for any file. Should even that fail (a std file made from a raw
+    /// value that is no kernel handle), the file is one whose every
+    /// operation fails with `ERROR_INVALID_HANDLE`, as a closed file's: the
+    /// error comes with the first use, since this conversion cannot fail.
     ///
     /// # Examples
     ///
@@ -154,9 +162,27 @@ impl File {
 
     #[cfg(windows)]
     fn adopt(std: std::fs::File) -> overlap::File {
-        let adopted = windows::overlapped(std)
+        let engine = crate::engine();
+        // The handle for the engine's overlapped I/O, and one on the same
+        // file to adopt as it is should the engine refuse that: `std`
+        // itself, or where `std` is the first (overlapped already), a
+        // duplicate of it. The one not adopted is closed here.
+        let (first, spare) = match windows::overlapped(&std) {
+            Ok(Some(reopened)) => (Ok(reopened), Some(std)),
+            Ok(None) => {
+                let spare = std.try_clone().ok();
+                (Ok(std.into()), spare)
+            }
+            Err(e) => (Err(e), Some(std)),
+        };
+        let first = first
             .map_err(overlap::Error::from)
-            .and_then(|h| overlap::File::from_handle(crate::engine(), h));
+            .and_then(|h| overlap::File::from_handle(engine, h));
+        let adopted = match (first, spare) {
+            (Ok(file), _) => Ok(file),
+            (Err(_), Some(spare)) => overlap::File::from_synchronous_handle(engine, spare.into()),
+            (Err(e), None) => Err(e),
+        };
         match adopted {
             Ok(file) => {
                 debug_assert!(
@@ -165,7 +191,10 @@ impl File {
                 );
                 file
             }
-            Err(e) => panic!("overlap-tokio: the std file cannot be had for overlapped I/O: {e}"),
+            // Not a kernel handle (only a std file made from a raw value
+            // can hold one): a file whose every operation fails, as one
+            // closed, with the system's word for it (ERROR_INVALID_HANDLE).
+            Err(_) => overlap::File::closed(engine),
         }
     }
 

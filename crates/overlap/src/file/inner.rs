@@ -28,6 +28,11 @@ pub(crate) struct FileInner {
     pub(super) readable: bool,
     pub(super) writable: bool,
     pub(super) direct: bool,
+    /// The handle was opened for synchronous I/O and adopted as such
+    /// (`File::from_synchronous_handle`): its reads and writes run on the
+    /// pool, and it is not associated with a completion port.
+    #[cfg(windows)]
+    pub(super) synchronous: bool,
     /// Set once, right after opening, from `statx`.
     pub(super) align: OnceLock<Alignment>,
     /// The page-cache fast path's recent misses on this file.
@@ -78,9 +83,29 @@ impl FileInner {
             readable: mode.readable,
             writable: mode.writable,
             direct: mode.direct,
+            #[cfg(windows)]
+            synchronous: false,
             align: OnceLock::new(),
             registered: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The state of a file without a descriptor, as one after `close`:
+    /// every operation on it is refused as closed.
+    #[cfg(windows)]
+    pub(super) fn closed(shared: Arc<Shared>) -> FileInner {
+        let none = Mode {
+            readable: false,
+            writable: false,
+            append: false,
+            direct: false,
+        };
+        let inner = FileInner::new(0, shared, none);
+        // Never used: no operation starts on a file marked closed, and
+        // dropping one with -1 closes nothing.
+        inner.fd.store(-1, Ordering::Release);
+        inner.state.store(CLOSED, Ordering::Release);
+        inner
     }
 
     /// Tells every ring that registered the descriptor to drop it from its

@@ -262,6 +262,8 @@ impl File {
             readable: i.readable,
             writable: i.writable,
             direct: i.direct,
+            #[cfg(windows)]
+            synchronous: i.synchronous,
             align: OnceLock::new(),
             registered: Mutex::new(Vec::new()),
         };
@@ -339,6 +341,8 @@ impl File {
             len: len as u32,
             offset,
             direct: self.inner.direct,
+            #[cfg(windows)]
+            synchronous: self.inner.synchronous,
         });
         let fast_path = self.inner.shared.fast_path && !self.inner.direct;
         self.prepare(buf, kind, Need::Read, fast_path)
@@ -357,6 +361,8 @@ impl File {
             len: len as u32,
             offset,
             direct: self.inner.direct,
+            #[cfg(windows)]
+            synchronous: self.inner.synchronous,
         });
         self.prepare(buf, kind, Need::Write, false)
     }

@@ -24,7 +24,8 @@ impl File {
     /// (`NtQueryInformationFile`); for `NO_BUFFERING` the alignment is
     /// read here too, on the calling thread. The handle is associated
     /// with the engine's driver (its I/O completion port) before any
-    /// operation.
+    /// operation. A handle opened for synchronous I/O (std's default) is
+    /// adopted by [`from_synchronous_handle`](File::from_synchronous_handle).
     ///
     /// # Errors
     ///
@@ -34,48 +35,84 @@ impl File {
     /// or the driver cannot associate it (a handle already associated with
     /// another completion port). The handle is closed then.
     pub fn from_handle(engine: &Engine, handle: OwnedHandle) -> Result<File> {
-        let mode = match sys::handle_mode(handle.as_raw_handle()) {
-            Ok(m) => m,
-            Err(sys::Refused::Synchronous) => {
-                return Err(Error::InvalidInput(
-                    "the handle was opened for synchronous I/O: open it with \
-                     FILE_FLAG_OVERLAPPED for the engine to adopt it"
-                        .into(),
-                ))
-            }
-            Err(sys::Refused::OutOfRange) => {
-                return Err(Error::InvalidInput(format!(
-                    "{:?} is not a kernel handle the engine can keep",
-                    handle.as_raw_handle()
-                )))
-            }
-            Err(sys::Refused::Os(r)) => return Err(Error::from_errno((-r) as i32)),
-        };
-        let Some(fd) = sys::fd_of(handle.into_raw_handle()) else {
-            // `handle_mode` has checked the value: not reached.
-            return Err(Error::InvalidInput("not a kernel handle".into()));
-        };
-        let mode = Mode {
-            readable: mode.readable,
-            writable: mode.writable,
-            append: mode.append,
-            direct: mode.direct,
-        };
-        // From here the file owns the handle: an error below closes it.
-        let inner = FileInner::new(fd, engine.shared().clone(), mode);
-        engine.shared().driver.associate(fd)?;
-        if inner.direct {
-            // SAFETY: RawStat is plain old data; all-zero is a valid value.
-            let mut st: sys::RawStat = unsafe { std::mem::zeroed() };
-            // SAFETY: `st` is writable; the handle is ours and open.
-            if unsafe { sys::stat(fd, &mut st) } == 0 {
-                let _ = inner.align.set(alignment_of(&st));
-            }
+        let (inner, synchronous) = adopt(engine, handle, false)?;
+        if synchronous {
+            // Dropping `inner` closes the handle, as documented.
+            return Err(Error::InvalidInput(
+                "the handle was opened for synchronous I/O: open it with \
+                 FILE_FLAG_OVERLAPPED, or adopt it with File::from_synchronous_handle"
+                    .into(),
+            ));
         }
+        // From here the file owns the handle: an error below closes it.
+        engine.shared().driver.associate(inner.fd())?;
         Ok(File {
             inner: Arc::new(inner),
             engine: engine.clone(),
         })
+    }
+
+    /// Takes ownership of an open handle opened for synchronous I/O, as
+    /// std opens files (`std::fs::File` converts into one with `.into()`),
+    /// which [`from_handle`](File::from_handle) refuses. Its reads and
+    /// writes run on the engine's bounded thread pool, whatever the driver,
+    /// as blocking `ReadFile`/`WriteFile` calls with the offset in an
+    /// `OVERLAPPED` (counted as pool submissions in the statistics); the
+    /// handle is not associated with any completion port. Everything else
+    /// (syncs, metadata, length, allocation, valid data length, close) is
+    /// as for any file. Access, `FILE_FLAG_NO_BUFFERING` and alignment are
+    /// read from the handle as `from_handle` reads them.
+    ///
+    /// Windows serialises the I/O of a file object opened for synchronous
+    /// I/O: concurrent operations on such a file (and on its
+    /// [`try_clone`](File::try_clone)s and any other duplicate of the
+    /// handle) are correct but do not overlap; each waits for the one
+    /// before. Each read and write also moves the handle's current
+    /// position to its end, which matters to anyone else using the handle's
+    /// position (the engine's own operations all name their offset).
+    /// Prefer opening the file with the engine, or with
+    /// `FILE_FLAG_OVERLAPPED` for `from_handle`, where throughput matters.
+    ///
+    /// A handle opened for overlapped I/O is taken too, and treated the
+    /// same way (blocking calls on the pool, no association): useful for
+    /// one already associated with another completion port, which
+    /// `from_handle` cannot associate.
+    ///
+    /// Should the system not say how the handle was opened, the file is
+    /// taken as opened for reading and writing, buffered, and the system
+    /// judges each operation.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a value that is not a kernel handle's
+    /// (the handle is closed then).
+    pub fn from_synchronous_handle(engine: &Engine, handle: OwnedHandle) -> Result<File> {
+        let (mut inner, _synchronous) = adopt(engine, handle, true)?;
+        inner.synchronous = true;
+        Ok(File {
+            inner: Arc::new(inner),
+            engine: engine.clone(),
+        })
+    }
+
+    /// A file without a handle, as one after [`close`](File::close): every
+    /// operation on it fails with [`Error::Closed`], and its raw handle is
+    /// `INVALID_HANDLE_VALUE`. For a conversion that cannot fail (an
+    /// adapter's `from_std`) given a handle the engine cannot keep: the
+    /// error then comes from the file's first use.
+    pub fn closed(engine: &Engine) -> File {
+        File {
+            inner: Arc::new(FileInner::closed(engine.shared().clone())),
+            engine: engine.clone(),
+        }
+    }
+
+    /// Whether the file's reads and writes are blocking calls on the pool:
+    /// a handle adopted with
+    /// [`from_synchronous_handle`](File::from_synchronous_handle) (and its
+    /// clones).
+    pub fn is_synchronous(&self) -> bool {
+        self.inner.synchronous
     }
 
     /// Gives the handle back, when this is the file's only handle and no
@@ -83,7 +120,9 @@ impl File {
     /// closed file is returned too. The handle stays associated with the
     /// engine's completion port (Windows cannot undo that): an overlapped
     /// call on it with an event whose low bit is set completes without
-    /// the port.
+    /// the port. A handle adopted with
+    /// [`from_synchronous_handle`](File::from_synchronous_handle) was never
+    /// associated.
     pub fn into_handle(self) -> std::result::Result<OwnedHandle, File> {
         let fd = self.give_back()?;
         // SAFETY: the handle was this file's alone, no operation uses it,
@@ -151,6 +190,57 @@ impl File {
     pub fn as_raw_handle(&self) -> RawHandle {
         sys::handle(self.inner.fd())
     }
+}
+
+/// The state of a file on `handle`, from what the handle says it was
+/// opened for (access, buffering, and the alignment where unbuffered), not
+/// yet associated with the driver; with whether it was opened for
+/// synchronous I/O. Where the system cannot say how the handle was opened,
+/// `lenient` takes it as opened synchronously for reading and writing
+/// (the system judges each operation); otherwise that is an error. The
+/// handle is the state's from here (closed with it), or closed on an
+/// error.
+fn adopt(engine: &Engine, handle: OwnedHandle, lenient: bool) -> Result<(FileInner, bool)> {
+    let mode = match sys::handle_mode(handle.as_raw_handle()) {
+        Ok(m) => m,
+        Err(sys::Refused::OutOfRange) => {
+            return Err(Error::InvalidInput(format!(
+                "{:?} is not a kernel handle the engine can keep",
+                handle.as_raw_handle()
+            )))
+        }
+        Err(sys::Refused::Os(_)) if lenient => sys::HandleMode {
+            readable: true,
+            writable: true,
+            append: false,
+            direct: false,
+            synchronous: true,
+        },
+        Err(sys::Refused::Os(r)) => return Err(Error::from_errno((-r) as i32)),
+    };
+    let Some(fd) = sys::fd_of(handle.into_raw_handle()) else {
+        // `handle_mode` has checked the value: not reached.
+        return Err(Error::InvalidInput("not a kernel handle".into()));
+    };
+    let inner = FileInner::new(
+        fd,
+        engine.shared().clone(),
+        Mode {
+            readable: mode.readable,
+            writable: mode.writable,
+            append: mode.append,
+            direct: mode.direct,
+        },
+    );
+    if inner.direct {
+        // SAFETY: RawStat is plain old data; all-zero is a valid value.
+        let mut st: sys::RawStat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is writable; the handle is ours and open.
+        if unsafe { sys::stat(fd, &mut st) } == 0 {
+            let _ = inner.align.set(alignment_of(&st));
+        }
+    }
+    Ok((inner, mode.synchronous))
 }
 
 /// The engine's error for Windows' refusal of `SetFileValidData(len)`:

@@ -27,6 +27,10 @@ pub(crate) struct Read {
     /// The file was opened with O_DIRECT (the AIO driver takes only these).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub direct: bool,
+    /// The handle was opened for synchronous I/O: the call blocks, so it
+    /// has no overlapped form and runs on the pool.
+    #[cfg(windows)]
+    pub synchronous: bool,
 }
 
 impl Operation for Read {
@@ -114,7 +118,7 @@ impl Operation for Read {
     }
     #[cfg(windows)]
     fn overlapped(&self) -> Option<super::Overlapped> {
-        Some(super::Overlapped {
+        (!self.synchronous).then_some(super::Overlapped {
             fd: self.fd,
             addr: self.ptr as usize,
             len: self.len,
@@ -134,6 +138,10 @@ pub(crate) struct Write {
     /// The file was opened with O_DIRECT (the AIO driver takes only these).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub direct: bool,
+    /// The handle was opened for synchronous I/O: the call blocks, so it
+    /// has no overlapped form and runs on the pool.
+    #[cfg(windows)]
+    pub synchronous: bool,
 }
 
 impl Operation for Write {
@@ -221,7 +229,7 @@ impl Operation for Write {
     }
     #[cfg(windows)]
     fn overlapped(&self) -> Option<super::Overlapped> {
-        Some(super::Overlapped {
+        (!self.synchronous).then_some(super::Overlapped {
             fd: self.fd,
             addr: self.ptr as usize,
             len: self.len,

@@ -229,9 +229,12 @@ fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
 }
 
 /// A positional `ReadFile` (`write`: `WriteFile`) of `len` bytes at
-/// `offset` on the overlapped handle `fd`, waited for on the calling
-/// thread: the byte count or `-code`; a read at or past the end of the
-/// file is 0 (`ERROR_HANDLE_EOF`; a pipe's end, `ERROR_BROKEN_PIPE`, too).
+/// `offset` on the handle `fd`, waited for on the calling thread: the byte
+/// count or `-code`; a read at or past the end of the file is 0
+/// (`ERROR_HANDLE_EOF`; a pipe's end, `ERROR_BROKEN_PIPE`, too). An
+/// overlapped handle's call is waited for with the thread's event; a
+/// synchronous handle's returns when done (the offset still comes from the
+/// `OVERLAPPED`, and the file object's current position moves past it).
 ///
 /// # Safety
 ///
@@ -781,6 +784,9 @@ pub(crate) struct HandleMode {
     pub append: bool,
     /// Opened with `FILE_FLAG_NO_BUFFERING`.
     pub direct: bool,
+    /// Opened for synchronous I/O (without `FILE_FLAG_OVERLAPPED`): the
+    /// file object serialises its I/O, and its calls block.
+    pub synchronous: bool,
 }
 
 /// Why a handle cannot be adopted.
@@ -788,8 +794,6 @@ pub(crate) struct HandleMode {
 pub(crate) enum Refused {
     /// Not a value the engine can keep as a descriptor.
     OutOfRange,
-    /// Opened for synchronous I/O (without `FILE_FLAG_OVERLAPPED`).
-    Synchronous,
     /// The system could not say (`-code`).
     Os(i64),
 }
@@ -813,17 +817,14 @@ fn query_nt<T>(fd: i32, class: i32, info: &mut T) -> i64 {
 
 /// What the open handle `h` was opened for, read from the handle
 /// (`NtQueryInformationFile`'s `FileModeInformation`, documented for user
-/// mode, and `FileAccessInformation`): a handle opened for synchronous I/O
-/// is refused, since the engine's reads and writes are overlapped.
+/// mode, and `FileAccessInformation`), including whether it was opened for
+/// synchronous I/O (which the caller may refuse).
 pub(crate) fn handle_mode(h: HANDLE) -> Result<HandleMode, Refused> {
     let fd = fd_of(h).ok_or(Refused::OutOfRange)?;
     let mut mode = FILE_MODE_INFORMATION { Mode: 0 };
     let r = query_nt(fd, FileModeInformation, &mut mode);
     if r < 0 {
         return Err(Refused::Os(r));
-    }
-    if mode.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0 {
-        return Err(Refused::Synchronous);
     }
     let mut access = FILE_ACCESS_INFORMATION { AccessFlags: 0 };
     let r = query_nt(fd, FileAccessInformation, &mut access);
@@ -836,6 +837,7 @@ pub(crate) fn handle_mode(h: HANDLE) -> Result<HandleMode, Refused> {
         writable: granted & (FILE_WRITE_DATA | FILE_APPEND_DATA) != 0,
         append: granted & FILE_APPEND_DATA != 0 && granted & FILE_WRITE_DATA == 0,
         direct: mode.Mode & FILE_NO_INTERMEDIATE_BUFFERING != 0,
+        synchronous: mode.Mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0,
     })
 }
 
@@ -1316,11 +1318,26 @@ mod tests {
     }
 
     #[test]
-    fn an_adopted_handle_must_be_overlapped() {
+    fn an_adopted_handle_says_how_it_was_opened() {
         let dir = TempDir::new("adopt");
         let path = dir.join("f");
-        let sync = std::fs::File::create(&path).unwrap();
-        assert_eq!(handle_mode(sync.as_raw_handle()), Err(Refused::Synchronous));
+        let sync = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let mode = handle_mode(sync.as_raw_handle()).unwrap();
+        assert!(
+            mode.synchronous && mode.readable && mode.writable,
+            "{mode:?}"
+        );
+        // Positioned on a synchronous handle: the call returns when done.
+        let fd = fd_of(sync.as_raw_handle()).unwrap();
+        assert_eq!(write(fd, b"sync", 2), 4);
+        assert_eq!(read(fd, 8, 0).1, b"\0\0sync");
+        assert_eq!(read(fd, 8, 6).0, 0, "end of file");
         drop(sync);
         let fd = create(&path, 0);
         let mode = handle_mode(handle(fd)).unwrap();
@@ -1330,7 +1347,8 @@ mod tests {
                 readable: true,
                 writable: true,
                 append: false,
-                direct: false
+                direct: false,
+                synchronous: false
             }
         );
         let dup = duplicate(fd);
@@ -1348,7 +1366,10 @@ mod tests {
         let fd = open(&wide(&path), &how) as i32;
         assert!(fd >= 0);
         let mode = handle_mode(handle(fd)).unwrap();
-        assert!(mode.append && mode.writable && !mode.readable, "{mode:?}");
+        assert!(
+            mode.append && mode.writable && !mode.readable && !mode.synchronous,
+            "{mode:?}"
+        );
         // Appending: the offset is not looked at, the write goes to the end.
         assert_eq!(write(fd, b"++", 0), 2);
         assert_eq!(close(fd), 0);

@@ -2,10 +2,13 @@
 //!
 //! Whether a handle's I/O is synchronous or overlapped is fixed when the
 //! file is opened (a property of the kernel's file object, shared by its
-//! duplicates). std opens synchronously, and the engine only adopts handles
-//! opened for overlapped I/O; so [`File::from_std`](super::File::from_std)
-//! opens the same file again for overlapped I/O (`ReOpenFile`, same access,
-//! sharing everything) and closes the std handle, and
+//! duplicates). std opens synchronously, and the engine's I/O is
+//! overlapped; so [`File::from_std`](super::File::from_std) opens the same
+//! file again for overlapped I/O (`ReOpenFile`, same access, sharing
+//! everything) and closes the std handle; where the file cannot be opened
+//! again, the engine adopts the std handle itself, its reads and writes
+//! blocking calls on the engine's pool
+//! (`overlap::File::from_synchronous_handle`). And
 //! [`File::into_std`](super::File::into_std) does the reverse: std's reads
 //! and writes on an overlapped handle would fail (they pass no offset) or
 //! abort the process (a read still pending when it returns).
@@ -107,19 +110,20 @@ fn synchronous(mode: u32) -> bool {
     mode & (FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT) != 0
 }
 
-/// `std`'s handle, or where it was opened for synchronous I/O (std's
-/// default), a handle on the same file opened for overlapped I/O, with the
-/// same access, buffering and write-through (`std` is closed then).
+/// Where `std` was opened for synchronous I/O (std's default), a handle on
+/// its file opened again for overlapped I/O, with the same access,
+/// buffering and write-through; `None` where `std` is overlapped already.
+/// `std` stays open either way.
 ///
 /// # Errors
 ///
 /// The system's, where the file cannot be opened again: a file opened
 /// sharing neither reading nor writing with later opens, or whose access
 /// was taken away since.
-pub(super) fn overlapped(std: std::fs::File) -> io::Result<OwnedHandle> {
+pub(super) fn overlapped(std: &std::fs::File) -> io::Result<Option<OwnedHandle>> {
     let (access, mode) = access_and_mode(std.as_raw_handle())?;
     if !synchronous(mode) {
-        return Ok(std.into());
+        return Ok(None);
     }
     debug_assert!(access != 0, "an open handle was granted some access");
     reopen(
@@ -127,16 +131,21 @@ pub(super) fn overlapped(std: std::fs::File) -> io::Result<OwnedHandle> {
         access,
         FILE_FLAG_OVERLAPPED | carried_flags(mode),
     )
+    .map(Some)
 }
 
-/// A std file on the same file as the overlapped `h`, opened for
-/// synchronous I/O with the same access, buffering and write-through (`h`
-/// is closed then); `h` itself where that cannot be done, which std can
-/// use for metadata, times, permissions and length, but whose reads and
-/// writes fail.
+/// A std file on the same file as `h`: `h` itself where it was opened for
+/// synchronous I/O (a handle adopted as it was); otherwise the file opened
+/// again for synchronous I/O with the same access, buffering and
+/// write-through (`h` is closed then), or `h` itself where that cannot be
+/// done, which std can use for metadata, times, permissions and length,
+/// but whose reads and writes fail.
 pub(super) fn synchronous_std(h: OwnedHandle) -> std::fs::File {
-    let again = access_and_mode(h.as_raw_handle())
-        .and_then(|(access, mode)| reopen(h.as_raw_handle(), access, carried_flags(mode)));
+    let again = match access_and_mode(h.as_raw_handle()) {
+        Ok((_, mode)) if synchronous(mode) => return std::fs::File::from(h),
+        Ok((access, mode)) => reopen(h.as_raw_handle(), access, carried_flags(mode)),
+        Err(e) => Err(e),
+    };
     match again {
         Ok(sync) => {
             debug_assert!(

@@ -50,9 +50,11 @@
 //!
 //! # What the driver relies on
 //!
-//! Every handle an operation names was associated with the port
+//! Every handle an overlapped call names was associated with the port
 //! ([`IocpDriver::associate`]) before its first operation, and is used no
-//! further if that failed: a pending call on a handle of no port (or of
+//! further if that failed (a handle adopted for synchronous I/O is never
+//! associated: its reads and writes have no overlapped form and go to the
+//! pool): a pending call on a handle of no port (or of
 //! another port) queues its packet elsewhere, and nothing here would
 //! complete it; an association without the skip modes would queue a packet
 //! for a call the caller already completed. The handle stays open while

@@ -146,6 +146,7 @@ impl TestOp {
                 len,
                 offset,
                 direct: false,
+                synchronous: false,
             })
         })
     }
@@ -158,6 +159,7 @@ impl TestOp {
                 len,
                 offset,
                 direct: false,
+                synchronous: false,
             })
         })
     }
