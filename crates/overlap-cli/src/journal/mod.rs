@@ -239,12 +239,10 @@ impl Say {
         match self {
             Say::Verbose => eprintln!("overlap journal: engine driver {info}"),
             Say::Fallback if fell_back => {
-                let native = if cfg!(windows) {
-                    "I/O completion ports"
-                } else {
-                    "io_uring"
-                };
-                eprintln!("overlap journal: not on {native}: the engine chose {info}")
+                eprintln!(
+                    "overlap journal: not on {}: the engine chose {info}",
+                    crate::sys::NATIVE_DRIVER
+                )
             }
             _ => {}
         }

@@ -124,11 +124,7 @@ impl Probe {
             Some(r) => out.human(&format!(
                 "driver:    {driver} ({}); fallback: {r}; to use {}: {}",
                 info.detail,
-                if cfg!(windows) {
-                    "I/O completion ports"
-                } else {
-                    "io_uring"
-                },
+                crate::sys::NATIVE_DRIVER,
                 r.hint()
             ))?,
         }

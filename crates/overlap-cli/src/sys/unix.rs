@@ -14,6 +14,9 @@ pub(crate) const DIRECT_REFUSED: i32 = libc::EINVAL;
 /// [`DIRECT_REFUSED`]'s name, for messages.
 pub(crate) const DIRECT_REFUSED_NAME: &str = "EINVAL";
 
+/// The system's own asynchronous driver, for messages.
+pub(crate) const NATIVE_DRIVER: &str = "io_uring";
+
 /// The system's words for direct I/O, for messages.
 pub(crate) const DIRECT_NAME: &str = "O_DIRECT";
 

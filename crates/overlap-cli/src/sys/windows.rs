@@ -30,6 +30,9 @@ pub(crate) const DIRECT_REFUSED: i32 = ERROR_INVALID_PARAMETER as i32;
 /// [`DIRECT_REFUSED`]'s name, for messages.
 pub(crate) const DIRECT_REFUSED_NAME: &str = "ERROR_INVALID_PARAMETER";
 
+/// The system's own asynchronous driver, for messages.
+pub(crate) const NATIVE_DRIVER: &str = "I/O completion ports";
+
 /// The system's words for direct I/O, for messages.
 pub(crate) const DIRECT_NAME: &str = "FILE_FLAG_NO_BUFFERING";
 
