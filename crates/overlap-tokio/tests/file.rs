@@ -570,21 +570,32 @@ async fn handles_are_borrowable() {
     assert!(format!("{f:?}").contains("File"));
 }
 
-/// Times, the read-only attribute (Windows' permissions) and metadata.
-#[cfg(windows)]
-async fn times_readonly_and_metadata() {
+/// A new file at `p` with 5 bytes written and then its times set (which
+/// waits for the write: metadata waits for nothing); returns the file, the
+/// time set and std's metadata after it, its modification time and length
+/// checked.
+async fn written_then_timed(
+    p: &std::path::Path,
+) -> (File, std::time::SystemTime, std::fs::Metadata) {
     use std::time::{Duration, SystemTime};
-    let dir = tempdir();
-    let p = dir.path().join("t");
-    let mut f = File::create(&p).await.unwrap();
+    let mut f = File::create(p).await.unwrap();
     f.write_all(b"12345").await.unwrap();
     let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
     f.set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
         .await
         .unwrap();
-    let m = std::fs::metadata(&p).unwrap();
+    let m = std::fs::metadata(p).unwrap();
     assert_eq!(m.modified().unwrap(), when);
     assert_eq!(m.len(), 5, "the write before it is done");
+    (f, when, m)
+}
+
+/// Times, the read-only attribute (Windows' permissions) and metadata.
+#[cfg(windows)]
+async fn times_readonly_and_metadata() {
+    let dir = tempdir();
+    let p = dir.path().join("t");
+    let (f, when, _) = written_then_timed(&p).await;
     let meta = f.metadata().await.unwrap();
     assert_eq!((meta.len(), meta.modified().unwrap()), (5, when));
     let mut perm = meta.permissions();
@@ -767,20 +778,11 @@ async fn direct_io_with_aligned_buffers() {
 #[cfg(unix)]
 async fn times_permissions_and_metadata() {
     use std::os::unix::fs::PermissionsExt;
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
     let dir = tempdir();
     let p = dir.path().join("t");
-    let mut f = File::create(&p).await.unwrap();
-    f.write_all(b"12345").await.unwrap();
-    // metadata waits for nothing, but set_times waits for the write.
-    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-    f.set_times(fs::FileTimes::new().set_accessed(when).set_modified(when))
-        .await
-        .unwrap();
-    let m = std::fs::metadata(&p).unwrap();
-    assert_eq!(m.modified().unwrap(), when);
+    let (f, when, m) = written_then_timed(&p).await;
     assert_eq!(m.accessed().unwrap(), when);
-    assert_eq!(m.len(), 5, "the write before it is done");
     let later = when + Duration::from_secs(60);
     f.set_modified(later).await.unwrap();
     assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), later);
