@@ -469,7 +469,10 @@ impl<B: Send + 'static> Op<B> {
     /// Blocks the calling thread until the operation completes. On a
     /// thread-pool engine (or for an operation the AIO driver leaves to the
     /// pool) the system call runs on the calling thread, as `pread` would:
-    /// handing it to a worker and sleeping would only add a wake-up.
+    /// handing it to a worker and sleeping would only add a wake-up. On
+    /// io_uring it goes through the thread's own ring, and on Windows'
+    /// completion ports the call carries the thread's event: either way
+    /// the completion wakes this thread itself.
     pub fn wait(self) -> (Result<usize>, B) {
         crate::wait::block_on_one(self)
     }
@@ -597,6 +600,12 @@ pub(crate) fn submit<B: Send + 'static>(
         // handles as if they were the child's. Refused with what to do (a
         // close still closes the child's copy of its descriptor).
         op.finish(op.kind().refused_in_child(), true);
+        return cell;
+    }
+    // A thread in `.wait()` on IOCP waits on its own call's event.
+    #[cfg(windows)]
+    if route == Route::Inline && for_future {
+        shared.driver.submit_waited(op);
         return cell;
     }
     #[cfg(target_os = "linux")]

@@ -92,6 +92,12 @@ pub struct Stats {
     /// once others completed (or handed to its pool): backpressure, never
     /// an error.
     pub iocp_busy_retries: u64,
+    /// Overlapped calls that pended for a thread waiting on them alone
+    /// (`.wait()`) on the `iocp` driver: issued with that thread's event
+    /// and no completion packet, so that the completion woke the waiter
+    /// itself and no completion thread took part (counted in
+    /// `submitted_iocp` and `completed_async` too).
+    pub iocp_waited_on_caller: u64,
     /// Linux AIO completions reaped by a thread waiting on the engine (a
     /// port's worker, a thread in `.wait()` or [`block_on`](crate::block_on))
     /// in `io_getevents` itself, rather than by the engine's reaper thread
@@ -153,6 +159,8 @@ pub(crate) struct Counters {
     pub iocp_submitted: AtomicU64,
     /// Overlapped calls the kernel refused for lack of resources and the IOCP driver tried again.
     pub iocp_busy_retries: AtomicU64,
+    /// Pending IOCP calls whose waiting thread was woken by their completion itself.
+    pub iocp_waited_on_caller: AtomicU64,
     pub aio_reaped_by_waiters: AtomicU64,
     pub fixed_buffer_ops: AtomicU64,
     pub fixed_file_ops: AtomicU64,
@@ -250,6 +258,7 @@ impl Counters {
             submitted_pool: self.pool_submitted.load(Ordering::Relaxed),
             submitted_iocp: self.iocp_submitted.load(Ordering::Relaxed),
             iocp_busy_retries: self.iocp_busy_retries.load(Ordering::Relaxed),
+            iocp_waited_on_caller: self.iocp_waited_on_caller.load(Ordering::Relaxed),
             kernel_workers_seen: self
                 .workers
                 .lock()

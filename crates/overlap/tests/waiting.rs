@@ -522,8 +522,14 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
                 "{s:?}"
             );
         } else if d.is_iocp() {
-            // The completion port took them.
+            // Each call either finished within itself or, pending, woke
+            // its waiting thread, which completed it: none reached the
+            // completion threads.
             assert_eq!(on_caller, 0, "waits_on_caller(false): {s:?}");
+            let waited = s.iocp_waited_on_caller - before.iocp_waited_on_caller;
+            let inline = s.completed_inline - before.completed_inline;
+            assert_eq!(waited + inline, 16, "{s:?}");
+            assert_eq!(s.completed_async - before.completed_async, waited, "{s:?}");
         } else {
             assert_eq!(on_caller, 0, "waits_on_caller(false): {s:?}");
             let kernel = (s.submitted_on_thread_rings - before.submitted_on_thread_rings)
@@ -541,7 +547,60 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
         if !pool_driver {
             assert_eq!(s.ran_on_caller, before.ran_on_caller, "{s:?}");
         }
+        assert_eq!(
+            s.iocp_waited_on_caller, before.iocp_waited_on_caller,
+            "another executor's futures are not waited for by their thread alone: {s:?}"
+        );
     }
+}
+
+/// On IOCP, a `.wait()` whose call pends (a pipe read before anyone
+/// writes) is woken by that call's completion itself: the waiting thread
+/// completes it, and no completion thread takes part. At shutdown such a
+/// read is cancelled after the grace, as any other on a pipe, and its
+/// waiter gets the error.
+#[cfg(windows)]
+#[test]
+fn a_pending_wait_on_iocp_is_woken_by_its_own_completion() {
+    use std::io::Write;
+    use std::time::Instant;
+    let engine = Driver::iocp().engine();
+    let (file, name) = named_pipe(&engine);
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&name).unwrap();
+    let feed = watch(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        writer.write_all(b"hello").unwrap();
+        writer
+    });
+    let before = engine.stats();
+    let (res, buf) = file.read_at(vec![0u8; 5], 0).wait();
+    assert_eq!(res.unwrap(), 5);
+    assert_eq!(&buf[..], b"hello");
+    let s = engine.stats();
+    assert_eq!(
+        s.iocp_waited_on_caller - before.iocp_waited_on_caller,
+        1,
+        "{s:?}"
+    );
+    assert_eq!(s.completed_async - before.completed_async, 1, "{s:?}");
+    assert_eq!(engine.in_flight(), (0, 0));
+    let _writer = feed.wait(Instant::now() + LIMIT).unwrap();
+    // Nobody writes again: the waiter is in its call when shutdown begins.
+    let reader = {
+        let file = file.clone();
+        watch(move || file.read_at(vec![0u8; 5], 0).wait().0)
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let began = Instant::now();
+    engine.shutdown();
+    let res = reader.wait(Instant::now() + LIMIT).unwrap();
+    assert!(
+        began.elapsed() < LIMIT,
+        "shutdown ended the waited read: {:?}",
+        began.elapsed()
+    );
+    let e = res.expect_err("a read nobody fed, cancelled at shutdown");
+    assert_eq!(e.raw_os_error(), Some(995), "ERROR_OPERATION_ABORTED: {e}");
 }
 
 /// A forked child leaves its parent's orphaned reactor rings alone: their

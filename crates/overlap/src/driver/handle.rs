@@ -99,6 +99,23 @@ impl DriverHandle {
         }
     }
 
+    /// Submits `op` for a thread that waits for it before anything else
+    /// (`Op::wait`, `Task::wait`): on IOCP that thread is woken by the
+    /// completion itself and completes it (`IocpDriver::submit_waited`);
+    /// the pool takes it as any other (such a thread runs the pool's
+    /// operations itself before they reach here).
+    #[cfg(windows)]
+    pub(crate) fn submit_waited(&self, op: Arc<dyn Completable>) {
+        debug_assert!(
+            !op.shared().forked(),
+            "an operation of a parent's engine is refused in a forked child before any driver"
+        );
+        match self {
+            DriverHandle::Iocp(d) => d.submit_waited(op),
+            DriverHandle::Pool(d) => Driver::submit(d, op, false),
+        }
+    }
+
     /// The AIO context, on an `aio+pool` engine.
     pub(crate) fn aio(&self) -> Option<&Arc<AioContext>> {
         let ctx = match self {

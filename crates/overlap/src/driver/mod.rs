@@ -38,8 +38,9 @@ use crate::operation::OpKind;
 ///   (its share of the in-flight budget held, its file counted in, so the
 ///   descriptor stays open), and the driver performs it: on the kernel, or
 ///   on a thread of its own. It never waits for the operation on the
-///   caller's thread, except the pool where the caller waits for it anyway
-///   (`Stats::ran_on_caller`). `urgent`: no thread will wait for this
+///   caller's thread, except where the caller waits for it anyway: the
+///   pool (`Stats::ran_on_caller`), and IOCP's `submit_waited` for a
+///   thread in `Op::wait` (`Stats::iocp_waited_on_caller`). `urgent`: no thread will wait for this
 ///   operation (a future polled by another executor), so nobody else will
 ///   reap it.
 /// - **Complete**: exactly once per operation submitted, the driver calls
@@ -50,8 +51,9 @@ use crate::operation::OpKind;
 ///   runs user code). Until that call the buffer and the operation belong
 ///   to the kernel: nothing frees them.
 /// - **Wait**: a thread that waits for its own operations may reap them
-///   itself (a thread's own ring, `aio::lead`); the driver never makes one
-///   caller wait for another caller's operation.
+///   itself (a thread's own ring, `aio::lead`, an IOCP call carrying the
+///   thread's event); the driver never makes one caller wait for another
+///   caller's operation.
 /// - **Cancel**: only io_uring can stop an operation in the kernel (a
 ///   port's `cancel`); elsewhere an operation runs to its end.
 /// - **Shut down** ([`shutdown`](Self::shutdown)): refuse what comes after,

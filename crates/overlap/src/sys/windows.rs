@@ -214,18 +214,29 @@ thread_local! {
     static EVENT: Option<Event> = Event::new();
 }
 
-/// Runs `f` with an event for one overlapped call: the thread's own, or a
-/// new one while the thread is exiting (its own already dropped).
-fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
+/// Runs `f` with a manual-reset event for overlapped calls the thread
+/// waits for itself: the thread's own, or a new one while the thread is
+/// exiting (its own already dropped); `None` if the system had none to
+/// give. The event may be left signalled by an earlier call (a call that
+/// pends resets it as it starts; one that does not pend sets it).
+pub(crate) fn with_thread_event<R>(f: impl FnOnce(Option<HANDLE>) -> R) -> R {
     // The thread's event stays open until the thread exits, which it does
     // not do within `f`.
     if let Some(event) = EVENT.try_with(|e| e.as_ref().map(|e| e.0)).ok().flatten() {
-        return f(event);
+        return f(Some(event));
     }
-    match Event::new() {
-        Some(e) => f(e.0),
+    let own = Event::new();
+    // The temporary event lives until `f` returned.
+    f(own.as_ref().map(|e| e.0))
+}
+
+/// Runs `f` with an event for one overlapped call ([`with_thread_event`]),
+/// or fails with the system's error.
+fn with_event(f: impl FnOnce(HANDLE) -> i64) -> i64 {
+    with_thread_event(|event| match event {
+        Some(event) => f(event),
         None => last_error(),
-    }
+    })
 }
 
 /// A positional `ReadFile` (`write`: `WriteFile`) of `len` bytes at

@@ -15,6 +15,10 @@
 //!   synchronously, KB 156932): no packet comes, the caller completes it
 //!   (`inline`);
 //! - `ERROR_IO_PENDING`: its packet completes it, on a completion thread;
+//!   or, for a thread that waits for it before anything else (`Op::wait`,
+//!   [`IocpDriver::submit_waited`]), no packet: the call carries the
+//!   thread's event, the completion wakes that thread alone, and it
+//!   completes the operation itself (`iocp_waited_on_caller`);
 //! - `ERROR_INVALID_USER_BUFFER` or `ERROR_NOT_ENOUGH_MEMORY` (too many
 //!   operations outstanding, KB 156932): the caller waits for completions
 //!   and tries again (`iocp_busy_retries`), or, on a driver thread or with
@@ -33,7 +37,8 @@
 //! # Memory the kernel may write
 //!
 //! A block, and with it the operation and its buffer, is freed only after
-//! its packet was dequeued, or after its call returned without leaving it
+//! its packet was dequeued, after its waiter saw its status leave
+//! `STATUS_PENDING`, or after its call returned without leaving it
 //! pending. Shutdown refuses new operations and waits for every one in
 //! flight; after [`SHUTDOWN_GRACE`] it cancels those still in flight on
 //! anything but a disk file (`CancelIoEx`: a read of a pipe nobody writes
@@ -64,6 +69,8 @@ mod op;
 pub(crate) mod port;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_waited;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,6 +79,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
+use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::Storage::FileSystem::{GetFileType, FILE_TYPE_DISK};
 use windows_sys::Win32::System::Threading::INFINITE;
 use windows_sys::Win32::System::IO::{CancelIoEx, OVERLAPPED_ENTRY};
@@ -224,6 +232,30 @@ impl IocpDriver {
         debug_assert!(fd >= 0, "a handle is associated while open");
         self.inner.port.associate(handle_of(fd))
     }
+
+    /// Performs `op` for a thread that waits for it before anything else
+    /// (`Op::wait`, `Task::wait`): its overlapped call is issued with the
+    /// thread's event and no packet, waited for and completed on this
+    /// thread, so that the completion wakes the waiter directly, as its
+    /// own ring does on Linux (`Stats::iocp_waited_on_caller`). What has
+    /// no overlapped form, or a thread with no event, takes the usual way.
+    /// The operation is in the table while it pends, as any other: shutdown
+    /// waits for it and cancels it as the others.
+    pub(crate) fn submit_waited(&self, op: Arc<dyn Completable>) {
+        debug_assert!(
+            !op.shared().forked(),
+            "a forked child submits nothing to its parent's engine"
+        );
+        let Some(call) = op.kind().overlapped() else {
+            return super::Driver::submit(self, op, false);
+        };
+        crate::sys::with_thread_event(|ev| {
+            let Some(block) = self.inner.register(OpBlock::new(op, call, ev)) else {
+                return;
+            };
+            self.inner.issue(block, ev);
+        });
+    }
 }
 
 impl Drop for IocpDriver {
@@ -268,8 +300,10 @@ impl Inner {
     }
 
     /// Issues `block`'s call (registered), completing it here if it did not
-    /// pend, retrying it while the kernel is short of resources.
-    fn issue(&self, block: *mut OpBlock) {
+    /// pend, retrying it while the kernel is short of resources. With
+    /// `waiter` (the event the block was made with), a call that pends is
+    /// waited for and completed here too ([`IocpDriver::submit_waited`]).
+    fn issue(&self, block: *mut OpBlock, waiter: Option<HANDLE>) {
         loop {
             self.counters
                 .submit_syscalls
@@ -278,10 +312,16 @@ impl Inner {
             // returned by a call that did not start it).
             let issued = unsafe { OpBlock::issue(block) };
             match issued {
-                // The block is the kernel's now: not touched again here.
                 Issued::Pending => {
                     self.counters.iocp_submitted.fetch_add(1, Ordering::Relaxed);
-                    return;
+                    match waiter {
+                        // SAFETY: the block was made with `ev` and pends;
+                        // no packet comes for it.
+                        Some(ev) => return unsafe { self.complete_waited(block, ev) },
+                        // The block is the kernel's now: not touched again
+                        // here.
+                        None => return,
+                    }
                 }
                 Issued::Done(res) => {
                     self.counters.iocp_submitted.fetch_add(1, Ordering::Relaxed);
@@ -291,7 +331,7 @@ impl Inner {
                         res <= i64::from(block.call.len),
                         "a call moves at most what it asked for: {res}"
                     );
-                    return self.complete_inline(*block, res);
+                    return self.complete_here(*block, res, true);
                 }
                 Issued::Busy(code) => {
                     debug_assert!(code != 0, "a refusal has its Win32 code");
@@ -340,8 +380,30 @@ impl Inner {
         self.retire_locked(&mut st, 0);
     }
 
-    /// Completes the operation of `block`, which finished within its call.
-    fn complete_inline(&self, block: OpBlock, res: i64) {
+    /// Waits on `ev` for the pending call of `block`, then completes its
+    /// operation on this thread: the completion wakes this thread alone,
+    /// and no completion thread takes part.
+    ///
+    /// # Safety
+    /// `block` is registered, its call was issued with `ev` (the low bit
+    /// set: no packet is queued for it) and pends.
+    unsafe fn complete_waited(&self, block: *mut OpBlock, ev: HANDLE) {
+        // SAFETY: the caller's contract; the block stays in the table (so
+        // shutdown waits for it, and may cancel it) until it is done.
+        unsafe { OpBlock::wait_done(block, ev) };
+        self.counters
+            .iocp_waited_on_caller
+            .fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the kernel finished with the block, and no packet comes
+        // for it: this is its only reclaiming.
+        let block = unsafe { OpBlock::reclaim(OpBlock::overlapped(block)) };
+        let res = block.result();
+        self.complete_here(*block, res, false);
+    }
+
+    /// Completes the operation of `block` on this thread: it finished
+    /// within its call (`inline`), or its waiter saw it finish.
+    fn complete_here(&self, block: OpBlock, res: i64, inline: bool) {
         let OpBlock { op, slot, .. } = block;
         {
             let mut st = self.lock();
@@ -350,11 +412,7 @@ impl Inner {
             st.completing += 1;
         }
         let mut done = super::spare_done();
-        done.push(Done {
-            op,
-            res,
-            inline: true,
-        });
+        done.push(Done { op, res, inline });
         let panic = super::complete_all(&mut done);
         super::keep_done(done);
         self.retire(1);
@@ -574,10 +632,10 @@ impl super::Driver for IocpDriver {
             self.inner.pool.submit(op);
             return;
         };
-        let Some(block) = self.inner.register(OpBlock::new(op, call)) else {
+        let Some(block) = self.inner.register(OpBlock::new(op, call, None)) else {
             return;
         };
-        self.inner.issue(block);
+        self.inner.issue(block, None);
     }
 
     /// Whether the pool performs `kind`: it has no overlapped form.

@@ -4,13 +4,15 @@
 //! `ReadFile`/`WriteFile` until the kernel is done with them (its packet
 //! arrived, or the call did not leave the operation pending).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use windows_sys::Win32::Foundation::{
     ERROR_BROKEN_PIPE, ERROR_HANDLE_EOF, ERROR_INVALID_USER_BUFFER, ERROR_IO_PENDING,
-    ERROR_MORE_DATA, ERROR_NOT_ENOUGH_MEMORY, HANDLE, STATUS_PENDING,
+    ERROR_MORE_DATA, ERROR_NOT_ENOUGH_MEMORY, HANDLE, STATUS_PENDING, WAIT_OBJECT_0,
 };
 use windows_sys::Win32::Storage::FileSystem::{ReadFile, WriteFile};
+use windows_sys::Win32::System::Threading::{ResetEvent, WaitForSingleObject, INFINITE};
 use windows_sys::Win32::System::IO::{GetOverlappedResult, OVERLAPPED};
 
 use super::port::last_error;
@@ -55,8 +57,15 @@ pub(super) fn handle_of(fd: i32) -> HANDLE {
 
 impl OpBlock {
     /// A block for `op`, whose overlapped form is `call`; not yet in the
-    /// driver's table (`slot` is set by it).
-    pub(super) fn new(op: Arc<dyn Completable>, call: Overlapped) -> Box<OpBlock> {
+    /// driver's table (`slot` is set by it). With `waiter`, the event of
+    /// the thread that will wait for the call ([`wait_done`](Self::wait_done)):
+    /// the completion signals it, and no packet is queued to the port (the
+    /// low bit of `hEvent`, as `GetQueuedCompletionStatus` documents).
+    pub(super) fn new(
+        op: Arc<dyn Completable>,
+        call: Overlapped,
+        waiter: Option<HANDLE>,
+    ) -> Box<OpBlock> {
         debug_assert_eq!(
             op.kind().overlapped(),
             Some(call),
@@ -65,6 +74,13 @@ impl OpBlock {
         let mut ov = OVERLAPPED::default();
         ov.Anonymous.Anonymous.Offset = call.offset as u32;
         ov.Anonymous.Anonymous.OffsetHigh = (call.offset >> 32) as u32;
+        if let Some(ev) = waiter {
+            debug_assert!(
+                !ev.is_null() && (ev as usize) & 1 == 0,
+                "an event handle is non-null, its low bits free"
+            );
+            ov.hEvent = (ev as usize | 1) as HANDLE;
+        }
         Box::new(OpBlock {
             ov,
             op,
@@ -150,6 +166,55 @@ impl OpBlock {
             ERROR_MORE_DATA if !call.write => Issued::Pending,
             e @ (ERROR_INVALID_USER_BUFFER | ERROR_NOT_ENOUGH_MEMORY) => Issued::Busy(e),
             e => Issued::Done(result_of(call.write, 0, e)),
+        }
+    }
+
+    /// Whether the kernel finished the operation of `block` (its status is
+    /// no longer `STATUS_PENDING`): from then on it touches neither the
+    /// block nor the buffer.
+    ///
+    /// # Safety
+    /// `block` is live (the caller issued its call and has not reclaimed
+    /// it).
+    unsafe fn done(block: *mut OpBlock) -> bool {
+        // SAFETY: the field is live and aligned for a usize (the caller's
+        // contract); the kernel writes it, so it is read as an atomic, and
+        // the acquire orders the kernel's writes of the data and the
+        // status (made before it signals the event) before what follows.
+        let status = unsafe { AtomicUsize::from_ptr(std::ptr::addr_of_mut!((*block).ov.Internal)) };
+        status.load(Ordering::Acquire) != STATUS_PENDING as usize
+    }
+
+    /// Waits on `event` (the thread's, given to [`new`](Self::new)) until
+    /// the kernel finished the pending call of `block`. It never returns
+    /// before: should waiting on the event fail, it polls the status.
+    ///
+    /// # Safety
+    /// `block`'s call was issued with `event` and returned pending, and
+    /// nobody else reclaims the block (no packet comes for it).
+    pub(super) unsafe fn wait_done(block: *mut OpBlock, event: HANDLE) {
+        // The kernel writes the status before it signals the event, so a
+        // signal left by an earlier call (reset here, then checked again)
+        // cannot hide this one's.
+        // SAFETY (each `done`): the caller's contract.
+        while !unsafe { Self::done(block) } {
+            // SAFETY: the event is open for the whole wait (the thread's,
+            // or a temporary one that outlives it).
+            if unsafe { WaitForSingleObject(event, INFINITE) } != WAIT_OBJECT_0 {
+                super::report(&format!(
+                    "waiting on a thread's event failed (Win32 error {}); polling the call instead",
+                    last_error()
+                ));
+                while !unsafe { Self::done(block) } {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                return;
+            }
+            if unsafe { Self::done(block) } {
+                return;
+            }
+            // SAFETY: as above; a stale signal, cleared before checking again.
+            unsafe { ResetEvent(event) };
         }
     }
 

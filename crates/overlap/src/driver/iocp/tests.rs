@@ -27,10 +27,10 @@ use crate::operation::{Nop, OpKind, Read, Write, REFUSED_AT_SHUTDOWN};
 use crate::stats::Counters;
 
 /// How long a test waits for a completion before it fails.
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(super) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The engine an operation belongs to, as far as the driver looks.
-struct Harness {
+pub(super) struct Harness {
     state: EngineState,
 }
 
@@ -44,7 +44,7 @@ impl EngineLink for Harness {
     fn nudge(&self) {}
 }
 
-fn harness() -> Arc<Harness> {
+pub(super) fn harness() -> Arc<Harness> {
     let ring = RingSize { sq: 1, cq: 1 };
     Arc::new(Harness {
         state: EngineState {
@@ -64,7 +64,7 @@ fn harness() -> Arc<Harness> {
 }
 
 /// A read or a write owning its buffer, recording every completion.
-struct TestOp {
+pub(super) struct TestOp {
     kind: OpKind,
     engine: Arc<Harness>,
     /// The buffer (`Box<[u8]>` given up), freed with the operation.
@@ -73,9 +73,9 @@ struct TestOp {
     results: Mutex<Vec<(i64, bool)>>,
     cv: Condvar,
     /// Completion panics (user code at completion, a waker, may).
-    panics: bool,
+    pub(super) panics: bool,
     /// User code run at completion, once.
-    then: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    pub(super) then: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 // SAFETY: the buffer is reached through `buf` only by the kernel while the
@@ -138,7 +138,7 @@ impl TestOp {
         })
     }
 
-    fn read(engine: &Arc<Harness>, fd: i32, len: usize, offset: u64) -> Arc<TestOp> {
+    pub(super) fn read(engine: &Arc<Harness>, fd: i32, len: usize, offset: u64) -> Arc<TestOp> {
         TestOp::new(engine, vec![0; len], |ptr, len| {
             OpKind::Read(Read {
                 fd,
@@ -151,7 +151,7 @@ impl TestOp {
         })
     }
 
-    fn write(engine: &Arc<Harness>, fd: i32, data: &[u8], offset: u64) -> Arc<TestOp> {
+    pub(super) fn write(engine: &Arc<Harness>, fd: i32, data: &[u8], offset: u64) -> Arc<TestOp> {
         TestOp::new(engine, data.to_vec(), |ptr, len| {
             OpKind::Write(Write {
                 fd,
@@ -169,7 +169,7 @@ impl TestOp {
     }
 
     /// The result, once it came (fails the test after `PATIENCE`).
-    fn wait(&self) -> i64 {
+    pub(super) fn wait(&self) -> i64 {
         let deadline = Instant::now() + PATIENCE;
         let mut r = self.results.lock().unwrap();
         while r.is_empty() {
@@ -180,12 +180,17 @@ impl TestOp {
         r[0].0
     }
 
-    fn completions(&self) -> usize {
+    /// Whether the first completion was known within the submitting call.
+    pub(super) fn inline(&self) -> bool {
+        self.results.lock().unwrap()[0].1
+    }
+
+    pub(super) fn completions(&self) -> usize {
         self.results.lock().unwrap().len()
     }
 
     /// The buffer's bytes (after completion).
-    fn bytes(&self) -> Vec<u8> {
+    pub(super) fn bytes(&self) -> Vec<u8> {
         assert_eq!(self.completions(), 1, "read back once completed");
         // SAFETY: the operation completed: the kernel no longer writes it.
         unsafe { std::slice::from_raw_parts(self.buf, self.len) }.to_vec()
@@ -210,7 +215,7 @@ fn fd_of(h: HANDLE) -> i32 {
     v as i32
 }
 
-fn close(fd: i32) {
+pub(super) fn close(fd: i32) {
     // SAFETY: the test's own handle, closed once.
     assert_ne!(unsafe { CloseHandle(super::handle_of(fd)) }, 0);
 }
@@ -226,7 +231,7 @@ fn unique(what: &str) -> String {
 }
 
 /// A new empty file opened for overlapped I/O, deleted when closed.
-fn temp_file() -> i32 {
+pub(super) fn temp_file() -> i32 {
     let path = std::env::temp_dir().join(unique("file"));
     let path = wide(&path.to_string_lossy());
     // SAFETY: `path` is a NUL-terminated UTF-16 string that outlives the call.
@@ -246,7 +251,7 @@ fn temp_file() -> i32 {
 
 /// A named pipe: its reading end (overlapped, for the driver) and its
 /// writing end (synchronous, for the test).
-fn pipe() -> (i32, i32) {
+pub(super) fn pipe() -> (i32, i32) {
     let name = wide(&format!(r"\\.\pipe\{}", unique("pipe")));
     // SAFETY: `name` is a NUL-terminated UTF-16 string that outlives the call.
     let server = unsafe {
@@ -277,7 +282,7 @@ fn pipe() -> (i32, i32) {
     (server, fd_of(client))
 }
 
-fn write_sync(fd: i32, data: &[u8]) {
+pub(super) fn write_sync(fd: i32, data: &[u8]) {
     let mut n = 0;
     // SAFETY: `data` and `n` outlive the call; the handle is synchronous.
     let ok = unsafe {
@@ -297,7 +302,7 @@ fn driver(threads: usize) -> IocpDriver {
     IocpDriver::start(threads, 2, Arc::new(Counters::default())).expect("a completion port")
 }
 
-fn block_of(i: usize) -> Vec<u8> {
+pub(super) fn block_of(i: usize) -> Vec<u8> {
     (0..4096).map(|j| (i * 31 + j * 7) as u8).collect()
 }
 
