@@ -701,9 +701,10 @@ pub extern "C" fn overlap_port_wait(
 /// else with its real result. Its buffer stays under the buffer rule
 /// until that completion is reaped.
 ///
-/// Only io_uring can stop an operation: one waiting in the kernel (a read
-/// of a pipe with nothing in it, work queued for a kernel worker) stops; a
-/// read or write the device already has does not. On the thread pool (a
+/// io_uring and Windows' completion ports (`CancelIoEx`, reads and writes
+/// only) can stop an operation: one waiting in the kernel (a read of a
+/// pipe with nothing in it, work queued for a kernel worker) stops; a read
+/// or write the device already has does not. On the thread pool (a
 /// blocking system call) and Linux AIO (whose `io_cancel` stops no file
 /// I/O) nothing can be asked, and this returns 0.
 ///

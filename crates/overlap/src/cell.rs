@@ -66,6 +66,13 @@ pub(crate) trait Completable: Send + Sync {
     /// Records the result and notifies the owner, without marking the
     /// operation performed.
     fn finish(&self, res: i64, inline: bool);
+    /// The port its completion goes to (the port's address, as an
+    /// identity that lasts while the operation holds the port) and its
+    /// key: what a driver that cancels by key (IOCP) looks for.
+    #[cfg(windows)]
+    fn queue_key(&self) -> Option<(usize, u64)> {
+        None
+    }
 }
 
 /// The engine as the drivers' rare paths reach it (implemented by

@@ -299,6 +299,14 @@ impl<B: Send + 'static> Completable for OpCell<B> {
         self.finish(res, inline);
     }
 
+    #[cfg(windows)]
+    fn queue_key(&self) -> Option<(usize, u64)> {
+        match &self.target {
+            Target::Port(q, key) => Some((port_id(q), *key)),
+            Target::Future | Target::Ring(_) => None,
+        }
+    }
+
     fn finish(&self, res: i64, inline: bool) {
         self.shared.counters.record(&self.kind, res, inline);
         let (file, permit, waker, buf) = {
@@ -616,6 +624,13 @@ pub(crate) fn submit<B: Send + 'static>(
     }
     shared.driver.submit_as(op, !awaited);
     cell
+}
+
+/// The identity of a port's queue, as drivers see it
+/// ([`Completable::queue_key`]).
+#[cfg(windows)]
+pub(crate) fn port_id<B>(q: &Arc<PortShared<B>>) -> usize {
+    Arc::as_ptr(q).cast::<()>() as usize
 }
 
 /// Whether an operation of `kind` polled by `route` runs on the calling

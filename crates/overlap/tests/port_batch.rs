@@ -306,8 +306,9 @@ fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
     drop(w);
 }
 
-/// Windows' form, with a named pipe: only io_uring stops an operation, so
-/// a cancellable port asks none here (0) and the read completes, exactly
+/// Windows' form, with a named pipe: on IOCP the read is cancelled
+/// (`CancelIoEx`) and completes once with `ERROR_OPERATION_ABORTED`, its
+/// buffer back; the pool asks none (0) and the read completes, exactly
 /// once, when the pipe is written.
 #[cfg(windows)]
 fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
@@ -330,15 +331,44 @@ fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
         .unwrap_or_else(|(e, _)| panic!("{e}"));
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(port.cancel(7).unwrap(), 0, "no operation has key 7");
-    assert_eq!(port.cancel(42).unwrap(), 0, "nothing is asked off io_uring");
+    let other: Port<Vec<u8>> = Port::cancellable(&engine);
+    assert_eq!(
+        other.cancel(42).unwrap(),
+        0,
+        "another port's key 42 is not this one's"
+    );
+    let mut out = Vec::new();
+    if d.is_iocp() {
+        assert_eq!(port.cancel(42).unwrap(), 1);
+        assert_eq!(
+            port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(10))),
+            1
+        );
+        assert_eq!(out[0].key, 42);
+        assert_eq!(
+            out[0].result.as_ref().unwrap_err().raw_os_error(),
+            Some(995),
+            "ERROR_OPERATION_ABORTED"
+        );
+        assert_eq!(out[0].buf.len(), 16, "the buffer comes back");
+        // The pipe still works: the next read gets what is written.
+        out.clear();
+        port.read_at(&rfile, vec![0; 16], 0, 43)
+            .unwrap_or_else(|(e, _)| panic!("{e}"));
+    } else {
+        assert_eq!(
+            port.cancel(42).unwrap(),
+            0,
+            "a pool thread cannot be stopped"
+        );
+    }
     let (res, _) = wfile.write_at(b"hello".to_vec(), 0).wait();
     res.unwrap();
-    let mut out = Vec::new();
     assert_eq!(
         port.next_batch(&mut out, 1, 1, Some(Duration::from_secs(10))),
         1
     );
-    assert_eq!(out[0].key, 42);
+    assert_eq!(out[0].key, if d.is_iocp() { 43 } else { 42 });
     assert_eq!(*out[0].result.as_ref().unwrap(), 5);
     assert_eq!(&out[0].buf[..5], b"hello");
     assert_eq!(port.outstanding(), 0);

@@ -116,6 +116,17 @@ impl DriverHandle {
         }
     }
 
+    /// Asks the driver to stop the operations in flight of the port
+    /// `port` (`Completable::queue_key`) with `key`; how many were asked.
+    /// Only IOCP can, of the drivers behind a port's queue.
+    #[cfg(windows)]
+    pub(crate) fn cancel_queue_key(&self, port: usize, key: u64) -> usize {
+        match self {
+            DriverHandle::Iocp(d) => d.cancel(port, key),
+            DriverHandle::Pool(_) => 0,
+        }
+    }
+
     /// The AIO context, on an `aio+pool` engine.
     pub(crate) fn aio(&self) -> Option<&Arc<AioContext>> {
         let ctx = match self {

@@ -54,8 +54,9 @@ use crate::operation::OpKind;
 ///   itself (a thread's own ring, `aio::lead`, an IOCP call carrying the
 ///   thread's event); the driver never makes one caller wait for another
 ///   caller's operation.
-/// - **Cancel**: only io_uring can stop an operation in the kernel (a
-///   port's `cancel`); elsewhere an operation runs to its end.
+/// - **Cancel**: io_uring and IOCP (`CancelIoEx`) can stop an operation
+///   in the kernel (a port's `cancel`); elsewhere an operation runs to its
+///   end. A stopped one still completes exactly once.
 /// - **Shut down** ([`shutdown`](Self::shutdown)): refuse what comes after,
 ///   complete everything in flight, join the driver's threads (unless
 ///   called from one of them).

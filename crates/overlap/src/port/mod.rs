@@ -623,12 +623,15 @@ impl<B: Send + 'static> Port<B> {
     /// stopped in time, else with its own result, and its buffer is the
     /// kernel's until then.
     ///
-    /// Only io_uring can stop an operation: one waiting in the kernel (a
-    /// read of a pipe with nothing in it, work queued for a kernel worker)
-    /// stops; a read or write the device already has does not. On the
-    /// thread pool (a blocking system call) and Linux AIO (whose
-    /// `io_cancel` stops no file I/O) nothing can be asked, and this
-    /// returns 0.
+    /// io_uring and Windows' completion ports can stop an operation: one
+    /// waiting in the kernel (a read of a pipe with nothing in it, work
+    /// queued for a kernel worker) stops; a read or write the device
+    /// already has does not. On Windows a stopped one completes with
+    /// `ERROR_OPERATION_ABORTED` (raw OS error 995) instead of
+    /// `ECANCELED`, and only reads and writes can be asked (the rest runs
+    /// on the pool). On the thread pool (a blocking system call) and Linux
+    /// AIO (whose `io_cancel` stops no file I/O) nothing can be asked, and
+    /// this returns 0.
     ///
     /// [`Error::InvalidInput`] on a port not made with
     /// [`cancellable`](Self::cancellable).
@@ -641,8 +644,17 @@ impl<B: Send + 'static> Port<B> {
         Ok(match &self.inner.mode {
             #[cfg(target_os = "linux")]
             Mode::Ring(r) => r.cancel(key),
+            // IOCP cancels the port's calls in flight (`CancelIoEx`).
+            #[cfg(windows)]
+            Mode::Queue(q) => self
+                .inner
+                .engine
+                .shared()
+                .driver
+                .cancel_queue_key(crate::future::port_id(q), key),
             // Nothing to stop: operations run to their end (the key is
             // delivered with its completion).
+            #[cfg(not(windows))]
             Mode::Queue(_) => {
                 let _ = key;
                 0

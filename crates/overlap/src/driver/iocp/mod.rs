@@ -70,6 +70,8 @@ pub(crate) mod port;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_cancel;
+#[cfg(test)]
 mod tests_waited;
 
 use std::io;
@@ -128,6 +130,9 @@ struct Inner {
     /// Shutdown began (`State::shutdown` is set): read without the lock by
     /// the completion threads before each wait.
     shutting: AtomicBool,
+    /// `Port::cancel` was called once: from then on, an issuer whose call
+    /// pended looks whether it was asked for before its call.
+    cancels: AtomicBool,
 }
 
 /// An operation in flight: what `CancelIoEx` needs.
@@ -135,6 +140,11 @@ struct Flight {
     fd: i32,
     /// The block's address (`*mut OpBlock`), the kernel's until its packet.
     block: usize,
+    /// The port and key its completion goes to (`Port::cancel`).
+    queue_key: Option<(usize, u64)>,
+    /// `Port::cancel` asked for it: cancelled again by its issuer once
+    /// the call pends, should the request have come before the call.
+    cancel_asked: bool,
 }
 
 struct State {
@@ -192,6 +202,7 @@ impl IocpDriver {
             counters,
             threads,
             shutting: AtomicBool::new(false),
+            cancels: AtomicBool::new(false),
         });
         let driver = IocpDriver {
             inner,
@@ -258,6 +269,18 @@ impl IocpDriver {
     }
 }
 
+impl IocpDriver {
+    /// Cancels (`CancelIoEx`) the operations in flight whose completion
+    /// goes to the port `port` (its identity, `Completable::queue_key`) with
+    /// `key`; returns how many were asked. Each still completes exactly
+    /// once, through its packet: with `ERROR_OPERATION_ABORTED` if stopped
+    /// in time, else with its own result; its buffer stays the kernel's
+    /// until then.
+    pub(crate) fn cancel(&self, port: usize, key: u64) -> usize {
+        self.inner.cancel(port, key)
+    }
+}
+
 impl Drop for IocpDriver {
     /// Shuts down (again: it does nothing the second time but join).
     fn drop(&mut self) {
@@ -291,12 +314,63 @@ impl Inner {
         block.slot = entry.key();
         debug_assert!(block.slot != usize::MAX, "a slot is a table index");
         let fd = block.call.fd;
+        let queue_key = block.op.queue_key();
         let raw = Box::into_raw(block);
         entry.insert(Flight {
             fd,
             block: raw as usize,
+            queue_key,
+            cancel_asked: false,
         });
         Some(raw)
+    }
+
+    /// Cancels (`CancelIoEx`) the operations in flight whose completion
+    /// goes to `port` with `key`; returns how many were asked. One not yet
+    /// issued is marked, and its issuer cancels it once its call pends.
+    fn cancel(&self, port: usize, key: u64) -> usize {
+        // Before the marks: an issuer that does not see it made its call
+        // before it, and the `CancelIoEx` below finds that call.
+        self.cancels.store(true, Ordering::SeqCst);
+        let mut st = self.lock();
+        let mut asked = 0;
+        for (_, f) in st.flight.iter_mut() {
+            if f.queue_key != Some((port, key)) {
+                continue;
+            }
+            f.cancel_asked = true;
+            asked += 1;
+            // SAFETY: the block is in the table, so allocated (freed only
+            // after leaving it, under this lock), and its handle open (its
+            // file counts the operation in). A call not issued yet, or
+            // finished, is not found (ERROR_NOT_FOUND), which is harmless.
+            unsafe {
+                CancelIoEx(
+                    handle_of(f.fd),
+                    OpBlock::overlapped(f.block as *mut OpBlock),
+                )
+            };
+        }
+        asked
+    }
+
+    /// Cancels the call of `block` (in `slot`), which just pended, if
+    /// `Port::cancel` asked for it before the call was made.
+    fn cancel_if_asked(&self, slot: usize, block: *mut OpBlock) {
+        if !self.cancels.load(Ordering::SeqCst) {
+            return;
+        }
+        let st = self.lock();
+        // The entry is looked up, not the block: its packet may already
+        // have freed it.
+        let Some(f) = st.flight.get(slot) else {
+            return;
+        };
+        if f.block == block as usize && f.cancel_asked {
+            // SAFETY: in the table under the lock: allocated, handle open
+            // (as in `cancel`).
+            unsafe { CancelIoEx(handle_of(f.fd), OpBlock::overlapped(block)) };
+        }
     }
 
     /// Issues `block`'s call (registered), completing it here if it did not
@@ -304,6 +378,8 @@ impl Inner {
     /// `waiter` (the event the block was made with), a call that pends is
     /// waited for and completed here too ([`IocpDriver::submit_waited`]).
     fn issue(&self, block: *mut OpBlock, waiter: Option<HANDLE>) {
+        // SAFETY: the block is registered and still ours.
+        let slot = unsafe { (*block).slot };
         loop {
             self.counters
                 .submit_syscalls
@@ -319,8 +395,8 @@ impl Inner {
                         // no packet comes for it.
                         Some(ev) => return unsafe { self.complete_waited(block, ev) },
                         // The block is the kernel's now: not touched again
-                        // here.
-                        None => return,
+                        // here (only its table entry is looked at).
+                        None => return self.cancel_if_asked(slot, block),
                     }
                 }
                 Issued::Done(res) => {

@@ -76,6 +76,8 @@ pub(super) struct TestOp {
     pub(super) panics: bool,
     /// User code run at completion, once.
     pub(super) then: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    /// The port and key it stands for (`Completable::queue_key`).
+    pub(super) queue_key: Option<(usize, u64)>,
 }
 
 // SAFETY: the buffer is reached through `buf` only by the kernel while the
@@ -104,6 +106,9 @@ impl Completable for TestOp {
     }
     fn complete(&self, res: i64, inline: bool) {
         self.finish(res, inline);
+    }
+    fn queue_key(&self) -> Option<(usize, u64)> {
+        self.queue_key
     }
     fn finish(&self, res: i64, inline: bool) {
         self.results.lock().unwrap().push((res, inline));
@@ -135,6 +140,7 @@ impl TestOp {
             cv: Condvar::new(),
             panics: false,
             then: Mutex::new(None),
+            queue_key: None,
         })
     }
 
