@@ -1094,6 +1094,32 @@ int32_t overlap_file_adopt_handle(const struct overlap_engine *engine, void *han
 
 #if defined(_WIN32)
 /**
+ * Windows only: adopts a file `HANDLE` opened for synchronous I/O (no
+ * `FILE_FLAG_OVERLAPPED`: `fopen`'s, `_open`'s, or `CreateFileW`'s
+ * default), as overlap_file_adopt_handle() adopts an overlapped one, with
+ * the same ownership rules. Its reads and writes run as blocking calls
+ * (the offset in an `OVERLAPPED`) on the engine's bounded pool; the
+ * handle is associated with no completion port. Windows performs the I/O
+ * of such a handle one operation at a time, in every duplicate of it:
+ * concurrent operations are correct but do not overlap. Each read and
+ * write also moves the handle's file position past its end. A handle
+ * opened for overlapped I/O is taken too, and treated the same way (one
+ * already associated with another completion port, for example).
+ *
+ * Returns 0, or `-EBADF` (NULL, `INVALID_HANDLE_VALUE` or not an open
+ * handle), `-EINVAL` (NULL `engine` or `out`), `-ESHUTDOWN` (the engine
+ * is shut down), or the system's error as `-errno`, with
+ * overlap_last_os_error() giving the Win32 code. On failure the handle is
+ * not adopted and stays the caller's, open.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_engine_free() of this engine.
+ */
+int32_t overlap_file_adopt_synchronous_handle(const struct overlap_engine *engine, void *handle, struct overlap_file **out);
+#endif
+
+#if defined(_WIN32)
+/**
  * Windows only: stores the file's `HANDLE` in `*out` (for
  * `GetFileSizeEx` and the like; do not close it, nor use it with another
  * completion port). Returns 0, `-EBADF` once the file is closed (`*out`

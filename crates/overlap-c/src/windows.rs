@@ -42,29 +42,81 @@ pub extern "C" fn overlap_file_adopt_handle(
     handle: *mut c_void,
     out: *mut *mut overlap_file,
 ) -> i32 {
-    const F: &str = "overlap_file_adopt_handle";
-    guard(F, || {
-        let e = handle!(engine, "engine", F);
-        refuse_forked!(e.engine, F);
+    adopt(
+        "overlap_file_adopt_handle",
+        engine,
+        handle,
+        out,
+        File::from_handle,
+    )
+}
+
+/// Windows only: adopts a file `HANDLE` opened for synchronous I/O (no
+/// `FILE_FLAG_OVERLAPPED`: `fopen`'s, `_open`'s, or `CreateFileW`'s
+/// default), as overlap_file_adopt_handle() adopts an overlapped one, with
+/// the same ownership rules. Its reads and writes run as blocking calls
+/// (the offset in an `OVERLAPPED`) on the engine's bounded pool; the
+/// handle is associated with no completion port. Windows performs the I/O
+/// of such a handle one operation at a time, in every duplicate of it:
+/// concurrent operations are correct but do not overlap. Each read and
+/// write also moves the handle's file position past its end. A handle
+/// opened for overlapped I/O is taken too, and treated the same way (one
+/// already associated with another completion port, for example).
+///
+/// Returns 0, or `-EBADF` (NULL, `INVALID_HANDLE_VALUE` or not an open
+/// handle), `-EINVAL` (NULL `engine` or `out`), `-ESHUTDOWN` (the engine
+/// is shut down), or the system's error as `-errno`, with
+/// overlap_last_os_error() giving the Win32 code. On failure the handle is
+/// not adopted and stays the caller's, open.
+///
+/// Thread safety: any thread, concurrently with any call but
+/// overlap_engine_free() of this engine.
+#[no_mangle]
+pub extern "C" fn overlap_file_adopt_synchronous_handle(
+    engine: *const overlap_engine,
+    handle: *mut c_void,
+    out: *mut *mut overlap_file,
+) -> i32 {
+    adopt(
+        "overlap_file_adopt_synchronous_handle",
+        engine,
+        handle,
+        out,
+        File::from_synchronous_handle,
+    )
+}
+
+/// Adopts `handle` with `from` (named `f` in messages): the checks, the
+/// duplicate the engine keeps, and the caller's handle closed on success.
+fn adopt(
+    f: &'static str,
+    engine: *const overlap_engine,
+    handle: *mut c_void,
+    out: *mut *mut overlap_file,
+    from: fn(&overlap::Engine, OwnedHandle) -> overlap::Result<File>,
+) -> i32 {
+    guard(f, || {
+        let e = handle!(engine, "engine", f);
+        refuse_forked!(e.engine, f);
         if out.is_null() {
-            return fail(libc::EINVAL, format!("{F}: out is NULL"));
+            return fail(libc::EINVAL, format!("{f}: out is NULL"));
         }
         if handle.is_null() || handle == INVALID_HANDLE_VALUE {
             return fail(
                 libc::EBADF,
-                format!("{F}: {handle:?} is not an open handle (NULL or INVALID_HANDLE_VALUE)"),
+                format!("{f}: {handle:?} is not an open handle (NULL or INVALID_HANDLE_VALUE)"),
             );
         }
-        if let Some(r) = e.refuse_shut(F) {
+        if let Some(r) = e.refuse_shut(f) {
             return r;
         }
         let dup = match duplicate(handle) {
             Ok(dup) => dup,
-            Err(err) => return fail_with(&format!("{F}: {handle:?}"), &err.into()),
+            Err(err) => return fail_with(&format!("{f}: {handle:?}"), &err.into()),
         };
         let dup_raw = dup.as_raw_handle();
         // A refusal below closes the duplicate: the caller's handle stays.
-        match File::from_handle(&e.engine, dup) {
+        match from(&e.engine, dup) {
             Ok(file) => {
                 debug_assert!(
                     file.as_raw_handle() == dup_raw,
@@ -76,7 +128,7 @@ pub extern "C" fn overlap_file_adopt_handle(
                 unsafe { CloseHandle(handle) };
                 store_file(out, file)
             }
-            Err(err) => fail_with(F, &err),
+            Err(err) => fail_with(f, &err),
         }
     })
 }
