@@ -22,15 +22,9 @@ rt_tests!(
     try_clone_shares_the_position,
     #[cfg(unix)]
     std_conversions_keep_the_descriptor_and_position,
-    #[cfg(windows)]
-    std_conversions_keep_the_position,
-    #[cfg(windows)]
-    from_std_of_an_unshared_file_adopts_its_handle,
     seek_while_busy_is_refused,
     #[cfg(unix)]
     descriptors_are_borrowable,
-    #[cfg(windows)]
-    handles_are_borrowable,
     open_options_follow_std_rules,
     positional_io_beyond_tokio,
     direct_io_with_aligned_buffers,
@@ -467,107 +461,6 @@ async fn std_conversions_keep_the_descriptor_and_position() {
     let f = f.try_into_std().expect("nothing in flight");
     let f = File::from(std::os::fd::OwnedFd::from(f));
     drop(f);
-}
-
-/// On Windows a std file's handle is synchronous and the engine's
-/// overlapped: `from_std` opens the file again (another handle), and
-/// `into_std` too; the position goes along both ways, and the std file
-/// reads as std's own (synchronously).
-#[cfg(windows)]
-async fn std_conversions_keep_the_position() {
-    use std::os::windows::io::AsRawHandle;
-    let dir = tempdir();
-    let p = dir.path().join("f");
-    std::fs::write(&p, b"0123456789").unwrap();
-    let mut std_file = std::fs::File::open(&p).unwrap();
-    std::io::Seek::seek(&mut std_file, SeekFrom::Start(3)).unwrap();
-    let raw = std_file.as_raw_handle();
-    let mut f = File::from_std(std_file);
-    assert_ne!(f.as_raw_handle(), raw, "opened again for overlapped I/O");
-    let mut b = [0u8; 2];
-    f.read_exact(&mut b).await.unwrap();
-    assert_eq!(&b, b"34", "from the std file's position");
-    let mut std_file = f.into_std().await;
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut std_file, &mut s).unwrap();
-    assert_eq!(s, "56789", "the std file goes on from here");
-    // A file opened for overlapped I/O already is adopted as it is.
-    let overlapped = {
-        use std::os::windows::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(0x4000_0000) // FILE_FLAG_OVERLAPPED
-            .open(&p)
-            .unwrap()
-    };
-    let raw = overlapped.as_raw_handle();
-    let mut f = File::from(std::os::windows::io::OwnedHandle::from(overlapped));
-    assert_eq!(f.as_raw_handle(), raw);
-    f.write_all(b"ab").await.unwrap();
-    f.flush().await.unwrap();
-    let f = f.try_into_std().expect("nothing in flight");
-    let mut s = String::new();
-    std::io::Read::read_to_string(&mut &f, &mut s).unwrap();
-    assert_eq!(s, "23456789", "a synchronous std file at the position");
-    assert_eq!(std::fs::read(&p).unwrap(), b"ab23456789");
-}
-
-/// A std file shared with nobody (`share_mode(0)`) cannot be opened again
-/// for overlapped I/O: `from_std` adopts its handle itself (reads and
-/// writes on the engine's pool), and the file works as any: written at the
-/// std file's position, sought, read back, synced; `into_std` gives the
-/// same handle back.
-#[cfg(windows)]
-async fn from_std_of_an_unshared_file_adopts_its_handle() {
-    use std::os::windows::fs::OpenOptionsExt;
-    use std::os::windows::io::AsRawHandle;
-    let dir = tempdir();
-    let p = dir.path().join("f");
-    let mut std_file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .share_mode(0)
-        .open(&p)
-        .unwrap();
-    std::io::Write::write_all(&mut std_file, b"0123").unwrap();
-    let raw = std_file.as_raw_handle();
-    let mut f = File::from_std(std_file);
-    assert_eq!(f.as_raw_handle(), raw, "the std handle itself");
-    f.write_all(b"4567").await.unwrap();
-    f.flush().await.unwrap();
-    assert_eq!(f.seek(SeekFrom::Start(2)).await.unwrap(), 2);
-    let mut s = String::new();
-    f.read_to_string(&mut s).await.unwrap();
-    assert_eq!(s, "234567");
-    let (n, buf) = f.read_at(vec![0u8; 3], 1).await;
-    assert_eq!(&buf[..n.unwrap()], b"123");
-    f.sync_all().await.unwrap();
-    assert_eq!(f.metadata().await.unwrap().len(), 8);
-    let shut_out = std::fs::File::open(&p).unwrap_err();
-    assert_eq!(shut_out.raw_os_error(), Some(32), "ERROR_SHARING_VIOLATION");
-    let std_file = f.into_std().await;
-    assert_eq!(std_file.as_raw_handle(), raw, "given back as it was");
-    drop(std_file);
-    assert_eq!(std::fs::read(&p).unwrap(), b"01234567");
-}
-
-/// The handle is borrowable, and a duplicate is the same file.
-#[cfg(windows)]
-async fn handles_are_borrowable() {
-    use std::os::windows::io::AsHandle;
-    let dir = tempdir();
-    let p = dir.path().join("f");
-    std::fs::write(&p, b"abc").unwrap();
-    let f = File::open(&p).await.unwrap();
-    let owned = f.as_handle().try_clone_to_owned().unwrap();
-    let std_file = std::fs::File::from(owned);
-    assert_eq!(std_file.metadata().unwrap().len(), 3);
-    let (n, buf) = f.read_at(vec![0u8; 8], 0).await;
-    assert_eq!(&buf[..n.unwrap()], b"abc");
-    assert!(format!("{f:?}").contains("File"));
 }
 
 /// A new file at `p` with 5 bytes written and then its times set (which

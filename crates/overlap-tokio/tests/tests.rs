@@ -25,6 +25,9 @@ mod drop_file;
 mod dropin;
 mod engine;
 mod file;
+// Handles and std conversions: Windows'.
+#[cfg(windows)]
+mod file_windows;
 mod free;
 // FIFOs, /proc/self/{fd,task}: Linux's.
 #[cfg(target_os = "linux")]

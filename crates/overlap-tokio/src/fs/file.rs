@@ -11,6 +11,8 @@ use std::os::windows::io::{
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
+#[cfg(windows)]
+use windows_sys::Win32::Foundation::{ERROR_INVALID_HANDLE, INVALID_HANDLE_VALUE};
 
 use super::support::{asyncify, code, engine_err};
 use crate::reactor::on_ring;
@@ -376,17 +378,33 @@ impl File {
         // put there (SEEK_END) rather than asked for.
         match self.try_into_std() {
             Ok(std) => std,
-            // Unreachable: with nothing in flight, nothing else holds the
-            // engine's file (it is never handed out). Should it happen
-            // anyway, a duplicate of the descriptor serves.
-            Err(mut me) => {
-                let std = me
-                    .dup_std()
-                    .unwrap_or_else(|e| panic!("overlap-tokio: no descriptor for into_std: {e}"));
-                let _ = (&std).seek(me.std_seek());
-                std
-            }
+            // With nothing in flight, nothing else holds the engine's file
+            // (it is never handed out): only a file with no handle (see
+            // `from_std`) comes here, or, should it happen anyway, a shared
+            // one, for which a duplicate of the descriptor serves.
+            Err(mut me) => match me.dup_std() {
+                Ok(std) => {
+                    let _ = (&std).seek(me.std_seek());
+                    std
+                }
+                Err(e) => Self::std_without_handle(e),
+            },
         }
+    }
+
+    /// The std file of a file that holds no handle: on Windows one whose
+    /// every operation fails (`INVALID_HANDLE_VALUE`), as this one's did.
+    /// Elsewhere every file holds its descriptor, and this is unreachable.
+    #[cfg(windows)]
+    fn std_without_handle(_why: io::Error) -> std::fs::File {
+        // SAFETY: INVALID_HANDLE_VALUE is a value `OwnedHandle` may hold
+        // (std documents it); closing it closes nothing.
+        unsafe { std::fs::File::from_raw_handle(INVALID_HANDLE_VALUE as RawHandle) }
+    }
+
+    #[cfg(unix)]
+    fn std_without_handle(why: io::Error) -> std::fs::File {
+        panic!("overlap-tokio: no descriptor for into_std: {why}")
     }
 
     /// Tries to immediately destructure `File` into a [`std::fs::File`].
@@ -466,7 +484,15 @@ impl File {
         #[cfg(unix)]
         let dup = self.as_fd().try_clone_to_owned()?;
         #[cfg(windows)]
-        let dup = self.as_handle().try_clone_to_owned()?;
+        let dup = {
+            // A file `from_std` could not adopt holds no handle: its raw
+            // value, INVALID_HANDLE_VALUE, is also the process's
+            // pseudo-handle, which must not be duplicated as a file.
+            if self.file.as_raw_fd() < 0 {
+                return Err(io::Error::from_raw_os_error(ERROR_INVALID_HANDLE as i32));
+            }
+            self.as_handle().try_clone_to_owned()?
+        };
         Ok(std::fs::File::from(dup))
     }
 
