@@ -479,8 +479,8 @@ impl<B: Send + 'static> Op<B> {
     /// pool) the system call runs on the calling thread, as `pread` would:
     /// handing it to a worker and sleeping would only add a wake-up. On
     /// io_uring it goes through the thread's own ring, and on Windows'
-    /// completion ports the call carries the thread's event: either way
-    /// the completion wakes this thread itself.
+    /// completion ports a read or write carries the thread's event: either
+    /// way the kernel's completion wakes this thread itself.
     pub fn wait(self) -> (Result<usize>, B) {
         crate::wait::block_on_one(self)
     }

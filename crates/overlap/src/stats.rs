@@ -92,11 +92,11 @@ pub struct Stats {
     /// once others completed (or handed to its pool): backpressure, never
     /// an error.
     pub iocp_busy_retries: u64,
-    /// Overlapped calls that pended for a thread waiting on them alone
-    /// (`.wait()`) on the `iocp` driver: issued with that thread's event
-    /// and no completion packet, so that the completion woke the waiter
-    /// itself and no completion thread took part (counted in
-    /// `submitted_iocp` and `completed_async` too).
+    /// Overlapped calls that did not finish within the call, for a thread
+    /// waiting on them alone (`.wait()`) on the `iocp` driver: issued with
+    /// that thread's event and no completion packet, so that the
+    /// completion woke the waiter itself and no completion thread took
+    /// part (counted in `submitted_iocp` and `completed_async` too).
     pub iocp_waited_on_caller: u64,
     /// Linux AIO completions reaped by a thread waiting on the engine (a
     /// port's worker, a thread in `.wait()` or [`block_on`](crate::block_on))

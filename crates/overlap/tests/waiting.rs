@@ -567,11 +567,14 @@ fn a_pending_wait_on_iocp_is_woken_by_its_own_completion() {
     let engine = Driver::iocp().engine();
     let (file, name) = named_pipe(&engine);
     let mut writer = std::fs::OpenOptions::new().write(true).open(&name).unwrap();
-    let feed = watch(move || {
-        std::thread::sleep(Duration::from_millis(100));
-        writer.write_all(b"hello").unwrap();
-        writer
-    });
+    let feed = {
+        let engine = engine.clone();
+        watch(move || {
+            until_in_flight(&engine);
+            writer.write_all(b"hello").unwrap();
+            writer
+        })
+    };
     let before = engine.stats();
     let (res, buf) = file.read_at(vec![0u8; 5], 0).wait();
     assert_eq!(res.unwrap(), 5);
@@ -590,7 +593,7 @@ fn a_pending_wait_on_iocp_is_woken_by_its_own_completion() {
         let file = file.clone();
         watch(move || file.read_at(vec![0u8; 5], 0).wait().0)
     };
-    std::thread::sleep(Duration::from_millis(100));
+    until_in_flight(&engine);
     let began = Instant::now();
     engine.shutdown();
     let res = reader.wait(Instant::now() + LIMIT).unwrap();
@@ -697,4 +700,17 @@ fn fork_orphan_child() {
     assert_eq!(res.unwrap(), 5);
     assert_eq!(&buf[..], b"piped");
     child_ok("fork_orphan_child");
+}
+
+/// Waits until an operation of `engine` is in flight, then a little more,
+/// so that its call has been made (and pends, on a pipe with nothing in
+/// it).
+#[cfg(windows)]
+fn until_in_flight(engine: &overlap::Engine) {
+    let t0 = std::time::Instant::now();
+    while engine.in_flight().0 == 0 {
+        assert!(t0.elapsed() < LIMIT, "no operation went in flight");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
 }

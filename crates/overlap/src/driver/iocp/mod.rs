@@ -43,8 +43,9 @@
 //! flight; after [`SHUTDOWN_GRACE`] it cancels those still in flight on
 //! anything but a disk file (`CancelIoEx`: a read of a pipe nobody writes
 //! would never end; a disk's operation ends by itself, and is waited for
-//! as on Linux) every [`CANCEL_PERIOD`], and still waits for their packets
-//! (`ERROR_OPERATION_ABORTED`, or their result if they finished first).
+//! as on Linux) every [`CANCEL_PERIOD`], and still waits for their end
+//! (their packet, or their waiter's completion: `ERROR_OPERATION_ABORTED`,
+//! or their result if they finished first).
 //! Only when nothing is in flight, nor being completed, does a stop packet
 //! end the threads. Should the port go with operations in flight anyway,
 //! their blocks are leaked, never freed.
@@ -81,7 +82,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
-use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::Foundation::{ERROR_OPERATION_ABORTED, HANDLE};
 use windows_sys::Win32::Storage::FileSystem::{GetFileType, FILE_TYPE_DISK};
 use windows_sys::Win32::System::Threading::INFINITE;
 use windows_sys::Win32::System::IO::{CancelIoEx, OVERLAPPED_ENTRY};
@@ -138,7 +139,8 @@ struct Inner {
 /// An operation in flight: what `CancelIoEx` needs.
 struct Flight {
     fd: i32,
-    /// The block's address (`*mut OpBlock`), the kernel's until its packet.
+    /// The block's address (`*mut OpBlock`), the kernel's until its packet
+    /// (or its waiter sees it finish).
     block: usize,
     /// The port and key its completion goes to (`Port::cancel`).
     queue_key: Option<(usize, u64)>,
@@ -260,6 +262,10 @@ impl IocpDriver {
         let Some(call) = op.kind().overlapped() else {
             return super::Driver::submit(self, op, false);
         };
+        debug_assert!(
+            op.queue_key().is_none(),
+            "a waited operation is a future's, which no port's cancel names (none is cancelled by its issuer here)"
+        );
         crate::sys::with_thread_event(|ev| {
             let Some(block) = self.inner.register(OpBlock::new(op, call, ev)) else {
                 return;
@@ -273,9 +279,11 @@ impl IocpDriver {
     /// Cancels (`CancelIoEx`) the operations in flight whose completion
     /// goes to the port `port` (its identity, `Completable::queue_key`) with
     /// `key`; returns how many were asked. Each still completes exactly
-    /// once, through its packet: with `ERROR_OPERATION_ABORTED` if stopped
-    /// in time, else with its own result; its buffer stays the kernel's
-    /// until then.
+    /// once: with `ERROR_OPERATION_ABORTED` if stopped in time (or if the
+    /// kernel refused its call for lack of resources before it ran), else
+    /// with its own result; its buffer stays the kernel's until then. One
+    /// already handed to the pool (a refused call, with nothing else in
+    /// flight to wait for) runs to its end.
     pub(crate) fn cancel(&self, port: usize, key: u64) -> usize {
         self.inner.cancel(port, key)
     }
@@ -332,6 +340,7 @@ impl Inner {
         // Before the marks: an issuer that does not see it made its call
         // before it, and the `CancelIoEx` below finds that call.
         self.cancels.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         let mut st = self.lock();
         let mut asked = 0;
         for (_, f) in st.flight.iter_mut() {
@@ -357,6 +366,10 @@ impl Inner {
     /// Cancels the call of `block` (in `slot`), which just pended, if
     /// `Port::cancel` asked for it before the call was made.
     fn cancel_if_asked(&self, slot: usize, block: *mut OpBlock) {
+        // The call (the kernel's stores that queued it) before the load:
+        // with `cancel`'s store before its own look, one of the two sees
+        // the other (Dekker's pattern), whatever the kernel's own barriers.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if !self.cancels.load(Ordering::SeqCst) {
             return;
         }
@@ -448,6 +461,16 @@ impl Inner {
     /// takes it out of the table: the pool holds it before shutdown may see
     /// nothing in flight and shut the pool down.
     fn to_pool(&self, block: OpBlock) {
+        // Asked to stop while refused: not run at all (the pool could not
+        // stop it).
+        let asked = self
+            .lock()
+            .flight
+            .get(block.slot)
+            .is_some_and(|f| f.cancel_asked);
+        if asked {
+            return self.complete_here(block, -i64::from(ERROR_OPERATION_ABORTED), true);
+        }
         let OpBlock { op, slot, .. } = block;
         self.pool.submit(op);
         let mut st = self.lock();

@@ -35,8 +35,9 @@ pub(super) struct OpBlock {
 /// What the `ReadFile`/`WriteFile` of a block did.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Issued {
-    /// Pending: its packet will complete it, and the block is the kernel's
-    /// until then.
+    /// Pending: its packet will complete it (or, for a block made with a
+    /// waiter's event, no packet comes and the waiter sees it finish,
+    /// [`OpBlock::wait_done`]), and the block is the kernel's until then.
     Pending,
     /// Finished within the call (no packet comes): the result.
     Done(i64),
@@ -121,7 +122,9 @@ impl OpBlock {
     /// `block` comes from `Box::into_raw` and is in the driver's table; if
     /// this returns [`Issued::Pending`] the block belongs to the kernel
     /// until its packet is dequeued (the caller touches it no more, it may
-    /// already be freed), otherwise it is still the caller's. The handle is
+    /// already be freed), or, made with a waiter's event, until
+    /// [`wait_done`](Self::wait_done) returns (no packet comes; the caller
+    /// reclaims it then), otherwise it is still the caller's. The handle is
     /// associated with the port with its skip modes (`Port::associate`).
     pub(super) unsafe fn issue(block: *mut OpBlock) -> Issued {
         // SAFETY: the block is live and the caller's until the call below.
@@ -263,23 +266,25 @@ pub(super) mod tests_busy {
 
     use windows_sys::Win32::Foundation::ERROR_NOT_ENOUGH_MEMORY;
 
-    /// The handle and how many of its next calls are refused.
-    static REFUSE: Mutex<Option<(i32, usize)>> = Mutex::new(None);
+    /// Per handle, how many of its next calls are refused (tests run at
+    /// once, each with handles of its own).
+    static REFUSE: Mutex<Vec<(i32, usize)>> = Mutex::new(Vec::new());
 
     /// Refuses the next `n` calls on `fd`.
     pub(crate) fn set(fd: i32, n: usize) {
-        *REFUSE.lock().unwrap() = Some((fd, n));
+        let mut r = REFUSE.lock().unwrap();
+        r.retain(|&(f, _)| f != fd);
+        r.push((fd, n));
     }
 
     /// Whether this call on `fd` is refused (and with which code).
     pub(super) fn refuse(fd: i32) -> Option<u32> {
         let mut r = REFUSE.lock().unwrap();
-        match &mut *r {
-            Some((f, n)) if *f == fd && *n > 0 => {
-                *n -= 1;
-                Some(ERROR_NOT_ENOUGH_MEMORY)
-            }
-            _ => None,
+        let i = r.iter().position(|&(f, n)| f == fd && n > 0)?;
+        r[i].1 -= 1;
+        if r[i].1 == 0 {
+            r.swap_remove(i);
         }
+        Some(ERROR_NOT_ENOUGH_MEMORY)
     }
 }

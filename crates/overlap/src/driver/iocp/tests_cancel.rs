@@ -3,13 +3,14 @@
 //! its packet, its buffer held until then; one asked for before its call
 //! was made is cancelled by its issuer once the call pends.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
 
 use super::op::OpBlock;
-use super::tests::{close, harness, pipe, write_sync, TestOp};
+use super::tests::{block_of, close, harness, pipe, temp_file, write_sync, TestOp};
 use super::IocpDriver;
 use crate::cell::Completable;
 use crate::driver::Driver;
@@ -85,4 +86,36 @@ fn a_cancel_before_the_call_is_made_by_its_issuer() {
     assert_eq!(Arc::strong_count(&op), 1);
     close(wr);
     close(rd);
+}
+
+#[test]
+fn a_cancelled_call_refused_for_resources_is_not_handed_to_the_pool() {
+    let counters = Arc::new(Counters::default());
+    let d = IocpDriver::start(1, 1, counters.clone()).expect("a completion port");
+    let fd = temp_file();
+    d.associate(fd).unwrap();
+    let mut w = TestOp::write(&harness(), fd, &block_of(9), 0);
+    Arc::get_mut(&mut w).expect("not shared yet").queue_key = Some((1, 42));
+    let call = w
+        .kind()
+        .overlapped()
+        .expect("a write has an overlapped form");
+    let block = d
+        .inner
+        .register(OpBlock::new(w.clone(), call, None))
+        .expect("not shutting down");
+    assert_eq!(d.cancel(1, 42), 1);
+    // Refused, alone in flight: the pool would take it, but it was asked
+    // to stop and the pool could not stop it.
+    super::op::tests_busy::set(fd, 1);
+    d.inner.issue(block, None);
+    assert_eq!(w.wait(), -i64::from(ERROR_OPERATION_ABORTED));
+    assert_eq!(counters.pool_submitted.load(Ordering::Relaxed), 0);
+    let back = TestOp::read(&harness(), fd, 4096, 0);
+    d.submit(back.clone(), false);
+    assert_eq!(back.wait(), 0, "nothing was written");
+    d.shutdown();
+    assert_eq!(w.completions(), 1);
+    assert_eq!(Arc::strong_count(&w), 1);
+    close(fd);
 }

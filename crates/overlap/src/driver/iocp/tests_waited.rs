@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
-use windows_sys::Win32::Foundation::ERROR_OPERATION_ABORTED;
+use windows_sys::Win32::Foundation::{ERROR_OPERATION_ABORTED, HANDLE};
 use windows_sys::Win32::System::Threading::SetEvent;
 
 use super::tests::{block_of, close, harness, pipe, temp_file, write_sync, TestOp, PATIENCE};
@@ -17,10 +17,10 @@ use super::IocpDriver;
 use crate::driver::Driver;
 use crate::stats::Counters;
 
-fn driver() -> (IocpDriver, Arc<Counters>) {
+fn driver() -> (Arc<IocpDriver>, Arc<Counters>) {
     let counters = Arc::new(Counters::default());
     let d = IocpDriver::start(1, 1, counters.clone()).expect("a completion port");
-    (d, counters)
+    (Arc::new(d), counters)
 }
 
 /// Records the thread that completes `op`.
@@ -33,10 +33,27 @@ fn record_thread(op: &TestOp) -> Arc<Mutex<Option<ThreadId>>> {
     on
 }
 
-/// Writes `data` to `fd` after `after`, on a thread of its own.
-fn feed_later(fd: i32, data: &'static [u8], after: Duration) -> std::thread::JoinHandle<()> {
+/// Waits until an operation is in `d`'s table, then a little more, so
+/// that its call has been made (and pends, on a pipe with nothing in it).
+fn until_issued(d: &IocpDriver) {
+    let t0 = Instant::now();
+    while d.inner.lock().flight.is_empty() {
+        assert!(t0.elapsed() < PATIENCE, "no operation entered the table");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+/// Writes `data` to `fd` once an operation of `d` was issued, on a thread
+/// of its own.
+fn feed_when_issued(
+    d: &Arc<IocpDriver>,
+    fd: i32,
+    data: &'static [u8],
+) -> std::thread::JoinHandle<()> {
+    let d = d.clone();
     std::thread::spawn(move || {
-        std::thread::sleep(after);
+        until_issued(&d);
         write_sync(fd, data);
     })
 }
@@ -49,7 +66,7 @@ fn a_pending_read_is_completed_by_its_waiter() {
     d.associate(rd).unwrap();
     let read = TestOp::read(&e, rd, 5, 0);
     let on = record_thread(&read);
-    let feed = feed_later(wr, b"hello", Duration::from_millis(50));
+    let feed = feed_when_issued(&d, wr, b"hello");
     d.submit_waited(read.clone());
     assert_eq!(
         read.completions(),
@@ -79,24 +96,32 @@ fn a_stale_signal_does_not_end_the_wait() {
     let e = harness();
     let (rd, wr) = pipe();
     d.associate(rd).unwrap();
-    // The thread's event signalled by nothing this call does.
-    crate::sys::with_thread_event(|ev| {
-        // SAFETY: the thread's own open event.
-        assert_ne!(unsafe { SetEvent(ev.expect("an event")) }, 0);
-    });
-    let feed = feed_later(wr, b"late", Duration::from_millis(100));
+    // The waiting thread's event, signalled by another thread while the
+    // call pends, before any data: the wait must go on.
+    let ev = crate::sys::with_thread_event(|ev| ev.expect("an event") as usize);
+    let poke = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            until_issued(&d);
+            // SAFETY: the waiting thread's event, open while it lives (it
+            // is in the call until the data below comes).
+            assert_ne!(unsafe { SetEvent(ev as HANDLE) }, 0);
+            std::thread::sleep(Duration::from_millis(100));
+            write_sync(wr, b"late");
+        })
+    };
     let read = TestOp::read(&e, rd, 4, 0);
     d.submit_waited(read.clone());
     assert_eq!(read.wait(), 4, "waited until the data came");
     assert_eq!(read.bytes(), b"late");
-    feed.join().unwrap();
+    poke.join().unwrap();
     // A call that finishes at once signals the event too: the next one
     // still waits for its own data.
     write_sync(wr, b"now");
     let now = TestOp::read(&e, rd, 3, 0);
     d.submit_waited(now.clone());
     assert_eq!(now.bytes(), b"now");
-    let feed = feed_later(wr, b"after", Duration::from_millis(100));
+    let feed = feed_when_issued(&d, wr, b"after");
     let after = TestOp::read(&e, rd, 5, 0);
     d.submit_waited(after.clone());
     assert_eq!(after.bytes(), b"after");
@@ -110,7 +135,6 @@ fn a_stale_signal_does_not_end_the_wait() {
 #[test]
 fn a_waited_read_is_cancelled_at_shutdown() {
     let (d, _) = driver();
-    let d = Arc::new(d);
     let e = harness();
     let (rd, wr) = pipe();
     d.associate(rd).unwrap();
@@ -119,7 +143,7 @@ fn a_waited_read_is_cancelled_at_shutdown() {
         let (d, read) = (d.clone(), read.clone());
         std::thread::spawn(move || d.submit_waited(read))
     };
-    std::thread::sleep(Duration::from_millis(50));
+    until_issued(&d);
     assert_eq!(read.completions(), 0, "nobody wrote to the pipe");
     let began = Instant::now();
     d.shutdown();
@@ -172,7 +196,7 @@ fn a_panic_at_completion_reaches_the_waiter() {
     d.associate(rd).unwrap();
     let mut op = TestOp::read(&e, rd, 2, 0);
     Arc::get_mut(&mut op).expect("not shared yet").panics = true;
-    let feed = feed_later(wr, b"ok", Duration::from_millis(50));
+    let feed = feed_when_issued(&d, wr, b"ok");
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         d.submit_waited(op.clone());
     }));
@@ -181,7 +205,7 @@ fn a_panic_at_completion_reaches_the_waiter() {
     assert_eq!(op.completions(), 1);
     assert_eq!(d.inner.lock().in_flight(), 0, "retired despite the panic");
     // The driver goes on.
-    let feed = feed_later(wr, b"go", Duration::from_millis(50));
+    let feed = feed_when_issued(&d, wr, b"go");
     let next = TestOp::read(&e, rd, 2, 0);
     d.submit_waited(next.clone());
     assert_eq!(next.bytes(), b"go");
