@@ -68,7 +68,8 @@ pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
         Error::OffsetOverflow { .. } | Error::InvalidInput(_) => {
             PyValueError::new_err(e.to_string())
         }
-        Error::PrivilegeNotHeld { .. } => PyPermissionError::new_err(e.to_string()),
+        // As Python raises a refused privilege: errno EPERM, with its words.
+        Error::PrivilegeNotHeld { .. } => PyPermissionError::new_err((libc::EPERM, e.to_string())),
         other => PyOSError::new_err(other.to_string()),
     }
 }
