@@ -10,12 +10,23 @@ use overlap::{IoBuf, IoBufMut};
 pub(crate) const MAX_LEN: u64 = isize::MAX as u64;
 
 /// Memory the C caller lends to one operation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct CBuf {
     ptr: *mut u8,
     len: usize,
     /// A completion posted with `overlap_port_post`, not an operation's.
     pub(crate) posted: bool,
+}
+
+/// No memory: a NULL address, no length (a posted completion's buffer).
+impl Default for CBuf {
+    fn default() -> CBuf {
+        CBuf {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            posted: false,
+        }
+    }
 }
 
 // SAFETY: a CBuf is an address and a length; the memory is the caller's,
