@@ -17,7 +17,7 @@ else
         echo "build-native.sh: cargo not found: install Rust, or set OVERLAP_NATIVE_LIB to a built liboverlap.so" >&2
         exit 1
     fi
-    (cd "$root" && cargo build --release -p overlap-c ${CARGO_BUILD_JOBS:+-j "$CARGO_BUILD_JOBS"})
+    (cd "$root" && cargo build --release -p overlapped-c ${CARGO_BUILD_JOBS:+-j "$CARGO_BUILD_JOBS"})
     target=${CARGO_TARGET_DIR:-$root/target}
     case $target in /*) ;; *) target="$root/$target" ;; esac
     src="$target/release/liboverlap_c.so"

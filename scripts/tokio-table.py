@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises scripts/bench-tokio output: median IOPS and CPU per read of
 each (driver, tasks) with its fio equivalent, and the ratios of
-overlap-tokio to spawn_blocking, tokio::fs and plain threads."""
+overlapped-tokio to spawn_blocking, tokio::fs and plain threads."""
 import json
 import statistics
 import sys
@@ -51,4 +51,4 @@ for n in sorted({n for (_, n) in table}):
         continue
     for d in ("spawn-blocking", "tokio-fs", "sync"):
         if (d, n) in table:
-            print(f"{n} tasks: overlap-tokio / {d} = {u / med(table[(d, n)]['iops']):.2f}x (medians)")
+            print(f"{n} tasks: overlapped-tokio / {d} = {u / med(table[(d, n)]['iops']):.2f}x (medians)")

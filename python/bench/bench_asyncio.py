@@ -18,10 +18,10 @@ Contenders (``--only`` picks some):
   ``preadv-executor`` (``os.preadv`` on an O_DIRECT descriptor through
   ``loop.run_in_executor`` with 32 threads), and ``fio`` (io_uring,
   ``--iodepth=32``, the same file).
-- buffered (file evicted first), 32 tasks: ``overlap.aiofiles``,
+- buffered (file evicted first), 32 tasks: ``overlapped.aiofiles``,
   ``aiofiles`` (25.1, its default executor), ``aiofile+caio`` (aiofile on
   caio's io_uring backend, ``CAIO_IMPL=uring``, as installed).
-- buffered, 1024 tasks: ``overlap.aiofiles`` and ``aiofiles``.
+- buffered, 1024 tasks: ``overlapped.aiofiles`` and ``aiofiles``.
 - floor (not by default): where the CPU per read goes. ``asyncio-floor``
   is the same 32 tasks with no I/O at all: each awaits a future that a
   ``loop.call_soon`` resolves (the least one "await a completion" costs in
@@ -139,12 +139,12 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
 
             return await run_tasks(tasks, seconds, make)
         if name == "overlap":
-            import overlap
+            import overlapped
 
-            f = await overlap.open(path, "rb", direct=True)
+            f = await overlapped.open(path, "rb", direct=True)
 
             async def make(i):
-                buf = overlap.AlignedBuffer(BS)
+                buf = overlapped.AlignedBuffer(BS)
 
                 async def read(rng):
                     await f.readinto_at(buf, offset(rng))
@@ -166,11 +166,11 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
 
                 return read
 
-        elif name in ("overlap.aiofiles", "aiofiles"):
+        elif name in ("overlapped.aiofiles", "aiofiles"):
             if name == "aiofiles":
                 import aiofiles
             else:
-                import overlap.aiofiles as aiofiles
+                import overlapped.aiofiles as aiofiles
 
             async def make(i):
                 f = await aiofiles.open(path, "rb")
@@ -210,10 +210,10 @@ def worker_main(name: str, path: str, tasks: int, seconds: float) -> dict:
         **{f"peak_{k}": v for k, v in peak.items()},
     }
     if name.startswith("overlap"):
-        import overlap
+        import overlapped
 
-        out["driver"] = overlap.driver()["kind"]
-        s = overlap.stats()
+        out["driver"] = overlapped.driver()["kind"]
+        s = overlapped.stats()
         out["completed_async"] = s["completed_async"]
         out["completed_inline"] = s["completed_inline"]
         out["kernel_workers_seen"] = s["kernel_workers_seen"]
@@ -303,10 +303,10 @@ def main() -> None:
         ca = run_worker("aiofile+caio", a.file, a.tasks, a.seconds, {"CAIO_IMPL": "uring"})
         emit(ca, af)
         evict(a.file)
-        oa = run_worker("overlap.aiofiles", a.file, a.tasks, a.seconds)
+        oa = run_worker("overlapped.aiofiles", a.file, a.tasks, a.seconds)
         emit(oa, af)
         if "reads_per_s" in oa and "reads_per_s" in ca:
-            print(f"   overlap.aiofiles / aiofile+caio: {oa['reads_per_s'] / ca['reads_per_s']:.2f}x", flush=True)
+            print(f"   overlapped.aiofiles / aiofile+caio: {oa['reads_per_s'] / ca['reads_per_s']:.2f}x", flush=True)
     if "floor" in groups:
         print("## where the CPU per read goes: asyncio alone, and overlap on uvloop", flush=True)
         fi = fio(a.file, a.tasks, a.seconds, direct=True)
@@ -341,7 +341,7 @@ def main() -> None:
         af = run_worker("aiofiles", a.file, 1024, a.seconds)
         emit(af)
         evict(a.file)
-        oa = run_worker("overlap.aiofiles", a.file, 1024, a.seconds)
+        oa = run_worker("overlapped.aiofiles", a.file, 1024, a.seconds)
         emit(oa, af)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes and copies in Python: ``overlap.aiofiles`` against
+"""Writes and copies in Python: ``overlapped.aiofiles`` against
 ``aiofiles`` (25.1, its default executor), interleaved in one process and
 one event loop (each round runs every workload once per system, the first
 system alternating between rounds).
@@ -39,7 +39,7 @@ import sys
 import time
 from typing import Any, Callable
 
-SYSTEMS = ("aiofiles", "overlap.aiofiles")
+SYSTEMS = ("aiofiles", "overlapped.aiofiles")
 WORKLOADS = ("write 8K", "write 64K", "write 256B text", "copy warm", "copy cold")
 COPY_CHUNK = 64 << 10
 LINE = 256
@@ -148,9 +148,9 @@ async def run(aio: Any, work: str, s: Setup) -> float:
 async def bench(s: Setup, rounds: int) -> dict[tuple[str, str], list[float]]:
     import aiofiles
 
-    import overlap.aiofiles
+    import overlapped.aiofiles
 
-    mods = {"aiofiles": aiofiles, "overlap.aiofiles": overlap.aiofiles}
+    mods = {"aiofiles": aiofiles, "overlapped.aiofiles": overlapped.aiofiles}
     times: dict[tuple[str, str], list[float]] = {(w, n): [] for w in WORKLOADS for n in SYSTEMS}
     for rnd in range(rounds):
         order = SYSTEMS if rnd % 2 == 0 else SYSTEMS[::-1]
@@ -170,7 +170,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.size_mib < 1 or a.rounds < 1:
         ap.error("SIZE_MIB and ROUNDS must be at least 1")
-    import overlap
+    import overlapped
 
     s = Setup(a.dir, a.size_mib << 20)
     with open(s.src, "wb") as f:
@@ -184,11 +184,11 @@ def main() -> None:
             except FileNotFoundError:
                 pass
     print(f"# {a.dir}, {a.size_mib} MiB, {a.rounds} rounds, overlap driver "
-          f"{overlap.driver()['kind']}, medians", flush=True)
-    print("| workload | aiofiles | overlap.aiofiles | aiofiles / overlap | per-round ratios |")
+          f"{overlapped.driver()['kind']}, medians", flush=True)
+    print("| workload | aiofiles | overlapped.aiofiles | aiofiles / overlap | per-round ratios |")
     print("| --- | --- | --- | --- | --- |")
     for work in WORKLOADS:
-        af, ov = times[(work, "aiofiles")], times[(work, "overlap.aiofiles")]
+        af, ov = times[(work, "aiofiles")], times[(work, "overlapped.aiofiles")]
         maf, mov = statistics.median(af), statistics.median(ov)
         per_round = ", ".join(f"{x / max(y, 1e-9):.2f}" for x, y in zip(af, ov))
         print(f"| {work} | {maf:.3f} s | {mov:.3f} s | {maf / max(mov, 1e-9):.2f}x | {per_round} |", flush=True)

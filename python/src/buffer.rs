@@ -7,14 +7,14 @@ use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::ptr::NonNull;
 
-use overlap::{IoBuf, IoBufMut};
+use overlapped::{IoBuf, IoBufMut};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-/// The largest alignment accepted (as the engine's [`overlap::MAX_ALIGN`]).
-pub const MAX_ALIGN: usize = overlap::MAX_ALIGN;
+/// The largest alignment accepted (as the engine's [`overlapped::MAX_ALIGN`]).
+pub const MAX_ALIGN: usize = overlapped::MAX_ALIGN;
 
 /// The memory page size (4096 where the kernel will not say).
 pub fn page_size() -> usize {
@@ -233,7 +233,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// The default alignment is the page size, a multiple of the direct-I/O
 /// memory alignment of every file system Linux has (`File.alignment` gives a
 /// file's own figures).
-#[pyclass(module = "overlap", name = "AlignedBuffer", frozen, weakref)]
+#[pyclass(module = "overlapped", name = "AlignedBuffer", frozen, weakref)]
 pub struct AlignedBuffer {
     mem: UnsafeCell<Mem>,
 }

@@ -1,6 +1,6 @@
 //! overlap's errors as the Python exceptions of the usual types.
 
-use overlap::Error;
+use overlapped::Error;
 use pyo3::exceptions::{
     PyBlockingIOError, PyEOFError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
 };
@@ -44,7 +44,7 @@ pub fn to_pyerr(e: Error, filename: Option<&Py<PyAny>>) -> PyErr {
             value,
         } => PyValueError::new_err(format!(
             "direct I/O needs the {part} aligned to {required} bytes, got {value} \
-             (use overlap.AlignedBuffer, and offsets and lengths that are multiples of \
+             (use overlapped.AlignedBuffer, and offsets and lengths that are multiples of \
              File.alignment.offset)"
         )),
         Error::NotOpenedFor(what) => {

@@ -1,11 +1,11 @@
-//! `overlap.File` and `overlap._native.open`.
+//! `overlapped.File` and `overlapped._native.open`.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use overlap::{Access, OpenOptions, MAX_RW_BYTES};
+use overlapped::{Access, OpenOptions, MAX_RW_BYTES};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -58,7 +58,7 @@ pub fn parse_mode(mode: &str) -> PyResult<Mode> {
     }
     if b == 0 {
         return Err(PyValueError::new_err(format!(
-            "overlap.open is binary only, got mode '{mode}': add 'b' (e.g. 'rb'), or use overlap.aiofiles for text files"
+            "overlapped.open is binary only, got mode '{mode}': add 'b' (e.g. 'rb'), or use overlapped.aiofiles for text files"
         )));
     }
     let plus = plus == 1;
@@ -101,7 +101,7 @@ fn check_len(what: &str, len: i64) -> PyResult<u64> {
 }
 
 /// Direct-I/O alignment of a file: `File.alignment`.
-#[pyclass(module = "overlap", name = "Alignment", frozen, get_all)]
+#[pyclass(module = "overlapped", name = "Alignment", frozen, get_all)]
 #[derive(Clone)]
 pub struct PyAlignment {
     /// Alignment of buffer addresses, in bytes.
@@ -122,8 +122,8 @@ impl PyAlignment {
     }
 }
 
-impl From<overlap::Alignment> for PyAlignment {
-    fn from(a: overlap::Alignment) -> Self {
+impl From<overlapped::Alignment> for PyAlignment {
+    fn from(a: overlapped::Alignment) -> Self {
         PyAlignment {
             memory: a.memory,
             offset: a.offset,
@@ -133,7 +133,7 @@ impl From<overlap::Alignment> for PyAlignment {
 }
 
 /// What `File.stat()` reports (`statx`).
-#[pyclass(module = "overlap", name = "FileStat", frozen, get_all)]
+#[pyclass(module = "overlapped", name = "FileStat", frozen, get_all)]
 pub struct FileStat {
     /// Size in bytes.
     pub st_size: u64,
@@ -169,9 +169,9 @@ impl FileStat {
 /// An open file. Every method returns an awaitable (an asyncio future);
 /// operations run on the engine (io_uring or its thread pool) while the
 /// event loop goes on.
-#[pyclass(module = "overlap", name = "File", frozen)]
+#[pyclass(module = "overlapped", name = "File", frozen)]
 pub struct PyFile {
-    file: overlap::File,
+    file: overlapped::File,
     name: Py<PyAny>,
     mode: String,
     append: bool,
@@ -270,7 +270,7 @@ impl PyFile {
             boxed(async move {
                 let (res, buf) = file.read_at(buf, offset).await;
                 Box::new(move |py: Python<'_>| {
-                    let lent = overlap::IoBuf::bytes_len(&buf);
+                    let lent = overlapped::IoBuf::bytes_len(&buf);
                     drop(buf);
                     let n = res.map_err(|e| to_pyerr(e, None))?;
                     debug_assert!(n <= lent, "a read returns at most the buffer's length");
@@ -294,18 +294,18 @@ impl PyFile {
         self.not_forked()?;
         let offset = check_offset(offset)?;
         let src = PyBufRef::get(data)?;
-        let len = overlap::IoBuf::bytes_len(&src);
+        let len = overlapped::IoBuf::bytes_len(&src);
         let file = self.file.clone();
         let misaligned = file.is_direct()
             && len > 0
-            && (overlap::IoBuf::stable_ptr(&src) as usize)
+            && (overlapped::IoBuf::stable_ptr(&src) as usize)
                 % (file.alignment().memory.max(1) as usize)
                 != 0;
         let fut = if misaligned {
             let mut mem = self.read_buffer(len)?;
             let bytes = src.as_slice(py);
             debug_assert!(
-                bytes.len() == len && overlap::IoBuf::bytes_len(&mem) == len,
+                bytes.len() == len && overlapped::IoBuf::bytes_len(&mem) == len,
                 "the copy's source and destination both hold len bytes"
             );
             // SAFETY: `mem` was just allocated with `len` bytes and is not
@@ -313,7 +313,7 @@ impl PyFile {
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     bytes.as_ptr(),
-                    overlap::IoBufMut::stable_mut_ptr(&mut mem),
+                    overlapped::IoBufMut::stable_mut_ptr(&mut mem),
                     len,
                 )
             };
@@ -356,12 +356,12 @@ impl PyFile {
         let src = PyBufRef::get(data)?;
         let file = self.file.clone();
         if file.is_direct()
-            && (overlap::IoBuf::stable_ptr(&src) as usize)
+            && (overlapped::IoBuf::stable_ptr(&src) as usize)
                 % (file.alignment().memory.max(1) as usize)
                 != 0
         {
             return Err(PyValueError::new_err(
-                "write_some_at on a direct file needs aligned memory (overlap.AlignedBuffer)",
+                "write_some_at on a direct file needs aligned memory (overlapped.AlignedBuffer)",
             ));
         }
         spawn(
@@ -369,7 +369,7 @@ impl PyFile {
             boxed(async move {
                 let (res, src) = file.write_at(src, offset).await;
                 Box::new(move |py: Python<'_>| {
-                    let lent = overlap::IoBuf::bytes_len(&src);
+                    let lent = overlapped::IoBuf::bytes_len(&src);
                     drop(src);
                     let n = res.map_err(|e| to_pyerr(e, None))?;
                     debug_assert!(n <= lent, "a write takes at most the buffer's length");
@@ -454,7 +454,7 @@ impl PyFile {
             boxed(async move {
                 let res = t.await;
                 Box::new(move |py: Python<'_>| match res {
-                    Ok(()) | Err(overlap::Error::Closed) => Ok(py.None()),
+                    Ok(()) | Err(overlapped::Error::Closed) => Ok(py.None()),
                     Err(e) => Err(to_pyerr(e, None)),
                 }) as Resolve
             }),
@@ -529,7 +529,7 @@ impl PyFile {
             .map(|r| r.to_string())
             .unwrap_or_default();
         format!(
-            "<overlap.File name={name} mode='{}' direct={}{}>",
+            "<overlapped.File name={name} mode='{}' direct={}{}>",
             self.mode,
             if self.file.is_direct() {
                 "True"
@@ -541,7 +541,7 @@ impl PyFile {
     }
 }
 
-fn unit(res: overlap::Result<()>) -> Resolve {
+fn unit(res: overlapped::Result<()>) -> Resolve {
     Box::new(move |py: Python<'_>| {
         res.map_err(|e| to_pyerr(e, None))?;
         Ok(py.None())

@@ -1,8 +1,8 @@
 //! How completions reach an asyncio event loop.
 //!
-//! Each event loop has one [`Hub`], made on first use by `overlap._loop`:
+//! Each event loop has one [`Hub`], made on first use by `overlapped._loop`:
 //!
-//! - On io_uring, the hub owns an [`overlap::ReactorRing`]. Engine
+//! - On io_uring, the hub owns an [`overlapped::ReactorRing`]. Engine
 //!   futures are polled inside [`ReactorRing::enter`] on the loop's thread,
 //!   so their operations are submitted on that ring by the loop's thread
 //!   itself. The ring's descriptor is registered with `loop.add_reader`:
@@ -32,7 +32,7 @@
 //! holds never reaches a Python object through it, so no reference cycle
 //! runs through Rust, where Python's collector cannot see it.
 //!
-//! A hub's life ends with its loop's: `overlap._loop` wraps `loop.close`
+//! A hub's life ends with its loop's: `overlapped._loop` wraps `loop.close`
 //! and closes the hub right after the loop closed (the loop's collection
 //! closes it too, for a loop never closed). Closing it hands its ring to
 //! the engine ([`ReactorRing::orphan`]), whose ring watcher (passes the
@@ -43,7 +43,7 @@
 //! operation once it completes: its budget share and buffer are released.
 //!
 //! After `os.fork`, the child forgets every hub it inherited
-//! (`Hub._forget_after_fork`, called by `overlap._loop`'s fork hook, and
+//! (`Hub._forget_after_fork`, called by `overlapped._loop`'s fork hook, and
 //! [`_forget_hubs_after_fork`] for this module's cache): it never touches the
 //! parent's rings (neither does the engine: a ring made before a fork is
 //! inert in the child), the asyncio futures of the operations it inherited
@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
-use overlap::ReactorRing;
+use overlapped::ReactorRing;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -120,7 +120,7 @@ pub struct HubInner {
     /// Operations started and not yet completed.
     pending: AtomicUsize,
     /// Wakes that came through the eventfd, and reaps of the ring that found
-    /// completions (for `overlap.stats()` and the tests).
+    /// completions (for `overlapped.stats()` and the tests).
     eventfd_wakes: AtomicU64,
     ring_reaps: AtomicU64,
     /// Set to wake the loop with `loop.call_soon_threadsafe(callback)`
@@ -158,7 +158,7 @@ impl Wake for FlushWaker {
 
 /// The callable that `loop.call_soon` runs to flush a hub's ring. Holds
 /// the hub weakly, so that a callback still scheduled keeps nothing alive.
-#[pyclass(module = "overlap._native", name = "_FlushCallback", frozen)]
+#[pyclass(module = "overlapped._native", name = "_FlushCallback", frozen)]
 pub struct FlushCallback {
     hub: std::sync::Weak<HubInner>,
 }
@@ -509,9 +509,9 @@ fn finish(py: Python<'_>, pyfut: &Bound<'_, PyAny>, outcome: PyResult<Resolve>) 
     }
 }
 
-/// `overlap._native.Hub`: the completion hub of one event loop (see the
-/// module docs). Made and registered by `overlap._loop.hub_for`.
-#[pyclass(module = "overlap._native", name = "Hub", frozen)]
+/// `overlapped._native.Hub`: the completion hub of one event loop (see the
+/// module docs). Made and registered by `overlapped._loop.hub_for`.
+#[pyclass(module = "overlapped._native", name = "Hub", frozen)]
 pub struct Hub {
     pub(crate) inner: Arc<HubInner>,
 }
@@ -674,7 +674,7 @@ impl Hub {
 
     /// In a child made by `fork`: forgets this hub, inherited from the
     /// parent, without touching its ring; the operations in flight fail
-    /// with `RuntimeError`. Called by `overlap._loop`'s fork hook.
+    /// with `RuntimeError`. Called by `overlapped._loop`'s fork hook.
     fn _forget_after_fork(&self, py: Python<'_>) {
         self.inner.forget_after_fork(py);
     }
@@ -699,7 +699,7 @@ thread_local! {
 }
 
 /// `_native._forget_hubs_after_fork()`: in a child made by `fork` (called
-/// by `overlap._loop`'s fork hook, on the thread that forked, the child's
+/// by `overlapped._loop`'s fork hook, on the thread that forked, the child's
 /// only one), forgets the hub this module cached, so that the child's next
 /// operation finds or makes the hub of its own loop. The parent's hub is
 /// leaked, not dropped: dropping it could reach into the parent's engine.
@@ -726,7 +726,7 @@ pub fn current(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Arc<HubInner>)> {
     if let Some(hub) = cached {
         return Ok((lp, hub));
     }
-    let hub_for = HUB_FOR.import(py, "overlap._loop", "hub_for")?;
+    let hub_for = HUB_FOR.import(py, "overlapped._loop", "hub_for")?;
     let hub = hub_for.call1((&lp,))?;
     let hub = hub.cast::<Hub>()?.get().inner.clone();
     debug_assert!(

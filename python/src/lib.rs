@@ -1,12 +1,12 @@
-//! `overlap._native`: the extension module behind the `overlap` Python
+//! `overlapped._native`: the extension module behind the `overlapped` Python
 //! package (asyncio file I/O on the overlap engine). The Python side lives
-//! in `python/python/overlap/`; `hub` explains how completions reach the loop.
+//! in `python/python/overlapped/`; `hub` explains how completions reach the loop.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 use std::sync::Mutex;
 
-use overlap::Engine;
+use overlapped::Engine;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -92,7 +92,7 @@ fn driver(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 /// `stats()`: the engine's counters since it started: every field of
-/// [`overlap::Stats`] ([`Stats::fields`](overlap::Stats::fields), so one
+/// [`overlapped::Stats`] ([`Stats::fields`](overlapped::Stats::fields), so one
 /// added there is here too), named as in Rust but for the spelling
 /// `in_flight` ([`python_name`]), then the operations and bytes in flight
 /// now.
@@ -113,17 +113,17 @@ fn stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// A Rust counter's name in Python: every key about what is in flight is
 /// spelled `in_flight` there (`inflight_ops_high_water` is
 /// `in_flight_ops_high_water`; the Rust spelling still answers in Python,
-/// deprecated: `overlap._DEPRECATED_KEYS`).
+/// deprecated: `overlapped._DEPRECATED_KEYS`).
 fn python_name(rust: &str) -> String {
     rust.replace("inflight", "in_flight")
 }
 
-/// `_stats_fields()`: the names of [`overlap::Stats`]'s counters as
-/// [`Stats::fields`](overlap::Stats::fields) gives them, in Rust's
+/// `_stats_fields()`: the names of [`overlapped::Stats`]'s counters as
+/// [`Stats::fields`](overlapped::Stats::fields) gives them, in Rust's
 /// spelling (for the tests: every one of them is a key of `stats()`).
 #[pyfunction]
 fn _stats_fields() -> Vec<&'static str> {
-    overlap::Stats::default()
+    overlapped::Stats::default()
         .fields()
         .map(|(name, _)| name)
         .collect()
@@ -162,6 +162,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::PyAlignment>()?;
     m.add_class::<file::FileStat>()?;
     m.add_class::<hub::Hub>()?;
-    m.add("MAX_RW_BYTES", overlap::MAX_RW_BYTES)?;
+    m.add("MAX_RW_BYTES", overlapped::MAX_RW_BYTES)?;
     Ok(())
 }

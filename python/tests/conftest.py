@@ -6,14 +6,14 @@ import pytest
 
 # The real aiofiles, for the differential tests (test_aiofiles.py), imported
 # before aiofiles_upstream/conftest.py points the name "aiofiles" at
-# overlap.aiofiles for aiofiles' own test suite.
+# overlapped.aiofiles for aiofiles' own test suite.
 import aiofiles
 import aiofiles.os  # noqa: F401
 import aiofiles.ospath  # noqa: F401
 import aiofiles.tempfile  # noqa: F401
 import aiofiles.threadpool  # noqa: F401
 
-import overlap
+import overlapped
 import overlap_test_helpers
 from overlap_test_helpers import EXPECTED_DRIVER, pattern
 
@@ -21,7 +21,7 @@ overlap_test_helpers.REAL_AIOFILES = aiofiles
 
 
 def pytest_report_header(config):
-    d = overlap.driver()
+    d = overlapped.driver()
     return f"overlap driver: {d['kind']} (fallback: {d['fallback']}); OVERLAP_DRIVER={EXPECTED_DRIVER}"
 
 
@@ -36,4 +36,4 @@ def data(tmp_path):
 
 @pytest.fixture
 def uring():
-    return overlap.driver()["kind"] == "uring"
+    return overlapped.driver()["kind"] == "uring"

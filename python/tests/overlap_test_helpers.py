@@ -4,7 +4,7 @@ REAL_AIOFILES before aiofiles_upstream/ points "aiofiles" at overlap's)."""
 import asyncio
 import os
 
-import overlap
+import overlapped
 
 EXPECTED_DRIVER = os.environ.get("OVERLAP_DRIVER") or None
 
@@ -45,7 +45,7 @@ def thread_count(kernel_workers: bool = False) -> int:
 
 async def settle(loop_hub_pending=None, timeout: float = 5.0):
     """Lets the loop run until the current loop's hub has nothing pending."""
-    from overlap import _loop
+    from overlapped import _loop
 
     hub = _loop.hub_for(asyncio.get_running_loop())
     deadline = asyncio.get_running_loop().time() + timeout
@@ -60,7 +60,7 @@ def run_script(code: str, tmp_path, *args, timeout: float = 60.0, env=None):
     stderr)``. Fails the test if it exits with an error or outlives
     ``timeout`` (its whole process group, forked children included, is then
     killed): a hang is a failure, not a stuck suite. Runs from ``tmp_path``,
-    where the source tree's ``overlap/`` (no compiled module) is not on the
+    where the source tree's ``overlapped/`` (no compiled module) is not on the
     path; ``env`` entries are added to this process's environment."""
     import signal
     import subprocess

@@ -1,4 +1,4 @@
-"""overlap.aiofiles against aiofiles 25.1 itself: each scenario runs on both
+"""overlapped.aiofiles against aiofiles 25.1 itself: each scenario runs on both
 and must give the same results; and the regular files' I/O must go through
 the engine (no thread)."""
 
@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-import overlap
-import overlap.aiofiles as ours
-import overlap.aiofiles.os
-import overlap.aiofiles.ospath
-import overlap.aiofiles.tempfile
-import overlap.aiofiles.threadpool
-from overlap.aiofiles.threadpool import engine as engine_mod
+import overlapped
+import overlapped.aiofiles as ours
+import overlapped.aiofiles.os
+import overlapped.aiofiles.ospath
+import overlapped.aiofiles.tempfile
+import overlapped.aiofiles.threadpool
+from overlapped.aiofiles.threadpool import engine as engine_mod
 
 from overlap_test_helpers import REAL_AIOFILES as real
 
@@ -41,7 +41,7 @@ def test_same_public_names():
 
 
 async def both(scenario, tmp_path):
-    """Runs ``scenario(module, dir)`` on aiofiles and on overlap.aiofiles in
+    """Runs ``scenario(module, dir)`` on aiofiles and on overlapped.aiofiles in
     fresh directories; returns both results."""
     results = []
     for name, mod in (("real", real), ("ours", ours)):
@@ -261,7 +261,7 @@ async def test_closed_file_and_wrong_direction(tmp_path):
 
 async def test_regular_files_use_the_engine_and_no_thread(tmp_path):
     loop = asyncio.get_running_loop()
-    before = overlap.stats()["submitted"]
+    before = overlapped.stats()["submitted"]
     async with ours.open(tmp_path / "e", "w+") as f:
         assert isinstance(f, engine_mod.EngineTextIOWrapper)
         assert isinstance(f, ours.threadpool.text.AsyncTextIOWrapper)
@@ -277,7 +277,7 @@ async def test_regular_files_use_the_engine_and_no_thread(tmp_path):
     f = await ours.open(tmp_path / "e", "rb", buffering=0)
     assert isinstance(f, ours.threadpool.binary.AsyncFileIO)
     await f.close()
-    assert overlap.stats()["submitted"] - before >= 10
+    assert overlapped.stats()["submitted"] - before >= 10
     # aiofiles' thread pool (the loop's default executor) was never started.
     assert getattr(loop, "_default_executor", None) is None
 
@@ -360,7 +360,7 @@ async def _cancel_soon(coro):  # noqa: D401
 
 
 class _StallAfter:
-    """The engine file of an ``overlap.aiofiles`` object, whose read number
+    """The engine file of an ``overlapped.aiofiles`` object, whose read number
     ``n`` (counting from 0) never completes: a read cancelled in flight,
     at a known point, whatever the device's speed."""
 

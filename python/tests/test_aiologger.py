@@ -1,4 +1,4 @@
-"""aiologger's file handler on ``overlap.aiofiles``: many tasks log through
+"""aiologger's file handler on ``overlapped.aiofiles``: many tasks log through
 one ``AsyncFileHandler`` (one file object; per record ``await
 stream.write(line); await stream.flush()``), and every record is in the
 file exactly once. aiologger is a test dependency (scripts/test-python
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import overlap.aiofiles
+import overlapped.aiofiles
 
 LIMIT = 120.0  # seconds: a hang is a failure
 
@@ -30,7 +30,7 @@ def _aiologger():
 def test_aiologger_file_handler_keeps_every_record_once(tmp_path, monkeypatch, mode):
     aiologger, files, Formatter = _aiologger()
     # The handler opens its file with the module-level name "aiofiles".
-    monkeypatch.setattr(files, "aiofiles", overlap.aiofiles)
+    monkeypatch.setattr(files, "aiofiles", overlapped.aiofiles)
     path = tmp_path / "app.log"
     tasks, per = 50, 200
 
@@ -46,7 +46,7 @@ def test_aiologger_file_handler_keeps_every_record_once(tmp_path, monkeypatch, m
 
         await asyncio.gather(*(log(t) for t in range(tasks)))
         # The handler's file object is overlap's.
-        assert type(handler.stream).__module__.startswith("overlap.aiofiles")
+        assert type(handler.stream).__module__.startswith("overlapped.aiofiles")
         await logger.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), LIMIT))

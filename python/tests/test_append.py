@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-import overlap
-import overlap.aiofiles as ours
+import overlapped
+import overlapped.aiofiles as ours
 
 from overlap_test_helpers import REAL_AIOFILES as real
 from overlap_test_helpers import run_script
@@ -36,8 +36,8 @@ def check_lines(path, prefixes):
 
 PREAMBLE = """
 import asyncio, os, sys, threading
-import overlap
-import overlap.aiofiles as aiofiles
+import overlapped
+import overlapped.aiofiles as aiofiles
 
 P = sys.argv[1]
 MODE = sys.argv[2]
@@ -164,13 +164,13 @@ def test_aiofiles_append_from_threads_keeps_every_line(tmp_path, mode):
 
 NATIVE = """
 import asyncio, sys
-import overlap
+import overlapped
 
 P = sys.argv[1]
 MODE = sys.argv[2]
 
 async def one(i):
-    async with overlap.open(P, MODE) as f:
+    async with overlapped.open(P, MODE) as f:
         assert f.append
         line = f"task{i:04d} {'x' * 50}\\n".encode()
         # The offset does not matter in append mode: the kernel writes at
@@ -195,7 +195,7 @@ def test_native_append_writes_at_the_end_whatever_the_offset(tmp_path, mode):
 async def test_native_append_mode_keeps_contents_and_reads_in_a_plus(tmp_path):
     p = tmp_path / "f.bin"
     p.write_bytes(b"head\n")
-    async with overlap.open(p, "a+b") as f:
+    async with overlapped.open(p, "a+b") as f:
         assert await f.write_at(b"tail\n", 0) == 5
         assert await f.read_at(100, 0) == b"head\ntail\n"
     assert p.read_bytes() == b"head\ntail\n"
@@ -259,12 +259,12 @@ def test_append_opens_with_o_append(tmp_path):
 
     async def main():
         flags = []
-        async with overlap.open(p, "ab") as f:
+        async with overlapped.open(p, "ab") as f:
             flags.append(fcntl.fcntl(f.fileno(), fcntl.F_GETFL))
         for mode in ("a", "ab", "a+", "a+b"):
             async with ours.open(p, mode) as f:
                 flags.append(fcntl.fcntl(f.fileno(), fcntl.F_GETFL))
-        async with overlap.open(p, "r+b") as f:
+        async with overlapped.open(p, "r+b") as f:
             plain = fcntl.fcntl(f.fileno(), fcntl.F_GETFL)
         return flags, plain
 

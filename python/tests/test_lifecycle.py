@@ -31,7 +31,7 @@ os.register_at_fork(
     after_in_parent=watchdog,
     after_in_child=watchdog,
 )
-import overlap
+import overlapped
 
 D, VARIANT = sys.argv[1], sys.argv[2]
 FIFO = os.path.join(D, "fifo")
@@ -46,7 +46,7 @@ def feed_fifo(data):
     os.close(w)
 
 async def read_other():
-    async with overlap.open(OTHER, "rb") as f:
+    async with overlapped.open(OTHER, "rb") as f:
         return await f.read_at(100, 0)
 """
 
@@ -54,7 +54,7 @@ CLOSED_LOOP = COMMON + """
 buf = bytearray(5)
 
 async def start_read():
-    f = await overlap.open(FIFO, "r+b")
+    f = await overlapped.open(FIFO, "r+b")
     fut = f.readinto_at(buf, 0)  # nobody writes yet: stays in flight
     if VARIANT == "cancelled":
         await fut  # cancelled below
@@ -126,7 +126,7 @@ FORK = COMMON + """
 loop = asyncio.new_event_loop()
 
 async def start_read():
-    f = await overlap.open(FIFO, "r+b")
+    f = await overlapped.open(FIFO, "r+b")
     return f, f.read_at(5, 0)  # in flight until the FIFO is written
 
 f, fut = loop.run_until_complete(start_read())
@@ -193,7 +193,7 @@ FORK_IN_LOOP = COMMON + """
 # Forking from inside a running loop (a task calls os.fork) with a read in
 # flight: the child leaves the loop at once and exits normally.
 async def main():
-    f = await overlap.open(FIFO, "r+b")
+    f = await overlapped.open(FIFO, "r+b")
     fut = f.read_at(5, 0)
     await asyncio.sleep(0.05)
     pid = os.fork()
@@ -229,7 +229,7 @@ def test_closing_the_loop_closes_its_hub_at_once():
     loop as it was (the hook takes itself off)."""
     import asyncio
 
-    from overlap import _loop
+    from overlapped import _loop
 
     async def use():
         return _loop.hub_for(asyncio.get_running_loop())

@@ -2,7 +2,7 @@
 
 The engine's matrix (``crates/overlap/tests/matrix.rs``) runs the Rust
 front ends; these are the Python package's: every front end (the native
-API, ``overlap.aiofiles``) through every event that may befall the code
+API, ``overlapped.aiofiles``) through every event that may befall the code
 that started an operation, for every kind of operation.
 
 - Events: the loop is closed mid-flight (after the task that started the
@@ -30,13 +30,13 @@ import sys
 
 import pytest
 
-import overlap
+import overlapped
 from overlap_test_helpers import run_script
 
 SCRIPT = r'''
 import asyncio, faulthandler, gc, os, re, signal, sys, threading, time, traceback, weakref
-import overlap
-import overlap.aiofiles
+import overlapped
+import overlapped.aiofiles
 
 D, FRONT = sys.argv[1], sys.argv[2]
 # A fatal signal prints the Python stacks (a hung child is killed with
@@ -104,11 +104,11 @@ def thread_count():
 def pool_threads():
     return sum(1 for n in threads().values() if n.startswith("overlap-pool"))
 
-_m = re.search(r"up to (\d+) threads", str(overlap.driver().get("detail")))
+_m = re.search(r"up to (\d+) threads", str(overlapped.driver().get("detail")))
 POOL_MAX = int(_m.group(1)) if _m else None
 
 def inflight():
-    s = overlap.stats()
+    s = overlapped.stats()
     return s["in_flight_ops"], s["in_flight_bytes"]
 
 def wait_until(pred, limit):
@@ -186,7 +186,7 @@ class Op:
     def prepare(self):
         """Outside any loop: what the operation needs."""
         if self.kind == "direct":
-            self.buf = overlap.AlignedBuffer(SIZE)
+            self.buf = overlapped.AlignedBuffer(SIZE)
         elif self.kind == "uncached":
             evict(DATA)
             self.buf = bytearray(SIZE)
@@ -206,25 +206,25 @@ class Op:
         k = self.kind
         if k == "direct":
             try:
-                f = await overlap.open(DATA, "rb", direct=True)
+                f = await overlapped.open(DATA, "rb", direct=True)
             except OSError as e:
                 raise NA(f"O_DIRECT refused here: {e}")
             self.files.append(f)
             return f.readinto_at(self.buf, 0)
         if k == "uncached":
-            f = await overlap.open(DATA, "rb")
+            f = await overlapped.open(DATA, "rb")
             self.files.append(f)
             return f.readinto_at(self.buf, 0)
         if k == "write":
-            f = await overlap.open(self.target, "wb")
+            f = await overlapped.open(self.target, "wb")
             self.files.append(f)
             return f.write_at(self.data, 0)
         if k == "pipe":
-            f = await overlap.open(self.fifo.path, "r+b")  # r+: never blocks
+            f = await overlapped.open(self.fifo.path, "r+b")  # r+: never blocks
             self.files.append(f)
             return f.readinto_at(self.buf, 0)
         if k == "open":
-            return overlap.open(DATA, "rb")._start()
+            return overlapped.open(DATA, "rb")._start()
         raise AssertionError(k)
 
     async def _start_aiofiles(self):
@@ -233,16 +233,16 @@ class Op:
         k = self.kind
         if k == "open":
             async def go():
-                f = await overlap.aiofiles.open(DATA, "rb")
+                f = await overlapped.aiofiles.open(DATA, "rb")
                 self.files.append(f)
                 return f
             t = asyncio.ensure_future(go())
         elif k == "uncached":
-            f = await overlap.aiofiles.open(DATA, "rb")
+            f = await overlapped.aiofiles.open(DATA, "rb")
             self.files.append(f)
             t = asyncio.ensure_future(f.readinto(self.buf))
         elif k == "write":
-            f = await overlap.aiofiles.open(self.target, "wb")
+            f = await overlapped.aiofiles.open(self.target, "wb")
             self.files.append(f)
             t = asyncio.ensure_future(f.write(self.data))
         else:
@@ -269,7 +269,7 @@ class Op:
             assert bytes(self.buf) == self.fifo.data, "wrong bytes"
         elif k == "open":
             if FRONT == "native":
-                assert isinstance(res, overlap.File), res
+                assert isinstance(res, overlapped.File), res
                 assert await res.read_at(10, 0) == CONTENT[:10]
                 await res.close()
             else:
@@ -315,7 +315,7 @@ class Op:
             self.fifo.join()
 
 async def read_other():
-    async with overlap.open(OTHER, "rb") as f:
+    async with overlapped.open(OTHER, "rb") as f:
         return await f.read_at(100, 0)
 
 def later_io_works():
@@ -532,11 +532,11 @@ def records(who, n):
 
 async def append_records(path, recs):
     if FRONT == "native":
-        async with overlap.open(path, "ab") as f:
+        async with overlapped.open(path, "ab") as f:
             for r in recs:
                 assert await f.write_at(r, 0) == len(r)
     else:
-        async with overlap.aiofiles.open(path, "ab", buffering=0) as f:
+        async with overlapped.aiofiles.open(path, "ab", buffering=0) as f:
             for r in recs:
                 assert await f.write(r) == len(r)
 
@@ -625,7 +625,7 @@ def warm_up():
     default executor's) exists before the first count."""
     async def main():
         assert await read_other() == b"other file"
-        async with overlap.aiofiles.open(OTHER, "rb") as f:
+        async with overlapped.aiofiles.open(OTHER, "rb") as f:
             await f.read()
         await asyncio.get_running_loop().run_in_executor(None, lambda: None)
     asyncio.run(main())
@@ -705,7 +705,7 @@ BUDGETS = [None, 1]
 
 
 def test_lifecycle_matrix(tmp_path, capsys):
-    driver = overlap.driver()["kind"]
+    driver = overlapped.driver()["kind"]
     lines, counts, failures, details = [], [0, 0, 0], [], []
     for budget, front in itertools.product(BUDGETS, FRONTS):
         d = tmp_path / f"{front}-{budget}"
@@ -736,7 +736,7 @@ def test_lifecycle_matrix(tmp_path, capsys):
 
 FORK_WHILE_COMPLETING = r'''
 import asyncio, os, sys, time
-import overlap
+import overlapped
 
 # Operations complete on the engine's threads (the pool's workers) while
 # the loop's thread forks again and again: a child must never inherit a
@@ -752,7 +752,7 @@ async def main():
     async def churn():
         # Opens (an open, then a statx) go to the engine's threads.
         while not stop:
-            fs = await asyncio.gather(*(overlap.open(PATH, "rb") for _ in range(8)))
+            fs = await asyncio.gather(*(overlapped.open(PATH, "rb") for _ in range(8)))
             await asyncio.gather(*(f.close() for f in fs))
     workers = [asyncio.ensure_future(churn()) for _ in range(2)]
     await asyncio.sleep(0.05)

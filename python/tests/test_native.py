@@ -1,4 +1,4 @@
-"""The native asyncio API: overlap.open, File, AlignedBuffer, driver, stats.
+"""The native asyncio API: overlapped.open, File, AlignedBuffer, driver, stats.
 
 Every test runs on real files (pytest's tmp_path, a real file system) and
 runs once per driver (./scripts/test sets OVERLAP_DRIVER=uring, then pool).
@@ -16,8 +16,8 @@ import weakref
 
 import pytest
 
-import overlap
-from overlap import _loop
+import overlapped
+from overlapped import _loop
 
 from overlap_test_helpers import EXPECTED_DRIVER, fd_count, pattern, settle, thread_count
 
@@ -25,7 +25,7 @@ from overlap_test_helpers import EXPECTED_DRIVER, fd_count, pattern, settle, thr
 
 
 def test_driver_reports_kind_and_reason():
-    d = overlap.driver()
+    d = overlapped.driver()
     # aio+pool: io_uring blocked (e.g. by a seccomp filter), Linux AIO beside
     # the pool.
     assert d["kind"] in ("uring", "aio+pool", "pool")
@@ -43,7 +43,7 @@ def test_driver_reports_kind_and_reason():
 def test_stats_and_driver_keys_follow_one_scheme():
     # Every key about what is in flight is spelled in_flight (not
     # in_flight_ops beside inflight_ops_high_water).
-    s, d = overlap.stats(), overlap.driver()
+    s, d = overlapped.stats(), overlapped.driver()
     keys = set(s) | set(d)
     assert not [k for k in keys if "inflight" in k], keys
     for k in ("in_flight_ops", "in_flight_bytes", "in_flight_ops_high_water",
@@ -80,40 +80,40 @@ async def test_stats_has_every_counter_of_the_rust_stats():
     # stats() is built from the Rust struct's one definition (Stats::fields,
     # its Serialize): every field is a key, spelled in_flight in Python, and
     # nothing else but what is in flight now.
-    native = overlap._native._stats_fields()
+    native = overlapped._native._stats_fields()
     assert len(native) >= 20 and len(set(native)) == len(native), native
     declared = _rust_stats_fields()
     if declared is not None:
         assert native == declared
-    s = overlap.stats()
+    s = overlapped.stats()
     expected = {k.replace("inflight", "in_flight") for k in native} | {"in_flight_ops", "in_flight_bytes"}
     assert set(s) == expected
     assert all(isinstance(v, int) and v >= 0 for v in s.values()), s
     # The counters are live, not zeros: a read is counted.
-    before = overlap.stats()
-    async with overlap.open(__file__, "rb") as f:
+    before = overlapped.stats()
+    async with overlapped.open(__file__, "rb") as f:
         assert len(await f.read_at(10, 0)) == 10
-    after = overlap.stats()
+    after = overlapped.stats()
     assert after["submitted"] > before["submitted"]
     assert after["completed"] > before["completed"]
     assert after["bytes_read"] >= before["bytes_read"] + 10
 
 
 def test_driver_docstring_names_every_kind():
-    doc = overlap.driver.__doc__
+    doc = overlapped.driver.__doc__
     for kind in ('"uring"', '"aio+pool"', '"pool"'):
         assert kind in doc, kind
-    kind = overlap.driver()["kind"]
+    kind = overlapped.driver()["kind"]
     assert f'"{kind}"' in doc
 
 
 async def test_stats_count_operations(data, uring):
     path, content = data
-    before = overlap.stats()
-    async with overlap.open(path, "rb", direct=True) as f:
+    before = overlapped.stats()
+    async with overlapped.open(path, "rb", direct=True) as f:
         for i in range(8):
             assert await f.read_at(4096, i * 4096) == content[i * 4096 : (i + 1) * 4096]
-    after = overlap.stats()
+    after = overlapped.stats()
     assert after["completed"] - before["completed"] >= 8 + 2  # reads, open, close
     assert after["bytes_read"] - before["bytes_read"] >= 8 * 4096
     assert after["completed_inline"] + after["completed_async"] == after["completed"]
@@ -132,18 +132,18 @@ async def test_stats_count_operations(data, uring):
 
 async def test_open_is_awaitable_and_async_context_manager(data):
     path, content = data
-    f = await overlap.open(path)
-    assert isinstance(f, overlap.File)
+    f = await overlapped.open(path)
+    assert isinstance(f, overlapped.File)
     assert f.mode == "rb" and not f.closed and f.fileno() >= 0
     assert f.name == path
     assert await f.read_at(10, 0) == content[:10]
     await f.close()
     assert f.closed and f.fileno() == -1
-    async with overlap.open(path, "rb") as g:
+    async with overlapped.open(path, "rb") as g:
         assert await g.read_at(3, 1) == content[1:4]
     assert g.closed
     # The File itself is an async context manager too.
-    async with await overlap.open(path) as h:
+    async with await overlapped.open(path) as h:
         assert await h.read_at(1, 0) == content[:1]
     assert h.closed
 
@@ -152,92 +152,92 @@ async def test_open_is_awaitable_and_async_context_manager(data):
 async def test_open_path_types(data, kind):
     path, content = data
     p = {"str": str(path), "bytes": os.fsencode(path), "path": pathlib.Path(path)}[kind]
-    async with overlap.open(p) as f:
+    async with overlapped.open(p) as f:
         assert await f.read_at(4, 0) == content[:4]
 
 
 async def test_open_modes(tmp_path):
     p = tmp_path / "m"
     with pytest.raises(FileNotFoundError) as ei:
-        await overlap.open(p, "rb")
+        await overlapped.open(p, "rb")
     assert ei.value.errno == 2 and ei.value.filename == p
     with pytest.raises(FileNotFoundError):
-        await overlap.open(p, "r+b")
+        await overlapped.open(p, "r+b")
 
-    async with overlap.open(p, "wb") as f:  # creates
+    async with overlapped.open(p, "wb") as f:  # creates
         assert await f.write_at(b"0123456789", 0) == 10
         with pytest.raises(io.UnsupportedOperation):
             await f.read_at(1, 0)
     assert p.read_bytes() == b"0123456789"
 
-    async with overlap.open(p, "ab") as f:  # keeps contents
+    async with overlapped.open(p, "ab") as f:  # keeps contents
         assert f.append
         assert await f.write_at(b"AB", 10) == 2
     assert p.read_bytes() == b"0123456789AB"
 
-    async with overlap.open(p, "a+b") as f:
+    async with overlapped.open(p, "a+b") as f:
         assert await f.read_at(100, 0) == b"0123456789AB"
 
-    async with overlap.open(p, "r+b") as f:  # no truncation
+    async with overlapped.open(p, "r+b") as f:  # no truncation
         await f.write_at(b"x", 0)
         assert await f.read_at(3, 0) == b"x12"
 
-    async with overlap.open(p, "rb") as f:
+    async with overlapped.open(p, "rb") as f:
         with pytest.raises(io.UnsupportedOperation):
             await f.write_at(b"no", 0)
         with pytest.raises(io.UnsupportedOperation):
             await f.truncate(0)
 
-    async with overlap.open(p, "w+b") as f:  # truncates
+    async with overlapped.open(p, "w+b") as f:  # truncates
         assert await f.read_at(10, 0) == b""
         await f.write_at(b"new", 0)
         assert await f.read_at(10, 0) == b"new"
 
     with pytest.raises(FileExistsError):
-        await overlap.open(p, "xb")
+        await overlapped.open(p, "xb")
     q = tmp_path / "x"
-    async with overlap.open(q, "xb") as f:
+    async with overlapped.open(q, "xb") as f:
         await f.write_at(b"x", 0)
-    async with overlap.open(tmp_path / "x2", "x+b") as f:
+    async with overlapped.open(tmp_path / "x2", "x+b") as f:
         await f.write_at(b"yz", 0)
         assert await f.read_at(2, 0) == b"yz"
     # Letters in any order, as Python's open accepts them.
-    async with overlap.open(p, "br") as f:
+    async with overlapped.open(p, "br") as f:
         assert await f.read_at(3, 0) == b"new"
-    async with overlap.open(p, "rb+") as f:
+    async with overlapped.open(p, "rb+") as f:
         assert await f.read_at(3, 0) == b"new"
 
 
 @pytest.mark.parametrize("mode", ["r", "w", "rt", "rbt", "rr", "rw", "q", "", "b", "r+"])
 async def test_open_bad_mode(tmp_path, mode):
     with pytest.raises(ValueError):
-        await overlap.open(tmp_path / "f", mode)
+        await overlapped.open(tmp_path / "f", mode)
 
 
 async def test_open_bad_arguments(tmp_path):
     with pytest.raises(TypeError):
-        overlap.open(3)
+        overlapped.open(3)
     with pytest.raises(TypeError):
-        overlap.open(None)
+        overlapped.open(None)
     with pytest.raises(ValueError, match="null"):
-        await overlap.open(str(tmp_path / "a\0b"), "wb")
+        await overlapped.open(str(tmp_path / "a\0b"), "wb")
     with pytest.raises(ValueError, match="access"):
-        await overlap.open(tmp_path / "f", "wb", access="backwards")
+        await overlapped.open(tmp_path / "f", "wb", access="backwards")
     for access in (None, "normal", "sequential", "random"):
-        async with overlap.open(tmp_path / "f", "wb", access=access) as f:
+        async with overlapped.open(tmp_path / "f", "wb", access=access) as f:
             await f.write_at(b"1", 0)
 
 
 async def test_open_errors_have_the_usual_types(tmp_path):
     with pytest.raises(IsADirectoryError):
-        await overlap.open(tmp_path, "wb")
+        await overlapped.open(tmp_path, "wb")
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(NotADirectoryError) as ei:
-        await overlap.open(tmp_path / "file" / "below", "rb")
+        await overlapped.open(tmp_path / "file" / "below", "rb")
     assert ei.value.errno == 20
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     with pytest.raises(OSError) as ei:
-        await overlap.open(tmp_path / "loop", "rb")
+        await overlapped.open(tmp_path / "loop", "rb")
     assert ei.value.errno == 40  # ELOOP
 
 
@@ -254,14 +254,14 @@ async def test_open_permission_error(tmp_path):
         target.write_bytes(b"")
         target.chmod(0)
     with pytest.raises(PermissionError) as ei:
-        await overlap.open(target, "r+b")
+        await overlapped.open(target, "r+b")
     assert ei.value.errno == 13
 
 
 def test_calls_outside_a_running_loop_raise(data):
     path, _ = data
     async def opened():
-        return await overlap.open(path)
+        return await overlapped.open(path)
 
     async def closed(f):
         await f.close()
@@ -278,7 +278,7 @@ def test_calls_outside_a_running_loop_raise(data):
 async def test_read_at_short_and_eof(data):
     path, content = data
     n = len(content)
-    async with overlap.open(path) as f:
+    async with overlapped.open(path) as f:
         assert await f.read_at(100, n - 10) == content[-10:]
         assert await f.read_at(100, n) == b""
         assert await f.read_at(100, n + 12345) == b""
@@ -296,7 +296,7 @@ async def test_read_at_short_and_eof(data):
 
 async def test_readinto_at_every_kind_of_buffer(data):
     path, content = data
-    async with overlap.open(path) as f:
+    async with overlapped.open(path) as f:
         b = bytearray(100)
         assert await f.readinto_at(b, 5) == 100
         assert bytes(b) == content[5:105]
@@ -311,7 +311,7 @@ async def test_readinto_at_every_kind_of_buffer(data):
         assert m[:] == content[4096 : 4096 + 8192]
         m.close()
 
-        a = overlap.AlignedBuffer(4096)
+        a = overlapped.AlignedBuffer(4096)
         assert await f.readinto_at(a, 8192) == 4096
         assert bytes(a) == content[8192 : 8192 + 4096]
 
@@ -333,7 +333,7 @@ async def test_readinto_at_every_kind_of_buffer(data):
 
 async def test_buffer_is_exported_while_in_flight(data):
     path, content = data
-    async with overlap.open(path) as f:
+    async with overlapped.open(path) as f:
         b = bytearray(4096)
         fut = f.readinto_at(b, 0)
         if not fut.done():
@@ -347,11 +347,11 @@ async def test_buffer_is_exported_while_in_flight(data):
 
 async def test_write_at_every_kind_of_source(tmp_path):
     p = tmp_path / "w"
-    async with overlap.open(p, "w+b") as f:
+    async with overlapped.open(p, "w+b") as f:
         assert await f.write_at(b"abc", 0) == 3
         assert await f.write_at(bytearray(b"def"), 3) == 3
         assert await f.write_at(memoryview(b"XghiX")[1:4], 6) == 3
-        a = overlap.AlignedBuffer(3)
+        a = overlapped.AlignedBuffer(3)
         memoryview(a)[:] = b"jkl"
         assert await f.write_at(a, 9) == 3
         assert await f.write_at(b"", 100) == 0
@@ -371,7 +371,7 @@ async def test_write_at_every_kind_of_source(tmp_path):
 
 async def test_fsync_fdatasync_allocate_truncate_stat(tmp_path):
     p = tmp_path / "s"
-    async with overlap.open(p, "w+b") as f:
+    async with overlapped.open(p, "w+b") as f:
         st = await f.stat()
         assert st.st_size == 0 and st.size == 0 and st.is_file
         assert st.st_blksize > 0
@@ -397,7 +397,7 @@ async def test_fsync_fdatasync_allocate_truncate_stat(tmp_path):
             f.truncate(-1)
         assert "FileStat(" in repr(st) and "Alignment(" in repr(st.alignment)
     assert os.path.getsize(p) == 10
-    async with overlap.open(p, "rb") as f:
+    async with overlapped.open(p, "rb") as f:
         await f.fsync()  # a read-only descriptor may be synced
         with pytest.raises(io.UnsupportedOperation):
             await f.allocate(0, 10)
@@ -405,7 +405,7 @@ async def test_fsync_fdatasync_allocate_truncate_stat(tmp_path):
 
 async def test_close_is_idempotent_and_later_calls_fail(data):
     path, _ = data
-    f = await overlap.open(path)
+    f = await overlapped.open(path)
     fd = f.fileno()
     await f.close()
     await f.close()
@@ -418,7 +418,7 @@ async def test_close_is_idempotent_and_later_calls_fail(data):
 
 async def test_close_waits_for_operations_in_flight(data):
     path, content = data
-    f = await overlap.open(path, direct=True)
+    f = await overlapped.open(path, direct=True)
     reads = [f.read_at(4096, i * 4096) for i in range(32)]
     await f.close()
     got = await asyncio.gather(*reads)
@@ -430,19 +430,19 @@ async def test_close_waits_for_operations_in_flight(data):
 
 async def test_direct_io_and_alignment_errors(data):
     path, content = data
-    async with overlap.open(path, "r+b", direct=True) as f:
+    async with overlapped.open(path, "r+b", direct=True) as f:
         assert f.direct
         al = f.alignment
         assert al.offset >= 512 and al.memory >= 1
         assert await f.read_at(8192, 4096) == content[4096 : 4096 + 8192]
-        a = overlap.AlignedBuffer(4096)
+        a = overlapped.AlignedBuffer(4096)
         assert await f.readinto_at(a, 0) == 4096 and bytes(a) == content[:4096]
         with pytest.raises(ValueError, match=rf"length aligned to {al.offset} bytes"):
             await f.read_at(100, 0)
         with pytest.raises(ValueError, match=rf"file offset aligned to {al.offset} bytes"):
             await f.read_at(4096, 1)
         if al.memory > 1:
-            raw = overlap.AlignedBuffer(8192)
+            raw = overlapped.AlignedBuffer(8192)
             off_by_one = memoryview(raw)[1 : 1 + 4096]
             with pytest.raises(ValueError, match=rf"buffer address aligned to {al.memory} bytes"):
                 await f.readinto_at(off_by_one, 0)
@@ -461,9 +461,9 @@ async def test_direct_io_and_alignment_errors(data):
 
 
 def test_aligned_buffer():
-    a = overlap.AlignedBuffer(10000)
+    a = overlapped.AlignedBuffer(10000)
     assert len(a) == 10000
-    assert a.alignment == overlap.page_size()
+    assert a.alignment == overlapped.page_size()
     assert a.address % a.alignment == 0
     assert bytes(a) == b"\0" * 10000
     mv = memoryview(a)
@@ -471,16 +471,16 @@ def test_aligned_buffer():
     mv[0:3] = b"abc"
     assert bytes(a)[:3] == b"abc"
     mv.release()
-    b = overlap.AlignedBuffer(100, alignment=64)
+    b = overlapped.AlignedBuffer(100, alignment=64)
     assert b.alignment == 64 and b.address % 64 == 0
-    assert len(overlap.AlignedBuffer(0)) == 0
+    assert len(overlapped.AlignedBuffer(0)) == 0
     for bad in (0, 3, 1 << 20, -4096):
         with pytest.raises(ValueError, match="alignment"):
-            overlap.AlignedBuffer(4096, alignment=bad)
+            overlapped.AlignedBuffer(4096, alignment=bad)
     with pytest.raises(ValueError):
-        overlap.AlignedBuffer(-1)
+        overlapped.AlignedBuffer(-1)
     with pytest.raises(MemoryError):
-        overlap.AlignedBuffer(1 << 62)
+        overlapped.AlignedBuffer(1 << 62)
     assert "AlignedBuffer(size=100, alignment=64)" == repr(b)
 
 
@@ -489,14 +489,14 @@ def test_aligned_buffer():
 
 async def test_gather_many_operations_from_one_task(data, uring):
     path, content = data
-    before = overlap.stats()["in_flight_ops_high_water"]
-    async with overlap.open(path, direct=True) as f:
+    before = overlapped.stats()["in_flight_ops_high_water"]
+    async with overlapped.open(path, direct=True) as f:
         offsets = [(i * 7919 % 256) * 4096 for i in range(256)]
         got = await asyncio.gather(*(f.read_at(4096, o) for o in offsets))
     assert got == [content[o : o + 4096] for o in offsets]
     if uring:
         # All 256 were submitted before the loop reaped any completion.
-        assert overlap.stats()["in_flight_ops_high_water"] >= min(256, max(before, 64))
+        assert overlapped.stats()["in_flight_ops_high_water"] >= min(256, max(before, 64))
 
 
 def _batching_or_skip(uring):
@@ -530,12 +530,12 @@ async def test_pipe_reads_share_submitting_system_calls(tmp_path, uring):
     paths = [tmp_path / f"fifo{i}" for i in range(n)]
     for p in paths:
         os.mkfifo(p)
-    files = [await overlap.open(p, "r+b") for p in paths]  # O_RDWR: no wait for a writer
+    files = [await overlapped.open(p, "r+b") for p in paths]  # O_RDWR: no wait for a writer
     try:
-        before = overlap.stats()
+        before = overlapped.stats()
         reads = [asyncio.ensure_future(f.read_at(1, 0)) for f in files]
         await asyncio.sleep(0.05)
-        mid = overlap.stats()
+        mid = overlapped.stats()
         assert not any(r.done() for r in reads), "nothing written yet"
         for i, p in enumerate(paths):
             w = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
@@ -560,12 +560,12 @@ async def test_gathered_reads_share_submitting_system_calls(data, uring):
     _batching_or_skip(uring)
     path, content = data
     hub = _loop.hub_for(asyncio.get_running_loop())
-    async with overlap.open(path, direct=True) as f:
+    async with overlapped.open(path, direct=True) as f:
         offsets = [(i * 7919 % 256) * 4096 for i in range(256)]
-        before = overlap.stats()
+        before = overlapped.stats()
         flushes = hub.flushes
         got = await asyncio.gather(*(f.read_at(4096, o) for o in offsets))
-        after = overlap.stats()
+        after = overlapped.stats()
     assert got == [content[o : o + 4096] for o in offsets]
     _in_flight_or_skip(before, after)
     ops = after["submitted"] - before["submitted"]
@@ -590,13 +590,13 @@ async def test_tasks_of_one_iteration_share_a_flush(data, uring):
         off = (i * 37 % 256) * 4096
         return await f.read_at(4096, off) == content[off : off + 4096]
 
-    async with overlap.open(path, direct=True) as f:
+    async with overlapped.open(path, direct=True) as f:
         tasks = [asyncio.create_task(worker(f, i)) for i in range(64)]
         await asyncio.sleep(0)
-        before = overlap.stats()
+        before = overlapped.stats()
         go.set()
         got = await asyncio.gather(*tasks)
-        after = overlap.stats()
+        after = overlapped.stats()
     assert got == [True] * 64
     _in_flight_or_skip(before, after)
     ops = after["submitted"] - before["submitted"]
@@ -619,10 +619,10 @@ def test_close_submits_queued_entries(data, uring):
     path, content = data
     loop = asyncio.new_event_loop()
     try:
-        bufs = [overlap.AlignedBuffer(4096) for _ in range(128)]
+        bufs = [overlapped.AlignedBuffer(4096) for _ in range(128)]
 
         async def start():
-            f = await overlap.open(path, direct=True)
+            f = await overlapped.open(path, direct=True)
             hub = _loop.hub_for(asyncio.get_running_loop())
             futs = [f.readinto_at(b, i * 4096) for i, b in enumerate(bufs)]
             queued = hub.queued
@@ -630,13 +630,13 @@ def test_close_submits_queued_entries(data, uring):
             hub.close()
             return f, futs, queued, hub
 
-        before = overlap.stats()
+        before = overlapped.stats()
         f, futs, queued, hub = loop.run_until_complete(start())
         if queued == 0:
-            _in_flight_or_skip(before, overlap.stats())
+            _in_flight_or_skip(before, overlapped.stats())
         assert queued > 0, "some reads waited for the flush"
         deadline = time.monotonic() + 10
-        while overlap.stats()["in_flight_ops"] and time.monotonic() < deadline:
+        while overlapped.stats()["in_flight_ops"] and time.monotonic() < deadline:
             time.sleep(0.01)
         assert hub.queued == 0
         assert [bytes(b) for b in bufs] == [content[i * 4096 : (i + 1) * 4096] for i in range(128)]
@@ -653,7 +653,7 @@ def test_close_submits_queued_entries(data, uring):
 
 async def test_thousand_operations(tmp_path):
     p = tmp_path / "k"
-    async with overlap.open(p, "w+b") as f:
+    async with overlapped.open(p, "w+b") as f:
         blocks = [pattern(512, seed=i) for i in range(1000)]
         written = await asyncio.gather(*(f.write_at(b, i * 512) for i, b in enumerate(blocks)))
         assert written == [512] * 1000
@@ -673,7 +673,7 @@ async def test_thousand_tasks_few_threads(data, uring):
         assert await f.read_at(4096, off) == content[off : off + 4096]
         return thread_count()
 
-    async with overlap.open(path, direct=True) as f:
+    async with overlapped.open(path, direct=True) as f:
         counts = await asyncio.gather(*(worker(f, i) for i in range(1024)))
     if uring:
         # The main thread and the engine's thread (plus pytest's): no thread
@@ -690,14 +690,14 @@ async def test_cancel_task_with_read_in_flight(data):
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
     hub = _loop.hub_for(loop)
-    async with overlap.open(path, direct=True) as f:
+    async with overlapped.open(path, direct=True) as f:
         cancelled_in_flight = 0
         # Until 10 were cancelled in flight: a fast disk completes some
         # reads within the loop turn (at most 200 rounds).
         for round in range(200):
             if cancelled_in_flight >= 10:
                 break
-            holder = [overlap.AlignedBuffer(65536)]
+            holder = [overlapped.AlignedBuffer(65536)]
             ref = weakref.ref(holder[0])
             ops = []
 
@@ -743,7 +743,7 @@ async def test_cancel_task_with_read_in_flight(data):
 
 async def test_cancel_with_bytearray_and_mmap_in_flight(data):
     path, content = data
-    async with overlap.open(path) as f:
+    async with overlapped.open(path) as f:
         tasks = []
         for i in range(64):
             b = bytearray(16384) if i % 2 else mmap.mmap(-1, 16384)
@@ -767,7 +767,7 @@ def test_loops_on_two_threads():
         async def main():
             with tempfile.TemporaryDirectory() as d:
                 p = os.path.join(d, "t")
-                async with overlap.open(p, "w+b") as f:
+                async with overlapped.open(p, "w+b") as f:
                     await asyncio.gather(*(f.write_at(name.encode() * 64, i * 64) for i in range(100)))
                     out[name] = await f.read_at(64 * 100, 0)
 
@@ -787,7 +787,7 @@ def test_sequential_event_loops_and_hub_cleanup(data):
     for _ in range(3):
         async def main():
             hubs.append(_loop.hub_for(asyncio.get_running_loop()))
-            async with overlap.open(path) as f:
+            async with overlapped.open(path) as f:
                 return await f.read_at(16, 0)
 
         assert asyncio.run(main()) == content[:16]
@@ -807,17 +807,17 @@ async def test_nothing_leaks(tmp_path, data):
     gc.collect()
     fds = fd_count()
     for _ in range(200):
-        async with overlap.open(path) as f:
+        async with overlapped.open(path) as f:
             await f.read_at(10, 0)
         with pytest.raises(FileNotFoundError):
-            await overlap.open(tmp_path / "missing")
-        f = await overlap.open(path, direct=True)
+            await overlapped.open(tmp_path / "missing")
+        f = await overlapped.open(path, direct=True)
         with pytest.raises(ValueError):
             await f.read_at(3, 0)
         del f  # dropped without close: the descriptor goes with it
     gc.collect()
     assert fd_count() <= fds
-    assert overlap.stats()["in_flight_ops"] == 0
+    assert overlapped.stats()["in_flight_ops"] == 0
 
 
 def test_forked_child_gets_an_engine_of_its_own(data):
@@ -830,10 +830,10 @@ def test_forked_child_gets_an_engine_of_its_own(data):
     path, content = data
     script = textwrap.dedent(
         f"""
-        import asyncio, os, sys, overlap
+        import asyncio, os, sys, overlapped
 
         async def rd():
-            async with overlap.open({str(path)!r}) as f:
+            async with overlapped.open({str(path)!r}) as f:
                 return await f.read_at(16, 0)
 
         first = asyncio.run(rd())
@@ -849,7 +849,7 @@ def test_forked_child_gets_an_engine_of_its_own(data):
         sys.exit(os.waitstatus_to_exitcode(status))
         """
     )
-    # (Run away from python/, whose overlap/ is the uncompiled source.)
+    # (Run away from python/, whose overlapped/ is the uncompiled source.)
     r = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -866,18 +866,18 @@ async def test_backpressure_more_than_the_budget_in_flight(data):
     of exhausting memory, and all complete. Direct reads: no page-cache fast
     path completes them inline."""
     path, content = data
-    d = overlap.driver()
-    before = overlap.stats()["backpressure_waits"]
-    async with overlap.open(path, direct=True) as f:
+    d = overlapped.driver()
+    before = overlapped.stats()["backpressure_waits"]
+    async with overlapped.open(path, direct=True) as f:
         n = d["max_in_flight_ops"] + 500
         offs = [(i * 7 % 256) * 4096 for i in range(n)]
         got = await asyncio.gather(*(f.read_at(4096, o) for o in offs))
         assert all(g == content[o : o + 4096] for o, g in zip(offs, got))
-        waits_ops = overlap.stats()["backpressure_waits"] - before
+        waits_ops = overlapped.stats()["backpressure_waits"] - before
         big = d["max_in_flight_bytes"] // len(content) + 8
         got = await asyncio.gather(*(f.read_at(len(content), 0) for _ in range(big)))
         assert all(g == content for g in got)
-    s = overlap.stats()
+    s = overlapped.stats()
     assert s["in_flight_ops_high_water"] <= d["max_in_flight_ops"]
     assert s["in_flight_bytes_high_water"] <= d["max_in_flight_bytes"]
     assert s["in_flight_ops"] == 0
@@ -901,13 +901,13 @@ def test_backpressure_wakes_waiting_operations(data):
     fifo = path.parent / "backpressure-fifo"
     script = textwrap.dedent(
         f"""
-        import asyncio, os, overlap
+        import asyncio, os, overlapped
         async def main():
             os.mkfifo({str(fifo)!r})
-            pipe = await overlap.open({str(fifo)!r}, "r+b")  # O_RDWR: no wait for a writer
+            pipe = await overlapped.open({str(fifo)!r}, "r+b")  # O_RDWR: no wait for a writer
             # Opened before the pipe's reads take the budget (an open is an
             # operation too).
-            async with overlap.open({str(path)!r}, direct=True) as f:
+            async with overlapped.open({str(path)!r}, direct=True) as f:
                 holds = [asyncio.ensure_future(pipe.read_at(1, 0)) for _ in range(4)]
                 await asyncio.sleep(0.05)
                 assert not any(h.done() for h in holds), "nothing written to the pipe yet"
@@ -923,8 +923,8 @@ def test_backpressure_wakes_waiting_operations(data):
             with open({str(path)!r}, "rb") as g:
                 content = g.read()
             assert all(x == content[(i % 256) * 4096:(i % 256 + 1) * 4096] for i, x in enumerate(got))
-            s = overlap.stats()
-            assert overlap.driver()["max_in_flight_ops"] == 4
+            s = overlapped.stats()
+            assert overlapped.driver()["max_in_flight_ops"] == 4
             assert s["in_flight_ops_high_water"] <= 4, s
             assert s["backpressure_waits"] > 0, s
             assert s["in_flight_ops"] == 0, s
@@ -942,7 +942,7 @@ def test_backpressure_wakes_waiting_operations(data):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     bad = subprocess.run(
-        [sys.executable, "-c", "import overlap; overlap.driver()"],
+        [sys.executable, "-c", "import overlapped; overlapped.driver()"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -953,7 +953,7 @@ def test_backpressure_wakes_waiting_operations(data):
 
 
 def test_type_stubs_match_the_extension(tmp_path):
-    """overlap/_native.pyi describes what the extension really has
+    """overlapped/_native.pyi describes what the extension really has
     (mypy's stubtest), and the package type-checks with it."""
     import subprocess
     import sys
@@ -963,7 +963,7 @@ def test_type_stubs_match_the_extension(tmp_path):
     except ImportError:
         pytest.skip("SKIPPED: mypy is not installed (scripts/test-python installs it)")
     r = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "overlap._native", "--ignore-missing-stub"],
+        [sys.executable, "-m", "mypy.stubtest", "overlapped._native", "--ignore-missing-stub"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -978,7 +978,7 @@ def test_type_stubs_match_the_extension(tmp_path):
     assert errors == [], r.stdout
     r = subprocess.run(
         [sys.executable, "-m", "mypy", "--ignore-missing-imports", "--cache-dir", str(tmp_path / "c"),
-         "-p", "overlap"],
+         "-p", "overlapped"],
         capture_output=True,
         text=True,
         timeout=300,

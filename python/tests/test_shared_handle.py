@@ -1,4 +1,4 @@
-"""One ``overlap.aiofiles`` file object shared by many tasks (what a logging
+"""One ``overlapped.aiofiles`` file object shared by many tasks (what a logging
 handler such as aiologger's does: ``await f.write(line); await f.flush()``
 per record, from many tasks), on loops of several threads, and with tasks
 cancelled mid-flush: every line acknowledged lands exactly once, whole, and
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-import overlap.aiofiles
+import overlapped.aiofiles
 
 MODES = ["w", "wb", "a", "ab", "r+", "rb+"]
 LIMIT = 120.0  # seconds: a hang is a failure
@@ -72,7 +72,7 @@ def test_many_tasks_write_and_flush_one_object(tmp_path, mode, buffering):
     acked: list = []
 
     async def main():
-        async with overlap.aiofiles.open(path, mode, buffering=buffering) as f:
+        async with overlapped.aiofiles.open(path, mode, buffering=buffering) as f:
             await asyncio.gather(*(write_lines(f, mode, t, per, acked) for t in range(tasks)))
             if "a" not in mode:
                 # The position is the file's end: every write moved it once.
@@ -95,7 +95,7 @@ def test_tasks_cancelled_mid_flush_lose_and_double_nothing(tmp_path, mode):
     rng = random.Random(1234)
 
     async def main():
-        async with overlap.aiofiles.open(path, mode, buffering=128) as f:
+        async with overlapped.aiofiles.open(path, mode, buffering=128) as f:
             ts = [asyncio.ensure_future(write_lines(f, mode, t, per, acked)) for t in range(tasks)]
             for _ in range(40):
                 await asyncio.sleep(rng.random() * 0.002)
@@ -121,7 +121,7 @@ def test_loops_on_several_threads_share_one_object(tmp_path, mode):
     box = {}
 
     async def opener():
-        box["f"] = await overlap.aiofiles.open(path, mode)
+        box["f"] = await overlapped.aiofiles.open(path, mode)
 
     asyncio.run(opener())
     f = box["f"]
@@ -167,7 +167,7 @@ def test_reads_seeks_and_tells_between_writers_stay_consistent(tmp_path):
             await asyncio.sleep(0)
 
     async def main():
-        async with overlap.aiofiles.open(path, "rb+") as f:
+        async with overlapped.aiofiles.open(path, "rb+") as f:
             stop = asyncio.Event()
             p = asyncio.ensure_future(prober(f, stop))
             await asyncio.gather(*(write_lines(f, "rb+", t, 50, acked) for t in range(10)))
@@ -189,7 +189,7 @@ def test_object_outlives_the_loop_of_a_cancelled_flush(tmp_path, mode):
     box = {}
 
     async def opener():
-        box["f"] = await overlap.aiofiles.open(path, mode, buffering=1 << 16)
+        box["f"] = await overlapped.aiofiles.open(path, mode, buffering=1 << 16)
 
     asyncio.run(opener())
     f = box["f"]
@@ -222,7 +222,7 @@ def test_a_task_that_swallows_its_cancellation_flushes_nothing_twice(tmp_path, m
     acked: list = []
 
     async def main():
-        async with overlap.aiofiles.open(path, mode, buffering=1 << 16) as f:
+        async with overlapped.aiofiles.open(path, mode, buffering=1 << 16) as f:
             for r in range(30):
                 await write_lines(f, mode, r, 20, acked, flush=False)
                 task = asyncio.current_task()
@@ -249,7 +249,7 @@ def test_bytes_behind_reach_the_file_when_the_loop_ends(tmp_path, mode):
     loop = asyncio.new_event_loop()
 
     async def main():
-        f = await overlap.aiofiles.open(path, mode, buffering=1 << 20)
+        f = await overlapped.aiofiles.open(path, mode, buffering=1 << 20)
         await write_lines(f, mode, 0, 300, acked, flush=False)
         return f
 

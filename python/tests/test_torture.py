@@ -1,6 +1,6 @@
 """The acknowledged-byte torture suite, Python rows (``docs/acknowledged-bytes.md``,
 section 6): the package's ``File`` (FRONT ``python-file``) and
-``overlap.aiofiles`` in each write mode (``python-aiofiles-MODE``), through
+``overlapped.aiofiles`` in each write mode (``python-aiofiles-MODE``), through
 the six scenarios, on the driver this run's engine uses.
 
 Each cell runs in a fresh interpreter (``run_script``: a hang kills it and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import overlap
+import overlapped
 from overlap_test_helpers import run_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ SCENARIOS = [
 
 
 def driver_name() -> str:
-    kind = overlap.driver()["kind"]
+    kind = overlapped.driver()["kind"]
     return {"uring": "uring", "aio+pool": "aio", "pool": "pool"}.get(kind, kind)
 
 
@@ -42,8 +42,8 @@ def driver_name() -> str:
 # write (lengths vary, so that lines straddle buffer boundaries).
 COMMON = r'''
 import asyncio, errno, gc, os, sys, time
-import overlap
-import overlap.aiofiles
+import overlapped
+import overlapped.aiofiles
 
 FRONT, D = sys.argv[1], sys.argv[2]
 MODE = FRONT[len("python-aiofiles-"):] if FRONT.startswith("python-aiofiles-") else None
@@ -86,7 +86,7 @@ def check_lines(path, acked, may=(), prefix=b""):
 
 def wait_idle(limit=10.0):
     deadline = time.monotonic() + limit
-    while overlap.stats()["in_flight_ops"]:
+    while overlapped.stats()["in_flight_ops"]:
         assert time.monotonic() < deadline, "operations still in flight"
         time.sleep(0.005)
 
@@ -115,10 +115,10 @@ def aiofiles_cell():
     loop = asyncio.new_event_loop()
     async def main():
         # Bytes behind: gathered in a large buffer, never flushed.
-        f = await overlap.aiofiles.open(behind, MODE, buffering=1 << 20)
+        f = await overlapped.aiofiles.open(behind, MODE, buffering=1 << 20)
         await write_lines(f, 0, 300, acked_b, flush=False)
         # A flush in flight, with writers queued behind it (not acknowledged).
-        g = await overlap.aiofiles.open(inflight, MODE, buffering=1 << 16)
+        g = await overlapped.aiofiles.open(inflight, MODE, buffering=1 << 16)
         await write_lines(g, 1, 300, acked_i, flush=False)
         asyncio.ensure_future(g.flush())
         for t in range(2, 6):
@@ -140,7 +140,7 @@ def file_cell():
     loop = asyncio.new_event_loop()
     acked, started = [], []
     async def main():
-        f = await overlap.open(path, "wb")
+        f = await overlapped.open(path, "wb")
         for i in range(32):
             await f.write_at(record(i), i * 4096)
             acked.append(i)
@@ -171,7 +171,7 @@ def aiofiles_cell():
     prepare(path, PFX)
     acked = []
     async def main():
-        async with overlap.aiofiles.open(path, MODE) as f:
+        async with overlapped.aiofiles.open(path, MODE) as f:
             await asyncio.gather(*(write_lines(f, t, 60, acked) for t in range(40)))
     asyncio.run(asyncio.wait_for(main(), 60))
     assert len(acked) == 40 * 60
@@ -189,10 +189,10 @@ def file_cell():
             assert await f.write_at(s.encode(), 0) == len(s)
             acked.append(s)
     async def main():
-        async with overlap.open(path, "wb") as f:
+        async with overlapped.open(path, "wb") as f:
             await asyncio.gather(*(writer(f, t) for t in range(32)))
         acked = []
-        async with overlap.open(path + ".log", "ab") as f:
+        async with overlapped.open(path + ".log", "ab") as f:
             await asyncio.gather(*(appender(f, t, acked) for t in range(32)))
         return acked
     acked = asyncio.run(asyncio.wait_for(main(), 60))
@@ -234,7 +234,7 @@ def binary_cell():
         reports.append((buf, bytes(buf)))
         return bytes(buf[:n])
     async def main():
-        f = await overlap.aiofiles.open(path, MODE)
+        f = await overlapped.aiofiles.open(path, MODE)
         ts = [asyncio.ensure_future(reader(f, k % 2)) for k in range(64)]
         await asyncio.sleep(0)
         closing = asyncio.ensure_future(f.close())
@@ -262,14 +262,14 @@ def text_cell():
         except ValueError:
             results.append(None)
     async def main():
-        f = await overlap.aiofiles.open(path, MODE)
+        f = await overlapped.aiofiles.open(path, MODE)
         ts = [asyncio.ensure_future(reader(f)) for _ in range(64)]
         await asyncio.sleep(0)
         closing = asyncio.ensure_future(f.close())
         ts += [asyncio.ensure_future(reader(f)) for _ in range(64)]
         await asyncio.gather(*ts)
         await closing
-        assert overlap.stats()["in_flight_ops"] == 0, "close did not wait for the reads"
+        assert overlapped.stats()["in_flight_ops"] == 0, "close did not wait for the reads"
     asyncio.run(asyncio.wait_for(main(), 60))
     got = [r for r in results if r is not None]
     assert got and None in results, "close did not race the reads"
@@ -291,13 +291,13 @@ def file_cell():
         assert n == 4096 and bytes(buf) == CONTENT[k * 4096:(k + 1) * 4096], f"read {k} wrong"
         outcomes.append("data")
     async def main():
-        f = await overlap.open(path, "rb")
+        f = await overlapped.open(path, "rb")
         ts = [asyncio.ensure_future(reader(f, k, k % 2)) for k in range(128)]
         await asyncio.sleep(0)
         closing = asyncio.ensure_future(f.close())
         ts += [asyncio.ensure_future(reader(f, k, k % 2)) for k in range(128, 256)]
         await closing
-        assert overlap.stats()["in_flight_ops"] == 0, "close did not wait for the reads"
+        assert overlapped.stats()["in_flight_ops"] == 0, "close did not wait for the reads"
         await asyncio.gather(*ts)
         try:
             await f.readinto_at(bytearray(16), 0)
@@ -327,8 +327,8 @@ def aiofiles_cell():
     prepare(other, PFX)
     acked, behind, late = [], [], []
     async def main():
-        f = await overlap.aiofiles.open(path, MODE, buffering=1 << 16)
-        g = await overlap.aiofiles.open(other, MODE, buffering=1 << 20)
+        f = await overlapped.aiofiles.open(path, MODE, buffering=1 << 16)
+        g = await overlapped.aiofiles.open(other, MODE, buffering=1 << 20)
         await write_lines(f, 0, 200, acked)                  # flushed
         await write_lines(f, 1, 100, acked, flush=False)
         await write_lines(g, 1, 100, behind, flush=False)    # behind, in g
@@ -337,7 +337,7 @@ def aiofiles_cell():
                   for t in range(2, 6)]                      # waiting behind the flush
         await asyncio.sleep(0)
         # Shut down with the flush's write in flight: it completes.
-        overlap.shutdown()
+        overlapped.shutdown()
         try:
             await fl
         except RuntimeError:
@@ -348,7 +348,7 @@ def aiofiles_cell():
             assert r is None or isinstance(r, RuntimeError), r
         t0 = time.monotonic()
         for call in (lambda: f.write(enc("later\n")), f.flush, g.flush, f.close,
-                     lambda: overlap.aiofiles.open(path + ".new", "wb")):
+                     lambda: overlapped.aiofiles.open(path + ".new", "wb")):
             try:
                 await call()
             except RuntimeError:
@@ -371,15 +371,15 @@ def aiofiles_cell():
 def file_cell():
     path = os.path.join(D, "shutdown.bin")
     async def main():
-        f = await overlap.open(path, "w+b")
+        f = await overlapped.open(path, "w+b")
         await f.write_at(record(0), 0)
         futs = [f.write_at(record(i), i * 4096) for i in range(1, 64)]
-        overlap.shutdown()  # waits for the writes in flight
+        overlapped.shutdown()  # waits for the writes in flight
         for i, fut in enumerate(futs, 1):
             assert await fut == 4096, f"write {i} in flight at shutdown failed"
         t0 = time.monotonic()
         for call in (lambda: f.write_at(b"x", 0), lambda: f.read_at(1, 0),
-                     lambda: overlap.open(path + ".new", "wb")):
+                     lambda: overlapped.open(path + ".new", "wb")):
             try:
                 await call()
             except RuntimeError:
@@ -451,7 +451,7 @@ def aiofiles_cell():
     acked = []
     loop = asyncio.new_event_loop()
     async def start():
-        f = await overlap.aiofiles.open(path, MODE, buffering=1 << 16)
+        f = await overlapped.aiofiles.open(path, MODE, buffering=1 << 16)
         await write_lines(f, 0, 100, acked)
         await write_lines(f, 1, 200, acked, flush=False)
         fl = asyncio.ensure_future(f.flush())                # in flight at the fork
@@ -475,7 +475,7 @@ def file_cell():
     path = os.path.join(D, "fork.bin")
     loop = asyncio.new_event_loop()
     async def start():
-        f = await overlap.open(path, "wb")
+        f = await overlapped.open(path, "wb")
         await f.write_at(record(0), 0)
         return f, [f.write_at(record(i), i * 4096) for i in range(1, 64)]
     try:
@@ -527,7 +527,7 @@ def aiofiles_cell():
     fill(256 * 1024)
     acked, behind = [], []
     async def main():
-        f = await overlap.aiofiles.open(path, MODE, buffering=4 << 20)
+        f = await overlapped.aiofiles.open(path, MODE, buffering=4 << 20)
         await write_lines(f, 0, 500, acked)                       # in the file
         await write_lines(f, 1, 40000, behind, flush=False)       # ~2 MiB behind
         try:
@@ -555,7 +555,7 @@ def file_cell():
     path = os.path.join(MNT, "target.bin")
     fill(256 * 1024)
     async def main():
-        f = await overlap.open(path, "wb")
+        f = await overlapped.open(path, "wb")
         for i in range(16):
             assert await f.write_at(record(i), i * 4096) == 4096
         big = b"".join(record(i) for i in range(16, 16 + 512))

@@ -4,7 +4,7 @@
 
 use std::ffi::c_void;
 
-use overlap::{IoBuf, IoBufMut};
+use overlapped::{IoBuf, IoBufMut};
 
 /// The longest buffer accepted (a larger length cannot describe memory).
 pub(crate) const MAX_LEN: u64 = isize::MAX as u64;

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use overlap::{DriverChoice, DriverKind, Engine};
+use overlapped::{DriverChoice, DriverKind, Engine};
 
 use crate::error::{fail, fail_with, guard, handle, refuse_forked};
 
@@ -149,10 +149,10 @@ pub extern "C" fn overlap_engine_options_init(opts: *mut overlap_engine_options)
         let d = overlap_engine_options {
             size: std::mem::size_of::<overlap_engine_options>() as u32,
             driver: OVERLAP_DRIVER_AUTO,
-            max_inflight_ops: overlap::DEFAULT_MAX_INFLIGHT_OPS as u64,
-            max_inflight_bytes: overlap::DEFAULT_MAX_INFLIGHT_BYTES as u64,
-            pool_threads: overlap::DEFAULT_POOL_THREADS as u32,
-            ring_entries: overlap::DEFAULT_RING_ENTRIES,
+            max_inflight_ops: overlapped::DEFAULT_MAX_INFLIGHT_OPS as u64,
+            max_inflight_bytes: overlapped::DEFAULT_MAX_INFLIGHT_BYTES as u64,
+            pool_threads: overlapped::DEFAULT_POOL_THREADS as u32,
+            ring_entries: overlapped::DEFAULT_RING_ENTRIES,
             max_kernel_workers: 0,
             flags: 0,
         };

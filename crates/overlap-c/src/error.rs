@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use overlap::Error;
+use overlapped::Error;
 
 /// The longest message kept, with its NUL (longer ones are cut at a
 /// character boundary).
@@ -175,7 +175,7 @@ pub(crate) const FORKED: &str = "the handle was made before this process forked:
     files and ports belong to the parent (make a new engine in the child)";
 
 /// Returns `-ECHILD` from the calling function when `$engine` (an
-/// `overlap::Engine`) was made before this process forked: the parent's
+/// `overlapped::Engine`) was made before this process forked: the parent's
 /// driver threads, AIO context and rings are not in the child, and its
 /// operations in flight are the parent's. Allocates nothing (see
 /// `set_error_parts`).

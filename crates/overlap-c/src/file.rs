@@ -9,7 +9,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use overlap::{File, OpenOptions};
+use overlapped::{File, OpenOptions};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
@@ -308,7 +308,7 @@ pub extern "C" fn overlap_file_close(file: *const overlap_file) -> i32 {
             // The close operation owns the descriptor once the file let it
             // go; refused by a shut-down engine, it closes it when dropped
             // (the engine's `operation::Close`): the descriptor is closed.
-            Err(overlap::Error::Shutdown) => 0,
+            Err(overlapped::Error::Shutdown) => 0,
             Err(e) => fail_with(F, &e),
         }
     })

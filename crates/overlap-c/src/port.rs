@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::time::Duration;
 
-use overlap::{Completion, Engine, Error, Port, WhenFull};
+use overlapped::{Completion, Engine, Error, Port, WhenFull};
 
 use crate::buf::CBuf;
 use crate::engine::overlap_engine;
@@ -411,7 +411,7 @@ pub extern "C" fn overlap_port_submit(
 thread_local! {
     /// The batches the calling thread began (overlap_port_batch_begin()),
     /// by port address: each ends (submits) when removed.
-    static BATCHES: RefCell<Vec<(usize, overlap::Batch)>> = const { RefCell::new(Vec::new()) };
+    static BATCHES: RefCell<Vec<(usize, overlapped::Batch)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Begins a batch on `port` for the calling thread: until
@@ -587,7 +587,7 @@ fn to_c(c: Completion<CBuf>) -> overlap_completion {
         flags |= OVERLAP_COMPLETION_POSTED;
     }
     debug_assert!(
-        !c.buf.posted || overlap::IoBuf::bytes_len(&c.buf) == 0,
+        !c.buf.posted || overlapped::IoBuf::bytes_len(&c.buf) == 0,
         "a posted completion lends no memory"
     );
     let result = match &c.result {

@@ -8,7 +8,7 @@ use windows_sys::Win32::Foundation::{
 };
 use windows_sys::Win32::System::Threading::GetCurrentProcess;
 
-use overlap::File;
+use overlapped::File;
 
 use crate::engine::overlap_engine;
 use crate::error::{fail, fail_with, guard, handle, refuse_forked};
@@ -93,7 +93,7 @@ fn adopt(
     engine: *const overlap_engine,
     handle: *mut c_void,
     out: *mut *mut overlap_file,
-    from: fn(&overlap::Engine, OwnedHandle) -> overlap::Result<File>,
+    from: fn(&overlapped::Engine, OwnedHandle) -> overlapped::Result<File>,
 ) -> i32 {
     guard(f, || {
         let e = handle!(engine, "engine", f);

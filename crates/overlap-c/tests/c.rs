@@ -41,7 +41,7 @@ fn lib_dir() -> PathBuf {
         }
     }
     panic!(
-        "liboverlap_c.so/.a not found beside {}: build the crate first (cargo build -p overlap-c)",
+        "liboverlap_c.so/.a not found beside {}: build the crate first (cargo build -p overlapped-c)",
         deps.display()
     );
 }

@@ -24,7 +24,7 @@ fn checked_in_header_matches_the_generated_one() {
     assert!(
         checked_in == generated,
         "crates/overlap-c/include/overlap.h is not the header the source generates; \
-         regenerate it with `OVERLAP_BLESS_HEADER=1 cargo test -p overlap-c --test header` \
+         regenerate it with `OVERLAP_BLESS_HEADER=1 cargo test -p overlapped-c --test header` \
          and commit it"
     );
 }

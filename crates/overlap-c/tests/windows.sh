@@ -22,7 +22,7 @@ root=$(cd "$here/../.." && pwd)
 eval "$("$root/scripts/windows/setup" --env | grep ^export)"
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 export CARGO_TARGET_DIR="$target_dir"
-/usr/bin/cargo build -Zbuild-std --target x86_64-pc-windows-gnu -p overlap-c
+/usr/bin/cargo build -Zbuild-std --target x86_64-pc-windows-gnu -p overlapped-c
 built="$target_dir/x86_64-pc-windows-gnu/debug"
 work=$(mktemp -d "${TMPDIR:-/tmp}/overlap-c-windows.XXXXXX")
 trap 'rm -rf "$work"' EXIT

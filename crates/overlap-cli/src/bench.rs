@@ -64,15 +64,15 @@ pub fn run(args: BenchArgs) -> Result<()> {
 }
 
 /// Whether the engine can run on `driver` here: `Err(why)` if not.
-fn engine_available(driver: Driver) -> std::result::Result<overlap::DriverInfo, String> {
+fn engine_available(driver: Driver) -> std::result::Result<overlapped::DriverInfo, String> {
     let choice = match driver {
-        Driver::Uring => overlap::DriverChoice::Uring,
-        Driver::Aio => overlap::DriverChoice::Aio,
-        Driver::Pool => overlap::DriverChoice::Pool,
-        Driver::Iocp => overlap::DriverChoice::Iocp,
-        _ => overlap::DriverChoice::Auto,
+        Driver::Uring => overlapped::DriverChoice::Uring,
+        Driver::Aio => overlapped::DriverChoice::Aio,
+        Driver::Pool => overlapped::DriverChoice::Pool,
+        Driver::Iocp => overlapped::DriverChoice::Iocp,
+        _ => overlapped::DriverChoice::Auto,
     };
-    overlap::Engine::builder()
+    overlapped::Engine::builder()
         .driver(choice)
         .build()
         .map(|e| e.driver().clone())
@@ -94,9 +94,9 @@ fn resolve_drivers(plan: &mut Plan) -> Result<()> {
                     .map_err(|e| anyhow::anyhow!("the engine could not start: {e}"))?;
                 eprintln!("overlap bench: no --driver given: the engine chose {info}");
                 Ok(match info.kind {
-                    overlap::DriverKind::Uring => Driver::Uring,
-                    overlap::DriverKind::Aio => Driver::Aio,
-                    overlap::DriverKind::Iocp => Driver::Iocp,
+                    overlapped::DriverKind::Uring => Driver::Uring,
+                    overlapped::DriverKind::Aio => Driver::Aio,
+                    overlapped::DriverKind::Iocp => Driver::Iocp,
                     _ => Driver::Pool,
                 })
             }

@@ -381,7 +381,7 @@ fn snapshot(d: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn repair_salvages_and_lists_what_it_dropped() {
-    use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
+    use overlapped_journal::format::{Checkpoint, CHECKPOINT_SLOT};
     let d = scratch("repair").join("j");
     let dir = d.to_str().unwrap();
     let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
@@ -482,7 +482,7 @@ fn appended(dir: &str, n: usize) -> Vec<u64> {
 /// above every acknowledged one (it got an acknowledged LSN again).
 #[test]
 fn repair_of_a_lost_acknowledged_tail_says_so_and_never_reuses_an_lsn() {
-    use overlap_journal::format::Checkpoint;
+    use overlapped_journal::format::Checkpoint;
     let d = scratch("repair-lost-tail").join("j");
     let dir = d.to_str().unwrap();
     let lsns = appended(dir, 60);
@@ -586,7 +586,7 @@ fn journal_on(driver: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
 /// under a seccomp filter that blocks it, nor with `OVERLAP_DRIVER` set;
 /// I/O completion ports on Windows).
 fn on_uring() -> bool {
-    overlap::Engine::new().is_ok_and(|e| e.driver().fallback.is_none())
+    overlapped::Engine::new().is_ok_and(|e| e.driver().fallback.is_none())
 }
 
 #[test]
@@ -775,7 +775,7 @@ fn on_ramfs_the_error_names_fallocate_and_nothing_is_left() {
 
 #[test]
 fn a_cut_torn_tail_is_reported_on_stderr() {
-    use overlap_journal::format::{Checkpoint, CHECKPOINT_SLOT};
+    use overlapped_journal::format::{Checkpoint, CHECKPOINT_SLOT};
     let d = scratch("cut-note").join("j");
     let dir = d.to_str().unwrap();
     let out = ok(&journal(

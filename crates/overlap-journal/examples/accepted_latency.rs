@@ -2,11 +2,11 @@
 //! (an accepted record needs no I/O): the median and 99th percentile of
 //! `ROUNDS` rounds, each appending one 100-byte record and waiting for it.
 //!
-//! `cargo run --release -p overlap-journal --example accepted_latency [DIR]`
+//! `cargo run --release -p overlapped-journal --example accepted_latency [DIR]`
 
 use std::time::Instant;
 
-use overlap_journal::{Journal, Level, Options};
+use overlapped_journal::{Journal, Level, Options};
 
 const ROUNDS: usize = 20_000;
 

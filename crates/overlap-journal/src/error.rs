@@ -141,8 +141,8 @@ impl From<io::Error> for Error {
     }
 }
 
-impl From<overlap::Error> for Error {
-    fn from(e: overlap::Error) -> Error {
+impl From<overlapped::Error> for Error {
+    fn from(e: overlapped::Error) -> Error {
         Error::Io(Arc::new(e.into()))
     }
 }

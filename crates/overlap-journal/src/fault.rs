@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use overlap::AlignedBuf;
+use overlapped::AlignedBuf;
 use rand::Rng;
 
 use crate::storage::Storage;

@@ -1,12 +1,12 @@
-//! # overlap-journal
+//! # overlapped-journal
 //!
-//! A write-ahead log on the [`overlap`] engine: callers hand over records
+//! A write-ahead log on the [`overlapped`] engine: callers hand over records
 //! and carry on; one background flusher writes them, batched, into
 //! preallocated segment files (with direct I/O where the file system allows),
 //! and syncs once for every waiter a flush covers (group commit).
 //!
 //! ```
-//! use overlap_journal::{Journal, Level, Options};
+//! use overlapped_journal::{Journal, Level, Options};
 //! let dir = tempfile::tempdir()?;
 //! let opts = Options::default().segment_size(1 << 20);
 //! let journal = Journal::open(dir.path(), opts.clone())?;
@@ -103,7 +103,7 @@
 //! the reason above and measured only as an upper bound, gained nothing on
 //! the development machine: BENCHMARKS.md.)
 //!
-//! On io_uring the flusher runs inside the engine's [`overlap::block_on`]:
+//! On io_uring the flusher runs inside the engine's [`overlapped::block_on`]:
 //! its writes go on its own thread's ring and the kernel wakes it when one
 //! completes (no engine thread hands the completion over); on the fallback
 //! drivers it parks, and the driver's reaper wakes it. While a write is
@@ -133,7 +133,7 @@
 //!   `FILE_FLAG_WRITE_THROUGH`; a group commit's sync is
 //!   `FlushFileBuffers` (data and metadata: Windows has no data-only
 //!   form).
-//! - Preallocation: [`overlap::File::allocate`] reserves the segment's
+//! - Preallocation: [`overlapped::File::allocate`] reserves the segment's
 //!   space (`FileAllocationInformation`) and sets its size. A file system
 //!   that reserves nothing (Wine's, FAT) gets the size alone
 //!   (`SetEndOfFile`): counted in [`JournalStats::segments_unreserved`] and
@@ -464,7 +464,7 @@ pub fn verify(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryReport
 pub fn inspect(dir: impl AsRef<Path>, options: &Options) -> Result<(RecoveryReport, RecordIter)> {
     let engine = match &options.engine {
         Some(e) => e.clone(),
-        None => overlap::Engine::new()?,
+        None => overlapped::Engine::new()?,
     };
     let storage: Arc<dyn Storage> = Arc::new(FsStorage::open_read_only(&engine, dir)?);
     inspect_storage(storage, options)
@@ -524,7 +524,7 @@ pub fn repair(
     }
     let engine = match &options.engine {
         Some(e) => e.clone(),
-        None => overlap::Engine::new()?,
+        None => overlapped::Engine::new()?,
     };
     let storage: Arc<dyn Storage> = if dry_run {
         let s = FsStorage::open_read_only(&engine, dir)?;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
+use overlapped_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
 
 fn dir(name: &str) -> PathBuf {
     crate::common::fresh_dir(&format!("basic-{name}"))
@@ -294,7 +294,7 @@ fn large_records_survive_a_reopen_with_a_smaller_limit() {
     assert_eq!(r.data, big);
     assert!(matches!(j.append(&big), Err(Error::TooLarge { .. })));
     drop(j);
-    let (_, it) = overlap_journal::inspect(&d, &small).unwrap();
+    let (_, it) = overlapped_journal::inspect(&d, &small).unwrap();
     assert_eq!(it.count(), 1);
 }
 
@@ -392,8 +392,8 @@ fn a_blocked_committer_is_woken_once() {
 /// the shortest poll).
 #[test]
 fn the_flusher_polls_only_for_many_committers() {
-    let engine = overlap::Engine::new().unwrap();
-    let uring = engine.driver().kind == overlap::DriverKind::Uring;
+    let engine = overlapped::Engine::new().unwrap();
+    let uring = engine.driver().kind == overlapped::DriverKind::Uring;
     if !uring {
         eprintln!(
             "SKIPPED the polling half of the_flusher_polls_only_for_many_committers: \

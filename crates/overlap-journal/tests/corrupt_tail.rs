@@ -5,8 +5,8 @@
 use std::fs::OpenOptions as FsOpen;
 use std::path::{Path, PathBuf};
 
-use overlap_journal::format::{encode_record, Checkpoint, Geometry, CHECKPOINT_SLOT};
-use overlap_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
+use overlapped_journal::format::{encode_record, Checkpoint, Geometry, CHECKPOINT_SLOT};
+use overlapped_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
 
 use crate::common::FileExt;
 

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use overlap_journal::{inspect, verify, Error, Journal, Level, Options};
+use overlapped_journal::{inspect, verify, Error, Journal, Level, Options};
 
 pub struct Mount(pub PathBuf);
 

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use overlap_journal::{Journal, Level, Options, SyncMethod};
+use overlapped_journal::{Journal, Level, Options, SyncMethod};
 use rand::{Rng, SeedableRng};
 
 const DIR_ENV: &str = "OVERLAP_JOURNAL_KILL_DIR";

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use overlap_journal::fault::{Fault, FaultStorage, Loss};
-use overlap_journal::format;
-use overlap_journal::{Damage, Error, Journal, Level, Lsn, Options, RecoveryMode, Storage};
+use overlapped_journal::fault::{Fault, FaultStorage, Loss};
+use overlapped_journal::format;
+use overlapped_journal::{Damage, Error, Journal, Level, Lsn, Options, RecoveryMode, Storage};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -304,7 +304,7 @@ fn durable_point_is_recorded_in_the_checkpoint() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             let (rep, _) =
-                overlap_journal::inspect_storage(Arc::new(storage.clone()), &opts()).unwrap();
+                overlapped_journal::inspect_storage(Arc::new(storage.clone()), &opts()).unwrap();
             if rep.checkpoint_durable_lsn > last.0 {
                 break;
             }

@@ -7,8 +7,8 @@
 use std::fs::OpenOptions as FsOpen;
 use std::path::PathBuf;
 
-use overlap_journal::format::{Checkpoint, Geometry, CHECKPOINT_SLOT};
-use overlap_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
+use overlapped_journal::format::{Checkpoint, Geometry, CHECKPOINT_SLOT};
+use overlapped_journal::{verify, Damage, Error, Journal, Level, Lsn, Options, RecoveryMode};
 
 use crate::common::FileExt;
 

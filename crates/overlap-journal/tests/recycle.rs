@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use overlap_journal::format::{encode_record, record_span, Geometry};
-use overlap_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode};
+use overlapped_journal::format::{encode_record, record_span, Geometry};
+use overlapped_journal::{Error, Journal, Level, Lsn, Options, RecoveryMode};
 
 use crate::common::{files_ending, seg_path};
 
@@ -109,7 +109,7 @@ fn reused_segment_keeps_old_records_and_recovery_stops_at_the_tail() {
         .unwrap();
     f.write_all_at(&stale, geo.file_offset(tail)).unwrap();
     drop(f);
-    match overlap_journal::verify(&d, &opts().recovery(RecoveryMode::Strict)) {
+    match overlapped_journal::verify(&d, &opts().recovery(RecoveryMode::Strict)) {
         Err(Error::Corrupt { lsn, .. }) => assert_eq!(lsn, tail),
         other => panic!("strict recovery should refuse the stale record: {other:?}"),
     }

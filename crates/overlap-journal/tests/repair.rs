@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use overlap_journal::format::{encode_record, record_span, Checkpoint, Geometry, CHECKPOINT_SLOT};
-use overlap_journal::{repair, verify, Journal, Level, Options, RecoveryReport};
+use overlapped_journal::format::{
+    encode_record, record_span, Checkpoint, Geometry, CHECKPOINT_SLOT,
+};
+use overlapped_journal::{repair, verify, Journal, Level, Options, RecoveryReport};
 
 use crate::common::{copy_dir, fresh_dir, seg_path};
 
@@ -31,8 +33,11 @@ pub fn build(name: &str, n: u32) -> (PathBuf, Geometry, Vec<(u64, Vec<u8>)>) {
         let p = format!("record {i:05} ").into_bytes().repeat(13);
         recs.push((j.append(&p).unwrap().0, p));
     }
-    j.wait_blocking(overlap_journal::Lsn(recs.last().unwrap().0), Level::Durable)
-        .unwrap();
+    j.wait_blocking(
+        overlapped_journal::Lsn(recs.last().unwrap().0),
+        Level::Durable,
+    )
+    .unwrap();
     let geo = j.geometry();
     j.close().unwrap();
     (dir, geo, recs)
@@ -69,7 +74,7 @@ pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send 
         .unwrap_or_else(|_| panic!("still running after {limit:?}"))
 }
 
-fn run_repair(dir: &Path, dry_run: bool) -> overlap_journal::Result<RecoveryReport> {
+fn run_repair(dir: &Path, dry_run: bool) -> overlapped_journal::Result<RecoveryReport> {
     let dir = dir.to_path_buf();
     bounded(Duration::from_secs(60), move || {
         repair(&dir, &opts(), dry_run, &mut |_| {})
@@ -222,7 +227,7 @@ fn valid_records_after_missing_segments_are_kept() {
     assert!(r.records >= kept, "{r:?} kept {kept}");
     let j = Journal::open(&dir, opts()).unwrap();
     let back: Vec<_> = j
-        .read_from(overlap_journal::Lsn(0))
+        .read_from(overlapped_journal::Lsn(0))
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
@@ -258,7 +263,7 @@ fn a_far_segment_costs_no_work_proportional_to_its_number() {
     let next = j.append(b"next").unwrap();
     assert!(next.0 > pos);
     let all: Vec<_> = j
-        .read_from(overlap_journal::Lsn(0))
+        .read_from(overlapped_journal::Lsn(0))
         .unwrap()
         .map(|r| r.unwrap().lsn.0)
         .collect();

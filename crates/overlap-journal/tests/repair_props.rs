@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use overlap::AlignedBuf;
-use overlap_journal::format::{record_span, Checkpoint};
-use overlap_journal::{
+use overlapped::AlignedBuf;
+use overlapped_journal::format::{record_span, Checkpoint};
+use overlapped_journal::{
     repair, repair_storage, FsStorage, Journal, Level, Lsn, Storage, SyncMethod, WriteFuture,
 };
 use proptest::prelude::*;
@@ -433,7 +433,7 @@ fn steps(lost_tail: bool) {
         assert!(!r.rewritten_headers.is_empty(), "{r:?}");
         r
     };
-    let engine = overlap::Engine::new().unwrap();
+    let engine = overlapped::Engine::new().unwrap();
     for at in 0.. {
         assert!(
             at < 1000,

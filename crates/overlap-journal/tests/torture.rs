@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use overlap::{DriverChoice, Engine};
-use overlap_journal::{Error, Journal, Level, Options};
+use overlapped::{DriverChoice, Engine};
+use overlapped_journal::{Error, Journal, Level, Options};
 
 fn opts(engine: &Engine) -> Options {
     Options::default()
@@ -251,7 +251,7 @@ fn fork_in_flight(engine: &Engine, d: &Path) -> Result<(), String> {
     let last = appended
         .last()
         .map(|a| a.0)
-        .unwrap_or(overlap_journal::Lsn(0));
+        .unwrap_or(overlapped_journal::Lsn(0));
     j.wait_blocking(last, Level::Durable)
         .map_err(|e| e.to_string())?;
     j.close().map_err(|e| e.to_string())?;
@@ -328,7 +328,7 @@ fn injected_failure(engine: &Engine, driver: &str) -> Result<(), String> {
         return Err(format!("not ENOSPC: {err}"));
     }
     drop(j);
-    let (_, recs) = overlap_journal::inspect(&d, &o).map_err(|e| e.to_string())?;
+    let (_, recs) = overlapped_journal::inspect(&d, &o).map_err(|e| e.to_string())?;
     let got: BTreeMap<u64, Vec<u8>> = recs
         .map(|r| r.map(|r| (r.lsn.0, r.data)))
         .collect::<Result<_, _>>()
@@ -345,7 +345,7 @@ fn injected_failure(engine: &Engine, driver: &str) -> Result<(), String> {
 /// Runs the six scenarios on `choice`, printing one cell each; fails the
 /// test if any failed.
 fn run(choice: DriverChoice, name: &str) {
-    let engine = match overlap::Engine::builder().driver(choice).build() {
+    let engine = match overlapped::Engine::builder().driver(choice).build() {
         Ok(e) => e,
         Err(e) => {
             for s in SCENARIOS {
@@ -385,7 +385,7 @@ fn scenario(
     name: &str,
 ) -> Result<(), String> {
     let fresh = || {
-        overlap::Engine::builder()
+        overlapped::Engine::builder()
             .driver(choice)
             .build()
             .expect("engine")
@@ -485,7 +485,7 @@ fn fork_scenario_child() {
         "aio" => DriverChoice::Aio,
         _ => DriverChoice::Pool,
     };
-    let engine = overlap::Engine::builder()
+    let engine = overlapped::Engine::builder()
         .driver(choice)
         .build()
         .expect("engine");

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use overlap::AlignedBuf;
-use overlap_journal::fault::{FaultStorage, Loss};
-use overlap_journal::format::{record_span, Geometry};
-use overlap_journal::{
+use overlapped::AlignedBuf;
+use overlapped_journal::fault::{FaultStorage, Loss};
+use overlapped_journal::format::{record_span, Geometry};
+use overlapped_journal::{
     verify, Damage, DroppedStretch, Error, Journal, Level, Lsn, Options, RecoveryMode, Storage,
 };
 use rand::rngs::StdRng;
@@ -153,7 +153,7 @@ fn repair_salvages_every_intact_record_and_never_reuses_an_lsn() {
     // A dry run lists everything and changes nothing.
     let before = snapshot(&d);
     let mut listed = Vec::new();
-    let dry = overlap_journal::repair(&d, &opts(), true, &mut |s: &DroppedStretch| {
+    let dry = overlapped_journal::repair(&d, &opts(), true, &mut |s: &DroppedStretch| {
         listed.push(s.clone())
     })
     .unwrap();
@@ -169,7 +169,7 @@ fn repair_salvages_every_intact_record_and_never_reuses_an_lsn() {
 
     // The repair itself: the same, and the dropped bytes saved first.
     let mut again = Vec::new();
-    let r = overlap_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
+    let r = overlapped_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
         again.push(s.clone())
     })
     .unwrap();
@@ -212,7 +212,7 @@ fn repair_salvages_every_intact_record_and_never_reuses_an_lsn() {
     assert_eq!(got.last().unwrap(), &(next.0, b"new".to_vec()));
     assert_eq!(j.recovery_report().truncated_at, None);
     drop(j);
-    let r = overlap_journal::repair(&d, &opts(), false, &mut |_: &DroppedStretch| {}).unwrap();
+    let r = overlapped_journal::repair(&d, &opts(), false, &mut |_: &DroppedStretch| {}).unwrap();
     assert_eq!(r.dropped_stretches, 0);
 }
 
@@ -233,7 +233,7 @@ fn repair_of_a_damaged_empty_record_keeps_the_next_record() {
     assert_eq!(n.0 - e.0, 24, "an empty record spans 24 bytes");
     poke(&d, &geo, e.0 + 4, &[0xde, 0xad]); // its CRC
     let mut listed = Vec::new();
-    let r = overlap_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
+    let r = overlapped_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
         listed.push((s.from, s.to))
     })
     .unwrap();
@@ -249,7 +249,7 @@ fn repair_of_a_damaged_empty_record_keeps_the_next_record() {
         ]
     );
     drop(j);
-    let r = overlap_journal::repair(&d, &opts(), false, &mut |_: &DroppedStretch| {}).unwrap();
+    let r = overlapped_journal::repair(&d, &opts(), false, &mut |_: &DroppedStretch| {}).unwrap();
     assert_eq!(r.dropped_stretches, 0);
 }
 
@@ -278,7 +278,7 @@ fn repair_lists_every_dropped_stretch_not_only_the_first_thousand() {
     drop(seg);
     let mut n = 0u64;
     let mut last = 0;
-    let r = overlap_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
+    let r = overlapped_journal::repair(&d, &opts(), false, &mut |s: &DroppedStretch| {
         n += 1;
         last = s.from;
     })
@@ -286,7 +286,7 @@ fn repair_lists_every_dropped_stretch_not_only_the_first_thousand() {
     assert_eq!(n, 1500);
     assert_eq!(last, lsns[2998]);
     assert_eq!(r.dropped_stretches, 1500);
-    assert_eq!(r.dropped.len(), overlap_journal::MAX_LISTED);
+    assert_eq!(r.dropped.len(), overlapped_journal::MAX_LISTED);
     assert_eq!(r.records, 1500);
     let saved = std::fs::read(r.dropped_file.unwrap()).unwrap();
     assert_eq!(parse_dropped(&saved).len(), 1500);
@@ -557,7 +557,7 @@ fn a_batch_is_bounded_and_not_empty() {
 }
 
 /// Starts a thread that reads `tail` to its end.
-fn read_tail(tail: overlap_journal::Tail) -> std::thread::JoinHandle<Vec<(Lsn, Vec<u8>)>> {
+fn read_tail(tail: overlapped_journal::Tail) -> std::thread::JoinHandle<Vec<(Lsn, Vec<u8>)>> {
     std::thread::spawn(move || {
         tail.map(|r| {
             let r = r.unwrap();

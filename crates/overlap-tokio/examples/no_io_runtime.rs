@@ -1,16 +1,16 @@
-//! overlap_tokio::fs on tokio runtimes built without their I/O driver (no
+//! overlapped_tokio::fs on tokio runtimes built without their I/O driver (no
 //! `enable_io`), in a program that may be built with `panic = "abort"`:
-//! tokio::fs works there, so overlap_tokio::fs must, without a panic (which
+//! tokio::fs works there, so overlapped_tokio::fs must, without a panic (which
 //! such a program does not survive) and without printing anything.
 //!
 //! ```sh
-//! cargo run -p overlap-tokio --example no_io_runtime -- DIR
+//! cargo run -p overlapped-tokio --example no_io_runtime -- DIR
 //! ```
 //!
 //! The test `lifecycle::a_runtime_without_io_under_panic_abort` builds it
 //! with the workspace's `panic-abort` profile and runs it.
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args_os()

@@ -1,4 +1,4 @@
-//! Whole-file and streamed reads, `tokio::fs` against `overlap_tokio::fs`,
+//! Whole-file and streamed reads, `tokio::fs` against `overlapped_tokio::fs`,
 //! in one program and interleaved (each round runs every measurement once
 //! per system, the first system alternating between rounds).
 //!
@@ -30,9 +30,9 @@
 //! index and size.
 //!
 //! ```sh
-//! cargo run --release -p overlap-tokio --example whole_file -- DIR [ROUNDS] [SIZES] [TASKS] [CACHE] [--json] [--total-mib N] [--files N]
+//! cargo run --release -p overlapped-tokio --example whole_file -- DIR [ROUNDS] [SIZES] [TASKS] [CACHE] [--json] [--total-mib N] [--files N]
 //! # the defaults:
-//! cargo run --release -p overlap-tokio --example whole_file -- DIR 3 4k,64k,1m,16m 1,4,16,64,256,1024 cached,evicted
+//! cargo run --release -p overlapped-tokio --example whole_file -- DIR 3 4k,64k,1m,16m 1,4,16,64,256,1024 cached,evicted
 //! ```
 //!
 //! DIR is a directory on the disk to measure (not a tmpfs: eviction means
@@ -84,7 +84,7 @@ impl Sys {
     fn name(self) -> &'static str {
         match self {
             Sys::Tokio => "tokio::fs",
-            Sys::Overlap => "overlap_tokio::fs",
+            Sys::Overlap => "overlapped_tokio::fs",
         }
     }
 
@@ -465,13 +465,15 @@ async fn read_to_end<R: AsyncRead + Unpin>(mut file: R) -> io::Result<Seen> {
 async fn read_one(sys: Sys, work: Work, p: &Path) -> io::Result<Seen> {
     match (work, sys) {
         (Work::FsRead, Sys::Tokio) => Ok(Seen::of(&tokio::fs::read(p).await?)),
-        (Work::FsRead, Sys::Overlap) => Ok(Seen::of(&overlap_tokio::fs::read(p).await?)),
+        (Work::FsRead, Sys::Overlap) => Ok(Seen::of(&overlapped_tokio::fs::read(p).await?)),
         (Work::ReadToEnd, Sys::Tokio) => read_to_end(tokio::fs::File::open(p).await?).await,
         (Work::ReadToEnd, Sys::Overlap) => {
-            read_to_end(overlap_tokio::fs::File::open(p).await?).await
+            read_to_end(overlapped_tokio::fs::File::open(p).await?).await
         }
         (Work::ReaderStream, Sys::Tokio) => stream(tokio::fs::File::open(p).await?).await,
-        (Work::ReaderStream, Sys::Overlap) => stream(overlap_tokio::fs::File::open(p).await?).await,
+        (Work::ReaderStream, Sys::Overlap) => {
+            stream(overlapped_tokio::fs::File::open(p).await?).await
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Writes and copies, `tokio::fs` against `overlap_tokio::fs`, interleaved
+//! Writes and copies, `tokio::fs` against `overlapped_tokio::fs`, interleaved
 //! (each round runs every workload once per system, the first system
 //! alternating between rounds): the writes table of BENCHMARKS.md.
 //!
@@ -16,7 +16,7 @@
 //! next measurement (outside the timing).
 //!
 //! ```sh
-//! cargo run --release -p overlap-tokio --example write_copy -- DIR [SIZE_MIB] [ROUNDS] [TREE_FILES]
+//! cargo run --release -p overlapped-tokio --example write_copy -- DIR [SIZE_MIB] [ROUNDS] [TREE_FILES]
 //! ```
 //!
 //! DIR is a directory on the disk to measure (files named `wc-*` are made
@@ -75,7 +75,7 @@ impl Sys {
     fn name(self) -> &'static str {
         match self {
             Sys::Tokio => "tokio::fs",
-            Sys::Overlap => "overlap_tokio::fs",
+            Sys::Overlap => "overlapped_tokio::fs",
         }
     }
 }
@@ -118,28 +118,28 @@ type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 async fn open(sys: Sys, p: &Path) -> std::io::Result<Reader> {
     Ok(match sys {
         Sys::Tokio => Box::new(tokio::fs::File::open(p).await?),
-        Sys::Overlap => Box::new(overlap_tokio::fs::File::open(p).await?),
+        Sys::Overlap => Box::new(overlapped_tokio::fs::File::open(p).await?),
     })
 }
 
 async fn create(sys: Sys, p: &Path) -> std::io::Result<Writer> {
     Ok(match sys {
         Sys::Tokio => Box::new(tokio::fs::File::create(p).await?),
-        Sys::Overlap => Box::new(overlap_tokio::fs::File::create(p).await?),
+        Sys::Overlap => Box::new(overlapped_tokio::fs::File::create(p).await?),
     })
 }
 
 async fn fs_copy(sys: Sys, from: &Path, to: &Path) -> std::io::Result<u64> {
     match sys {
         Sys::Tokio => tokio::fs::copy(from, to).await,
-        Sys::Overlap => overlap_tokio::fs::copy(from, to).await,
+        Sys::Overlap => overlapped_tokio::fs::copy(from, to).await,
     }
 }
 
 async fn create_dir_all(sys: Sys, p: &Path) -> std::io::Result<()> {
     match sys {
         Sys::Tokio => tokio::fs::create_dir_all(p).await,
-        Sys::Overlap => overlap_tokio::fs::create_dir_all(p).await,
+        Sys::Overlap => overlapped_tokio::fs::create_dir_all(p).await,
     }
 }
 
@@ -154,7 +154,7 @@ async fn list(sys: Sys, dir: &Path) -> std::io::Result<Vec<(PathBuf, bool)>> {
             }
         }
         Sys::Overlap => {
-            let mut rd = overlap_tokio::fs::read_dir(dir).await?;
+            let mut rd = overlapped_tokio::fs::read_dir(dir).await?;
             while let Some(e) = rd.next_entry().await? {
                 out.push((e.path(), e.file_type().await?.is_dir()));
             }
@@ -340,7 +340,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         size_mib, tree_files, rounds
     );
     println!(
-        "| workload | tokio::fs | overlap_tokio::fs | tokio / overlap | per round: median (range) |\n| --- | --- | --- | --- | --- |"
+        "| workload | tokio::fs | overlapped_tokio::fs | tokio / overlap | per round: median (range) |\n| --- | --- | --- | --- | --- |"
     );
     for &work in &works {
         let of = |sys| {

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
-use overlap::Engine;
+use overlapped::Engine;
 
 /// The engine in use, leaked: it lives as long as the process (or, in a
 /// child after `fork`, is forgotten there: the parent's engine must never
@@ -12,7 +12,7 @@ static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
 /// Serialises making or installing an engine.
 static MAKING: Mutex<()> = Mutex::new(());
 
-/// The engine every `overlap_tokio::fs` call uses: created with
+/// The engine every `overlapped_tokio::fs` call uses: created with
 /// [`Engine::new`] on first use (io_uring, or the thread pool and the
 /// reason why), unless [`set_engine`] installed one before. As
 /// `Engine::new`, it obeys the environment variable `OVERLAP_DRIVER`
@@ -22,7 +22,7 @@ static MAKING: Mutex<()> = Mutex::new(());
 /// parent's belongs to the parent (its threads are not in the child).
 ///
 /// ```
-/// let engine = overlap_tokio::engine();
+/// let engine = overlapped_tokio::engine();
 /// println!("{} ({:?})", engine.driver().kind, engine.stats());
 /// ```
 pub fn engine() -> &'static Engine {
@@ -37,7 +37,7 @@ pub fn engine() -> &'static Engine {
         Ok(e) => install(e),
         // Engine::new only fails when neither io_uring nor a thread can be
         // had; nothing in this crate can work then.
-        Err(e) => panic!("overlap-tokio: no engine could be created: {e}"),
+        Err(e) => panic!("overlapped-tokio: no engine could be created: {e}"),
     }
 }
 

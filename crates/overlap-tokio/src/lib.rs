@@ -1,9 +1,9 @@
-//! # overlap-tokio
+//! # overlapped-tokio
 //!
 //! A drop-in for [`tokio::fs`] whose file operations are truly
-//! asynchronous: replace `use tokio::fs` with `use overlap_tokio::fs`.
+//! asynchronous: replace `use tokio::fs` with `use overlapped_tokio::fs`.
 //!
-//! Operations with an io_uring opcode go through the [`overlap`] engine,
+//! Operations with an io_uring opcode go through the [`overlapped`] engine,
 //! and their completions reach tokio through its own reactor: each tokio
 //! worker thread submits on a ring of its own, registered with tokio's
 //! I/O driver, so the kernel wakes the worker and no thread of overlap's
@@ -12,7 +12,7 @@
 //! module's documentation has the table of which is which.
 //!
 //! ```
-//! use overlap_tokio::fs; // instead of `use tokio::fs;`
+//! use overlapped_tokio::fs; // instead of `use tokio::fs;`
 //! use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 //!
 //! # tokio::runtime::Runtime::new()?.block_on(async {
@@ -27,7 +27,7 @@
 //! let mut s = String::new();
 //! file.read_to_string(&mut s).await?;
 //! assert_eq!(s, "world");
-//! println!("{:?}", overlap_tokio::engine().stats());
+//! println!("{:?}", overlapped_tokio::engine().stats());
 //! # Ok::<(), std::io::Error>(()) })?;
 //! # Ok::<(), std::io::Error>(())
 //! ```

@@ -5,7 +5,7 @@
 //! completion port, whose threads wake the task: one hand-off more).
 //!
 //! Each tokio thread that polls an engine operation gets a ring of its own
-//! ([`overlap::ReactorRing`], made on first use), registered with tokio's
+//! ([`overlapped::ReactorRing`], made on first use), registered with tokio's
 //! I/O driver through [`AsyncFd`]. Operations polled on that thread are
 //! submitted on its ring by the polling thread itself. The kernel runs
 //! their completion work on that thread (waking it from `epoll_wait` or
@@ -20,7 +20,7 @@
 //! this crate; `Stats::submitted_on_reactor_rings` tells the two apart.
 //!
 //! Whatever becomes of the thread or the runtime, an operation completes
-//! (the engine's rule, see [`overlap::ReactorRing`]):
+//! (the engine's rule, see [`overlapped::ReactorRing`]):
 //! - A thread that exits (a worker at runtime shutdown, a blocking-pool
 //!   thread after its keep-alive) orphans its ring: the engine's ring watcher
 //!   completes what is in flight there, without holding up the thread's
@@ -47,11 +47,11 @@ use std::task::{Context, Poll};
 #[cfg(target_os = "linux")]
 mod ring;
 
-/// Runs an [`overlap`] engine future with its completions delivered by
+/// Runs an [`overlapped`] engine future with its completions delivered by
 /// tokio's reactor: the operations it submits go on the polling tokio
 /// thread's ring (see the crate docs). Every operation of
 /// [`fs`](crate::fs) is polled this way; use it for the engine's own API
-/// ([`overlap::File`], [`overlap::Op`]) inside tokio.
+/// ([`overlapped::File`], [`overlapped::Op`]) inside tokio.
 ///
 /// Outside a tokio runtime, or where no ring can be had, the future is
 /// polled as it is and its operations go through the engine's driver.
@@ -59,17 +59,17 @@ mod ring;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use overlap::OpenOptions;
+/// use overlapped::OpenOptions;
 ///
 /// let dir = tempfile::tempdir()?;
-/// let engine = overlap_tokio::engine();
-/// let file = overlap_tokio::on_ring(
+/// let engine = overlapped_tokio::engine();
+/// let file = overlapped_tokio::on_ring(
 ///     OpenOptions::new().read(true).write(true).create(true)
 ///         .open(engine, dir.path().join("f")),
 /// ).await?;
-/// let (res, _buf) = overlap_tokio::on_ring(file.write_all_at(b"hello".to_vec(), 0)).await;
+/// let (res, _buf) = overlapped_tokio::on_ring(file.write_all_at(b"hello".to_vec(), 0)).await;
 /// res?;
-/// let (n, buf) = overlap_tokio::on_ring(file.read_at(vec![0u8; 5], 0)).await;
+/// let (n, buf) = overlapped_tokio::on_ring(file.read_at(vec![0u8; 5], 0)).await;
 /// assert_eq!(&buf[..n?], b"hello");
 /// # Ok(())
 /// # }

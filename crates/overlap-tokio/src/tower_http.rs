@@ -6,11 +6,11 @@
 //! (modification times with their nanoseconds, which `ETag` and
 //! `Last-Modified` are made from: of an open file, the attributes the kernel
 //! holds in memory, read on the calling thread with `AT_STATX_DONT_SYNC` as
-//! [`overlap::File::stat_cached`] does, no I/O and no kernel worker; of a
-//! path, following symbolic links, by [`overlap::path::metadata`]: on the
+//! [`overlapped::File::stat_cached`] does, no I/O and no kernel worker; of a
+//! path, following symbolic links, by [`overlapped::path::metadata`]: on the
 //! calling thread when the dentry cache holds the whole path, else through
 //! the engine), and reads them as
-//! [`overlap_tokio::fs::File`](crate::fs::File)s: a range request seeks (no
+//! [`overlapped_tokio::fs::File`](crate::fs::File)s: a range request seeks (no
 //! system call), the body is read 64 KiB at a time (see
 //! [`OverlapBackend::with_read_size`]), from the page cache straight into
 //! the body's buffer when it is there, and no further than the length the
@@ -29,7 +29,7 @@
 //! The change in an axum or tower application is one line:
 //!
 //! ```no_run
-//! use overlap_tokio::tower_http::OverlapBackend;
+//! use overlapped_tokio::tower_http::OverlapBackend;
 //! use tower_http::services::ServeDir;
 //!
 //! // instead of `ServeDir::new("assets")`:
@@ -48,7 +48,7 @@
 //! conditional requests. [`serve_file_with_mime`] sets the content type.
 //!
 //! ```no_run
-//! use overlap_tokio::tower_http::serve_file;
+//! use overlapped_tokio::tower_http::serve_file;
 //!
 //! // instead of `ServeFile::new("assets/index.html")`:
 //! let service = serve_file("assets/index.html").precompressed_gzip();
@@ -291,7 +291,7 @@ fn not_served() -> io::Error {
 }
 
 /// A file opened by [`OverlapBackend`]: an
-/// [`overlap_tokio::fs::File`](crate::fs::File) (its reads and seeks).
+/// [`overlapped_tokio::fs::File`](crate::fs::File) (its reads and seeks).
 ///
 /// Once its [`metadata`](thfs::File::metadata) was asked for (`ServeDir`
 /// does, and promises the client that many bytes in `Content-Length`), it
@@ -311,7 +311,7 @@ pub struct OverlapFile {
     file: crate::fs::File,
     /// What `statx` said as the file was opened, for the first `metadata`
     /// (`ServeDir` asks right after the open): one system call, not two.
-    opened: std::sync::Mutex<Option<overlap::path::Stat>>,
+    opened: std::sync::Mutex<Option<overlapped::path::Stat>>,
     /// The length `metadata` reported ([`UNKNOWN_LEN`]: not asked).
     len: AtomicU64,
     gate: Option<Gate>,
@@ -676,7 +676,7 @@ impl thfs::File for OverlapFile {
 
     fn metadata(&self) -> Self::MetadataFuture<'_> {
         // The open file's attributes as the kernel holds them, on this
-        // thread (`overlap::File::stat_cached`: no I/O, about a microsecond),
+        // thread (`overlapped::File::stat_cached`: no I/O, about a microsecond),
         // not io_uring's STATX, which the kernel always hands to a worker:
         // `ServeDir` asks once per request.
         let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -702,11 +702,11 @@ impl thfs::File for OverlapFile {
 
 /// What [`OverlapBackend`] tells `ServeDir` about a file: its `statx`.
 #[derive(Clone, Debug)]
-pub struct OverlapMetadata(overlap::path::Stat);
+pub struct OverlapMetadata(overlapped::path::Stat);
 
 impl OverlapMetadata {
     /// Everything `statx` said.
-    pub fn stat(&self) -> &overlap::path::Stat {
+    pub fn stat(&self) -> &overlapped::path::Stat {
         &self.0
     }
 }

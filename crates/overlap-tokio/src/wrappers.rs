@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use futures::StreamExt; // or tokio_stream::StreamExt
-//! use overlap_tokio::fs;
-//! use overlap_tokio::wrappers::ReadDirStream; // instead of tokio_stream::wrappers::ReadDirStream
+//! use overlapped_tokio::fs;
+//! use overlapped_tokio::wrappers::ReadDirStream; // instead of tokio_stream::wrappers::ReadDirStream
 //!
 //! # tokio::runtime::Runtime::new()?.block_on(async {
 //! let dir = tempfile::tempdir()?;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::util::{data, tempdir};
@@ -157,7 +157,7 @@ fn a_runtime_ended_beside_loops_of_cached_reads_leaves_nothing_behind() {
             let p = warm_file(dir.path(), 4 << 20);
             // The engine first: it stays (its threads, which the thread-pool
             // driver adds on demand, are not the runtime's).
-            let _ = overlap_tokio::engine();
+            let _ = overlapped_tokio::engine();
             // And tokio's process-wide state: a runtime with its drivers
             // made once (with tokio's `signal` feature, which the workspace
             // enables for the CLI, the first one opens a socket pair that

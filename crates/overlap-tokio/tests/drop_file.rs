@@ -18,7 +18,7 @@ use crate::util::{data, in_child, is_child, tempdir, wait_until};
 const FIRST: usize = 1 << 20;
 const TOTAL: usize = 2 << 20;
 
-/// Writes [`TOTAL`] bytes through `overlap_tokio::fs` or `tokio::fs` (as
+/// Writes [`TOTAL`] bytes through `overlapped_tokio::fs` or `tokio::fs` (as
 /// `tokio_fs` says) and drops the file without `flush`; returns the bytes.
 async fn write_and_drop(path: &Path, seed: u8, tokio_fs: bool) -> Vec<u8> {
     let want = data(TOTAL, seed);
@@ -36,7 +36,7 @@ async fn write_and_drop(path: &Path, seed: u8, tokio_fs: bool) -> Vec<u8> {
     if tokio_fs {
         go!(tokio::fs)
     } else {
-        go!(overlap_tokio::fs)
+        go!(overlapped_tokio::fs)
     }
     want
 }
@@ -112,9 +112,9 @@ fn a_dropped_files_bytes_survive_the_runtimes_end() {
         let (ours, _) = losses(dir.path(), 5, false);
         eprintln!(
             "drop then runtime end: tokio::fs lost bytes in {theirs} of {n} runs, \
-                 overlap_tokio::fs in {ours} of {n}"
+                 overlapped_tokio::fs in {ours} of {n}"
         );
-        assert_eq!(ours, 0, "overlap_tokio::fs lost acknowledged bytes");
+        assert_eq!(ours, 0, "overlapped_tokio::fs lost acknowledged bytes");
     });
 }
 
@@ -132,7 +132,7 @@ async fn a_main(path: PathBuf, tokio_fs: bool) {
 /// `main` returning ends the process; what `#[tokio::main]` does before
 /// (dropping the runtime, which waits for the blocking pool) is all that
 /// can save bytes still behind. Measured for `tokio::fs` in the same
-/// program; `overlap_tokio::fs` must lose none.
+/// program; `overlapped_tokio::fs` must lose none.
 #[test]
 fn returning_from_tokio_main_keeps_a_dropped_files_bytes() {
     if is_child(RETURN_TEST) {
@@ -161,8 +161,8 @@ fn returning_from_tokio_main_keeps_a_dropped_files_bytes() {
     }
     println!(
         "return from #[tokio::main] after a drop: tokio::fs lost bytes in {} of {RUNS} runs, \
-         overlap_tokio::fs in {} of {RUNS}",
+         overlapped_tokio::fs in {} of {RUNS}",
         lost[0], lost[1]
     );
-    assert_eq!(lost[1], 0, "overlap_tokio::fs lost acknowledged bytes");
+    assert_eq!(lost[1], 0, "overlapped_tokio::fs lost acknowledged bytes");
 }

@@ -1,5 +1,5 @@
 //! One program, written against `tokio::fs` and the `tokio::io` traits,
-//! run unchanged with `overlap_tokio::fs` in its place: both must observe
+//! run unchanged with `overlapped_tokio::fs` in its place: both must observe
 //! the same.
 
 mod with_tokio {
@@ -8,7 +8,7 @@ mod with_tokio {
 }
 
 mod with_overlap {
-    use overlap_tokio::fs;
+    use overlapped_tokio::fs;
     include!("dropin_program.rs");
 }
 
@@ -19,7 +19,10 @@ async fn the_same_program_observes_the_same() {
     let theirs = with_tokio::program(d1.path()).await;
     let ours = with_overlap::program(d2.path()).await;
     for (i, (t, o)) in theirs.iter().zip(&ours).enumerate() {
-        assert_eq!(o, t, "step {i} differs (left: overlap_tokio, right: tokio)");
+        assert_eq!(
+            o, t,
+            "step {i} differs (left: overlapped_tokio, right: tokio)"
+        );
     }
     assert_eq!(ours.len(), theirs.len());
     // Not two identical mistakes: some results checked outright.

@@ -1,6 +1,6 @@
 // A program written against `tokio::fs` and the `tokio::io` traits, included
 // twice by `dropin.rs`: once with `fs` = `tokio::fs`, once with
-// `fs` = `overlap_tokio::fs` (the one-line rename). It returns what it
+// `fs` = `overlapped_tokio::fs` (the one-line rename). It returns what it
 // observed, one line per step, for the two to be compared.
 
 use std::io::SeekFrom;

@@ -1,8 +1,8 @@
 //! The engine underneath: the driver the run asked for, and the operations
 //! with an io_uring opcode really going through it.
 
-use overlap::DriverKind;
-use overlap_tokio::fs;
+use overlapped::DriverKind;
+use overlapped_tokio::fs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::util::{data, tempdir};
@@ -14,7 +14,7 @@ rt_tests!(
 );
 
 async fn the_driver_is_the_one_the_run_asked_for() {
-    let info = overlap_tokio::engine().driver();
+    let info = overlapped_tokio::engine().driver();
     match std::env::var("OVERLAP_DRIVER").as_deref() {
         Ok("pool") => assert_eq!(info.kind, DriverKind::Pool),
         Ok("uring") => assert_eq!(info.kind, DriverKind::Uring),
@@ -23,14 +23,16 @@ async fn the_driver_is_the_one_the_run_asked_for() {
         _ if cfg!(windows) => assert_eq!(info.kind, DriverKind::Iocp, "{info:?}"),
         _ => {
             if let Some(reason) = &info.fallback {
-                eprintln!("SKIPPED: io_uring unavailable, overlap-tokio ran on the pool: {reason}");
+                eprintln!(
+                    "SKIPPED: io_uring unavailable, overlapped-tokio ran on the pool: {reason}"
+                );
             }
         }
     }
 }
 
 async fn file_io_goes_through_the_engine() {
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     let dir = tempdir();
     let p = dir.path().join("f");
     let want = data(1 << 20, 2);
@@ -50,7 +52,7 @@ async fn file_io_goes_through_the_engine() {
 }
 
 async fn path_operations_go_through_the_engine() {
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     let dir = tempdir();
     let before = engine.stats().submitted;
     fs::create_dir(dir.path().join("d")).await.unwrap();

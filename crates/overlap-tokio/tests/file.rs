@@ -5,7 +5,7 @@ use std::io::{ErrorKind, SeekFrom};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
-use overlap_tokio::fs::{self, File, OpenOptions};
+use overlapped_tokio::fs::{self, File, OpenOptions};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::util::{code, data, err_of, eventually, tempdir};
@@ -54,7 +54,7 @@ rt_tests!(
 
 #[cfg(target_os = "linux")]
 /// A FIFO at `dir/name`, its read end (not read yet, so that a write
-/// blocks once the pipe is full) and a write end as an overlap-tokio File.
+/// blocks once the pipe is full) and a write end as an overlapped-tokio File.
 async fn fifo(dir: &std::path::Path, name: &str) -> (std::fs::File, File) {
     use std::os::unix::fs::OpenOptionsExt;
     let p = dir.join(name);
@@ -654,7 +654,7 @@ async fn direct_io_with_aligned_buffers() {
     assert!(f.is_direct());
     let a = f.alignment();
     let len = 4096.max(a.offset as usize);
-    let pool = overlap::AlignedBufPool::new(len, a.memory.max(a.offset) as usize, 2).unwrap();
+    let pool = overlapped::AlignedBufPool::new(len, a.memory.max(a.offset) as usize, 2).unwrap();
     let mut buf = pool.get();
     buf.fill(0x5a);
     let (res, _) = f.write_all_at(buf, 0).await;
@@ -705,7 +705,7 @@ async fn write_through_and_access_hints() {
         .write(true)
         .create(true)
         .write_through(true)
-        .access(overlap::Access::Sequential)
+        .access(overlapped::Access::Sequential)
         .open(&p)
         .await
         .unwrap();
@@ -1031,7 +1031,7 @@ async fn set_max_buf_size_zero_panics_as_tokio() {
     let t = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| theirs.set_max_buf_size(0)));
     let o = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ours.set_max_buf_size(0)));
     let t = msg(t.expect_err("tokio panics"));
-    let o = msg(o.expect_err("overlap-tokio panics as tokio does"));
+    let o = msg(o.expect_err("overlapped-tokio panics as tokio does"));
     assert_eq!(o, t);
     assert_eq!(ours.max_buf_size(), 2 * 1024 * 1024, "unchanged");
 }
@@ -1044,7 +1044,7 @@ async fn cached_reads_fill_the_callers_buffer_and_keep_the_cursor() {
     let p = dir.path().join("f");
     let content = data(200_000, 7);
     std::fs::write(&p, &content).unwrap(); // just written: in the cache
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     let hits = engine.stats().fast_path_hits;
     let mut f = File::open(&p).await.unwrap();
 

@@ -4,7 +4,7 @@
 
 use std::io::SeekFrom;
 
-use overlap_tokio::fs::File;
+use overlapped_tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::util::tempdir;

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 #[cfg(target_os = "linux")]
 use std::os::unix::fs::PermissionsExt;
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 
 use crate::util::{code, data, err_of, tempdir};
 
@@ -285,11 +285,11 @@ async fn read_dir_lists_every_entry_in_chunks() {
 }
 
 /// `tokio_stream::wrappers::ReadDirStream::new(rd)` takes
-/// tokio's `ReadDir`; `overlap_tokio::wrappers::ReadDirStream` is the same
+/// tokio's `ReadDir`; `overlapped_tokio::wrappers::ReadDirStream` is the same
 /// for overlap's, used the same way.
 async fn read_dir_stream_as_tokio_streams() {
     use futures::{StreamExt, TryStreamExt};
-    use overlap_tokio::wrappers::ReadDirStream;
+    use overlapped_tokio::wrappers::ReadDirStream;
     let dir = tempdir();
     let mut want: Vec<String> = (0..70).map(|i| format!("e{i:02}")).collect();
     for n in &want {

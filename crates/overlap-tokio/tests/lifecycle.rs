@@ -1,5 +1,5 @@
 //! Operations outlive the runtime and the thread that polled them
-//! (overlap-tokio's rows of the lifecycle matrix): a runtime dropped or
+//! (overlapped-tokio's rows of the lifecycle matrix): a runtime dropped or
 //! shut down with operations in flight, threads of the blocking pool that
 //! end, a runtime nobody runs, two runtimes on one thread, a runtime
 //! without its I/O driver.
@@ -14,8 +14,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use overlap::DriverKind;
-use overlap_tokio::fs;
+use overlapped::DriverKind;
+use overlapped_tokio::fs;
 
 /// Runs the test `lifecycle::name` in a child process (see
 /// [`crate::util::in_child`]).
@@ -67,7 +67,7 @@ fn threads() -> usize {
 }
 
 fn uring() -> bool {
-    overlap_tokio::engine().driver().kind == DriverKind::Uring
+    overlapped_tokio::engine().driver().kind == DriverKind::Uring
 }
 
 fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
@@ -84,7 +84,7 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// Starts `n` tasks on `rt`, each reading the pipe at `fifo` (nothing is
 /// written yet), and returns once all are in flight.
 fn start_pipe_reads(rt: &tokio::runtime::Runtime, fifo: &Path, n: usize) {
-    let before = overlap_tokio::engine().in_flight().0;
+    let before = overlapped_tokio::engine().in_flight().0;
     for _ in 0..n {
         let fifo = fifo.to_path_buf();
         rt.spawn(async move {
@@ -94,7 +94,7 @@ fn start_pipe_reads(rt: &tokio::runtime::Runtime, fifo: &Path, n: usize) {
             let _ = f.read(&mut buf).await;
         });
     }
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     assert!(
         wait_until(Duration::from_secs(10), || engine.in_flight().0
             >= before + n),
@@ -128,7 +128,7 @@ fn runtime_dropped_with_reads_in_flight() {
                     let _ = f.read(&mut buf).await;
                 });
             }
-            let engine = overlap_tokio::engine();
+            let engine = overlapped_tokio::engine();
             rt.block_on(async {
                 while engine.in_flight().0 < 4 {
                     tokio::task::yield_now().await;
@@ -157,7 +157,7 @@ fn runtime_dropped_with_reads_in_flight() {
     );
 }
 
-/// Every blocking-pool thread that polls an overlap-tokio future
+/// Every blocking-pool thread that polls an overlapped-tokio future
 /// (`spawn_blocking` + `Handle::block_on`) leaves no ring behind once it
 /// has ended.
 #[test]
@@ -278,7 +278,7 @@ fn two_current_thread_runtimes_on_one_thread() {
     );
 }
 
-/// A runtime built without its I/O driver. overlap-tokio works on
+/// A runtime built without its I/O driver. overlapped-tokio works on
 /// it, as tokio::fs does, and prints nothing (tokio's panic is kept off
 /// stderr).
 #[test]
@@ -311,7 +311,7 @@ fn a_runtime_without_io() {
 
 /// A runtime without its I/O driver under `panic = "abort"`: the example
 /// `no_io_runtime`, built with the workspace's `panic-abort` profile (every
-/// crate compiled to abort), uses overlap_tokio::fs on runtimes without an
+/// crate compiled to abort), uses overlapped_tokio::fs on runtimes without an
 /// I/O driver. A panic in the registration would end such a process (exit
 /// 134); it must exit 0 and print nothing on stderr. (`OVERLAP_TOKIO_RINGS=always`, which asks for
 /// the rings anyway, brings the abort back: the check can fail.)
@@ -326,7 +326,7 @@ fn a_runtime_without_io_under_panic_abort() {
             "--profile",
             "panic-abort",
             "-p",
-            "overlap-tokio",
+            "overlapped-tokio",
             "--example",
             "no_io_runtime",
         ])
@@ -391,7 +391,7 @@ fn shutdown_timeout_with_reads_in_flight() {
                 threads()
             );
             writer.write_all(&[1u8; 64]).unwrap();
-            let engine = overlap_tokio::engine();
+            let engine = overlapped_tokio::engine();
             assert!(
                 wait_until(Duration::from_secs(10), || engine.in_flight() == (0, 0)),
                 "the reads completed after the shutdown: {:?}",

@@ -1,4 +1,4 @@
-//! overlap-tokio's rows of the lifecycle matrix (`docs/acknowledged-bytes.md`;
+//! overlapped-tokio's rows of the lifecycle matrix (`docs/acknowledged-bytes.md`;
 //! the engine's rows are `crates/overlap/tests/matrix.rs`): every front end, through
 //! every event that may befall the task that started an operation, for
 //! every kind of operation, on the process's driver (`scripts/test` runs
@@ -34,10 +34,10 @@
 //! What a forked child can do (only the forking thread is copied): the
 //! parent's engine and every ring belong to the parent, and the child's
 //! copy of an operation the parent had in flight is never completed in the
-//! child. On a fresh thread with a new runtime, `overlap_tokio::fs` works
-//! on every driver (`overlap_tokio::engine()` makes the child an engine of
-//! its own on first use), and so does a new `overlap::Engine` through
-//! `overlap_tokio::on_ring`; then the child leaves with `_exit`. The cell
+//! child. On a fresh thread with a new runtime, `overlapped_tokio::fs` works
+//! on every driver (`overlapped_tokio::engine()` makes the child an engine of
+//! its own on first use), and so does a new `overlapped::Engine` through
+//! `overlapped_tokio::on_ring`; then the child leaves with `_exit`. The cell
 //! checks all of that.
 
 use std::future::Future;
@@ -48,8 +48,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use overlap::AlignedBuf;
-use overlap_tokio::fs;
+use overlapped::AlignedBuf;
+use overlapped_tokio::fs;
 use tokio::runtime::Runtime;
 
 const CELL_LIMIT: Duration = Duration::from_secs(20);
@@ -222,7 +222,7 @@ async fn prepare(env: &Env, kind: Kind, slot: u64) -> Prepared {
         Kind::Uncached => {
             let f = fs::OpenOptions::new()
                 .read(true)
-                .access(overlap::Access::Random)
+                .access(overlapped::Access::Random)
                 .open(&env.data)
                 .await
                 .unwrap();
@@ -306,7 +306,7 @@ fn runtime(front: Front, io: bool) -> Runtime {
 }
 
 fn in_flight() -> (usize, usize) {
-    overlap_tokio::engine().in_flight()
+    overlapped_tokio::engine().in_flight()
 }
 
 type Task = tokio::task::JoinHandle<Result<(), String>>;
@@ -522,11 +522,11 @@ fn fork_child_goes_on(data: &Path) -> Result<(), String> {
                     CHILD_FS.store(1, Ordering::Relaxed);
                     Ok(())
                 }
-                (true, 1) => Err("in the child, overlap_tokio::fs was refused with \
+                (true, 1) => Err("in the child, overlapped_tokio::fs was refused with \
                                   Error::Forked: the child has no engine of its own"
                     .into()),
                 (true, 2) => {
-                    Err("in the child, overlap_tokio::fs neither worked nor said Forked".into())
+                    Err("in the child, overlapped_tokio::fs neither worked nor said Forked".into())
                 }
                 (true, 3) => Err("in the child, a new engine's read failed".into()),
                 _ => Err(format!("the child ended with status {status:#x}")),
@@ -541,7 +541,7 @@ fn fork_child_goes_on(data: &Path) -> Result<(), String> {
     }
 }
 
-/// What `overlap_tokio::fs` did in the last forked child: 1 worked, 2
+/// What `overlapped_tokio::fs` did in the last forked child: 1 worked, 2
 /// refused with `Error::Forked`.
 static CHILD_FS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
@@ -559,12 +559,12 @@ fn child_ops(data: &Path) -> i32 {
         Ok(v) if v == &pattern(SEED, 0, BS * BLOCKS as usize) => false,
         _ => return 2,
     };
-    let Ok(engine) = overlap::Engine::new() else {
+    let Ok(engine) = overlapped::Engine::new() else {
         return 3;
     };
     let ok = rt.block_on(async {
-        let f = overlap::File::open(&engine, data).await.ok()?;
-        let (res, buf) = overlap_tokio::on_ring(f.read_at(vec![0u8; BS], 0)).await;
+        let f = overlapped::File::open(&engine, data).await.ok()?;
+        let (res, buf) = overlapped_tokio::on_ring(f.read_at(vec![0u8; BS], 0)).await;
         Some(res.ok()? == BS && buf == pattern(SEED, 0, BS))
     });
     match (ok, refused) {
@@ -701,7 +701,7 @@ fn run_cell_within(front: Front, event: Event, kind: Kind, env: Env) -> Result<(
 
 /// Runs every cell, in this process, and prints the table (to stderr).
 fn run_matrix() {
-    let driver = overlap_tokio::engine().driver().kind;
+    let driver = overlapped_tokio::engine().driver().kind;
     let dir = crate::util::tempdir();
     let data = dir.path().join("data");
     std::fs::write(&data, pattern(SEED, 0, BS * BLOCKS as usize)).unwrap();
@@ -723,7 +723,7 @@ fn run_matrix() {
     let (mut passed, mut na, mut failed) = (0, 0, Vec::new());
     let mut reasons: Vec<&str> = Vec::new();
     let started_all = Instant::now();
-    eprintln!("lifecycle matrix (overlap-tokio, {driver}):");
+    eprintln!("lifecycle matrix (overlapped-tokio, {driver}):");
     for front in FRONTS {
         for event in EVENTS {
             let mut row = format!("  {front:?} x {event:?}:");
@@ -754,7 +754,7 @@ fn run_matrix() {
                         thread_names()
                     ));
                 }
-                if res.is_ok() && pool_threads() > overlap::DEFAULT_POOL_THREADS {
+                if res.is_ok() && pool_threads() > overlapped::DEFAULT_POOL_THREADS {
                     res = Err(format!(
                         "{} pool threads, more than the engine's bound",
                         pool_threads()
@@ -776,7 +776,7 @@ fn run_matrix() {
     }
     eprintln!("  n/a: {}", reasons.join("; "));
     eprintln!(
-        "  fork: in the child, overlap_tokio::fs on a new runtime on a fresh thread {}",
+        "  fork: in the child, overlapped_tokio::fs on a new runtime on a fresh thread {}",
         match CHILD_FS.load(Ordering::Relaxed) {
             1 => "worked",
             2 => "was refused with Error::Forked (the parent's engine driver)",
@@ -787,7 +787,7 @@ fn run_matrix() {
         eprintln!("  FAILED {f}");
     }
     eprintln!(
-        "lifecycle matrix (overlap-tokio, {driver}): {passed} passed, {} failed, {na} not \
+        "lifecycle matrix (overlapped-tokio, {driver}): {passed} passed, {} failed, {na} not \
          applicable ({:.1} s)",
         failed.len(),
         started_all.elapsed().as_secs_f64()

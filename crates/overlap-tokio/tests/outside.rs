@@ -1,5 +1,5 @@
-//! Every function of `overlap_tokio::fs` polled outside any tokio runtime
-//! (`overlap::block_on` on a plain thread): a library call never panics for
+//! Every function of `overlapped_tokio::fs` polled outside any tokio runtime
+//! (`overlapped::block_on` on a plain thread): a library call never panics for
 //! want of a runtime. What tokio would run on its blocking pool runs on a
 //! thread of its own then.
 
@@ -9,8 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use overlap::block_on;
-use overlap_tokio::fs;
+use overlapped::block_on;
+use overlapped_tokio::fs;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::util::tempdir;

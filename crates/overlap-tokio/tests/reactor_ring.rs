@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use overlap::{DriverChoice, DriverKind, Engine, OpenOptions};
-use overlap_tokio::on_ring;
+use overlapped::{DriverChoice, DriverKind, Engine, OpenOptions};
+use overlapped_tokio::on_ring;
 
 const BLOCK: usize = 4096;
 const BLOCKS: usize = 256;
@@ -31,7 +31,7 @@ fn runtimes() -> Vec<(&'static str, tokio::runtime::Runtime)> {
 }
 
 /// A file of `BLOCKS` blocks, block `i` filled with byte `i`.
-fn make_file(engine: &Engine, dir: &std::path::Path) -> overlap::File {
+fn make_file(engine: &Engine, dir: &std::path::Path) -> overlapped::File {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -51,7 +51,7 @@ fn make_file(engine: &Engine, dir: &std::path::Path) -> overlap::File {
 /// The file `make_file` wrote, opened again with O_DIRECT (the page cache,
 /// and so the engine's fast path, answers nothing); `None` after a SKIPPED
 /// line where the file system refuses O_DIRECT.
-fn reopen_direct(engine: &Engine, dir: &std::path::Path) -> Option<Arc<overlap::File>> {
+fn reopen_direct(engine: &Engine, dir: &std::path::Path) -> Option<Arc<overlapped::File>> {
     match OpenOptions::new()
         .read(true)
         .direct(true)
@@ -74,7 +74,7 @@ fn uses_rings(engine: &Engine) -> bool {
 /// where the kernel refuses it), each of its own: other tests run beside.
 fn engines() -> Vec<Engine> {
     let mut v = Vec::new();
-    if overlap_tokio::engine().driver().kind != DriverKind::Uring {
+    if overlapped_tokio::engine().driver().kind != DriverKind::Uring {
         // Threads make no reactor rings while the process's engine is on
         // the pool (`OVERLAP_DRIVER=pool`, the suite's second run).
         eprintln!("SKIPPED: reactor rings with the process engine on the pool");
@@ -150,7 +150,7 @@ fn direct_reads(engine: &Engine) {
     let Some(file) = reopen_direct(engine, dir.path()) else {
         return; // SKIPPED printed
     };
-    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, 64).unwrap();
+    let pool = overlapped::AlignedBufPool::for_file(&file, BLOCK, 64).unwrap();
     for (name, rt) in runtimes() {
         let before = engine.stats();
         rt.block_on(async {
@@ -188,7 +188,7 @@ fn direct_reads(engine: &Engine) {
 /// runtime on the same thread gets a working ring.
 #[test]
 fn runtime_dropped_with_reads_in_flight() {
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = Arc::new(make_file(engine, dir.path()));
     for round in 0..3 {
@@ -230,7 +230,7 @@ fn runtime_dropped_with_reads_in_flight() {
 /// through the engine's driver instead, and still complete.
 #[test]
 fn runtime_without_io_driver_falls_back() {
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = Arc::new(make_file(engine, dir.path()));
     // A thread of its own: rings are per thread, and this one must not have
@@ -239,11 +239,11 @@ fn runtime_without_io_driver_falls_back() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let before = overlap_tokio::engine().stats();
+        let before = overlapped_tokio::engine().stats();
         let (res, buf) = rt.block_on(on_ring(file.read_at(vec![0u8; BLOCK], BLOCK as u64)));
         assert_eq!(res.unwrap(), BLOCK);
         assert!(buf.iter().all(|&b| b == 1));
-        let after = overlap_tokio::engine().stats();
+        let after = overlapped_tokio::engine().stats();
         assert_eq!(
             after.submitted_on_reactor_rings,
             before.submitted_on_reactor_rings
@@ -284,7 +284,7 @@ fn shutdown_inside_the_runtime_does_not_deadlock() {
             tokio::task::yield_now().await;
             engine.shutdown();
             let (res, _) = file.read_at(vec![0u8; BLOCK], 0).await;
-            assert!(matches!(res, Err(overlap::Error::Shutdown)), "{res:?}");
+            assert!(matches!(res, Err(overlapped::Error::Shutdown)), "{res:?}");
         });
         tx.send(()).unwrap();
     });
@@ -309,7 +309,7 @@ impl Drop for PanicOnDrop {
 
 // SAFETY: the bytes live in the Vec's heap allocation, which does not move
 // with the value and is never reallocated.
-unsafe impl overlap::IoBuf for PanicOnDrop {
+unsafe impl overlapped::IoBuf for PanicOnDrop {
     fn stable_ptr(&self) -> *const u8 {
         self.buf.as_ptr()
     }
@@ -319,7 +319,7 @@ unsafe impl overlap::IoBuf for PanicOnDrop {
 }
 
 // SAFETY: as above; every byte of the Vec is initialised.
-unsafe impl overlap::IoBufMut for PanicOnDrop {
+unsafe impl overlapped::IoBufMut for PanicOnDrop {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.buf.as_mut_ptr()
     }
@@ -327,7 +327,11 @@ unsafe impl overlap::IoBufMut for PanicOnDrop {
 
 /// A FIFO to gate reads: a read of it stays in flight until data is
 /// written. Returns the engine's read end and the writer.
-fn fifo_gate(engine: &Engine, dir: &std::path::Path, name: &str) -> (overlap::File, std::fs::File) {
+fn fifo_gate(
+    engine: &Engine,
+    dir: &std::path::Path,
+    name: &str,
+) -> (overlapped::File, std::fs::File) {
     use std::os::unix::fs::OpenOptionsExt;
     let fifo = dir.join(name);
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -481,11 +485,11 @@ fn submissions_of_ready_tasks_are_batched() {
     );
 }
 
-/// `overlap_tokio::fs` polls its engine operations on the tokio thread's
+/// `overlapped_tokio::fs` polls its engine operations on the tokio thread's
 /// ring (other tests share the process engine, so this is a lower bound).
 #[test]
 fn fs_operations_go_through_reactor_rings() {
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     if engine.driver().kind != DriverKind::Uring {
         eprintln!("SKIPPED: reactor rings with the process engine on the pool");
         return;
@@ -496,14 +500,14 @@ fn fs_operations_go_through_reactor_rings() {
         let before = engine.stats().submitted_on_reactor_rings;
         rt.block_on(async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let mut f = overlap_tokio::fs::File::create(&path).await.unwrap();
+            let mut f = overlapped_tokio::fs::File::create(&path).await.unwrap();
             for _ in 0..10 {
                 f.write_all(&[7u8; 4096]).await.unwrap();
                 f.flush().await.unwrap();
             }
             f.sync_all().await.unwrap();
             drop(f);
-            let mut f = overlap_tokio::fs::File::open(&path).await.unwrap();
+            let mut f = overlapped_tokio::fs::File::open(&path).await.unwrap();
             let mut back = Vec::new();
             f.read_to_end(&mut back).await.unwrap();
             assert_eq!(back.len(), 40960, "{name}");
@@ -531,7 +535,7 @@ fn queued_submissions_are_not_stranded_by_a_dropped_runtime() {
     let Some(file) = reopen_direct(&engine, dir.path()) else {
         return; // SKIPPED printed
     };
-    let pool = overlap::AlignedBufPool::for_file(&file, BLOCK, BLOCKS + 1).unwrap();
+    let pool = overlapped::AlignedBufPool::for_file(&file, BLOCK, BLOCKS + 1).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for _ in 0..20 {
@@ -575,7 +579,7 @@ fn registered_buffers_go_fixed_on_reactor_rings() {
             return;
         };
         // One buffer per read: every read is into the registered arena.
-        let pool = overlap::AlignedBufPool::contiguous(BLOCK, BLOCK, BLOCKS).unwrap();
+        let pool = overlapped::AlignedBufPool::contiguous(BLOCK, BLOCK, BLOCKS).unwrap();
         let registered = engine.register_buffers(&pool).unwrap();
         assert_eq!(registered, uses_rings(engine));
         for (name, rt) in runtimes() {

@@ -1,4 +1,4 @@
-//! The integration tests of overlap-tokio, one binary (modules below).
+//! The integration tests of overlapped-tokio, one binary (modules below).
 //!
 //! Every scenario runs on tokio's multi-thread and current-thread runtimes
 //! (`rt_tests!`). The driver is the process's: io_uring when the kernel
@@ -39,7 +39,7 @@ mod outside;
 // io_uring rings registered with tokio's reactor: Linux's.
 #[cfg(target_os = "linux")]
 mod reactor_ring;
-// tokio's own tests of tokio::fs, on overlap_tokio::fs.
+// tokio's own tests of tokio::fs, on overlapped_tokio::fs.
 mod tokio_fs;
 // fork, FIFOs, ENOSPC on a small tmpfs: Linux's.
 #[cfg(target_os = "linux")]

@@ -1,5 +1,5 @@
 //! The acknowledged-byte torture suite (`docs/acknowledged-bytes.md`,
-//! section 6) for `overlap_tokio::fs::File`: one line per scenario,
+//! section 6) for `overlapped_tokio::fs::File`: one line per scenario,
 //! `torture: tokio-file DRIVER SCENARIO ok|FAIL: ...|SKIPPED: ...`, DRIVER
 //! the process engine's (`OVERLAP_DRIVER`, or the engine's own choice).
 //! Scenarios that end runtimes, shut the engine down or fork run in a child
@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use overlap::DriverKind;
-use overlap_tokio::fs;
+use overlapped::DriverKind;
+use overlapped_tokio::fs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::util::{data, is_child, tempdir, wait_until};
 
 fn driver() -> &'static str {
-    match overlap_tokio::engine().driver().kind {
+    match overlapped_tokio::engine().driver().kind {
         DriverKind::Uring => "uring",
         DriverKind::Aio => "aio",
         DriverKind::Pool => "pool",
@@ -218,7 +218,7 @@ async fn cancelled_read_leaves_the_buffer() -> Result<(), String> {
     drop(f);
     // The buffer is the caller's again: nothing writes into it now.
     keep.write_all(&[1u8; 64]).unwrap();
-    let engine = overlap_tokio::engine();
+    let engine = overlapped_tokio::engine();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let settled =
         crate::util::eventually(Duration::from_secs(10), || engine.in_flight().0 == 0).await;
@@ -357,7 +357,7 @@ fn is_shutdown(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::NotConnected && e.to_string().contains("shut down")
 }
 
-/// The process engine shut down (`overlap_tokio::engine().shutdown()`)
+/// The process engine shut down (`overlapped_tokio::engine().shutdown()`)
 /// while eight tasks write: the writes in flight complete or fail with the
 /// shutdown error, every acknowledged block is in the file, and later calls
 /// fail at once with it.
@@ -370,7 +370,7 @@ fn shutdown_in_flight() {
         let f = Arc::new(rt.block_on(fs::File::create(&p)).unwrap());
         let (acked, tasks) = start_writers(&rt, &f);
         std::thread::sleep(Duration::from_millis(100));
-        overlap_tokio::engine().shutdown();
+        overlapped_tokio::engine().shutdown();
         for t in tasks {
             let end = rt.block_on(t).unwrap();
             match end {
@@ -489,7 +489,7 @@ fn small_fs(args: &[&str]) -> Result<String, String> {
 /// Returns the bytes acknowledged by `write_all`s that returned `Ok` and
 /// the piece of the one that failed (part of which `write` may have
 /// acknowledged before), the first error, and the file after the second
-/// flush (with `tokio::fs` or `overlap_tokio::fs`).
+/// flush (with `tokio::fs` or `overlapped_tokio::fs`).
 type Filled = (Vec<u8>, Vec<u8>, std::io::Error, Vec<u8>);
 
 async fn fill_then_free(dir: &Path, tokio_fs: bool) -> Result<Filled, String> {
@@ -535,7 +535,7 @@ async fn fill_then_free(dir: &Path, tokio_fs: bool) -> Result<Filled, String> {
     let err = if tokio_fs {
         go!(tokio::fs)
     } else {
-        go!(overlap_tokio::fs)
+        go!(overlapped_tokio::fs)
     };
     let got = std::fs::read(&p).map_err(|e| e.to_string())?;
     std::fs::remove_file(&p).map_err(|e| e.to_string())?;
@@ -561,7 +561,7 @@ async fn injected_failure_check(mnt: &Path) -> Result<(), String> {
     match fill_then_free(mnt, true).await {
         Ok((t_acked, _, t_err, t_got)) => println!(
             "injected-failure: tokio::fs, same steps: {t_err}; {} of {} acknowledged bytes in \
-             the file after freeing space and flushing (overlap_tokio::fs: {} of {})",
+             the file after freeing space and flushing (overlapped_tokio::fs: {} of {})",
             t_got.len().min(t_acked.len()),
             t_acked.len(),
             got.len(),

@@ -3,7 +3,7 @@
 //! operation (a 1-byte read at end of file, which the kernel answers with 0
 //! bytes at once), from 1 caller and from 4 callers.
 //!
-//! `cargo bench -p overlap --bench ops` (a few seconds per case). For 4
+//! `cargo bench -p overlapped --bench ops` (a few seconds per case). For 4
 //! callers the time shown is the wall time divided by all the callers'
 //! operations, i.e. the cost of one operation at that parallelism.
 
@@ -18,7 +18,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use overlap::{DriverChoice, Engine, File, OpenOptions};
+use overlapped::{DriverChoice, Engine, File, OpenOptions};
 
 const FILE_LEN: usize = 1 << 20;
 const BS: usize = 4096;

@@ -7,17 +7,17 @@
 //! - `port`: a completion port kept `depth` deep, buffers recycled
 //!   (the `randread` example's loop);
 //! - `block_on`: `depth` futures on the calling thread's ring, each a loop
-//!   of reads (`overlap::block_on` of a `join_all`);
+//!   of reads (`overlapped::block_on` of a `join_all`);
 //! - `wait`: `Op::wait`, one read at a time (the C ABI's `overlap_pread`);
 //! - `wait-cached`: the same on a file in the page cache (the fast path).
 //!
-//! `cargo run --release -p overlap --example alloc_count -- FILE [depth] [reads]`
+//! `cargo run --release -p overlapped --example alloc_count -- FILE [depth] [reads]`
 //! (FILE: at least 1 MiB, read with O_DIRECT for the first three paths.)
 #![allow(
     clippy::expect_used,
     reason = "a failed read ends the measurement: it says which and stops"
 )]
-use overlap::{AlignedBufPool, Engine, OpenOptions, Port};
+use overlapped::{AlignedBufPool, Engine, OpenOptions, Port};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -93,8 +93,8 @@ impl Offsets {
 }
 
 fn port_reads(
-    port: &Port<overlap::AlignedBuf>,
-    file: &overlap::File,
+    port: &Port<overlapped::AlignedBuf>,
+    file: &overlapped::File,
     pool: &AlignedBufPool,
     depth: usize,
     reads: u64,
@@ -117,9 +117,9 @@ fn port_reads(
     Ok(())
 }
 
-fn block_on_reads(file: &overlap::File, pool: &AlignedBufPool, depth: usize, reads: u64) {
+fn block_on_reads(file: &overlapped::File, pool: &AlignedBufPool, depth: usize, reads: u64) {
     let per = reads / depth as u64;
-    overlap::block_on(futures::future::join_all((0..depth as u64).map(|t| {
+    overlapped::block_on(futures::future::join_all((0..depth as u64).map(|t| {
         let mut offs = Offsets {
             x: 0x9E37_79B9_7F4A_7C15 ^ (t + 1),
             blocks: (file_blocks(file)).max(1),
@@ -135,7 +135,7 @@ fn block_on_reads(file: &overlap::File, pool: &AlignedBufPool, depth: usize, rea
     })));
 }
 
-fn wait_reads(file: &overlap::File, pool: &AlignedBufPool, reads: u64, offs: &mut Offsets) {
+fn wait_reads(file: &overlapped::File, pool: &AlignedBufPool, reads: u64, offs: &mut Offsets) {
     let mut buf = pool.get();
     for _ in 0..reads {
         let (res, b) = file.read_at(buf, offs.next()).wait();
@@ -144,7 +144,7 @@ fn wait_reads(file: &overlap::File, pool: &AlignedBufPool, reads: u64, offs: &mu
     }
 }
 
-fn file_blocks(file: &overlap::File) -> u64 {
+fn file_blocks(file: &overlapped::File) -> u64 {
     file.stat_cached().map(|m| m.len / 4096).unwrap_or(0)
 }
 
@@ -178,7 +178,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "driver {}, depth {depth}, {reads} reads counted per path after a warm-up",
         engine.driver().kind
     );
-    let report = |name: &str, (a, b): (u64, u64), s0: overlap::Stats, s1: overlap::Stats| {
+    let report = |name: &str, (a, b): (u64, u64), s0: overlapped::Stats, s1: overlapped::Stats| {
         println!(
             "{name:<12} allocs_per_read {:.4}  alloc_bytes_per_read {:.1}  submit_syscalls_per_read {:.4}",
             a as f64 / reads as f64,
@@ -187,7 +187,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     };
 
-    let port: Port<overlap::AlignedBuf> = Port::new(&engine);
+    let port: Port<overlapped::AlignedBuf> = Port::new(&engine);
     port_reads(&port, &direct, &pool, depth, 20_000, &mut offs)?;
     let s0 = engine.stats();
     let mut res = Ok(());

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use overlap::{join_all, Engine, File, OpenOptions, Port};
+use overlapped::{join_all, Engine, File, OpenOptions, Port};
 
 const TOTAL: u64 = 64 << 20;
 const CHUNK: u64 = 256 << 10;
@@ -75,7 +75,10 @@ fn read_back(file: &File, seed: u64, len: u64) -> Check {
             .map(|o| file.read_exact_at(vec![0u8; CHUNK.min(len - o) as usize], o))
             .collect();
         let n = reads.len() as u64;
-        for (i, (res, buf)) in overlap::block_on(join_all(reads)).into_iter().enumerate() {
+        for (i, (res, buf)) in overlapped::block_on(join_all(reads))
+            .into_iter()
+            .enumerate()
+        {
             let o = off + i as u64 * CHUNK;
             res.map_err(|e| format!("read at {o}: {e}"))?;
             if let Some(bad) = (0..buf.len()).find(|&k| buf[k] != byte(seed, o + k as u64)) {

@@ -2,8 +2,8 @@
 //! port: one thread keeps `depth` reads in flight and resubmits as each one
 //! completes. Prints IOPS and CPU time per read.
 //!
-//! `cargo run --release -p overlap --example randread -- FILE [depth] [reads]`
-use overlap::{AlignedBufPool, Engine, OpenOptions, Port};
+//! `cargo run --release -p overlapped --example randread -- FILE [depth] [reads]`
+use overlapped::{AlignedBufPool, Engine, OpenOptions, Port};
 use std::time::Instant;
 
 #[cfg(unix)]
@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .wait()?;
     let blocks = file.metadata().wait()?.len / 4096;
     let pool = AlignedBufPool::for_file(&file, 4096, depth)?;
-    let port: Port<overlap::AlignedBuf> = Port::new(&engine);
+    let port: Port<overlapped::AlignedBuf> = Port::new(&engine);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next_off = move || {
         x ^= x << 13;

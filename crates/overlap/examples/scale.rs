@@ -2,7 +2,7 @@
 //! flight, as tokio tasks on a multi-thread runtime (one worker per core):
 //! does throughput stay flat from 4 to 1024 requesters?
 //!
-//! `cargo run --release -p overlap --example scale -- FILE [reads_per_level]`
+//! `cargo run --release -p overlapped --example scale -- FILE [reads_per_level]`
 
 #![allow(
     clippy::unwrap_used,
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use overlap::{AlignedBufPool, Engine, OpenOptions};
+use overlapped::{AlignedBufPool, Engine, OpenOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -2,7 +2,7 @@
 //! and reports the peak resident memory: backpressure must keep it near the
 //! in-flight budget however fast the caller submits.
 //!
-//! `cargo run --release -p overlap --example write_flood -- DIR [total_MiB] [budget_MiB]`
+//! `cargo run --release -p overlapped --example write_flood -- DIR [total_MiB] [budget_MiB]`
 
 #![allow(
     clippy::unwrap_used,
@@ -10,7 +10,7 @@
     reason = "an example: a failure ends it, with its message"
 )]
 
-use overlap::{Engine, OpenOptions, Port};
+use overlapped::{Engine, OpenOptions, Port};
 
 #[cfg(unix)]
 fn peak_rss_mib() -> f64 {

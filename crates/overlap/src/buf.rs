@@ -89,7 +89,7 @@ pub const MAX_ALIGN: usize = 1 << 16;
 /// A zero-initialised heap buffer whose address is aligned, for direct I/O.
 ///
 /// ```
-/// use overlap::AlignedBuf;
+/// use overlapped::AlignedBuf;
 /// let buf = AlignedBuf::new(8192, 4096).unwrap();
 /// assert_eq!(buf.as_ptr() as usize % 4096, 0);
 /// assert_eq!(buf.len(), 8192);
@@ -341,7 +341,7 @@ impl Drop for Arena {
 /// nothing.
 ///
 /// ```
-/// use overlap::AlignedBufPool;
+/// use overlapped::AlignedBufPool;
 /// let pool = AlignedBufPool::new(4096, 512, 8).unwrap();
 /// let a = pool.get();
 /// let addr = a.as_ptr();
@@ -396,7 +396,7 @@ impl AlignedBufPool {
     /// other but is not registered, and is freed when dropped.
     ///
     /// ```
-    /// use overlap::AlignedBufPool;
+    /// use overlapped::AlignedBufPool;
     /// let pool = AlignedBufPool::contiguous(4096, 4096, 4).unwrap();
     /// let (a, b) = (pool.get(), pool.get());
     /// assert_eq!(b.as_ptr() as usize - a.as_ptr() as usize, 4096);

@@ -134,7 +134,7 @@ pub const DEFAULT_REACTOR_RING_ENTRIES: u32 = crate::cell::DEFAULT_REACTOR_RING_
 /// Configures an [`Engine`].
 ///
 /// ```
-/// use overlap::{Engine, DriverChoice};
+/// use overlapped::{Engine, DriverChoice};
 /// let engine = Engine::builder()
 ///     .driver(DriverChoice::Auto)
 ///     .max_inflight_bytes(16 << 20)
@@ -738,7 +738,7 @@ impl Drop for EngineInner {
 /// are made anew; an inherited engine's other paths are not usable there).
 ///
 /// ```
-/// use overlap::{Engine, OpenOptions};
+/// use overlapped::{Engine, OpenOptions};
 /// let engine = Engine::new().unwrap();
 /// let dir = tempfile::tempdir().unwrap();
 /// let file = OpenOptions::new().read(true).write(true).create(true)
@@ -799,7 +799,7 @@ impl Engine {
     /// ([`AlignedBufPool::contiguous`](crate::AlignedBufPool::contiguous)),
     /// with the kernel for this engine's own rings: the engine thread's,
     /// each thread's own ring (`.wait()`, [`block_on`](crate::block_on))
-    /// and the reactor rings of executors (overlap-tokio). From then on
+    /// and the reactor rings of executors (overlapped-tokio). From then on
     /// their reads and writes into the pool's buffers go as io_uring's
     /// `READ_FIXED` and `WRITE_FIXED`, which skip pinning the buffer's pages
     /// for every operation (on a fast device, several percent of a read's

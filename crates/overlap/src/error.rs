@@ -248,7 +248,7 @@ fn privilege_hint(privilege: &str) -> &'static str {
         "SeManageVolumePrivilege" => {
             "administrators hold it (and accounts granted \"Perform volume maintenance tasks\" \
              in the local security policy), but it is not enabled by default: run the process \
-             elevated and call overlap::enable_manage_volume_privilege() first"
+             elevated and call overlapped::enable_manage_volume_privilege() first"
         }
         _ => "grant it to the account and enable it in the token (AdjustTokenPrivileges)",
     }

@@ -34,14 +34,14 @@ use crate::driver::caller;
 /// allocates once per future when made, nothing per wake-up at steady state.
 ///
 /// ```
-/// # fn main() -> overlap::Result<()> {
+/// # fn main() -> overlapped::Result<()> {
 /// let dir = tempfile::tempdir()?;
-/// let engine = overlap::Engine::builder().build()?;
+/// let engine = overlapped::Engine::builder().build()?;
 /// let path = dir.path().join("f");
 /// std::fs::write(&path, b"0123456789abcdef")?;
-/// let file = overlap::OpenOptions::new().read(true).open(&engine, &path).wait()?;
+/// let file = overlapped::OpenOptions::new().read(true).open(&engine, &path).wait()?;
 /// let reads = (0..4).map(|i| file.read_at(vec![0u8; 4], i * 4));
-/// let done = overlap::block_on(overlap::join_all(reads));
+/// let done = overlapped::block_on(overlapped::join_all(reads));
 /// let texts: Vec<Vec<u8>> = done.into_iter().map(|(n, buf)| buf[..n.unwrap()].to_vec()).collect();
 /// assert_eq!(texts, [b"0123".to_vec(), b"4567".to_vec(), b"89ab".to_vec(), b"cdef".to_vec()]);
 /// # Ok(())

@@ -27,7 +27,7 @@
 //!   still touch it.
 //!
 //! ```
-//! use overlap::{AlignedBufPool, Engine, OpenOptions};
+//! use overlapped::{AlignedBufPool, Engine, OpenOptions};
 //!
 //! let engine = Engine::new()?;
 //! let dir = tempfile::tempdir()?;
@@ -133,7 +133,7 @@
 //! | --- | --- | --- | --- | --- | --- |
 //! | a thread's own ring ([`block_on`], `.wait()`) | that thread only | nobody needs to: the outermost `block_on` returns, and the thread exits, only once nothing is in flight on it | cannot happen | the child never touches the parent's ring; a new one is made in the child | the threads waiting reap their own; shutdown waits for them |
 //! | the engine thread's ring (futures of other executors) | the engine thread | the engine thread, which lives as long as the engine | cannot happen | the engine does not cross `fork` (make a new one in the child) | waits for everything in flight |
-//! | [`ReactorRing`] (overlap-tokio, the Python hub) | the thread inside [`ReactorRing::enter`] | [`ReactorRing::orphan`] hands it to the ring watcher, which also reaps any ring left unreaped for one of its looks (10-100 ms) | Linux cancels (`ECANCELED`) or faults (`EFAULT`) what the thread left: submitted again through the engine's driver | in the child every method leaves the ring alone | shutdown reaps every live ring itself |
+//! | [`ReactorRing`] (overlapped-tokio, the Python hub) | the thread inside [`ReactorRing::enter`] | [`ReactorRing::orphan`] hands it to the ring watcher, which also reaps any ring left unreaped for one of its looks (10-100 ms) | Linux cancels (`ECANCELED`) or faults (`EFAULT`) what the thread left: submitted again through the engine's driver | in the child every method leaves the ring alone | shutdown reaps every live ring itself |
 //! | a [`Port`]'s ring | any thread | the port's workers (any thread in [`Port::next`]); dropping the port waits | submitted again on the port's ring (the file claimed again first) | the child never drains the parent's ring | waits until the kernel is done with every operation of every port; the completions stay for the workers |
 //!
 //! The lifecycle matrix (`crates/overlap/tests/matrix.rs`) checks every

@@ -18,7 +18,7 @@
 //! differences are named where they are.
 //!
 //! ```
-//! use overlap::{path, Engine};
+//! use overlapped::{path, Engine};
 //!
 //! let engine = Engine::new()?;
 //! let dir = tempfile::tempdir()?;
@@ -27,7 +27,7 @@
 //! assert!(path::metadata(&engine, &sub).wait()?.is_dir());
 //! path::rename(&engine, &sub, dir.path().join("renamed")).wait()?;
 //! path::remove_dir(&engine, dir.path().join("renamed")).wait()?;
-//! # Ok::<(), overlap::Error>(())
+//! # Ok::<(), overlapped::Error>(())
 //! ```
 
 use std::path::Path;

@@ -311,7 +311,7 @@ impl WorkerTracker {
 /// perform an operation asynchronously and handed it to a blocking thread.
 ///
 /// ```
-/// use overlap::KernelWorkers;
+/// use overlapped::KernelWorkers;
 /// let before = KernelWorkers::snapshot();
 /// // ... run some I/O ...
 /// let after = KernelWorkers::snapshot();

@@ -34,7 +34,7 @@ use crate::driver::caller::with_waiter;
 /// or a [`Port`](crate::Port).
 ///
 /// ```
-/// assert_eq!(overlap::block_on(async { 40 + 2 }), 42);
+/// assert_eq!(overlapped::block_on(async { 40 + 2 }), 42);
 /// ```
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     block_on_as(fut, false)

@@ -20,7 +20,7 @@ use windows_sys::Win32::Security::SE_MANAGE_VOLUME_NAME;
 ///
 /// ```no_run
 /// # fn main() -> std::io::Result<()> {
-/// if !overlap::enable_manage_volume_privilege()? {
+/// if !overlapped::enable_manage_volume_privilege()? {
 ///     eprintln!("no SeManageVolumePrivilege: writes past the valid data stay synchronous");
 /// }
 /// # Ok(())

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use futures::future::{self as future, join_all, Either};
-use overlap::{AlignedBufPool, AlignmentPart, DriverKind, Engine, Error, OpenOptions};
+use overlapped::{AlignedBufPool, AlignmentPart, DriverKind, Engine, Error, OpenOptions};
 
 fn aio_engine() -> Option<Engine> {
     let d = Driver::aio()?;
@@ -25,7 +25,7 @@ fn direct_file(
     dir: &tempfile::TempDir,
     seed: u64,
     blocks: usize,
-) -> overlap::File {
+) -> overlapped::File {
     let path = dir.path().join(format!("direct-{seed}"));
     std_create_pattern(&path, seed, blocks * 4096);
     open_direct(engine, &path)
@@ -264,7 +264,7 @@ fn panics_in_user_code_on_the_reaper_are_contained() {
     for _ in 0..200 {
         if !provoked.0 {
             let wire = Arc::new(Tripwire::default());
-            let buf = PanicOnDrop::new(overlap::AlignedBuf::new(4096, 4096).unwrap(), &wire);
+            let buf = PanicOnDrop::new(overlapped::AlignedBuf::new(4096, 4096).unwrap(), &wire);
             let pending = poll_once(&mut file.write_at(buf, 0)).is_pending();
             if pending {
                 assert!(wait_until(Duration::from_secs(10), || wire.ran()));
@@ -340,13 +340,13 @@ fn many_threads_waiting_on_one_engine_each_get_their_own_completions() {
         .map(|t| {
             let (file, pool, engine) = (file.clone(), pool.clone(), engine.clone());
             watch(move || {
-                let port: overlap::Port<overlap::AlignedBuf> = overlap::Port::new(&engine);
+                let port: overlapped::Port<overlapped::AlignedBuf> = overlapped::Port::new(&engine);
                 let mut next = 0u64;
                 let mut done = 0u64;
                 let key_off = |k: u64| ((t * 53 + k * 11) % blocks) * 4096;
                 while done < per_thread {
                     while next < per_thread && port.outstanding() < 8 {
-                        port.with_when_full(overlap::WhenFull::Fail)
+                        port.with_when_full(overlapped::WhenFull::Fail)
                             .read_at(&file, pool.get(), key_off(next), next)
                             .map_err(|(e, _)| e)
                             .unwrap();
@@ -402,7 +402,7 @@ fn a_waiter_leaving_with_operations_in_flight_hands_over_to_the_reaper() {
         std::thread::sleep(Duration::from_millis(100));
         let (tx, rx) = std::sync::mpsc::channel();
         let f = file.clone();
-        let (res, buf) = overlap::block_on(async {
+        let (res, buf) = overlapped::block_on(async {
             let mut large = f.read_at(pool.get(), 0);
             // Submitted by this thread's block_on, then moved away in flight
             // (or, should it have completed within its first poll (io_submit
@@ -469,7 +469,7 @@ fn a_panicking_waker_reaped_by_a_waiting_thread_is_contained() {
         let waker = std::task::Waker::from(woken.clone());
         let (f, p, w) = (file.clone(), pool.clone(), woken.clone());
         let waiter = watch(move || {
-            overlap::block_on(async move {
+            overlapped::block_on(async move {
                 let mut victim = f.read_at(p.get(), 0);
                 // Submitted as this thread's (it waits, and reaps), then its
                 // waker replaced by the panicking one. (Done within its first
@@ -537,7 +537,7 @@ fn shutdown_while_threads_wait_completes_everything() {
                 let mut ok = 0u64;
                 for i in 0.. {
                     let off = ((t * 17 + i) % 256) * 4096;
-                    let res = overlap::block_on(async {
+                    let res = overlapped::block_on(async {
                         let mut dropped = file.read_at(KeptBuf::new(pool.get(), &yard), off);
                         let _ = futures::poll!(&mut dropped);
                         drop(dropped); // in flight: the engine keeps it
@@ -650,7 +650,7 @@ fn a_port_worker_is_woken_for_events_another_waiter_reaped() {
     });
     let (f, p, e) = (file.clone(), pool.clone(), engine.clone());
     let worker = watch(move || {
-        let port: overlap::Port<overlap::AlignedBuf> = overlap::Port::new(&e);
+        let port: overlapped::Port<overlapped::AlignedBuf> = overlapped::Port::new(&e);
         for i in 0..5_000u64 {
             let off = (i % 64) * 4096;
             port.read_at(&f, p.get(), off, i)
@@ -710,7 +710,7 @@ fn reads_are_reaped_while_followers_sleep_for_something_else() {
             senders.push(tx);
             let (f, p) = (file.clone(), pool.clone());
             sleepers.push(watch(move || {
-                overlap::block_on(async move {
+                overlapped::block_on(async move {
                     let (res, _) = f.read_at(p.get(), t * 4096).await;
                     assert_eq!(res.unwrap(), 4096);
                     let _ = rx.await;
@@ -747,7 +747,7 @@ fn reads_are_reaped_while_followers_sleep_for_something_else() {
 /// A waker that, woken, blocks on a read of the same engine (user code run
 /// on whichever thread reaps the operation it belongs to).
 struct BlockingWaker {
-    file: Arc<overlap::File>,
+    file: Arc<overlapped::File>,
     pool: AlignedBufPool,
     done: Mutex<Option<(String, usize)>>,
 }
@@ -781,7 +781,7 @@ fn a_nested_wait_on_the_thread_holding_the_role_reaps() {
     let (f, p, w) = (file.clone(), pool.clone(), woken.clone());
     let waiter = watch(move || {
         let waker = std::task::Waker::from(w.clone());
-        overlap::block_on(async move {
+        overlapped::block_on(async move {
             // A read in flight after its first poll (one done within it, as
             // io_submit may block until the device answers, has no waker to
             // run: another is tried).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{Error, File, OpenOptions, Port};
+use overlapped::{Error, File, OpenOptions, Port};
 use rand::{Rng, SeedableRng};
 
 per_driver!(
@@ -148,13 +148,13 @@ fn try_variants_would_block_and_give_the_buffer_back(d: Driver) {
 
     // A request larger than the whole budget is admitted when nothing else
     // is in flight; its completion holds the budget until it is taken.
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, pattern(62, 0, 1 << 20), 0, 1)
         .unwrap();
     let data = pattern(63, 0, 4096);
     let ptr = data.as_ptr();
     let (err, back) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, data, 1 << 20, 2)
         .unwrap_err();
     assert!(matches!(err, Error::WouldBlock), "{err:?}");
@@ -162,7 +162,7 @@ fn try_variants_would_block_and_give_the_buffer_back(d: Driver) {
     assert_eq!(back.as_ptr(), ptr, "the same buffer comes back");
     assert_pattern(&back, 63, 0);
     let (err, rback) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .read_at(&file, vec![0xAB; 4096], 0, 3)
         .unwrap_err();
     assert!(matches!(err, Error::WouldBlock));
@@ -173,7 +173,7 @@ fn try_variants_would_block_and_give_the_buffer_back(d: Driver) {
     let c = port.next().unwrap();
     assert_eq!((c.key, c.result.unwrap()), (1, 1 << 20));
     assert_eq!(engine.in_flight(), (0, 0));
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, back, 1 << 20, 2)
         .unwrap();
     let c = port.next().unwrap();
@@ -189,17 +189,17 @@ fn try_variants_would_block_and_give_the_buffer_back(d: Driver) {
         .wait()
         .unwrap();
     let port: Port<Vec<u8>> = Port::new(&engine);
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, vec![1u8; 10], 0, 10)
         .unwrap();
     let (err, back) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, vec![2u8; 10], 10, 11)
         .unwrap_err();
     assert!(matches!(err, Error::WouldBlock));
     assert_eq!(back, vec![2u8; 10]);
     assert_eq!(port.next().unwrap().key, 10);
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, back, 10, 11)
         .unwrap();
     assert_eq!(port.next().unwrap().key, 11);
@@ -208,10 +208,10 @@ fn try_variants_would_block_and_give_the_buffer_back(d: Driver) {
         &[[1u8; 10], [2u8; 10]].concat()[..]
     );
     // Zero-length requests need no budget.
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, vec![1u8; 10], 0, 12)
         .unwrap();
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .write_at(&file, Vec::new(), 0, 13)
         .unwrap();
     assert_eq!(port.outstanding(), 2);

@@ -12,7 +12,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{AlignedBuf, AlignedBufPool, Engine, File, Port};
+use overlapped::{AlignedBuf, AlignedBufPool, Engine, File, Port};
 
 per_driver!(
     reads_awaited_together_on_a_thread_ring_share_submit_calls,
@@ -87,7 +87,10 @@ fn reads_awaited_together_on_a_thread_ring_share_submit_calls(d: Driver) {
     let blen = pool.buf_len() as u64;
     let before = engine.stats();
     let reads = (0..N).map(|i| file.read_at(pool.get(), i * blen)).collect();
-    for (i, (res, buf)) in overlap::block_on(join_here(reads)).into_iter().enumerate() {
+    for (i, (res, buf)) in overlapped::block_on(join_here(reads))
+        .into_iter()
+        .enumerate()
+    {
         assert_eq!(res.unwrap(), blen as usize);
         assert_pattern(&buf, 124, i as u64 * blen);
     }
@@ -177,7 +180,7 @@ fn a_port_batch_submits_when_it_fills_and_when_it_ends(d: Driver) {
     let (file, pool) = direct_file(&engine, &dir);
     let blen = pool.buf_len() as u64;
     let port: Port<AlignedBuf> = Port::new(&engine);
-    let calls_since = |s: &overlap::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
+    let calls_since = |s: &overlapped::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
     let before = engine.stats();
     port.batch(|port| {
         for i in 0..BATCH - 1 {
@@ -223,7 +226,7 @@ fn a_port_batch_submits_before_its_thread_waits_in_block_on(d: Driver) {
         let got = port.batch(|port| {
             port.read_at(&file, pool.get(), 3 * blen, 3)
                 .unwrap_or_else(|(e, _)| panic!("{e}"));
-            overlap::block_on(rx)
+            overlapped::block_on(rx)
         });
         taker.join().unwrap();
         got
@@ -316,7 +319,7 @@ fn a_batch_guard_submits_when_it_drops(d: Driver) {
     let (file, pool) = direct_file(&engine, &dir);
     let blen = pool.buf_len() as u64;
     let port: Port<AlignedBuf> = Port::new(&engine);
-    let calls_since = |s: &overlap::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
+    let calls_since = |s: &overlapped::Stats| engine.stats().submit_syscalls - s.submit_syscalls;
     let before = engine.stats();
     let batch = port.begin_batch().expect("a ring's port batches");
     assert!(

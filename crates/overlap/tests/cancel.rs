@@ -8,7 +8,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::common::*;
-use overlap::{Engine, File, OpenOptions, Port};
+use overlapped::{Engine, File, OpenOptions, Port};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

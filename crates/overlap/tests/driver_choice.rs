@@ -6,7 +6,7 @@
 use crate::common::*;
 #[cfg(target_os = "linux")]
 use futures::future::join_all;
-use overlap::{
+use overlapped::{
     DriverChoice, DriverKind, Engine, Error, FallbackReason, File, DEFAULT_POOL_THREADS,
 };
 
@@ -587,8 +587,8 @@ fn child_max_kernel_workers() {
     if !is_child("child_max_kernel_workers") {
         return;
     }
-    let Ok(engine) = overlap::Engine::builder()
-        .driver(overlap::DriverChoice::Uring)
+    let Ok(engine) = overlapped::Engine::builder()
+        .driver(overlapped::DriverChoice::Uring)
         .max_kernel_workers(2)
         .build()
     else {
@@ -601,20 +601,20 @@ fn child_max_kernel_workers() {
         detail.contains("at most 2 for file I/O"),
         "limit reported: {detail}"
     );
-    assert!(overlap::Engine::builder()
+    assert!(overlapped::Engine::builder()
         .max_kernel_workers(0)
         .build()
         .is_err());
     // Growing O_DIRECT writes on ext4 go to kernel workers; never more than 2.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let file = overlap::OpenOptions::new()
+    let file = overlapped::OpenOptions::new()
         .write(true)
         .create(true)
         .direct(true)
         .open(&engine, dir.path().join("grow"))
         .wait()
         .unwrap();
-    let pool = overlap::AlignedBufPool::for_file(&file, 64 << 10, 64).unwrap();
+    let pool = overlapped::AlignedBufPool::for_file(&file, 64 << 10, 64).unwrap();
     let ops: Vec<_> = (0..256u64)
         .map(|i| file.write_at(pool.get(), i * (64 << 10)))
         .collect();
@@ -623,7 +623,7 @@ fn child_max_kernel_workers() {
         let all = futures::future::join_all(ops);
         futures::pin_mut!(all);
         loop {
-            alive_max = alive_max.max(overlap::KernelWorkers::snapshot().alive());
+            alive_max = alive_max.max(overlapped::KernelWorkers::snapshot().alive());
             match futures::poll!(all.as_mut()) {
                 std::task::Poll::Ready(r) => break r,
                 std::task::Poll::Pending => {
@@ -705,7 +705,7 @@ fn ring_sizes_travel_from_the_builder_to_every_ring() {
         open_ring_sizes()
     );
 
-    let port = overlap::Port::<Vec<u8>>::new(&engine);
+    let port = overlapped::Port::<Vec<u8>>::new(&engine);
     assert!(
         count_of(engine_ring) > before + 1,
         "a port's ring: {:?}",

@@ -5,7 +5,7 @@
 use std::io::ErrorKind;
 
 use crate::common::*;
-use overlap::{
+use overlapped::{
     AlignedBuf, AlignmentPart, Engine, Error, File, IoBuf, OpenOptions, Port, MAX_POOL_THREADS,
 };
 
@@ -98,7 +98,7 @@ fn misaligned_direct_io_is_refused_before_submission(d: Driver) {
         let (err, back) = port.write_at(&file, back, 0, 1).unwrap_err();
         assert_misaligned(&err, AlignmentPart::Buffer, mem, addr);
         let (err, back) = port
-            .with_when_full(overlap::WhenFull::Fail)
+            .with_when_full(overlapped::WhenFull::Fail)
             .write_at(&file, back, 0, 1)
             .unwrap_err();
         assert_misaligned(&err, AlignmentPart::Buffer, mem, addr);
@@ -132,7 +132,7 @@ fn misaligned_direct_io_is_refused_before_submission(d: Driver) {
         let (res, buf) = file.read_exact_at(buf, bad).wait();
         assert_misaligned(&res.unwrap_err(), AlignmentPart::Offset, off, bad);
         let (err, buf) = aport
-            .with_when_full(overlap::WhenFull::Fail)
+            .with_when_full(overlapped::WhenFull::Fail)
             .write_at(&file, buf, bad, 2)
             .unwrap_err();
         assert_misaligned(&err, AlignmentPart::Offset, off, bad);
@@ -333,7 +333,7 @@ fn write_to_read_only_and_read_from_write_only(d: Driver) {
     let (err, back) = port.write_at(&ro, back, 0, 1).unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("write")));
     let (err, back) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .write_at(&ro, back, 0, 1)
         .unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("write")));
@@ -356,7 +356,7 @@ fn write_to_read_only_and_read_from_write_only(d: Driver) {
     let (err, back) = port.read_at(&wo, back, 0, 2).unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("read")));
     let (err, back) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .read_at(&wo, back, 0, 2)
         .unwrap_err();
     assert!(matches!(err, Error::NotOpenedFor("read")));
@@ -397,7 +397,7 @@ fn zero_length_operations(d: Driver) {
     // Through a port: a completion with 0.
     let port: Port<Vec<u8>> = Port::new(&engine);
     port.write_at(&file, Vec::new(), 0, 7).unwrap();
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .read_at(&file, Vec::new(), 0, 8)
         .unwrap();
     let mut keys = Vec::new();
@@ -479,7 +479,7 @@ fn offsets_that_overflow(d: Driver) {
     assert_overflow::<()>(Err(err), u64::MAX, 8);
     assert_eq!(back, vec![3u8; 8]);
     let (err, _) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .read_at(&file, vec![3u8; 8], max, 1)
         .unwrap_err();
     assert_overflow::<()>(Err(err), max, 8);
@@ -531,7 +531,7 @@ fn use_after_close_and_close_twice(d: Driver) {
     assert!(matches!(err, Error::Closed));
     assert_eq!(back, data);
     let (err, _) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .read_at(&other, vec![0u8; 8], 0, 1)
         .unwrap_err();
     assert!(matches!(err, Error::Closed));
@@ -746,7 +746,7 @@ fn kernel_errors_are_typed_and_counted(d: Driver) {
 }
 
 fn invalid_builder_settings(d: Driver) {
-    let cases: Vec<(&str, overlap::EngineBuilder)> = vec![
+    let cases: Vec<(&str, overlapped::EngineBuilder)> = vec![
         ("max_inflight_ops 0", d.builder().max_inflight_ops(0)),
         ("max_inflight_bytes 0", d.builder().max_inflight_bytes(0)),
         ("pool_threads 0", d.builder().pool_threads(0)),
@@ -790,8 +790,8 @@ fn invalid_builder_settings(d: Driver) {
     assert_eq!(
         e.limits(),
         (
-            overlap::DEFAULT_MAX_INFLIGHT_OPS,
-            overlap::DEFAULT_MAX_INFLIGHT_BYTES
+            overlapped::DEFAULT_MAX_INFLIGHT_OPS,
+            overlapped::DEFAULT_MAX_INFLIGHT_BYTES
         )
     );
 }
@@ -806,7 +806,7 @@ fn port_refuses_a_file_of_another_engine(d: Driver) {
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
     assert_eq!(back, vec![1, 2, 3]);
     let (err, _) = port
-        .with_when_full(overlap::WhenFull::Fail)
+        .with_when_full(overlapped::WhenFull::Fail)
         .read_at(&file, vec![0; 3], 0, 1)
         .unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)));

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 #[cfg(target_os = "linux")]
-use overlap::{DriverKind, Engine, File, ReactorRing};
-use overlap::{OpenOptions, Port};
+use overlapped::{DriverKind, Engine, File, ReactorRing};
+use overlapped::{OpenOptions, Port};
 
 per_driver!(
     port_buffered_reads_of_an_exiting_submitter_complete,
@@ -106,7 +106,7 @@ fn port_buffered_reads_of_an_exiting_submitter_complete(d: Driver) {
     let engine = d.engine();
     let file = OpenOptions::new()
         .read(true)
-        .access(overlap::Access::Random)
+        .access(overlapped::Access::Random)
         .open(&engine, &path)
         .wait()
         .unwrap();
@@ -255,7 +255,7 @@ fn ring_or_skip() -> Option<ReactorRing> {
 }
 
 #[cfg(target_os = "linux")]
-type Read = Pin<Box<dyn Future<Output = (overlap::Result<usize>, Vec<u8>)> + Send>>;
+type Read = Pin<Box<dyn Future<Output = (overlapped::Result<usize>, Vec<u8>)> + Send>>;
 
 /// Polls `fut` until it is ready, reaping `ring` between polls (as an
 /// executor's reaper would), or only waiting for a wake-up when `reap` is
@@ -265,7 +265,7 @@ fn finish(
     mut fut: Read,
     ring: Option<&ReactorRing>,
     limit: Duration,
-) -> (overlap::Result<usize>, Vec<u8>) {
+) -> (overlapped::Result<usize>, Vec<u8>) {
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
@@ -488,7 +488,7 @@ fn an_unreaped_ring_is_reaped_by_the_watcher() {
 #[test]
 fn the_engine_thread_hears_every_wake_up_while_rings_come_and_go() {
     let engine = match Engine::builder()
-        .driver(overlap::DriverChoice::Uring)
+        .driver(overlapped::DriverChoice::Uring)
         .cache_fast_path(false)
         .build()
     {
@@ -707,13 +707,13 @@ fn a_forked_child_leaves_the_parents_ring_alone() {
             ring.orphan();
             let inherited = matches!(
                 pipe.as_mut().poll(&mut cx),
-                Poll::Ready((Err(overlap::Error::Forked(_)), _))
+                Poll::Ready((Err(overlapped::Error::Forked(_)), _))
             );
             // Through the engine's driver (its thread is the parent's):
             // refused with what to do.
             let refused = matches!(
                 futures::executor::block_on(File::open(&engine, dir.path().join("any"))),
-                Err(overlap::Error::Forked(_))
+                Err(overlapped::Error::Forked(_))
             );
             drop(ring);
             if inherited && refused {

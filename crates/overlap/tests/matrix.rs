@@ -4,7 +4,7 @@
 //!
 //! - Front ends: `.wait()` (a thread's `block_on`), futures on a foreign
 //!   executor, a `Port`, a `ReactorRing` driven as an executor drives it.
-//!   (overlap-tokio and the Python package run their own rows.)
+//!   (overlapped-tokio and the Python package run their own rows.)
 //! - Events: the submitting thread exits mid-flight; the operation (its
 //!   future, or its port) is dropped mid-flight; the executor is dropped
 //!   mid-flight; the engine shuts down mid-flight; the process forks with
@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 #[cfg(target_os = "linux")]
-use overlap::ReactorRing;
-use overlap::{AlignedBuf, Engine, File, OpenOptions, Port};
+use overlapped::ReactorRing;
+use overlapped::{AlignedBuf, Engine, File, OpenOptions, Port};
 
 /// Windows has no reactor rings (io_uring's): a type of which no value
 /// exists, for the signatures that take one.
@@ -259,7 +259,7 @@ fn op(env: &Env, kind: Kind, slot: u64) -> Checked {
             env.evict();
             let f = OpenOptions::new()
                 .read(true)
-                .access(overlap::Access::Random)
+                .access(overlapped::Access::Random)
                 .open(&engine, &env.data)
                 .wait()
                 .unwrap();
@@ -319,7 +319,7 @@ fn op(env: &Env, kind: Kind, slot: u64) -> Checked {
     }
 }
 
-fn check_read(res: overlap::Result<usize>, buf: &[u8], off: u64) -> Result<(), String> {
+fn check_read(res: overlapped::Result<usize>, buf: &[u8], off: u64) -> Result<(), String> {
     match res {
         Ok(n) if n == BS && buf == &pattern(SEED, off, BS)[..] => Ok(()),
         Ok(n) => Err(format!("read at {off}: {n} bytes, or not the file's")),
@@ -479,7 +479,7 @@ fn wait_cell(d: Driver, event: Event, kind: Kind, env: &Env, slot: u64) -> Resul
             // A `block_on` whose future drops the operation mid-flight
             // returns only once the operation completed.
             let mut fut = op(env, kind, slot);
-            overlap::block_on(std::future::poll_fn(|cx| {
+            overlapped::block_on(std::future::poll_fn(|cx| {
                 let _ = fut.as_mut().poll(cx);
                 Poll::Ready(())
             }));
@@ -488,14 +488,14 @@ fn wait_cell(d: Driver, event: Event, kind: Kind, env: &Env, slot: u64) -> Resul
         }
         Event::Shutdown => {
             let fut = op(env, kind, slot);
-            let t = std::thread::spawn(move || overlap::block_on(fut));
+            let t = std::thread::spawn(move || overlapped::block_on(fut));
             std::thread::sleep(Duration::from_millis(20));
             env.engine.shutdown();
             join_within(t)?
         }
         Event::Fork => {
             let fut = op(env, kind, slot);
-            let t = std::thread::spawn(move || overlap::block_on(fut));
+            let t = std::thread::spawn(move || overlapped::block_on(fut));
             std::thread::sleep(Duration::from_millis(10));
             fork_child_goes_on(d, &env.data)?;
             join_within(t)?
@@ -587,7 +587,7 @@ fn port_op(env: &Env, port: &Port<Vec<u8>>, kind: Kind, slot: u64) -> Result<(),
             env.evict();
             let f = OpenOptions::new()
                 .read(true)
-                .access(overlap::Access::Random)
+                .access(overlapped::Access::Random)
                 .open(engine, &env.data)
                 .wait()
                 .unwrap();
@@ -607,7 +607,7 @@ fn port_op(env: &Env, port: &Port<Vec<u8>>, kind: Kind, slot: u64) -> Result<(),
     sub.map_err(|(e, _)| e.to_string())
 }
 
-fn port_check(c: overlap::Completion<Vec<u8>>) -> Result<(), String> {
+fn port_check(c: overlapped::Completion<Vec<u8>>) -> Result<(), String> {
     match c.key {
         u64::MAX => c.result.map(|_| ()).map_err(|e| format!("write: {e}")),
         k if k == u64::MAX - 1 => match c.result {
@@ -668,7 +668,7 @@ fn direct_port_cell(d: Driver, event: Event, env: &Env, slot: u64) -> Result<(),
         port.read_at(&f, AlignedBuf::new(BS, BS).unwrap(), off, off)
             .map_err(|(e, _)| e.to_string())
     };
-    let check = |c: Option<overlap::Completion<AlignedBuf>>| {
+    let check = |c: Option<overlapped::Completion<AlignedBuf>>| {
         let c = c.ok_or("no completion")?;
         check_read(c.result, &c.buf[..], off)
     };

@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use crate::common::*;
 use futures::future::join_all;
-use overlap::{Access, AlignedBuf, AlignedBufPool, Engine, Error, File, OpenOptions, Task};
+use overlapped::{Access, AlignedBuf, AlignedBufPool, Engine, Error, File, OpenOptions, Task};
 
 per_driver!(
     roundtrip_every_buffer_type,
@@ -488,7 +488,7 @@ fn sync_all_and_sync_data(d: Driver) {
 /// `ERROR_CALL_NOT_IMPLEMENTED`: refused before anything changed); any
 /// other error fails.
 #[track_caller]
-fn allocated(res: overlap::Result<()>) -> bool {
+fn allocated(res: overlapped::Result<()>) -> bool {
     #[cfg(windows)]
     if let Err(e) = &res {
         if matches!(e.raw_os_error(), Some(1 | 120)) {
@@ -635,7 +635,11 @@ fn metadata_matches_the_kernel(d: Driver) {
 /// The block size, the allocation and the direct-I/O alignment agree with
 /// the kernel's own `stat` and `statx(STATX_DIOALIGN)`.
 #[cfg(target_os = "linux")]
-fn assert_alignment_source(m: &overlap::Metadata, s: &std::fs::Metadata, path: &std::path::Path) {
+fn assert_alignment_source(
+    m: &overlapped::Metadata,
+    s: &std::fs::Metadata,
+    path: &std::path::Path,
+) {
     assert_eq!(m.block_size as u64, s.blksize());
     assert_eq!(m.allocated, s.blocks() * 512);
 
@@ -674,7 +678,7 @@ fn assert_alignment_source(m: &overlap::Metadata, s: &std::fs::Metadata, path: &
 /// block size and the alignment (`FileStorageInfo`'s sectors, or the
 /// default) are powers of two.
 #[cfg(windows)]
-fn assert_alignment_source(m: &overlap::Metadata, s: &std::fs::Metadata, _: &std::path::Path) {
+fn assert_alignment_source(m: &overlapped::Metadata, s: &std::fs::Metadata, _: &std::path::Path) {
     assert!(s.is_file());
     assert!(m.allocated >= m.len, "{m:?}");
     assert!(m.block_size.is_power_of_two(), "{m:?}");
@@ -767,7 +771,7 @@ fn file_open_and_create(d: Driver) {
     assert_eq!(res.unwrap(), 5);
     assert_eq!(&buf[..5], b"fresh");
     // Task and Op are ordinary futures too.
-    let t: Task<overlap::Result<overlap::Metadata>> = r.metadata();
+    let t: Task<overlapped::Result<overlapped::Metadata>> = r.metadata();
     let m = futures::executor::block_on(t).unwrap();
     assert_eq!(m.len, 5);
 }
@@ -1057,7 +1061,7 @@ fn xattrs_are_refused_with_the_buffer_back(d: Driver) {
 #[cfg(windows)]
 fn set_valid_data_within_the_size(d: Driver) {
     const MIB: u64 = 1 << 20;
-    let enabled = overlap::enable_manage_volume_privilege();
+    let enabled = overlapped::enable_manage_volume_privilege();
     // Wine 8's token holds every privilege: Ok(true) there.
     println!("SeManageVolumePrivilege enabled: {enabled:?}");
     let enabled = enabled.expect("the process's token can be opened and adjusted");
@@ -1080,7 +1084,7 @@ fn set_valid_data_within_the_size(d: Driver) {
     // One operation, never an overlapped call: the pool's, or the waiting
     // thread's own on the pool driver.
     assert_eq!(after.submitted_iocp, before.submitted_iocp);
-    let on_pool = |s: &overlap::Stats| s.submitted_pool + s.ran_on_caller;
+    let on_pool = |s: &overlapped::Stats| s.submitted_pool + s.ran_on_caller;
     assert_eq!(on_pool(&after) - on_pool(&before), 1, "{after:?}");
     match res {
         Ok(()) => valid_data_set(&file, &path, MIB),
@@ -1149,7 +1153,7 @@ fn a_synchronous_handle_is_adopted_onto_the_pool(d: Driver) {
     );
     let file = File::from_synchronous_handle(&engine, std_file.into()).unwrap();
     assert!(file.is_synchronous() && !file.is_direct());
-    let on_pool = |s: &overlap::Stats| s.submitted_pool + s.ran_on_caller;
+    let on_pool = |s: &overlapped::Stats| s.submitted_pool + s.ran_on_caller;
     let before = engine.stats();
     let at = |i: u64| i * CHUNK as u64;
     let writes = (0..N)

@@ -1,4 +1,4 @@
-//! Path operations (`overlap::path`) and descriptor conversions
+//! Path operations (`overlapped::path`) and descriptor conversions
 //! (`File::from_fd`, `into_fd`, `try_clone`), on both drivers: each does
 //! what its system call does, goes through the engine (counted in its
 //! statistics), and reports kernel errors with their errno and refuses bad
@@ -10,8 +10,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 
 use crate::common::*;
-use overlap::path::{self, FileKind};
-use overlap::{Error, File, OpenOptions};
+use overlapped::path::{self, FileKind};
+use overlapped::{Error, File, OpenOptions};
 
 per_driver!(
     rename_moves_and_replaces,
@@ -75,7 +75,7 @@ fn kind_of(errno: i32) -> ErrorKind {
 }
 
 #[track_caller]
-fn assert_errno(res: overlap::Result<impl std::fmt::Debug>, errno: i32, kind: ErrorKind) {
+fn assert_errno(res: overlapped::Result<impl std::fmt::Debug>, errno: i32, kind: ErrorKind) {
     match res {
         Err(e) => {
             assert_eq!(e.raw_os_error(), Some(errno), "{e:?}");
@@ -250,7 +250,7 @@ fn hard_and_symbolic_links(d: Driver) {
 /// not there (Wine 8's `CreateSymbolicLinkW` does nothing); any other
 /// error fails.
 #[track_caller]
-fn symlink_made(made: &overlap::Result<()>, link: &std::path::Path) -> bool {
+fn symlink_made(made: &overlapped::Result<()>, link: &std::path::Path) -> bool {
     #[cfg(windows)]
     match made {
         // ERROR_PRIVILEGE_NOT_HELD, ERROR_NOT_SUPPORTED, ERROR_INVALID_FUNCTION
@@ -709,7 +709,7 @@ fn metadata_of_a_cached_path_is_answered_on_the_caller(d: Driver) {
     let after = on.stats();
     assert!(proc.is_file());
     assert_eq!(after.completed - before.completed, 1);
-    if on.driver().kind == overlap::DriverKind::Uring {
+    if on.driver().kind == overlapped::DriverKind::Uring {
         assert_eq!(
             after.completed_inline, before.completed_inline,
             "/proc is answered by the driver, not from the caller's cache"

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{AlignedBuf, AlignedBufPool, File, OpenOptions, Port};
+use overlapped::{AlignedBuf, AlignedBufPool, File, OpenOptions, Port};
 
 per_driver!(
     four_workers_draining_one_port_all_receive_completions,

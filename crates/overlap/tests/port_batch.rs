@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{File, Port};
+use overlapped::{File, Port};
 
 per_driver!(
     sync_and_allocate_complete_through_the_port,
@@ -50,13 +50,13 @@ fn sync_and_allocate_complete_through_the_port(d: Driver) {
     port.sync_all(&file, 2).unwrap();
     port.sync_data(&file, 3).unwrap();
     port.allocate(&file, 0, 4096, 8192, 4).unwrap();
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .allocate(&file, KEEP_SIZE, 0, 1 << 20, 5)
         .unwrap();
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .sync_data(&file, 6)
         .unwrap();
-    port.with_when_full(overlap::WhenFull::Fail)
+    port.with_when_full(overlapped::WhenFull::Fail)
         .sync_all(&file, 7)
         .unwrap();
     let mut out = Vec::new();
@@ -229,7 +229,7 @@ fn posts_are_bounded_by_the_budget(d: Driver) {
             .unwrap_or_else(|(e, _)| panic!("{e}"));
     }
     match port.post(9, 0, Vec::new()) {
-        Err((overlap::Error::WouldBlock, _)) => {}
+        Err((overlapped::Error::WouldBlock, _)) => {}
         other => panic!("expected WouldBlock, got {:?}", other.map_err(|(e, _)| e)),
     }
     let mut out = Vec::new();
@@ -242,7 +242,7 @@ fn posts_are_bounded_by_the_budget(d: Driver) {
     engine.shutdown();
     assert!(matches!(
         port.post(10, 0, Vec::new()),
-        Err((overlap::Error::Shutdown, _))
+        Err((overlapped::Error::Shutdown, _))
     ));
 }
 
@@ -263,7 +263,7 @@ fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
     let plain: Port<Vec<u8>> = Port::new(&engine);
     assert!(!plain.is_cancellable());
     assert!(
-        matches!(plain.cancel(42), Err(overlap::Error::InvalidInput(_))),
+        matches!(plain.cancel(42), Err(overlapped::Error::InvalidInput(_))),
         "a port made without cancellation says so"
     );
     let port: Port<Vec<u8>> = Port::cancellable(&engine);
@@ -317,12 +317,12 @@ fn cancel_stops_a_pipe_read_or_says_it_could_not(d: Driver) {
     let plain: Port<Vec<u8>> = Port::new(&engine);
     assert!(!plain.is_cancellable());
     assert!(
-        matches!(plain.cancel(42), Err(overlap::Error::InvalidInput(_))),
+        matches!(plain.cancel(42), Err(overlapped::Error::InvalidInput(_))),
         "a port made without cancellation says so"
     );
     let port: Port<Vec<u8>> = Port::cancellable(&engine);
     assert!(port.is_cancellable());
-    let wfile = overlap::OpenOptions::new()
+    let wfile = overlapped::OpenOptions::new()
         .write(true)
         .open(&engine, &name)
         .wait()
@@ -383,18 +383,21 @@ fn bad_sync_and_allocate_requests_are_refused_at_once(d: Driver) {
     let port: Port<Vec<u8>> = Port::new(&engine);
     assert!(matches!(
         port.allocate(&ro, 0, 0, 4096, 1),
-        Err(overlap::Error::NotOpenedFor("write"))
+        Err(overlapped::Error::NotOpenedFor("write"))
     ));
     let rw = File::create(&engine, dir.path().join("rw")).wait().unwrap();
     assert!(matches!(
         port.allocate(&rw, 0, 0, 0, 1),
-        Err(overlap::Error::InvalidInput(_))
+        Err(overlapped::Error::InvalidInput(_))
     ));
     assert!(matches!(
         port.allocate(&rw, 0, u64::MAX - 1, 4096, 1),
-        Err(overlap::Error::OffsetOverflow { .. })
+        Err(overlapped::Error::OffsetOverflow { .. })
     ));
     rw.close().wait().unwrap();
-    assert!(matches!(port.sync_all(&rw, 1), Err(overlap::Error::Closed)));
+    assert!(matches!(
+        port.sync_all(&rw, 1),
+        Err(overlapped::Error::Closed)
+    ));
     assert_eq!(port.outstanding(), 0);
 }

@@ -28,7 +28,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common::*;
-use overlap::{AlignedBuf, AlignedBufPool, Engine, Error, File, IoBuf, IoBufMut, Port};
+use overlapped::{AlignedBuf, AlignedBufPool, Engine, Error, File, IoBuf, IoBufMut, Port};
 
 per_driver!(
     registered_buffers_read_and_write_the_right_bytes,
@@ -559,7 +559,7 @@ fn engine_registered_buffers_go_fixed_on_its_own_rings(d: Driver) {
         assert_eq!(res.unwrap(), BLK);
         assert_pattern(&buf, 31, block * BLK as u64);
     }
-    let joined = overlap::block_on(overlap::join_all(
+    let joined = overlapped::block_on(overlapped::join_all(
         (4..8u64).map(|block| file.read_at(pool.get(), block * BLK as u64)),
     ));
     for (i, (res, buf)) in joined.into_iter().enumerate() {

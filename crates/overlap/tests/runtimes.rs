@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 
 use crate::common::*;
 use futures::future::join_all;
-use overlap::{Engine, File, Op, OpenOptions, Port, Task};
+use overlapped::{Engine, File, Op, OpenOptions, Port, Task};
 
 per_driver!(
     under_tokio_multi_thread,
@@ -26,8 +26,8 @@ const _: fn() = || {
     shared::<Port<Vec<u8>>>();
     shared::<OpenOptions>();
     send::<Op<Vec<u8>>>();
-    send::<Task<overlap::Result<()>>>();
-    send::<Task<(overlap::Result<()>, Vec<u8>)>>();
+    send::<Task<overlapped::Result<()>>>();
+    send::<Task<(overlapped::Result<()>, Vec<u8>)>>();
 };
 
 const CHUNK: usize = 64 << 10;

@@ -12,7 +12,7 @@
 //!    that read may still be armed in the kernel.
 //!
 //! Futures are polled by hand or on `futures::executor`, never by
-//! `overlap::block_on`, so that they reach the engine's own thread. Every
+//! `overlapped::block_on`, so that they reach the engine's own thread. Every
 //! wait has a deadline; scenarios that can corrupt memory or leave hung
 //! threads run in a child process.
 
@@ -38,7 +38,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use common::*;
-use overlap::{AlignedBuf, DriverChoice, DriverKind, Engine, File, Op, OpenOptions, Port, Task};
+use overlapped::{AlignedBuf, DriverChoice, DriverKind, Engine, File, Op, OpenOptions, Port, Task};
 
 per_driver!(
     panic_in_buffer_drop_on_the_engine_thread_is_contained,
@@ -107,7 +107,7 @@ struct Gate {
     target: File,
     reader: Option<std::fs::File>,
     writer: Option<std::fs::File>,
-    blocker: Option<Task<overlap::Result<File>>>,
+    blocker: Option<Task<overlapped::Result<File>>>,
 }
 
 fn gate(engine: &Engine, dir: &std::path::Path) -> Gate {
@@ -382,7 +382,7 @@ struct CloseWaiting {
     engine: Engine,
     port: Port<Vec<u8>>,
     file: File,
-    close: Task<overlap::Result<()>>,
+    close: Task<overlapped::Result<()>>,
     path: PathBuf,
     fd: i32,
     _dir: tempfile::TempDir,

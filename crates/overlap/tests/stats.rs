@@ -6,8 +6,8 @@
 use crate::common::*;
 use futures::future::join_all;
 #[cfg(target_os = "linux")]
-use overlap::{Access, OpenOptions};
-use overlap::{AlignedBufPool, Engine, File};
+use overlapped::{Access, OpenOptions};
+use overlapped::{AlignedBufPool, Engine, File};
 #[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 
@@ -74,8 +74,8 @@ fn cached_buffered_reads_are_fast_path_hits_and_inline(d: Driver) {
 /// fast-path hit or miss; each of the `n` reads is counted once, inline or
 /// not (which one, the system decides: not asserted), with its bytes.
 fn assert_counted_without_a_fast_path(
-    before: &overlap::Stats,
-    after: &overlap::Stats,
+    before: &overlapped::Stats,
+    after: &overlapped::Stats,
     n: u64,
     bytes: u64,
 ) {
@@ -541,14 +541,14 @@ fn read_cached_at_answers_from_the_page_cache_only(d: Driver) {
     // O_DIRECT files have no page cache to ask: no system call (the
     // buffer is checked as a read's would be).
     let direct = open_direct(&engine, &path);
-    let mut aligned = overlap::AlignedBufPool::for_file(&direct, 4096, 1)
+    let mut aligned = overlapped::AlignedBufPool::for_file(&direct, 4096, 1)
         .unwrap()
         .get();
     let before = engine.stats();
     assert_eq!(direct.read_cached_at(&mut aligned, 0).unwrap(), None);
     assert!(matches!(
         direct.read_cached_at(&mut buf[1..4097], 0),
-        Err(overlap::Error::Misaligned { .. })
+        Err(overlapped::Error::Misaligned { .. })
     ));
     assert_eq!(engine.stats().fast_path_misses, before.fast_path_misses);
 
@@ -557,19 +557,19 @@ fn read_cached_at_answers_from_the_page_cache_only(d: Driver) {
     let f = File::open(&off, &path).wait().unwrap();
     assert_eq!(f.read_cached_at(&mut buf, 0).unwrap(), None);
 
-    let w = overlap::OpenOptions::new()
+    let w = overlapped::OpenOptions::new()
         .write(true)
         .open(&engine, &path)
         .wait()
         .unwrap();
     assert!(matches!(
         w.read_cached_at(&mut buf, 0),
-        Err(overlap::Error::NotOpenedFor(_))
+        Err(overlapped::Error::NotOpenedFor(_))
     ));
     file.close().wait().unwrap();
     assert!(matches!(
         file.read_cached_at(&mut buf, 0),
-        Err(overlap::Error::Closed)
+        Err(overlapped::Error::Closed)
     ));
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{AlignedBufPool, Engine, File};
+use overlapped::{AlignedBufPool, Engine, File};
 
 /// How long the two streams run.
 const STREAM: Duration = Duration::from_millis(1500);

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 
 use crate::common::*;
-use overlap::{Engine, File, OpenOptions, Port};
+use overlapped::{Engine, File, OpenOptions, Port};
 
 per_driver!(
     port_writes_from_an_exiting_thread_complete,

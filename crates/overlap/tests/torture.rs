@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use overlap::{AlignedBuf, Engine, Error, File, OpenOptions, Port};
+use overlapped::{AlignedBuf, Engine, Error, File, OpenOptions, Port};
 
 per_driver!(torture_engine_rows);
 
@@ -572,7 +572,7 @@ fn fill_until_full(
 fn take<B: Send + 'static>(
     port: &Port<B>,
     n: usize,
-) -> Result<Vec<overlap::Completion<B>>, String> {
+) -> Result<Vec<overlapped::Completion<B>>, String> {
     let deadline = Instant::now() + LIMIT;
     let mut got = Vec::with_capacity(n);
     while got.len() < n {
@@ -592,7 +592,7 @@ fn port_write(port: &Port<AlignedBuf>, f: &File, seed: u64, i: usize) -> Result<
 }
 
 /// The keys of completions that succeeded with a whole block.
-fn acked_keys(done: &[overlap::Completion<AlignedBuf>]) -> Result<Vec<usize>, String> {
+fn acked_keys(done: &[overlapped::Completion<AlignedBuf>]) -> Result<Vec<usize>, String> {
     let mut keys = Vec::new();
     for c in done {
         match &c.result {

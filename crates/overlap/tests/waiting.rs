@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use overlap::{File, Port};
+use overlapped::{File, Port};
 
 per_driver!(
     a_foreign_executor_nested_in_block_on_is_not_stranded,
@@ -36,7 +36,7 @@ fn reads_joined_in_block_on_always_wake_it(d: Driver) {
     let r = within(LIMIT, move || {
         for round in 0..2_000u64 {
             let off = (round % 13) * 4096;
-            let (a, b, c) = overlap::block_on(async {
+            let (a, b, c) = overlapped::block_on(async {
                 futures::join!(
                     file.read_at(vec![0u8; 4096], off),
                     file.read_at(vec![0u8; 4096], off + 4096),
@@ -55,7 +55,7 @@ fn reads_joined_in_block_on_always_wake_it(d: Driver) {
     r.expect("every round of joined reads completes");
 }
 
-/// `overlap::join_all` inside `block_on`: its futures' wakers are its own,
+/// `overlapped::join_all` inside `block_on`: its futures' wakers are its own,
 /// yet their reads go to the thread's own ring on io_uring, as `join!`'s
 /// do (and to `io_submit` on AIO); a foreign
 /// executor nested in one of them still sends its read elsewhere. Many
@@ -70,7 +70,7 @@ fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
     // O_DIRECT: what the AIO driver takes (it leaves buffered reads to
     // the pool).
     let file = open_direct(&engine, &path);
-    let pool = overlap::AlignedBufPool::for_file(&file, 4096, READS as usize + 1).unwrap();
+    let pool = overlapped::AlignedBufPool::for_file(&file, 4096, READS as usize + 1).unwrap();
     let before = engine.stats();
     let stats = engine.clone();
     let r = within(LIMIT, move || {
@@ -80,7 +80,7 @@ fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
                 let read = file.read_at(pool.get(), off);
                 async move { (off, read.await) }
             });
-            let done = overlap::block_on(overlap::join_all(reads));
+            let done = overlapped::block_on(overlapped::join_all(reads));
             assert_eq!(done.len() as u64, READS);
             for (i, (off, (res, buf))) in done.into_iter().enumerate() {
                 assert_eq!(off, ((i as u64 + round) % READS) * 4096, "outputs in order");
@@ -90,9 +90,9 @@ fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
         }
         // Nested: each joined future joins three reads of its own.
         let groups = (0..4u64).map(|g| {
-            overlap::join_all((0..3u64).map(|i| file.read_at(pool.get(), (g * 3 + i) * 4096)))
+            overlapped::join_all((0..3u64).map(|i| file.read_at(pool.get(), (g * 3 + i) * 4096)))
         });
-        for (g, group) in overlap::block_on(overlap::join_all(groups))
+        for (g, group) in overlapped::block_on(overlapped::join_all(groups))
             .into_iter()
             .enumerate()
         {
@@ -103,7 +103,7 @@ fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
         }
         // A foreign executor nested in a joined future parks without
         // reaping the thread's ring: its read must go elsewhere.
-        let nested = overlap::block_on(overlap::join_all([async {
+        let nested = overlapped::block_on(overlapped::join_all([async {
             futures::executor::block_on(file.read_at(pool.get(), 4096))
         }]));
         let (res, buf) = nested.into_iter().next().unwrap();
@@ -126,7 +126,7 @@ fn join_all_in_block_on_keeps_its_reads_on_the_thread_ring(d: Driver) {
     }
 }
 
-/// `overlap::join_all` polls only the futures woken since its last poll:
+/// `overlapped::join_all` polls only the futures woken since its last poll:
 /// 300 futures woken one at a time from another thread, in reverse order,
 /// are polled twice each (first poll, and once after their wake-up), where
 /// polling every unfinished one on each wake-up would poll them 45,000
@@ -184,8 +184,10 @@ fn join_all_polls_only_the_woken_futures() {
             }
         })
     };
-    let out = within(LIMIT, move || overlap::block_on(overlap::join_all(futs)))
-        .expect("join_all finishes");
+    let out = within(LIMIT, move || {
+        overlapped::block_on(overlapped::join_all(futs))
+    })
+    .expect("join_all finishes");
     opener.join().unwrap();
     assert_eq!(out, (0..N).map(|i| i * 2).collect::<Vec<_>>());
     assert_eq!(
@@ -219,7 +221,7 @@ fn join_all_after_a_panicking_future_polls_the_rest() {
             })
         })
         .collect();
-    let mut join = std::pin::pin!(overlap::join_all(futs));
+    let mut join = std::pin::pin!(overlapped::join_all(futs));
     let mut cx = Context::from_waker(std::task::Waker::noop());
     let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = join.as_mut().poll(&mut cx);
@@ -356,7 +358,7 @@ fn a_forked_child_gets_a_ring_of_its_own() {
     run_child_within("fork_child", &[], &[], Duration::from_secs(60));
 }
 
-/// `futures::executor::block_on` inside `overlap::block_on` parks without
+/// `futures::executor::block_on` inside `overlapped::block_on` parks without
 /// reaping the thread's ring: an operation it polls must go elsewhere.
 fn a_foreign_executor_nested_in_block_on_is_not_stranded(d: Driver) {
     let engine = d.engine();
@@ -365,7 +367,7 @@ fn a_foreign_executor_nested_in_block_on_is_not_stranded(d: Driver) {
     std_create_pattern(&path, 90, 64 << 10);
     let file = File::open(&engine, &path).wait().unwrap();
     let r = within(LIMIT, move || {
-        overlap::block_on(async {
+        overlapped::block_on(async {
             let (res, buf) = futures::executor::block_on(file.read_at(vec![0u8; 4096], 8192));
             assert_eq!(res.unwrap(), 4096);
             assert_pattern(&buf, 90, 8192);
@@ -503,7 +505,7 @@ fn waits_on_caller_makes_the_call_on_the_waiting_thread(d: Driver) {
     for on in [false, true] {
         let engine = d.builder().waits_on_caller(on).build().unwrap();
         let file = open_direct(&engine, &path);
-        let pool = overlap::AlignedBufPool::for_file(&file, 4096, 16).unwrap();
+        let pool = overlapped::AlignedBufPool::for_file(&file, 4096, 16).unwrap();
         let before = engine.stats();
         for i in 0..16u64 {
             let (res, buf) = file.read_at(pool.get(), i * 4096).wait();
@@ -706,7 +708,7 @@ fn fork_orphan_child() {
 /// so that its call has been made (and pends, on a pipe with nothing in
 /// it).
 #[cfg(windows)]
-fn until_in_flight(engine: &overlap::Engine) {
+fn until_in_flight(engine: &overlapped::Engine) {
     let t0 = std::time::Instant::now();
     while engine.in_flight().0 == 0 {
         assert!(t0.elapsed() < LIMIT, "no operation went in flight");

@@ -1,4 +1,4 @@
-"""aiofiles' own test suite, run unchanged against overlap.aiofiles: every
+"""aiofiles' own test suite, run unchanged against overlapped.aiofiles: every
 ``aiofiles`` module name below this directory is overlap's drop-in. The
 differential tests (../test_aiofiles.py) keep their own reference to the
 real package (../conftest.py imports it first).
@@ -17,20 +17,20 @@ import sys
 
 import pytest
 
-import overlap.aiofiles
-import overlap.aiofiles.base
-import overlap.aiofiles.os
-import overlap.aiofiles.ospath
-import overlap.aiofiles.tempfile
-import overlap.aiofiles.tempfile.temptypes
-import overlap.aiofiles.threadpool
-import overlap.aiofiles.threadpool.binary
-import overlap.aiofiles.threadpool.text
-import overlap.aiofiles.threadpool.utils
+import overlapped.aiofiles
+import overlapped.aiofiles.base
+import overlapped.aiofiles.os
+import overlapped.aiofiles.ospath
+import overlapped.aiofiles.tempfile
+import overlapped.aiofiles.tempfile.temptypes
+import overlapped.aiofiles.threadpool
+import overlapped.aiofiles.threadpool.binary
+import overlapped.aiofiles.threadpool.text
+import overlapped.aiofiles.threadpool.utils
 
 for _name, _mod in list(sys.modules.items()):
-    if _name.startswith("overlap.aiofiles"):
-        sys.modules["aiofiles" + _name[len("overlap.aiofiles") :]] = _mod
+    if _name.startswith("overlapped.aiofiles"):
+        sys.modules["aiofiles" + _name[len("overlapped.aiofiles") :]] = _mod
 
 
 def pytest_collection_modifyitems(config, items):

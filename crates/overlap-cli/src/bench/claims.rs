@@ -55,7 +55,7 @@ impl Claims {
 
     /// Checks one operation's result.
     #[inline]
-    pub(crate) fn check(&self, res: overlap::Result<usize>, bs: usize, offset: u64) {
+    pub(crate) fn check(&self, res: overlapped::Result<usize>, bs: usize, offset: u64) {
         match res {
             Ok(n) if n == bs => {}
             Ok(n) => self.fail(format!(

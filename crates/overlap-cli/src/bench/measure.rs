@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use overlap::KernelWorkers;
+use overlapped::KernelWorkers;
 use serde::Serialize;
 
 use super::Job;

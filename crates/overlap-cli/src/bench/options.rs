@@ -99,7 +99,7 @@ pub(crate) enum Requester {
     /// cheaper of the two for each; see docs/benchmarking.md).
     Auto,
     /// N futures polled together on one thread with its own context (as
-    /// `join!` does): in `overlap::block_on`, on the thread's own ring.
+    /// `join!` does): in `overlapped::block_on`, on the thread's own ring.
     Futures,
     /// A completion port with N outstanding, resubmitting on each completion.
     Port,
@@ -304,10 +304,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn parse_bs(s: &str) -> Result<usize, String> {
     let v = parse_size(s)?;
-    if v > overlap::MAX_RW_BYTES as u64 {
+    if v > overlapped::MAX_RW_BYTES as u64 {
         return Err(format!(
             "block size `{s}` exceeds the largest single transfer ({} bytes)",
-            overlap::MAX_RW_BYTES
+            overlapped::MAX_RW_BYTES
         ));
     }
     Ok(v as usize)

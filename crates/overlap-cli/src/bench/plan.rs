@@ -219,10 +219,10 @@ fn max_kernel_workers(args: &BenchOpts) -> Result<Option<u32>> {
 /// Refuses `--pool-threads` over the engine's ceiling.
 fn refuse_pool_threads(pool_threads: Option<usize>) -> Result<()> {
     if let Some(n) = pool_threads {
-        if n > overlap::MAX_POOL_THREADS {
+        if n > overlapped::MAX_POOL_THREADS {
             bail!(
                 "--pool-threads {n} exceeds the engine's ceiling of {}",
-                overlap::MAX_POOL_THREADS
+                overlapped::MAX_POOL_THREADS
             );
         }
     }

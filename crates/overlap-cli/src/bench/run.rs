@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
-use overlap::{
+use overlapped::{
     AlignedBuf, AlignedBufPool, Completion, DriverChoice, Engine, File, KernelWorkers, Op, Port,
 };
 
@@ -109,7 +109,7 @@ async fn requester(r: Req) -> u64 {
     let record = |d| h.lock().unwrap_or_else(|p| p.into_inner()).record(d);
     // Polls only the woken loops, and inside `block_on` (the futures
     // requester) keeps their operations on the thread's own ring.
-    overlap::join_all((0..r.depth).map(|_| slot(&r, r.buf(), record))).await;
+    overlapped::join_all((0..r.depth).map(|_| slot(&r, r.buf(), record))).await;
     h.into_inner().unwrap_or_else(|p| p.into_inner()).finish()
 }
 
@@ -213,7 +213,7 @@ fn port_pass(port: &Port<AlignedBuf>, r: &Req, h: &LocalLat, s: &mut PortSlots) 
     // depth 256 on the fast device).
     let mut now = None;
     // Refused rather than waited for while operations of ours hold budget.
-    let failing = port.with_when_full(overlap::WhenFull::Fail);
+    let failing = port.with_when_full(overlapped::WhenFull::Fail);
     while let Some((slot, buf)) = s.free.pop() {
         let Some((i, t0)) = s.retry.take().or_else(|| {
             claims
@@ -239,7 +239,7 @@ fn port_pass(port: &Port<AlignedBuf>, r: &Req, h: &LocalLat, s: &mut PortSlots) 
         };
         match res {
             Ok(()) => {}
-            Err((overlap::Error::WouldBlock, buf)) => {
+            Err((overlapped::Error::WouldBlock, buf)) => {
                 s.free.push((slot, Some(buf)));
                 s.retry = Some((i, t0));
                 break;
@@ -323,9 +323,9 @@ fn run_engine(
         // The engine's own block_on (what `.wait()` runs): the requester's
         // operations go on this thread's ring and the thread sleeps in the
         // kernel until their completions wake it.
-        (None, Requester::Futures) => (overlap::block_on(requester(req)), "futures"),
+        (None, Requester::Futures) => (overlapped::block_on(requester(req)), "futures"),
         (None, Requester::Auto) if job.iodepth <= 1 => {
-            (overlap::block_on(requester(req)), "futures")
+            (overlapped::block_on(requester(req)), "futures")
         }
         (None, Requester::Port | Requester::Auto) => (port_requester(&engine, &req), "port"),
         (None, Requester::Threads) => unreachable!("handled above"),
@@ -364,7 +364,7 @@ fn build_engine(job: &Job) -> Result<Engine> {
 /// Opens the target on `engine`, checks `--bs` against its direct-I/O
 /// alignment and makes the job's buffer pool.
 fn open_with_pool(job: &Job, target: &Target, engine: &Engine) -> Result<(File, AlignedBufPool)> {
-    let file = overlap::OpenOptions::new()
+    let file = overlapped::OpenOptions::new()
         .read(true)
         .write(job.rw.is_write())
         .direct(job.direct)
@@ -386,7 +386,7 @@ fn open_with_pool(job: &Job, target: &Target, engine: &Engine) -> Result<(File, 
     // takes the exclusive-lock path, which io_uring can only run on a
     // kernel worker (measured: 8 iou-wrk threads and 5x fewer IOPS on
     // preallocated appends with 512-byte aligned buffers).
-    let align = (a.memory.max(a.offset) as usize).clamp(PAGE, overlap::MAX_ALIGN);
+    let align = (a.memory.max(a.offset) as usize).clamp(PAGE, overlapped::MAX_ALIGN);
     let pool = if job.fixed_buffers {
         AlignedBufPool::contiguous(job.bs, align, job.in_flight())?
     } else {
@@ -411,9 +411,9 @@ fn register_on_engine(engine: &Engine, pool: &AlignedBufPool) -> Result<()> {
 fn tokio_requesters(rt: &tokio::runtime::Runtime, job: &Job, req: &Req) -> Result<u64> {
     let parts = rt.block_on(async {
         let tasks: Vec<_> = (0..job.concurrency)
-            // overlap-tokio: each worker submits on its own ring,
+            // overlapped-tokio: each worker submits on its own ring,
             // and tokio's reactor delivers the completions.
-            .map(|_| tokio::spawn(overlap_tokio::on_ring(requester(req.clone()))))
+            .map(|_| tokio::spawn(overlapped_tokio::on_ring(requester(req.clone()))))
             .collect();
         let mut parts = Vec::with_capacity(tasks.len());
         for t in tasks {
@@ -432,7 +432,7 @@ fn tokio_requesters(rt: &tokio::runtime::Runtime, job: &Job, req: &Req) -> Resul
 /// statistics since `s0`.
 fn engine_measured(
     engine: &Engine,
-    s0: overlap::Stats,
+    s0: overlapped::Stats,
     lat: &LatSink,
     ops: u64,
     w: Window,
@@ -538,7 +538,7 @@ fn thread_requesters(job: &Job, req: &Req, bar: ProgressBar) -> Result<(u64, Win
             let mut buf = req.buf();
             // The engine's per-thread waker is made on the first wait: make it
             // before the window opens.
-            overlap::block_on(std::future::ready(()));
+            overlapped::block_on(std::future::ready(()));
             gate.wait();
             while let Some(i) = claims.claim() {
                 let off = offsets.at(i);
@@ -600,7 +600,7 @@ fn run_sync(
                 crate::sys::read_at(file, &mut buf, off)
             };
             h.done(t);
-            claims.check(r.map_err(overlap::Error::from), job.bs, off);
+            claims.check(r.map_err(overlapped::Error::from), job.bs, off);
         }
         Ok(())
     })?;

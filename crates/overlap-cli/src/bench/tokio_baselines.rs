@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use overlap::AlignedBuf;
+use overlapped::AlignedBuf;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use super::claims::{Claims, Offsets, PAGE};
@@ -147,7 +147,7 @@ async fn spawn_blocking_task(
         .await
         .context("a spawn_blocking call panicked")?;
         h.done(t);
-        claims.check(r.map_err(overlap::Error::from), job.bs, off);
+        claims.check(r.map_err(overlapped::Error::from), job.bs, off);
         buf = b;
     }
     Ok(h.finish())
@@ -182,7 +182,7 @@ async fn tokio_fs_task(
         }
         .await;
         h.done(t);
-        claims.check(r.map_err(overlap::Error::from), job.bs, off);
+        claims.check(r.map_err(overlapped::Error::from), job.bs, off);
     }
     Ok(h.finish())
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
-use overlap_journal::{Journal, JournalStats, Level, Lsn};
+use overlapped_journal::{Journal, JournalStats, Level, Lsn};
 use serde::Serialize;
 
 use crate::size::fmt_bytes;
@@ -68,7 +68,7 @@ pub(super) struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     retire_every_ms: u64,
     /// Retired segment files the journal keeps for reuse (0: remove them).
-    #[arg(long, default_value_t = overlap_journal::DEFAULT_RECYCLE_SEGMENTS)]
+    #[arg(long, default_value_t = overlapped_journal::DEFAULT_RECYCLE_SEGMENTS)]
     recycle_segments: usize,
     /// The flusher looks for its write's completion without sleeping while
     /// more than this many committers wait (default: 16 per CPU; "never"
@@ -131,7 +131,7 @@ pub(super) fn bench(mut args: BenchArgs, say: super::Say) -> Result<()> {
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
         bail!("--duration must be more than 0 and at most 3600 seconds");
     }
-    let limit = overlap_journal::DEFAULT_MAX_RECORD_BYTES;
+    let limit = overlapped_journal::DEFAULT_MAX_RECORD_BYTES;
     if args.record_bytes > limit {
         bail!(
             "--record-bytes must be at most {limit} (the journal's record limit, {})",
@@ -159,7 +159,7 @@ pub(super) fn bench(mut args: BenchArgs, say: super::Say) -> Result<()> {
     };
     let scratch = args
         .dir
-        .join(format!("overlap-journal-bench-{}", std::process::id()));
+        .join(format!("overlapped-journal-bench-{}", std::process::id()));
     // Ctrl-C, SIGTERM or SIGHUP remove the scratch journal (gigabytes of
     // preallocated segments) before exiting.
     crate::cleanup::install("journal bench", None);

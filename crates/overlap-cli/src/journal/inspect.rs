@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
-use overlap_journal::Options;
+use overlapped_journal::Options;
 use serde::Serialize;
 
 use super::mode;
@@ -57,7 +57,7 @@ fn plain(data: &[u8]) -> std::borrow::Cow<'_, str> {
 
 pub(super) fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
     let opts = Options::default().recovery(mode(strict));
-    let (report, records) = overlap_journal::inspect(dir, &opts)
+    let (report, records) = overlapped_journal::inspect(dir, &opts)
         .with_context(|| format!("reading {}", dir.display()))?;
     if report.live {
         eprintln!(
@@ -96,7 +96,7 @@ pub(super) fn dump(dir: &Path, json: bool, strict: bool) -> Result<()> {
 
 pub(super) fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
     let opts = Options::default().recovery(mode(strict));
-    match overlap_journal::verify(dir, &opts) {
+    match overlapped_journal::verify(dir, &opts) {
         Ok(r) => {
             if json {
                 println!("{}", serde_json::to_string(&r)?);
@@ -123,7 +123,7 @@ pub(super) fn verify(dir: &Path, strict: bool, json: bool) -> Result<()> {
             }
             Ok(())
         }
-        Err(e @ overlap_journal::Error::Corrupt { .. }) => {
+        Err(e @ overlapped_journal::Error::Corrupt { .. }) => {
             if json {
                 println!(
                     "{}",
@@ -146,7 +146,7 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
     let mut failed: Option<std::io::Error> = None;
     // Every dropped stretch is listed as it is found (all of them; the
     // report keeps only the first ones).
-    let mut each = |d: &overlap_journal::DroppedStretch| {
+    let mut each = |d: &overlapped_journal::DroppedStretch| {
         if failed.is_some() {
             return;
         }
@@ -173,7 +173,7 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
         }
     };
     let opts = Options::default();
-    let r = overlap_journal::repair(dir, &opts, dry_run, &mut each).with_context(|| {
+    let r = overlapped_journal::repair(dir, &opts, dry_run, &mut each).with_context(|| {
         format!(
             "{} {}",
             if dry_run { "checking" } else { "repairing" },
@@ -207,7 +207,7 @@ pub(super) fn repair(dir: &Path, dry_run: bool, json: bool) -> Result<()> {
 fn print_plan(
     o: &mut impl Write,
     dir: &Path,
-    r: &overlap_journal::RecoveryReport,
+    r: &overlapped_journal::RecoveryReport,
     dry_run: bool,
 ) -> Result<()> {
     let would = if dry_run { "would " } else { "" };
@@ -271,7 +271,11 @@ fn print_plan(
 /// Fails, naming the LSNs, when records acknowledged durable are (or
 /// would be) lost: the repair is done, but the loss must not pass
 /// unnoticed.
-fn lost_acknowledged(dir: &Path, r: &overlap_journal::RecoveryReport, dry_run: bool) -> Result<()> {
+fn lost_acknowledged(
+    dir: &Path,
+    r: &overlapped_journal::RecoveryReport,
+    dry_run: bool,
+) -> Result<()> {
     if !r.cut_acknowledged {
         return Ok(());
     }

@@ -1,5 +1,5 @@
 //! `overlap journal`: append to, dump, verify and benchmark a journal
-//! (the write-ahead log of `overlap-journal`).
+//! (the write-ahead log of `overlapped-journal`).
 //!
 //! - `append DIR [--level accepted|written|durable]`: one record per line
 //!   of standard input; each record's LSN is printed on standard output as
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use overlap_journal::{Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
+use overlapped_journal::{Journal, Level, Lsn, Options, RecoveryMode, SyncMethod};
 
 use crate::size::fmt_bytes;
 
@@ -176,7 +176,7 @@ impl OpenArgs {
         // The journal's engine, made here so that its driver (and why not
         // io_uring, in a container) can be said on stderr (`-v`); if it
         // cannot start, Journal::open reports the error.
-        let opts = match overlap::Engine::new() {
+        let opts = match overlapped::Engine::new() {
             Ok(engine) => {
                 say.driver(engine.driver());
                 opts.engine(engine)
@@ -186,7 +186,7 @@ impl OpenArgs {
         Ok(opts
             .segment_size(self.segment_bytes)
             .buffer_bytes(buffer_bytes)
-            .max_record_bytes(overlap_journal::DEFAULT_MAX_RECORD_BYTES.min(buffer_bytes / 4))
+            .max_record_bytes(overlapped_journal::DEFAULT_MAX_RECORD_BYTES.min(buffer_bytes / 4))
             .direct_io(!self.buffered)
             .sync(match self.sync {
                 SyncArg::Auto => SyncMethod::Auto,
@@ -229,7 +229,7 @@ impl Say {
     /// the system's own driver (io_uring; I/O completion ports on Windows)
     /// is said unless quiet (as `overlap bench` says the engine's choice),
     /// the system's own only when verbose.
-    fn driver(self, info: &overlap::DriverInfo) {
+    fn driver(self, info: &overlapped::DriverInfo) {
         // Once per process (`bench` opens a journal per run).
         static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
@@ -274,7 +274,7 @@ fn mode(strict: bool) -> RecoveryMode {
 }
 
 /// Prints the cut recovery made, if any (never silent).
-fn report_cut(dir: &Path, r: &overlap_journal::RecoveryReport) {
+fn report_cut(dir: &Path, r: &overlapped_journal::RecoveryReport) {
     if let Some(at) = r.truncated_at {
         let _ = writeln!(
             std::io::stderr(),

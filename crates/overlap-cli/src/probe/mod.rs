@@ -9,7 +9,7 @@
 //! - **reads**: `--requests` (500) reads of 64 KiB at scattered, distinct,
 //!   64 KiB-aligned offsets of a `--size` (1 GiB) file, in the modes
 //!   {async, sync} × {direct, buffered-cold, buffered-cached}. Async reads
-//!   are all submitted through a [`Port`](overlap::Port) before any completion is taken,
+//!   are all submitted through a [`Port`](overlapped::Port) before any completion is taken,
 //!   in one [`Port::batch`] (32 reads per `io_uring_enter`; the
 //!   `submit_syscalls` of the JSON counts them).
 //! - **writes**: `--size` bytes written sequentially in 64 KiB chunks with 32

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::ProgressBar;
-use overlap::{
+use overlapped::{
     Access, AlignedBuf, AlignedBufPool, Engine, File, KernelWorkers, OpenOptions, Port, Stats,
 };
 
@@ -162,7 +162,7 @@ pub(super) fn async_reads(
 /// The async buffered reads again, on a second engine built like the first
 /// but without the page-cache fast path.
 pub(super) fn fast_path_off_reads(
-    builder: &overlap::EngineBuilder,
+    builder: &overlapped::EngineBuilder,
     path: &Path,
     offsets: &[u64],
     pb: &ProgressBar,

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use overlap::DriverKind;
+use overlapped::DriverKind;
 use serde::Serialize;
 
 use super::modes::Measurement;

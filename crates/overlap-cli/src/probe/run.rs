@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use overlap::{
+use overlapped::{
     Access, AlignedBufPool, DriverChoice, DriverInfo, Engine, EngineBuilder, File, OpenOptions,
 };
 
@@ -108,8 +108,10 @@ fn start_engine(driver: DriverArg, plan: &Plan) -> Result<(EngineBuilder, Engine
     };
     let builder = Engine::builder()
         .driver(choice)
-        .max_inflight_ops((plan.requests as usize).max(overlap::DEFAULT_MAX_INFLIGHT_OPS))
-        .max_inflight_bytes((plan.read_bytes() as usize).max(overlap::DEFAULT_MAX_INFLIGHT_BYTES));
+        .max_inflight_ops((plan.requests as usize).max(overlapped::DEFAULT_MAX_INFLIGHT_OPS))
+        .max_inflight_bytes(
+            (plan.read_bytes() as usize).max(overlapped::DEFAULT_MAX_INFLIGHT_BYTES),
+        );
     let engine = builder.clone().build().context("starting the I/O engine")?;
     Ok((builder, engine))
 }
@@ -593,7 +595,7 @@ fn set_valid_data(_file: &File, _size: u64) -> Result<()> {
 /// the probe enables for itself.
 #[cfg(windows)]
 fn valid_data_refusal() -> Option<String> {
-    match overlap::enable_manage_volume_privilege() {
+    match overlapped::enable_manage_volume_privilege() {
         Ok(true) => None,
         Ok(false) => Some(
             "SetFileValidData needs SeManageVolumePrivilege, which this process lacks (run \

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
-use overlap::KernelWorkers;
+use overlapped::KernelWorkers;
 
 use super::CHUNK;
 
@@ -205,7 +205,7 @@ mod tests {
         };
         assert!(dirty > 0, "a file just written has no dirty page");
         let facts = Facts {
-            driver: overlap::DriverKind::Uring,
+            driver: overlapped::DriverKind::Uring,
             fs: "ext4".into(),
             grow_workers: None,
             windows: false,

@@ -6,7 +6,7 @@
 //! `{name}` is a figure of the measurement (see [`Ctx::figure`]) or, failing
 //! that, another key of the table, filled in the same way.
 
-use overlap::DriverKind;
+use overlapped::DriverKind;
 
 use super::modes::Measurement;
 use super::plan::{Alloc, Api, Mode, ReadKind, WriteKind};

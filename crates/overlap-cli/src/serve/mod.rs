@@ -1,7 +1,7 @@
 //! `overlap serve DIR`: a static file server (axum + tower-http's
 //! `ServeDir`) whose file I/O is chosen with `--io`:
 //!
-//! - `overlap` (the default): `ServeDir` on `overlap_tokio::tower_http`'s
+//! - `overlap` (the default): `ServeDir` on `overlapped_tokio::tower_http`'s
 //!   backend, every open, `statx` and read through the engine;
 //! - `tokio-fs`: `ServeDir` as it comes, on tower-http's default backend
 //!   (`tokio::fs`, each operation a task on tokio's blocking pool);
@@ -41,7 +41,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use clap::{Args, ValueEnum};
-use overlap_tokio::tower_http::OverlapBackend;
+use overlapped_tokio::tower_http::OverlapBackend;
 use tower::util::MapRequest;
 use tower_http::services::ServeDir;
 
@@ -85,7 +85,7 @@ pub struct ServeArgs {
     /// With `--io overlap`: reads of data not in the page cache in flight
     /// at once, at most (0: no limit; see
     /// `OverlapBackend::with_max_uncached_reads`).
-    #[arg(long, default_value_t = overlap_tokio::tower_http::DEFAULT_MAX_UNCACHED_READS)]
+    #[arg(long, default_value_t = overlapped_tokio::tower_http::DEFAULT_MAX_UNCACHED_READS)]
     max_uncached_reads: usize,
     /// How long a client may take to send the whole head of a request
     /// (nginx's `client_header_timeout`), from the accept for the first
@@ -128,7 +128,7 @@ pub enum IoMode {
     Blocking,
     /// tower-http's default backend: `tokio::fs` (tokio's blocking pool).
     TokioFs,
-    /// `overlap_tokio::tower_http::OverlapBackend`: the engine.
+    /// `overlapped_tokio::tower_http::OverlapBackend`: the engine.
     Overlap,
 }
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use overlap_journal::format::{Geometry, Next, RecordReader, SliceSource, RECORD_HEADER};
+use overlapped_journal::format::{Geometry, Next, RecordReader, SliceSource, RECORD_HEADER};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use overlap::{block_on, AlignedBuf};
+use overlapped::{block_on, AlignedBuf};
 
 use super::prealloc::*;
 use super::shared::*;

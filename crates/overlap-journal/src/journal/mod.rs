@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use overlap::{block_on, AlignedBuf, Engine};
+use overlapped::{block_on, AlignedBuf, Engine};
 
 use self::bell::Bell;
 use self::flusher::*;

@@ -1,6 +1,6 @@
 //! Options of a journal, its LSNs and durability levels.
 
-use overlap::Engine;
+use overlapped::Engine;
 
 use crate::error::{Error, Result};
 use crate::format::record_span;

@@ -102,7 +102,7 @@ pub(super) fn repair_log(
         .iter()
         .filter(|&&s| s >= start_seq && s <= end_seq)
     {
-        let mut b = overlap::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
+        let mut b = overlapped::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
         let h = geo.encode_segment_header_checked(seq);
         b[..h.len()].copy_from_slice(&h);
         let (res, _) = storage.write(seq, 0, b);
@@ -189,7 +189,7 @@ fn zero_after_end(storage: &Arc<dyn Storage>, geo: Geometry, end: u64) -> Result
     // stretch a filler skips (the scan found no record there).
     src.read_stream(tail_start, &mut tail)?;
     let block_off = geo.file_offset(tail_start);
-    let mut zeroes = overlap::AlignedBuf::new(bs as usize, storage.buffer_align())?;
+    let mut zeroes = overlapped::AlignedBuf::new(bs as usize, storage.buffer_align())?;
     zeroes[..tail.len()].copy_from_slice(&tail);
     let (res, _) = storage.write(end_seq, block_off, zeroes);
     res?;
@@ -275,7 +275,7 @@ pub(super) fn write_log(
         let off = geo.file_offset(p);
         let b0 = align_down(off, bs);
         let b1 = align_up(off + n as u64, bs);
-        let mut buf = overlap::AlignedBuf::new((b1 - b0) as usize, storage.buffer_align())?;
+        let mut buf = overlapped::AlignedBuf::new((b1 - b0) as usize, storage.buffer_align())?;
         storage.read(seq, b0, &mut buf)?;
         let at = (off - b0) as usize;
         buf[at..at + n].copy_from_slice(&bytes[done..done + n]);

@@ -182,7 +182,7 @@ fn apply_plan(
     // 2. Headers; 3. fillers.
     let mut touched = BTreeSet::new();
     for &seq in &plan.headers {
-        let mut b = overlap::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
+        let mut b = overlapped::AlignedBuf::new(storage.block_size(), storage.buffer_align())?;
         let h = geo.encode_segment_header_checked(seq);
         b[..h.len()].copy_from_slice(&h);
         let (res, _) = storage.write(seq, 0, b);

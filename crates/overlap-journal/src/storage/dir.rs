@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use overlap::{Engine, OpenOptions};
+use overlapped::{Engine, OpenOptions};
 
 /// The journal directories this process has open for writing, by device
 /// and inode (on Windows: volume serial number and file index): a second open in the same process is told so, instead of
@@ -372,8 +372,10 @@ mod tests {
 
     /// A fresh directory under the system's temporary directory.
     fn scratch(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("overlap-journal-dir-{name}-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!(
+            "overlapped-journal-dir-{name}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use overlap::{AlignedBuf, Engine, File, OpenOptions};
+use overlapped::{AlignedBuf, Engine, File, OpenOptions};
 
 use super::dir::{free_bytes, free_name, list_free, lock_dir, probe_io, seg_name, sync_dir, Claim};
 use super::{Storage, SyncMethod, WriteFuture};
@@ -256,7 +256,7 @@ impl Storage for FsStorage {
     }
 
     fn completes_on_own_ring(&self) -> bool {
-        self.engine.driver().kind == overlap::DriverKind::Uring
+        self.engine.driver().kind == overlapped::DriverKind::Uring
     }
 
     fn is_forked_copy(&self) -> bool {

@@ -7,7 +7,7 @@ mod fs_storage;
 use std::io;
 use std::path::PathBuf;
 
-use overlap::AlignedBuf;
+use overlapped::AlignedBuf;
 
 pub use fs_storage::FsStorage;
 

@@ -40,7 +40,7 @@ const COPY_CHUNK: usize = 1 << 20;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::copy("foo.txt", "bar.txt").await?;
@@ -70,7 +70,7 @@ pub struct CopyReport {
 ///
 /// ```
 /// # tokio::runtime::Runtime::new()?.block_on(async {
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// let dir = tempfile::tempdir()?;
 /// fs::write(dir.path().join("a"), b"hello").await?;
 /// let r = fs::copy_reporting(dir.path().join("a"), dir.path().join("b")).await?;

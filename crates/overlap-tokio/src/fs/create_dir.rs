@@ -18,7 +18,7 @@ use crate::reactor::on_ring;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// use std::io;
 ///
 /// #[tokio::main]
@@ -32,13 +32,13 @@ pub async fn create_dir(path: impl AsRef<Path>) -> io::Result<()> {
 }
 
 async fn mkdir(path: &Path, mode: u32) -> io::Result<()> {
-    on_ring(overlap::path::create_dir(engine(), path, mode))
+    on_ring(overlapped::path::create_dir(engine(), path, mode))
         .await
         .map_err(io::Error::from)
 }
 
 async fn is_dir(path: &Path) -> bool {
-    on_ring(overlap::path::metadata(engine(), path))
+    on_ring(overlapped::path::metadata(engine(), path))
         .await
         .is_ok_and(|st| st.is_dir())
 }
@@ -95,7 +95,7 @@ async fn mkdir_all(path: &Path, mode: u32) -> io::Result<()> {
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// use std::io;
 ///
 /// #[tokio::main]
@@ -123,7 +123,7 @@ impl DirBuilder {
     /// # Examples
     ///
     /// ```
-    /// use overlap_tokio::fs::DirBuilder;
+    /// use overlapped_tokio::fs::DirBuilder;
     ///
     /// let builder = DirBuilder::new();
     /// ```
@@ -138,7 +138,7 @@ impl DirBuilder {
     /// # Examples
     ///
     /// ```
-    /// use overlap_tokio::fs::DirBuilder;
+    /// use overlapped_tokio::fs::DirBuilder;
     ///
     /// let mut builder = DirBuilder::new();
     /// builder.recursive(true);
@@ -154,7 +154,7 @@ impl DirBuilder {
     /// # Examples
     ///
     /// ```
-    /// use overlap_tokio::fs::DirBuilder;
+    /// use overlapped_tokio::fs::DirBuilder;
     ///
     /// let mut builder = DirBuilder::new();
     /// builder.mode(0o775);
@@ -174,7 +174,7 @@ impl DirBuilder {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::DirBuilder;
+    /// use overlapped_tokio::fs::DirBuilder;
     /// use std::io;
     ///
     /// #[tokio::main]

@@ -59,7 +59,7 @@ use stream::{Buf, Inner, State};
 /// Create a new file and asynchronously write bytes to it:
 ///
 /// ```no_run
-/// use overlap_tokio::fs::File;
+/// use overlapped_tokio::fs::File;
 /// use tokio::io::AsyncWriteExt; // for write_all()
 ///
 /// # async fn dox() -> std::io::Result<()> {
@@ -72,7 +72,7 @@ use stream::{Buf, Inner, State};
 /// Read the contents of a file into a buffer:
 ///
 /// ```no_run
-/// use overlap_tokio::fs::File;
+/// use overlapped_tokio::fs::File;
 /// use tokio::io::AsyncReadExt; // for read_to_end()
 ///
 /// # async fn dox() -> std::io::Result<()> {
@@ -86,7 +86,7 @@ use stream::{Buf, Inner, State};
 /// # }
 /// ```
 pub struct File {
-    file: overlap::File,
+    file: overlapped::File,
     cursor: Arc<Cursor>,
     inner: Mutex<Inner>,
     max_buf_size: usize,
@@ -96,9 +96,9 @@ pub struct File {
 }
 
 impl File {
-    fn new(file: overlap::File, pos: u64, max_buf_size: usize) -> File {
+    fn new(file: overlapped::File, pos: u64, max_buf_size: usize) -> File {
         debug_assert!(
-            (1..=overlap::MAX_RW_BYTES).contains(&max_buf_size),
+            (1..=overlapped::MAX_RW_BYTES).contains(&max_buf_size),
             "a file's buffer holds one operation of the engine"
         );
         File {
@@ -117,7 +117,7 @@ impl File {
         }
     }
 
-    pub(crate) fn from_engine(file: overlap::File) -> File {
+    pub(crate) fn from_engine(file: overlapped::File) -> File {
         File::new(file, 0, DEFAULT_MAX_BUF_SIZE)
     }
 
@@ -135,7 +135,7 @@ impl File {
     /// taken away since), or the engine refuses the overlapped handle (one
     /// already associated with another completion port), the std handle
     /// itself (or a duplicate of it) is adopted
-    /// (`overlap::File::from_synchronous_handle`): its reads and writes
+    /// (`overlapped::File::from_synchronous_handle`): its reads and writes
     /// are then blocking calls on the engine's bounded thread pool, which
     /// Windows performs one at a time on that file, and everything else is
     /// as for any file. Should even that fail (a std file made from a raw
@@ -149,7 +149,7 @@ impl File {
     /// // This line could block. It is not recommended to do this on the Tokio
     /// // runtime.
     /// let std_file = std::fs::File::open("foo.txt").unwrap();
-    /// let file = overlap_tokio::fs::File::from_std(std_file);
+    /// let file = overlapped_tokio::fs::File::from_std(std_file);
     /// ```
     pub fn from_std(std: std::fs::File) -> File {
         // lseek(fd, 0, SEEK_CUR) reads a number; it does not wait for I/O.
@@ -158,12 +158,12 @@ impl File {
     }
 
     #[cfg(unix)]
-    fn adopt(std: std::fs::File) -> overlap::File {
-        overlap::File::from_fd(crate::engine(), std.into())
+    fn adopt(std: std::fs::File) -> overlapped::File {
+        overlapped::File::from_fd(crate::engine(), std.into())
     }
 
     #[cfg(windows)]
-    fn adopt(std: std::fs::File) -> overlap::File {
+    fn adopt(std: std::fs::File) -> overlapped::File {
         let engine = crate::engine();
         // The handle for the engine's overlapped I/O, and one on the same
         // file to adopt as it is should the engine refuse that: `std`
@@ -178,11 +178,13 @@ impl File {
             Err(e) => (Err(e), Some(std)),
         };
         let first = first
-            .map_err(overlap::Error::from)
-            .and_then(|h| overlap::File::from_handle(engine, h));
+            .map_err(overlapped::Error::from)
+            .and_then(|h| overlapped::File::from_handle(engine, h));
         let adopted = match (first, spare) {
             (Ok(file), _) => Ok(file),
-            (Err(_), Some(spare)) => overlap::File::from_synchronous_handle(engine, spare.into()),
+            (Err(_), Some(spare)) => {
+                overlapped::File::from_synchronous_handle(engine, spare.into())
+            }
             (Err(e), None) => Err(e),
         };
         match adopted {
@@ -196,7 +198,7 @@ impl File {
             // Not a kernel handle (only a std file made from a raw value
             // can hold one): a file whose every operation fails, as one
             // closed, with the system's word for it (ERROR_INVALID_HANDLE).
-            Err(_) => overlap::File::closed(engine),
+            Err(_) => overlapped::File::closed(engine),
         }
     }
 
@@ -206,7 +208,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -230,7 +232,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -260,7 +262,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -288,7 +290,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let file = File::open("foo.txt").await?;
@@ -319,7 +321,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let file = File::open("foo.txt").await?;
@@ -364,7 +366,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let tokio_file = File::open("foo.txt").await?;
@@ -404,7 +406,7 @@ impl File {
 
     #[cfg(unix)]
     fn std_without_handle(why: io::Error) -> std::fs::File {
-        panic!("overlap-tokio: no descriptor for into_std: {why}")
+        panic!("overlapped-tokio: no descriptor for into_std: {why}")
     }
 
     /// Tries to immediately destructure `File` into a [`std::fs::File`].
@@ -417,7 +419,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let tokio_file = File::open("foo.txt").await?;
@@ -455,14 +457,14 @@ impl File {
 
     /// The std file of the engine's, when it is its only handle and idle.
     #[cfg(unix)]
-    fn give_back(file: overlap::File) -> Result<std::fs::File, overlap::File> {
+    fn give_back(file: overlapped::File) -> Result<std::fs::File, overlapped::File> {
         file.into_fd().map(std::fs::File::from)
     }
 
     /// The std file of the engine's, when it is its only handle and idle:
     /// opened again for synchronous I/O, as std's own files are.
     #[cfg(windows)]
-    fn give_back(file: overlap::File) -> Result<std::fs::File, overlap::File> {
+    fn give_back(file: overlapped::File) -> Result<std::fs::File, overlapped::File> {
         file.into_handle().map(windows::synchronous_std)
     }
 
@@ -502,7 +504,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let file = File::open("foo.txt").await?;
@@ -523,7 +525,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::{File, FileTimes};
+    /// use overlapped_tokio::fs::{File, FileTimes};
     ///
     /// # async fn dox() -> std::io::Result<()> {
     /// let file = File::open("foo.txt").await?;
@@ -551,7 +553,7 @@ impl File {
     /// [`AsyncRead`](tokio::io::AsyncRead) /
     /// [`AsyncWrite`](tokio::io::AsyncWrite) operation (default 2 MiB): the
     /// most one read or write transfers. A size above the engine's largest
-    /// transfer ([`overlap::MAX_RW_BYTES`]) is taken as that.
+    /// transfer ([`overlapped::MAX_RW_BYTES`]) is taken as that.
     ///
     /// # Panics
     ///
@@ -560,7 +562,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -579,9 +581,9 @@ impl File {
     #[track_caller]
     pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
         assert!(max_buf_size > 0, "`max_buf_size` must be greater than 0");
-        self.max_buf_size = max_buf_size.min(overlap::MAX_RW_BYTES);
+        self.max_buf_size = max_buf_size.min(overlapped::MAX_RW_BYTES);
         debug_assert!(
-            (1..=overlap::MAX_RW_BYTES).contains(&self.max_buf_size),
+            (1..=overlapped::MAX_RW_BYTES).contains(&self.max_buf_size),
             "a file's buffer holds one operation of the engine"
         );
     }
@@ -597,14 +599,14 @@ impl File {
 
     /// The engine's file underneath. Not public: a clone of it could close
     /// the descriptor under [`AsFd`] borrows.
-    pub(crate) fn engine_file(&self) -> &overlap::File {
+    pub(crate) fn engine_file(&self) -> &overlapped::File {
         &self.file
     }
 
     /// The direct-I/O alignment of the file (what buffers, offsets and
     /// lengths must be multiples of when it was opened with
     /// [`OpenOptions::direct`](super::OpenOptions::direct)).
-    pub fn alignment(&self) -> overlap::Alignment {
+    pub fn alignment(&self) -> overlapped::Alignment {
         self.file.alignment()
     }
 
@@ -614,13 +616,13 @@ impl File {
     }
 
     /// Reads up to `buf.len()` bytes at `offset` into `buf` (a `Vec<u8>`,
-    /// an `overlap::AlignedBuf`, ...), which comes back with the count. The
+    /// an `overlapped::AlignedBuf`, ...), which comes back with the count. The
     /// file's cursor does not move, and the read does not wait for this
     /// file's `AsyncRead`/`AsyncWrite` operation in flight.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// use overlap_tokio::fs;
+    /// use overlapped_tokio::fs;
     /// let dir = tempfile::tempdir()?;
     /// fs::write(dir.path().join("f"), b"hello world").await?;
     /// let file = fs::File::open(dir.path().join("f")).await?;
@@ -629,7 +631,7 @@ impl File {
     /// # Ok::<(), std::io::Error>(()) })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub async fn read_at<B: overlap::IoBufMut>(
+    pub async fn read_at<B: overlapped::IoBufMut>(
         &self,
         buf: B,
         offset: u64,
@@ -645,7 +647,11 @@ impl File {
     /// Writes `buf` at `offset` (fewer bytes may be written; see
     /// [`write_all_at`](Self::write_all_at)); the cursor does not move. On a
     /// file opened for appending the data goes to the end (Linux's rule).
-    pub async fn write_at<B: overlap::IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+    pub async fn write_at<B: overlapped::IoBuf>(
+        &self,
+        buf: B,
+        offset: u64,
+    ) -> (io::Result<usize>, B) {
         let (res, buf) = on_ring(self.file.write_at(buf, offset)).await;
         debug_assert!(
             res.as_ref().map_or(true, |&n| n <= buf.bytes_len()),
@@ -656,7 +662,7 @@ impl File {
 
     /// Fills `buf` from `offset`, or fails with
     /// [`io::ErrorKind::UnexpectedEof`]; the cursor does not move.
-    pub async fn read_exact_at<B: overlap::IoBufMut>(
+    pub async fn read_exact_at<B: overlapped::IoBufMut>(
         &self,
         buf: B,
         offset: u64,
@@ -669,7 +675,7 @@ impl File {
     ///
     /// ```
     /// # tokio::runtime::Runtime::new()?.block_on(async {
-    /// use overlap_tokio::fs;
+    /// use overlapped_tokio::fs;
     /// let dir = tempfile::tempdir()?;
     /// let file = fs::File::create_new(dir.path().join("f")).await?;
     /// let (res, _buf) = file.write_all_at(b"abc".to_vec(), 4).await;
@@ -678,7 +684,7 @@ impl File {
     /// # Ok::<(), std::io::Error>(()) })?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub async fn write_all_at<B: overlap::IoBuf>(
+    pub async fn write_all_at<B: overlapped::IoBuf>(
         &self,
         buf: B,
         offset: u64,
@@ -699,7 +705,7 @@ impl File {
     /// Type, size, permissions and times of the file by `statx` through the
     /// engine (what [`metadata`](Self::metadata) gives as std's type, from
     /// the blocking pool).
-    pub async fn statx(&self) -> io::Result<overlap::path::Stat> {
+    pub async fn statx(&self) -> io::Result<overlapped::path::Stat> {
         on_ring(self.file.stat())
             .await
             .map_err(|e| engine_err(e, code::NOT_OPENED))
@@ -721,7 +727,7 @@ impl From<OwnedFd> for File {
 
 impl fmt::Debug for File {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("overlap_tokio::fs::File")
+        f.debug_struct("overlapped_tokio::fs::File")
             .field("file", &self.file)
             .finish()
     }

@@ -12,7 +12,7 @@ use crate::reactor::on_ring;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::rename("a.txt", "b.txt").await?; // Rename a.txt to b.txt
@@ -20,7 +20,7 @@ use crate::reactor::on_ring;
 /// # }
 /// ```
 pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
-    let task = overlap::path::rename(engine(), from.as_ref(), to.as_ref());
+    let task = overlapped::path::rename(engine(), from.as_ref(), to.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -30,7 +30,7 @@ pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// #[tokio::main]
 /// async fn main() -> std::io::Result<()> {
@@ -39,7 +39,7 @@ pub async fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<
 /// }
 /// ```
 pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    let task = overlap::path::hard_link(engine(), original.as_ref(), link.as_ref());
+    let task = overlapped::path::hard_link(engine(), original.as_ref(), link.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -49,7 +49,7 @@ pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::symlink("a.txt", "b.txt").await?;
@@ -58,7 +58,7 @@ pub async fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io
 /// ```
 #[cfg(unix)]
 pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::Result<()> {
-    let task = overlap::path::symlink(engine(), original.as_ref(), link.as_ref());
+    let task = overlapped::path::symlink(engine(), original.as_ref(), link.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -72,7 +72,7 @@ pub async fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> io::
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::symlink_file("a.txt", "b.txt").await?;
@@ -92,7 +92,7 @@ pub async fn symlink_file(original: impl AsRef<Path>, link: impl AsRef<Path>) ->
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::symlink_dir("a", "b").await?;
@@ -112,7 +112,7 @@ pub async fn symlink_dir(original: impl AsRef<Path>, link: impl AsRef<Path>) -> 
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// use std::io;
 ///
 /// #[tokio::main]

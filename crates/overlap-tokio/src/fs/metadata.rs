@@ -2,7 +2,7 @@
 //! [`set_permissions`] (std's, on the blocking pool), and [`statx`],
 //! [`symlink_statx`], [`try_exists`] (`statx` through the engine, or on
 //! the calling thread from memory when the dentry cache holds the path on a
-//! local file system: `overlap::path::metadata`).
+//! local file system: `overlapped::path::metadata`).
 
 use std::io;
 use std::path::Path;
@@ -17,7 +17,7 @@ use crate::reactor::on_ring;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// #[tokio::main]
 /// async fn main() -> std::io::Result<()> {
@@ -38,7 +38,7 @@ pub async fn metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Metadata> {
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// let attr = fs::symlink_metadata("/some/file/path.txt").await?;
@@ -51,12 +51,12 @@ pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Met
 }
 
 /// Beyond tokio: what [`metadata`] reports, by `statx` through the engine
-/// (or from memory on the calling thread, as `overlap::path::metadata`
-/// answers a cached path), as the engine's [`overlap::path::Stat`].
+/// (or from memory on the calling thread, as `overlapped::path::metadata`
+/// answers a cached path), as the engine's [`overlapped::path::Stat`].
 ///
 /// ```
 /// # tokio::runtime::Runtime::new()?.block_on(async {
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// let dir = tempfile::tempdir()?;
 /// fs::write(dir.path().join("f"), b"12345").await?;
 /// let st = fs::statx(dir.path().join("f")).await?;
@@ -65,15 +65,15 @@ pub async fn symlink_metadata(path: impl AsRef<Path>) -> io::Result<std::fs::Met
 /// # Ok::<(), std::io::Error>(()) })?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    let task = overlap::path::metadata(engine(), path.as_ref());
+pub async fn statx(path: impl AsRef<Path>) -> io::Result<overlapped::path::Stat> {
+    let task = overlapped::path::metadata(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
 /// Beyond tokio: what [`symlink_metadata`] reports, by `statx` with
 /// `AT_SYMLINK_NOFOLLOW` through the engine (or from memory, as [`statx`]).
-pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::Stat> {
-    let task = overlap::path::symlink_metadata(engine(), path.as_ref());
+pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlapped::path::Stat> {
+    let task = overlapped::path::symlink_metadata(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -85,14 +85,14 @@ pub async fn symlink_statx(path: impl AsRef<Path>) -> io::Result<overlap::path::
 /// # Examples
 ///
 /// ```no_run
-/// # use overlap_tokio::fs;
+/// # use overlapped_tokio::fs;
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::try_exists("foo.txt").await?;
 /// # Ok(())
 /// # }
 /// ```
 pub async fn try_exists(path: impl AsRef<Path>) -> io::Result<bool> {
-    let task = overlap::path::try_exists(engine(), path.as_ref());
+    let task = overlapped::path::try_exists(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 

@@ -1,8 +1,8 @@
 //! Filesystem operations: the names of `tokio::fs`, with the same
-//! signatures and behaviour, so that `use overlap_tokio::fs;` replaces
+//! signatures and behaviour, so that `use overlapped_tokio::fs;` replaces
 //! `use tokio::fs;`.
 //!
-//! What has an io_uring opcode is an operation of the [`overlap`] engine
+//! What has an io_uring opcode is an operation of the [`overlapped`] engine
 //! (io_uring where the kernel allows it, else the engine's bounded thread
 //! pool; an opcode missing on an older kernel falls back to its system call
 //! by itself). What has none runs on tokio's blocking pool
@@ -27,7 +27,7 @@
 //! | [`remove_file`], [`remove_dir`] | engine | `unlinkat` |
 //! | [`rename`] | engine | `renameat` |
 //! | [`hard_link`], [`symlink`] | engine | `linkat`, `symlinkat` |
-//! | [`try_exists`] | engine (or calling thread) | `statx`; of a path the dentry cache holds, on a local file system, on the calling thread from memory (see `overlap::path::metadata`) |
+//! | [`try_exists`] | engine (or calling thread) | `statx`; of a path the dentry cache holds, on a local file system, on the calling thread from memory (see `overlapped::path::metadata`) |
 //! | [`metadata`], [`symlink_metadata`] | blocking pool | `statx` by std: a `std::fs::Metadata` can only come from std ([`statx`], [`symlink_statx`] use the engine) |
 //! | [`read_dir`], [`ReadDir`], [`DirEntry::metadata`], [`DirEntry::file_type`] | blocking pool | `getdents64`: no opcode |
 //! | [`remove_dir_all`] | blocking pool | std's (it guards against symbolic-link races with `openat` and `unlinkat` relative to directory descriptors) |
@@ -77,7 +77,7 @@
 //! `tempfile::NamedTempFile` given by value keeps its file until then).
 //! Unlike tokio's, every function also works when its future is polled
 //! outside a tokio runtime (`futures::executor::block_on`,
-//! [`overlap::block_on`]): what would run on tokio's blocking pool then runs
+//! [`overlapped::block_on`]): what would run on tokio's blocking pool then runs
 //! on a thread of its own.
 //!
 //! # Differences from `tokio::fs`
@@ -147,7 +147,7 @@
 //!   the process's end before that (`exit`, a signal) can lose them. A
 //!   dropped file's write that fails, with no caller left to tell, is
 //!   written to stderr.
-//! - The engine's shutdown (`overlap_tokio::engine().shutdown()`) waits for
+//! - The engine's shutdown (`overlapped_tokio::engine().shutdown()`) waits for
 //!   the operations in flight; later calls fail at once with the engine's
 //!   shutdown error (`io::ErrorKind::NotConnected`, "the engine has been
 //!   shut down"), and so does the write of bytes still behind (the next
@@ -168,7 +168,7 @@
 //!   options cannot be read back).
 //! - `tokio_stream::wrappers::ReadDirStream::new` takes tokio's `ReadDir`
 //!   and so not this one: with the feature `stream`,
-//!   `overlap_tokio::wrappers::ReadDirStream` is the same wrapper (`new`,
+//!   `overlapped_tokio::wrappers::ReadDirStream` is the same wrapper (`new`,
 //!   `into_inner`, `Stream<Item = io::Result<DirEntry>>`) for [`ReadDir`];
 //!   switch its `use` line as this module's.
 //! - On an O_DIRECT file (by [`OpenOptions::direct`] or `custom_flags`),
@@ -176,7 +176,7 @@
 //!   not aligned (the internal buffer is a `Vec`, aligned only by chance)
 //!   fails with `InvalidInput` before any system call, where std's would
 //!   get `EINVAL` from the kernel; use [`File::read_at`] and
-//!   [`File::write_all_at`] with `overlap::AlignedBuf`s.
+//!   [`File::write_all_at`] with `overlapped::AlignedBuf`s.
 
 mod copy;
 mod create_dir;

@@ -19,7 +19,7 @@ use crate::reactor::on_ring;
 /// Opening a file to read:
 ///
 /// ```no_run
-/// use overlap_tokio::fs::OpenOptions;
+/// use overlapped_tokio::fs::OpenOptions;
 /// use std::io;
 ///
 /// #[tokio::main]
@@ -37,7 +37,7 @@ use crate::reactor::on_ring;
 /// doesn't exist:
 ///
 /// ```no_run
-/// use overlap_tokio::fs::OpenOptions;
+/// use overlapped_tokio::fs::OpenOptions;
 /// use std::io;
 ///
 /// #[tokio::main]
@@ -54,7 +54,7 @@ use crate::reactor::on_ring;
 /// ```
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
-    inner: overlap::OpenOptions,
+    inner: overlapped::OpenOptions,
 }
 
 impl Default for OpenOptions {
@@ -70,14 +70,14 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     ///
     /// let mut options = OpenOptions::new();
     /// let future = options.read(true).open("foo.txt");
     /// ```
     pub fn new() -> OpenOptions {
         OpenOptions {
-            inner: overlap::OpenOptions::new(),
+            inner: overlapped::OpenOptions::new(),
         }
     }
 
@@ -86,7 +86,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -110,7 +110,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -135,7 +135,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -159,7 +159,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -184,7 +184,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -210,7 +210,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -235,7 +235,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -260,7 +260,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -309,7 +309,7 @@ impl OpenOptions {
     /// Beyond tokio: O_DIRECT, bypassing the page cache. Buffers, offsets
     /// and lengths must then be aligned as [`File::alignment`] says: use
     /// [`File::read_at`] and [`File::write_all_at`] with
-    /// `overlap::AlignedBuf`s. (`AsyncRead`/`AsyncWrite` use a `Vec`, aligned
+    /// `overlapped::AlignedBuf`s. (`AsyncRead`/`AsyncWrite` use a `Vec`, aligned
     /// only by chance: misaligned requests fail with
     /// [`io::ErrorKind::InvalidInput`].)
     pub fn direct(&mut self, direct: bool) -> &mut OpenOptions {
@@ -326,7 +326,7 @@ impl OpenOptions {
 
     /// Beyond tokio: the expected access pattern, as `posix_fadvise`
     /// advice to the kernel's read-ahead.
-    pub fn access(&mut self, access: overlap::Access) -> &mut OpenOptions {
+    pub fn access(&mut self, access: overlapped::Access) -> &mut OpenOptions {
         self.inner.access(access);
         self
     }
@@ -348,7 +348,7 @@ impl OpenOptions {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::OpenOptions;
+    /// use overlapped_tokio::fs::OpenOptions;
     /// use std::io;
     ///
     /// #[tokio::main]
@@ -384,7 +384,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncReadExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -409,7 +409,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -435,7 +435,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {
@@ -458,7 +458,7 @@ impl File {
     /// # Examples
     ///
     /// ```no_run
-    /// use overlap_tokio::fs::File;
+    /// use overlapped_tokio::fs::File;
     /// use tokio::io::AsyncWriteExt;
     ///
     /// # async fn dox() -> std::io::Result<()> {

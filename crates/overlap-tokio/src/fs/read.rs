@@ -20,7 +20,7 @@ const READ_CHUNK: usize = 64 << 10;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 /// use std::net::SocketAddr;
 ///
 /// #[tokio::main]
@@ -36,7 +36,7 @@ pub async fn read(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     let file = File::open(path.as_ref().to_path_buf()).await?;
     let file = file.engine_file();
     // The size hint from the attributes the kernel holds (no I/O, no
-    // kernel worker: see `overlap::File::stat_cached`); only a hint, the
+    // kernel worker: see `overlapped::File::stat_cached`); only a hint, the
     // reads go on to the end of the file whatever it says.
     let hint = file.stat_cached().map(|st| st.len as usize).unwrap_or(0);
     // The expected length plus one byte, so that a file of exactly that
@@ -87,7 +87,7 @@ struct Tail {
 // SAFETY: the bytes are the vector's heap allocation, which does not move
 // when the value moves and is not resized while the value is lent to an
 // operation; `start + len <= vec.len()` (checked below), all initialised.
-unsafe impl overlap::IoBuf for Tail {
+unsafe impl overlapped::IoBuf for Tail {
     fn stable_ptr(&self) -> *const u8 {
         debug_assert!(self.start + self.len <= self.vec.len());
         self.vec[self.start..].as_ptr()
@@ -98,7 +98,7 @@ unsafe impl overlap::IoBuf for Tail {
 }
 
 // SAFETY: as above; u8 accepts any byte.
-unsafe impl overlap::IoBufMut for Tail {
+unsafe impl overlapped::IoBufMut for Tail {
     fn stable_mut_ptr(&mut self) -> *mut u8 {
         self.vec[self.start..].as_mut_ptr()
     }
@@ -115,7 +115,7 @@ unsafe impl overlap::IoBufMut for Tail {
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// let contents = fs::read_to_string("foo.txt").await?;

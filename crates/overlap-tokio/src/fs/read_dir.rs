@@ -30,7 +30,7 @@ const CHUNK: usize = 32;
 ///
 /// ```
 /// # tokio::runtime::Runtime::new()?.block_on(async {
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// let dir = tempfile::tempdir()?;
 /// fs::write(dir.path().join("a"), b"").await?;
@@ -157,7 +157,7 @@ impl DirEntry {
     ///
     /// ```no_run
     /// # async fn dox() -> std::io::Result<()> {
-    /// let mut entries = overlap_tokio::fs::read_dir(".").await?;
+    /// let mut entries = overlapped_tokio::fs::read_dir(".").await?;
     /// while let Some(entry) = entries.next_entry().await? {
     ///     println!("{:?}: {}", entry.file_name(), entry.ino());
     /// }
@@ -174,7 +174,7 @@ impl DirEntry {
     ///
     /// ```no_run
     /// # async fn dox() -> std::io::Result<()> {
-    /// let mut entries = overlap_tokio::fs::read_dir(".").await?;
+    /// let mut entries = overlapped_tokio::fs::read_dir(".").await?;
     /// while let Some(entry) = entries.next_entry().await? {
     ///     println!("{:?}", entry.path());
     /// }
@@ -189,7 +189,7 @@ impl DirEntry {
     ///
     /// ```no_run
     /// # async fn dox() -> std::io::Result<()> {
-    /// let mut entries = overlap_tokio::fs::read_dir(".").await?;
+    /// let mut entries = overlapped_tokio::fs::read_dir(".").await?;
     /// while let Some(entry) = entries.next_entry().await? {
     ///     println!("{:?}", entry.file_name());
     /// }
@@ -205,7 +205,7 @@ impl DirEntry {
     ///
     /// ```no_run
     /// # async fn dox() -> std::io::Result<()> {
-    /// let mut entries = overlap_tokio::fs::read_dir(".").await?;
+    /// let mut entries = overlapped_tokio::fs::read_dir(".").await?;
     /// while let Some(entry) = entries.next_entry().await? {
     ///     if let Ok(metadata) = entry.metadata().await {
     ///         println!("{:?}: {:?}", entry.path(), metadata.permissions());
@@ -225,7 +225,7 @@ impl DirEntry {
     ///
     /// ```no_run
     /// # async fn dox() -> std::io::Result<()> {
-    /// let mut entries = overlap_tokio::fs::read_dir(".").await?;
+    /// let mut entries = overlapped_tokio::fs::read_dir(".").await?;
     /// while let Some(entry) = entries.next_entry().await? {
     ///     if let Ok(file_type) = entry.file_type().await {
     ///         println!("{:?}: {:?}", entry.path(), file_type);

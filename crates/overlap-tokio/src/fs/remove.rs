@@ -16,7 +16,7 @@ use crate::reactor::on_ring;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::remove_file("foo.txt").await?;
@@ -24,7 +24,7 @@ use crate::reactor::on_ring;
 /// # }
 /// ```
 pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
-    let task = overlap::path::remove_file(engine(), path.as_ref());
+    let task = overlapped::path::remove_file(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -34,7 +34,7 @@ pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::remove_dir("/some/dir").await?;
@@ -42,7 +42,7 @@ pub async fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// # }
 /// ```
 pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
-    let task = overlap::path::remove_dir(engine(), path.as_ref());
+    let task = overlapped::path::remove_dir(engine(), path.as_ref());
     on_ring(task).await.map_err(io::Error::from)
 }
 
@@ -52,7 +52,7 @@ pub async fn remove_dir(path: impl AsRef<Path>) -> io::Result<()> {
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::remove_dir_all("/some/dir").await?;

@@ -17,7 +17,7 @@ where
 /// Starts `f` on tokio's blocking pool when polled inside a tokio runtime
 /// (as `tokio::task::spawn_blocking`), else on a thread of its own: a
 /// future of this crate polled outside tokio (`futures::executor::block_on`,
-/// `overlap::block_on`) works rather than panics.
+/// `overlapped::block_on`) works rather than panics.
 pub(crate) fn spawn_blocking<F, T>(f: F) -> Blocking<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -28,7 +28,7 @@ where
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new()
-        .name("overlap-tokio-blocking".into())
+        .name("overlapped-tokio-blocking".into())
         .spawn(move || {
             let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let _ = tx.send(res.map_err(|_| ()));
@@ -88,10 +88,10 @@ pub(crate) fn join_err(e: tokio::task::JoinError) -> io::Error {
 /// the kernel gives for a descriptor not open for the access (`EBADF` for
 /// reads and writes, `EINVAL` for `ftruncate`), which the engine checks
 /// before submission.
-pub(crate) fn engine_err(e: overlap::Error, not_opened: i32) -> io::Error {
+pub(crate) fn engine_err(e: overlapped::Error, not_opened: i32) -> io::Error {
     match e {
-        overlap::Error::NotOpenedFor(_) => io::Error::from_raw_os_error(not_opened),
-        overlap::Error::Closed => io::Error::from_raw_os_error(code::CLOSED),
+        overlapped::Error::NotOpenedFor(_) => io::Error::from_raw_os_error(not_opened),
+        overlapped::Error::Closed => io::Error::from_raw_os_error(code::CLOSED),
         e => e.into(),
     }
 }
@@ -134,7 +134,7 @@ pub(crate) mod code {
     pub(crate) const CLOSED: i32 = ERROR_INVALID_HANDLE as i32;
 }
 
-pub(super) fn engine() -> &'static overlap::Engine {
+pub(super) fn engine() -> &'static overlapped::Engine {
     crate::engine()
 }
 

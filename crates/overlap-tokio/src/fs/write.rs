@@ -13,7 +13,7 @@ use super::File;
 /// # Examples
 ///
 /// ```no_run
-/// use overlap_tokio::fs;
+/// use overlapped_tokio::fs;
 ///
 /// # async fn dox() -> std::io::Result<()> {
 /// fs::write("foo.txt", b"Hello world!").await?;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use overlap::{DriverKind, ReactorRing};
+use overlapped::{DriverKind, ReactorRing};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 

@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
 use super::tokio_test::assert_ok;
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 
 #[tokio::test]
 async fn path_read_write() {

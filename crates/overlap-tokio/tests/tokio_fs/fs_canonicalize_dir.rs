@@ -1,7 +1,7 @@
 // tokio 1.54.1 tests/fs_canonicalize_dir.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 
 #[tokio::test]
 #[cfg(unix)]

@@ -1,7 +1,7 @@
 // tokio 1.54.1 tests/fs_copy.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 use tempfile::tempdir;
 
 #[tokio::test]
@@ -28,14 +28,18 @@ async fn copy_permissions() {
     let from_path = dir.path().join("foo.txt");
     let to_path = dir.path().join("bar.txt");
 
-    let from = overlap_tokio::fs::File::create(&from_path).await.unwrap();
+    let from = overlapped_tokio::fs::File::create(&from_path)
+        .await
+        .unwrap();
     let mut from_perms = from.metadata().await.unwrap().permissions();
     from_perms.set_readonly(true);
     from.set_permissions(from_perms.clone()).await.unwrap();
 
-    overlap_tokio::fs::copy(from_path, &to_path).await.unwrap();
+    overlapped_tokio::fs::copy(from_path, &to_path)
+        .await
+        .unwrap();
 
-    let to_perms = overlap_tokio::fs::metadata(to_path)
+    let to_perms = overlapped_tokio::fs::metadata(to_path)
         .await
         .unwrap()
         .permissions();

@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs_dir.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
 use super::tokio_test::{assert_err, assert_ok};
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 
 use std::sync::{Arc, Mutex};
 use tempfile::tempdir;

@@ -1,9 +1,9 @@
 // tokio 1.54.1 tests/fs_file.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
 use super::tokio_test::task;
 use futures::future::FutureExt;
-use overlap_tokio::fs::File;
+use overlapped_tokio::fs::File;
 use std::io::prelude::*;
 use std::io::IoSlice;
 use tempfile::NamedTempFile;
@@ -230,7 +230,7 @@ async fn set_times() {
     // Whole seconds to avoid filesystem timestamp precision loss.
     let accessed = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
     let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
-    let times = overlap_tokio::fs::FileTimes::new()
+    let times = overlapped_tokio::fs::FileTimes::new()
         .set_accessed(accessed)
         .set_modified(modified);
 
@@ -283,10 +283,10 @@ async fn file_debug_fmt() {
 
     let file = File::open(tempfile.path()).await.unwrap();
 
-    // overlap-tokio: its own type name, and the engine's file inside (with
+    // overlapped-tokio: its own type name, and the engine's file inside (with
     // its descriptor) where tokio's shows its std file.
     let s = format!("{file:?}");
-    assert!(s.starts_with("overlap_tokio::fs::File { file: "), "{s}");
+    assert!(s.starts_with("overlapped_tokio::fs::File { file: "), "{s}");
     assert!(
         s.contains(&format!("{}", std::os::fd::AsRawFd::as_raw_fd(&file))),
         "{s}"
@@ -300,10 +300,10 @@ async fn file_debug_fmt() {
 
     let file = File::open(tempfile.path()).await.unwrap();
 
-    // overlap-tokio: its own type name, and the engine's file inside where
+    // overlapped-tokio: its own type name, and the engine's file inside where
     // tokio's shows its std file (tokio's slice, [0..37], fits its name).
     let s = format!("{:?}", file);
-    assert!(s.starts_with("overlap_tokio::fs::File { file: "), "{s}");
+    assert!(s.starts_with("overlapped_tokio::fs::File { file: "), "{s}");
 }
 
 #[tokio::test]
@@ -328,7 +328,7 @@ async fn read_file_from_unix_fd() {
     let raw_fd = file1.into_std().await.into_raw_fd();
     assert!(raw_fd > 0);
 
-    // overlap-tokio: the safety comment the workspace's lints ask for.
+    // overlapped-tokio: the safety comment the workspace's lints ask for.
     // SAFETY: `raw_fd` is an open descriptor whose ownership `into_raw_fd`
     // gave up; nothing else closes it.
     let mut file2 = unsafe { File::from_raw_fd(raw_fd) };

@@ -1,7 +1,7 @@
 // tokio 1.54.1 tests/fs_file_join_error.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
-//! A `overlap_tokio::fs::File` op whose backing blocking task fails (cancelled/panicked
+//! A `overlapped_tokio::fs::File` op whose backing blocking task fails (cancelled/panicked
 //! -> `JoinError`, or fails to spawn) must leave the File in a valid state and
 //! return an `io::Error`, not poison it so a later op panics.
 //!
@@ -14,7 +14,7 @@ use std::path::Path;
 use std::task::Context;
 use std::time::Duration;
 
-use overlap_tokio::fs::File;
+use overlapped_tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::runtime::{Builder, Handle};
 

@@ -1,7 +1,7 @@
 // tokio 1.54.1 tests/fs_open_options.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
-use overlap_tokio::fs::OpenOptions;
+use overlapped_tokio::fs::OpenOptions;
 use std::io::Write;
 use tempfile::NamedTempFile;
 use tokio::io::AsyncReadExt;

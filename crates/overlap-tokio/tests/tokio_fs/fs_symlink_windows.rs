@@ -1,8 +1,8 @@
 // tokio 1.54.1 tests/fs_symlink_file_windows.rs and
 // tests/fs_symlink_dir_windows.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed, the two files in one.
+// overlapped_tokio::fs: `tokio::fs` renamed, the two files in one.
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 use tempfile::tempdir;
 
 #[tokio::test]
@@ -17,7 +17,7 @@ async fn symlink_file_windows() {
 
     fs::write(&source_path, b"new data!").await.unwrap();
 
-    // overlap-tokio: where the system makes the link but std cannot read
+    // overlapped-tokio: where the system makes the link but std cannot read
     // through it either (Wine), skipped.
     if let Err(e) = std::fs::read(&dest_path) {
         eprintln!("SKIPPED: tokio_fs::fs_symlink_windows: a file link cannot be read: {e}");
@@ -49,7 +49,7 @@ async fn symlink_dir_windows() {
 
     let file2 = dir2.as_path().join(FILE_NAME);
 
-    // overlap-tokio: as above, for a directory link.
+    // overlapped-tokio: as above, for a directory link.
     if let Err(e) = std::fs::read(&file2) {
         eprintln!("SKIPPED: tokio_fs::fs_symlink_windows: a directory link cannot be read: {e}");
         return;

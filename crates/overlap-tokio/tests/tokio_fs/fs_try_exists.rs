@@ -1,7 +1,7 @@
 // tokio 1.54.1 tests/fs_try_exists.rs (MIT, LICENSE.tokio beside it), run against
-// overlap_tokio::fs: `tokio::fs` renamed; changes marked "overlap-tokio:".
+// overlapped_tokio::fs: `tokio::fs` renamed; changes marked "overlapped-tokio:".
 
-use overlap_tokio::fs;
+use overlapped_tokio::fs;
 use tempfile::tempdir;
 
 #[tokio::test]
@@ -16,7 +16,7 @@ async fn try_exists() {
     assert!(fs::try_exists(existing_path).await.unwrap());
     assert!(!fs::try_exists(nonexisting_path).await.unwrap());
     // FreeBSD root user always has permission to stat.
-    // overlap-tokio: as root (CAP_DAC_OVERRIDE) the directory's mode does
+    // overlapped-tokio: as root (CAP_DAC_OVERRIDE) the directory's mode does
     // not stop `statx`, for tokio's `try_exists` either; skipped there.
     // SAFETY: geteuid has no preconditions.
     #[cfg(unix)]
@@ -26,7 +26,7 @@ async fn try_exists() {
         );
         return;
     }
-    // overlap-tokio: tokio's `cfg(all(unix, not(any(target_os = "freebsd",
+    // overlapped-tokio: tokio's `cfg(all(unix, not(any(target_os = "freebsd",
     // all(tokio_unstable, feature = "io-uring")))))`: Linux here, without
     // tokio's own io_uring.
     #[cfg(unix)]
@@ -40,7 +40,7 @@ async fn try_exists() {
         fs::write(&permission_denied_file_path, b"Hello File!")
             .await
             .unwrap();
-        let mut perms = overlap_tokio::fs::metadata(&permission_denied_directory_path)
+        let mut perms = overlapped_tokio::fs::metadata(&permission_denied_directory_path)
             .await
             .unwrap()
             .permissions();

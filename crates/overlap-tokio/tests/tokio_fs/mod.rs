@@ -1,7 +1,7 @@
 //! tokio's own `tokio::fs` tests (tokio 1.54.1, `tests/fs*.rs`; MIT,
-//! `LICENSE.tokio`) run against `overlap_tokio::fs`: each file is tokio's
+//! `LICENSE.tokio`) run against `overlapped_tokio::fs`: each file is tokio's
 //! with `tokio::fs` renamed, and the few changes each marked
-//! "overlap-tokio:" with its reason. tokio's `io_uring` tests
+//! "overlapped-tokio:" with its reason. tokio's `io_uring` tests
 //! (`fs_uring*.rs`) test tokio's own io_uring driver and its internals;
 //! `fs_symlink_*_windows.rs` are Windows' (`symlink_windows.rs` here, both);
 //! `fs_open_options_windows.rs` checks the `Debug` form of std's Windows

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use overlap_tokio::tower_http::{serve_dir, serve_file, serve_file_with_mime, OverlapBackend};
+use overlapped_tokio::tower_http::{serve_dir, serve_file, serve_file_with_mime, OverlapBackend};
 use tower::ServiceExt;
 use tower_http::services::ServeDir;
 

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use overlap_tokio::tower_http::OverlapBackend;
+use overlapped_tokio::tower_http::OverlapBackend;
 use tower::BoxError;
 use tower_http::services::fs::DefaultServeDirFallback;
 
@@ -52,15 +52,15 @@ pub struct ServeFile;
 
 #[allow(clippy::new_ret_no_self)]
 impl ServeFile {
-    pub fn new(path: impl AsRef<Path>) -> overlap_tokio::tower_http::ServeFile {
-        overlap_tokio::tower_http::serve_file(path)
+    pub fn new(path: impl AsRef<Path>) -> overlapped_tokio::tower_http::ServeFile {
+        overlapped_tokio::tower_http::serve_file(path)
     }
 
     pub fn new_with_mime(
         path: impl AsRef<Path>,
         mime: &mime::Mime,
-    ) -> overlap_tokio::tower_http::ServeFile {
-        overlap_tokio::tower_http::serve_file_with_mime(path, mime)
+    ) -> overlapped_tokio::tower_http::ServeFile {
+        overlapped_tokio::tower_http::serve_file_with_mime(path, mime)
     }
 }
 

@@ -4,7 +4,7 @@
 //! - `serve_dir` and `serve_file` are tower-http's own tests (from its
 //!   crates.io package, MIT licence in `LICENSE.tower-http`), with every
 //!   `ServeDir` built on `OverlapBackend` and every `ServeFile` being
-//!   `overlap_tokio::tower_http::serve_file`; their fixtures are in
+//!   `overlapped_tokio::tower_http::serve_file`; their fixtures are in
 //!   `fixtures/` (tower-http's `test-files` and README).
 //! - `backend` checks what those cannot see: that the requests really go
 //!   through the engine, symbolic links, nanosecond modification times in

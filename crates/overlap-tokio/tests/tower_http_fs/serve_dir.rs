@@ -1,12 +1,12 @@
 // This file is tower-http 0.7.1's `src/services/fs/serve_dir/tests.rs`
 // (crates.io package tower-http-0.7.1; MIT licence, see
 // ../LICENSE.tower-http), run with every `ServeDir` built on
-// `overlap_tokio::tower_http::OverlapBackend`: `ServeDir::new(path)` here is
+// `overlapped_tokio::tower_http::OverlapBackend`: `ServeDir::new(path)` here is
 // `ServeDir::with_backend(path, OverlapBackend::new())` (helpers.rs).
 // Changes, each marked "overlap:": the fixture paths, and the tests that do
 // not serve files through a backend left out.
 
-// overlap: `ServeFile` is the helpers' (`overlap_tokio::tower_http::serve_file`),
+// overlap: `ServeFile` is the helpers' (`overlapped_tokio::tower_http::serve_file`),
 // so the fallback below is on the engine too.
 use super::helpers::{to_bytes, Body, ServeDir, ServeFile};
 use brotli::BrotliDecompress;

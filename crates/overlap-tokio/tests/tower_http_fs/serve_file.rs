@@ -1,7 +1,7 @@
 // This file is the test module of tower-http 0.7.1's
 // `src/services/fs/serve_file.rs` (crates.io package tower-http-0.7.1; MIT
 // licence, see ../LICENSE.tower-http), run on
-// `overlap_tokio::tower_http::serve_file`: `ServeFile::new(path)` here is
+// `overlapped_tokio::tower_http::serve_file`: `ServeFile::new(path)` here is
 // `serve_file(path)` and `ServeFile::new_with_mime` is
 // `serve_file_with_mime` (helpers.rs). Changes, marked "overlap:": the
 // fixture paths.

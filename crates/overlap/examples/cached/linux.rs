@@ -3,7 +3,7 @@
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use overlap::{Engine, OpenOptions};
+use overlapped::{Engine, OpenOptions};
 
 pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

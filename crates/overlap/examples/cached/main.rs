@@ -1,6 +1,6 @@
 //! 4 KiB reads from a file that is in the page cache: the engine's fast path
 //! (`preadv2(RWF_NOWAIT)` on the caller's thread) against a plain `pread`
-//! loop. `cargo run --release -p overlap --example cached -- FILE [reads]`
+//! loop. `cargo run --release -p overlapped --example cached -- FILE [reads]`
 //!
 //! `preadv2(RWF_NOWAIT)` is Linux's: elsewhere the example says so and exits.
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring};
-use overlap::AlignedBuf;
+use overlapped::AlignedBuf;
 
 fn cpu_s() -> f64 {
     // SAFETY: getrusage writes into the local struct.

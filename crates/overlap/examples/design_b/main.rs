@@ -5,9 +5,9 @@
 //!
 //! Same workload as `randread`: random 4 KiB O_DIRECT reads at a fixed
 //! queue depth. Compare with
-//! `cargo run --release -p overlap --example randread -- FILE 32 200000`.
+//! `cargo run --release -p overlapped --example randread -- FILE 32 200000`.
 //!
-//! `cargo run --release -p overlap --example design_b -- FILE [depth] [reads] [coop]`
+//! `cargo run --release -p overlapped --example design_b -- FILE [depth] [reads] [coop]`
 //!
 //! io_uring is Linux's: elsewhere the example says so and exits.
 

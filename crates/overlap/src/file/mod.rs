@@ -152,7 +152,7 @@ impl File {
     /// thread.
     ///
     /// ```
-    /// use overlap::{Engine, File};
+    /// use overlapped::{Engine, File};
     ///
     /// let engine = Engine::new()?;
     /// let dir = tempfile::tempdir()?;
@@ -476,11 +476,11 @@ impl File {
     /// path is (`Stats::fast_path_hits`, `fast_path_misses`).
     ///
     /// ```
-    /// # let engine = overlap::Engine::new()?;
+    /// # let engine = overlapped::Engine::new()?;
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("f");
     /// std::fs::write(&path, b"hello")?; // just written: in the page cache
-    /// let file = overlap::File::open(&engine, &path).wait()?;
+    /// let file = overlapped::File::open(&engine, &path).wait()?;
     /// let mut buf = [0u8; 16];
     /// match file.read_cached_at(&mut buf, 0)? {
     ///     Some(n) => assert_eq!(&buf[..n], b"hello"),

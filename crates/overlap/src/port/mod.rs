@@ -123,7 +123,7 @@ impl<B: Send + 'static> Drop for Inner<B> {
 /// leaves collecting to other threads.
 ///
 /// ```
-/// use overlap::{Engine, File, Port};
+/// use overlapped::{Engine, File, Port};
 /// let engine = Engine::new().unwrap();
 /// let dir = tempfile::tempdir().unwrap();
 /// let file = File::create(&engine, dir.path().join("f")).wait().unwrap();
@@ -240,7 +240,7 @@ impl<B: Send + 'static> Port<B> {
     /// [`cancellable`](Self::cancellable) and `clone` wait.
     ///
     /// ```
-    /// use overlap::{Engine, Error, File, Port, WhenFull};
+    /// use overlapped::{Engine, Error, File, Port, WhenFull};
     /// let engine = Engine::builder().max_inflight_ops(1).build().unwrap();
     /// let dir = tempfile::tempdir().unwrap();
     /// let file = File::create(&engine, dir.path().join("f")).wait().unwrap();
@@ -471,19 +471,19 @@ impl<B: Send + 'static> Port<B> {
     /// of an `aio+pool` or `pool` engine) it just runs `f`.
     ///
     /// ```
-    /// # let engine = overlap::Engine::new()?;
+    /// # let engine = overlapped::Engine::new()?;
     /// # let dir = std::env::temp_dir().join(format!("overlap-doc-batch-{}", std::process::id()));
     /// # std::fs::create_dir_all(&dir)?;
     /// # let path = dir.join("f");
     /// # std::fs::write(&path, vec![7u8; 64 * 4096])?;
-    /// let file = overlap::File::open(&engine, &path).wait()?;
-    /// let port: overlap::Port<Vec<u8>> = overlap::Port::new(&engine);
+    /// let file = overlapped::File::open(&engine, &path).wait()?;
+    /// let port: overlapped::Port<Vec<u8>> = overlapped::Port::new(&engine);
     /// port.batch(|port| {
     ///     for i in 0..64u64 {
     ///         port.read_at(&file, vec![0; 4096], i * 4096, i)
     ///             .map_err(|(e, _)| e)?;
     ///     }
-    ///     Ok::<_, overlap::Error>(())
+    ///     Ok::<_, overlapped::Error>(())
     /// })?;
     /// let mut bytes = 0;
     /// while let Some(c) = port.next() {

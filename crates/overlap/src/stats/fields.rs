@@ -1,6 +1,6 @@
 //! [`Stats::fields`]: the counters by name, read from `Stats`'s own
 //! `#[derive(Serialize)]`, so that the struct is the one list of them. The
-//! Python package's `overlap.stats()` is built from it; a counter added to
+//! Python package's `overlapped.stats()` is built from it; a counter added to
 //! `Stats` is there without a second edit.
 //!
 //! Two serde serializers that accept only what `Stats` is made of: a struct
@@ -20,7 +20,7 @@ impl Stats {
     /// them.
     ///
     /// ```
-    /// # let engine = overlap::Engine::builder().build().unwrap();
+    /// # let engine = overlapped::Engine::builder().build().unwrap();
     /// for (name, value) in engine.stats().fields() {
     ///     println!("{name}: {value}");
     /// }

@@ -18,7 +18,7 @@ use std::task::{Context, Poll, Wake};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
-use overlap::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenOptions};
+use overlapped::{DriverChoice, Engine, EngineBuilder, Error, IoBuf, IoBufMut, OpenOptions};
 
 /// Generates, for each scenario `fn name(d: Driver)`, the tests
 /// `uring::name`, `aio::name` (Linux AIO for direct I/O, the pool for the
@@ -209,7 +209,7 @@ pub fn uring_unavailable() -> Option<String> {
 
 /// A fresh directory under the test target's tmp dir (a real disk, not tmpfs).
 /// Opens (creating) `path` for reading and writing with O_DIRECT.
-pub fn open_direct(engine: &Engine, path: impl AsRef<Path>) -> overlap::File {
+pub fn open_direct(engine: &Engine, path: impl AsRef<Path>) -> overlapped::File {
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -392,25 +392,25 @@ unsafe impl IoBufMut for CountingBuf {
 pub const KEPT_POISON: u8 = 0xDB;
 
 /// Where dropped [`KeptBuf`]s go.
-pub type Yard = Arc<Mutex<Vec<overlap::AlignedBuf>>>;
+pub type Yard = Arc<Mutex<Vec<overlapped::AlignedBuf>>>;
 
 /// A buffer that, when dropped, is poisoned and kept in its [`Yard`]
 /// instead of being freed: a kernel write after the drop (a use after free)
 /// then shows as changed bytes, deterministically, instead of as heap
 /// corruption somewhere else later.
 pub struct KeptBuf {
-    buf: Option<overlap::AlignedBuf>,
+    buf: Option<overlapped::AlignedBuf>,
     yard: Yard,
 }
 
 impl KeptBuf {
-    pub fn new(buf: overlap::AlignedBuf, yard: &Yard) -> KeptBuf {
+    pub fn new(buf: overlapped::AlignedBuf, yard: &Yard) -> KeptBuf {
         KeptBuf {
             buf: Some(buf),
             yard: yard.clone(),
         }
     }
-    fn inner(&self) -> &overlap::AlignedBuf {
+    fn inner(&self) -> &overlapped::AlignedBuf {
         self.buf.as_ref().expect("present until dropped")
     }
 }
@@ -452,17 +452,17 @@ unsafe impl IoBufMut for KeptBuf {
     }
 }
 
-/// A window `[shift, shift + len)` of an [`overlap::AlignedBuf`]: a buffer
+/// A window `[shift, shift + len)` of an [`overlapped::AlignedBuf`]: a buffer
 /// whose address is deliberately off the allocation's alignment.
 pub struct Shifted {
-    pub inner: overlap::AlignedBuf,
+    pub inner: overlapped::AlignedBuf,
     pub shift: usize,
     pub len: usize,
 }
 
 impl Shifted {
     pub fn new(len: usize, align: usize, shift: usize) -> Shifted {
-        let inner = overlap::AlignedBuf::new(len + shift, align).expect("aligned buf");
+        let inner = overlapped::AlignedBuf::new(len + shift, align).expect("aligned buf");
         Shifted { inner, shift, len }
     }
     pub fn bytes(&self) -> &[u8] {
@@ -521,13 +521,13 @@ impl Tripwire {
 /// A write buffer whose `Drop` panics when it runs off the thread that made
 /// it (quietly records it otherwise).
 pub struct PanicOnDrop {
-    buf: overlap::AlignedBuf,
+    buf: overlapped::AlignedBuf,
     owner: ThreadId,
     wire: Arc<Tripwire>,
 }
 
 impl PanicOnDrop {
-    pub fn new(buf: overlap::AlignedBuf, wire: &Arc<Tripwire>) -> PanicOnDrop {
+    pub fn new(buf: overlapped::AlignedBuf, wire: &Arc<Tripwire>) -> PanicOnDrop {
         PanicOnDrop {
             buf,
             owner: std::thread::current().id(),
@@ -982,7 +982,7 @@ pub fn handle_info(fd: i32) -> HandleInfo {
 /// `engine` as its reading end (`File::from_handle`), and its name, for a
 /// writer to open (with std, or through an engine). Byte mode: a read
 /// returns what is there, and waits while nothing is.
-pub fn named_pipe(engine: &Engine) -> (overlap::File, String) {
+pub fn named_pipe(engine: &Engine) -> (overlapped::File, String) {
     use std::os::windows::io::{FromRawHandle, OwnedHandle};
     use std::sync::atomic::AtomicU64;
     use windows_sys::Win32::Foundation::INVALID_HANDLE_VALUE;
@@ -1019,7 +1019,7 @@ pub fn named_pipe(engine: &Engine) -> (overlap::File, String) {
     );
     // SAFETY: a new handle, owned here alone.
     let h = unsafe { OwnedHandle::from_raw_handle(h) };
-    let file = overlap::File::from_handle(engine, h).expect("adopt the pipe's handle");
+    let file = overlapped::File::from_handle(engine, h).expect("adopt the pipe's handle");
     (file, name)
 }
 

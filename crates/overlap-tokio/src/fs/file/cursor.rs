@@ -83,7 +83,7 @@ impl Cursor {
     }
     /// The offset, asking the kernel for the file's length when it is the
     /// end of the file.
-    pub(super) async fn resolve(&self, file: &overlap::File) -> io::Result<u64> {
+    pub(super) async fn resolve(&self, file: &overlapped::File) -> io::Result<u64> {
         let pos = self.get();
         if pos != AT_END {
             return Ok(pos);
@@ -106,7 +106,7 @@ impl Cursor {
     }
     /// Takes `len` bytes from the cursor: returns where they start, the
     /// cursor now past them.
-    pub(super) async fn take(&self, file: &overlap::File, len: u64) -> io::Result<u64> {
+    pub(super) async fn take(&self, file: &overlapped::File, len: u64) -> io::Result<u64> {
         loop {
             let pos = self.resolve(file).await?;
             let end = pos.checked_add(len).ok_or_else(|| {

@@ -15,7 +15,7 @@ impl Drop for Inner {
                 // A failed write's bytes, its error reported (or kept for
                 // the next call, which will not come).
                 eprintln!(
-                    "overlap-tokio: a file dropped after a failed write: {} bytes not written",
+                    "overlapped-tokio: a file dropped after a failed write: {} bytes not written",
                     b.data.len()
                 );
             }
@@ -35,7 +35,7 @@ impl Drop for Inner {
             // Outside a runtime: a thread of its own.
             Err(_) => {
                 let _ = std::thread::Builder::new()
-                    .name("overlap-tokio-drop".into())
+                    .name("overlapped-tokio-drop".into())
                     .spawn(move || left.finish());
             }
         }
@@ -63,11 +63,11 @@ impl Leftover {
             // drops) and outside tokio's budget (this thread's may be spent:
             // the future would never get on).
             let (op, _) = crate::reactor::off_ring(|| {
-                overlap::block_on(tokio::task::coop::unconstrained(fut))
+                overlapped::block_on(tokio::task::coop::unconstrained(fut))
             });
             if let Operation::Write(Err(e)) = op {
                 // No caller is left to tell.
-                eprintln!("overlap-tokio: the write of a dropped file failed: {e}");
+                eprintln!("overlapped-tokio: the write of a dropped file failed: {e}");
             }
         }
     }
@@ -85,7 +85,7 @@ impl Drop for Leftover {
         }
         let mut rest = Leftover(Some(fut), true);
         let spawned = std::thread::Builder::new()
-            .name("overlap-tokio-drop".into())
+            .name("overlapped-tokio-drop".into())
             .spawn(move || rest.run());
         // Not spawned: the closure, and with it `rest`, was dropped, which
         // ran it here (its second field).

@@ -174,7 +174,7 @@ impl Inner {
 /// `after_miss`: the caller's page-cache attempt at the cursor just missed,
 /// so the engine does not make another first.
 async fn read_op(
-    file: overlap::File,
+    file: overlapped::File,
     cursor: Arc<Cursor>,
     mut buf: Buf,
     len: usize,
@@ -226,7 +226,7 @@ async fn read_op(
 /// flush); the bytes not written go back behind, first, where the next
 /// write or flush tries them again: acknowledged bytes are never dropped.
 async fn write_op(
-    file: overlap::File,
+    file: overlapped::File,
     cursor: Arc<Cursor>,
     mut data: Vec<u8>,
     unread: usize,
@@ -277,7 +277,7 @@ struct Suffix {
 // SAFETY: the bytes are the vector's heap allocation, which does not move
 // when the value moves and is not resized while the value is lent to an
 // operation; `start <= vec.len()` (asserted where it is made).
-unsafe impl overlap::IoBuf for Suffix {
+unsafe impl overlapped::IoBuf for Suffix {
     fn stable_ptr(&self) -> *const u8 {
         self.vec[self.start..].as_ptr()
     }
@@ -290,7 +290,7 @@ unsafe impl overlap::IoBuf for Suffix {
 /// write at a time; returns the result, how many bytes the kernel took
 /// (all, or those before the error) and the buffer.
 async fn write_counted(
-    file: &overlap::File,
+    file: &overlapped::File,
     data: Vec<u8>,
     offset: u64,
 ) -> (io::Result<()>, usize, Vec<u8>) {
@@ -323,7 +323,7 @@ async fn write_counted(
 /// One write of `data` at the cursor (see [`write_op`]): the result, how
 /// many bytes were written, the buffer.
 async fn write_one(
-    file: &overlap::File,
+    file: &overlapped::File,
     cursor: &Cursor,
     data: Vec<u8>,
     unread: usize,
@@ -383,7 +383,7 @@ fn seek_target_now(cursor: &Cursor, pos: SeekFrom) -> Option<u64> {
 /// ahead (so that `SeekFrom::Current` counts from the position the reader
 /// has reached).
 async fn seek_op(
-    file: overlap::File,
+    file: overlapped::File,
     cursor: Arc<Cursor>,
     pos: SeekFrom,
     unread: usize,
@@ -452,7 +452,7 @@ impl File {
 /// `tokio::fs`'s blocking pool does: with the budget spent, `Pending`
 /// (woken at once).
 fn poll_cached(
-    file: &overlap::File,
+    file: &overlapped::File,
     cursor: &Cursor,
     cx: &mut Context<'_>,
     dst: &mut ReadBuf<'_>,

@@ -8,7 +8,7 @@
 //! everything) and closes the std handle; where the file cannot be opened
 //! again, the engine adopts the std handle itself, its reads and writes
 //! blocking calls on the engine's pool
-//! (`overlap::File::from_synchronous_handle`). And
+//! (`overlapped::File::from_synchronous_handle`). And
 //! [`File::into_std`](super::File::into_std) does the reverse: std's reads
 //! and writes on an overlapped handle would fail (they pass no offset) or
 //! abort the process (a read still pending when it returns).

@@ -30,7 +30,7 @@
 //! | --- | --- | --- |
 //! | a thread in `.wait()` / [`block_on`](crate::block_on) | the thread's own ring, `SINGLE_ISSUER\|DEFER_TASKRUN`, created lazily | [`thread`] |
 //! | workers in [`Port::next`](crate::Port::next) | the port's own ring (many submitters, many waiters; `COOP_TASKRUN`) | [`port`] (the public `Port` in `crate::port`) |
-//! | a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter) (overlap-tokio's `on_ring` and `fs`, the Python package's loop) | the polling thread's reactor ring, watched by the executor's reactor (`COOP_TASKRUN`; any thread may reap) | [`reactor`] |
+//! | a future polled inside [`ReactorRing::enter`](crate::ReactorRing::enter) (overlapped-tokio's `on_ring` and `fs`, the Python package's loop) | the polling thread's reactor ring, watched by the executor's reactor (`COOP_TASKRUN`; any thread may reap) | [`reactor`] |
 //! | a future polled by another executor (tokio, smol, ...) without an integration | this engine thread's ring, `SINGLE_ISSUER\|DEFER_TASKRUN` | [`engine_thread`] |
 //!
 //! # Every ring's life
@@ -115,7 +115,7 @@
 //!   one `io_uring_enter` per submission (as fio does) plus a lock per
 //!   completion.
 //! - Futures on executors without an integration still go through this
-//!   thread; the integrations (overlap-tokio, the Python package) put a ring
+//!   thread; the integrations (overlapped-tokio, the Python package) put a ring
 //!   per executor thread into the executor's reactor instead.
 //!
 //! Designs weighed and not taken: one shared ring where callers submit and

@@ -89,7 +89,7 @@ use crate::operation::OpKind;
 /// drop never blocks, and the watcher completes them.
 ///
 /// ```
-/// use overlap::{Engine, OpenOptions, ReactorRing};
+/// use overlapped::{Engine, OpenOptions, ReactorRing};
 /// use std::os::fd::AsRawFd;
 ///
 /// let engine = Engine::new()?;

@@ -1,5 +1,5 @@
 # overlap's own (MIT OR Apache-2.0, as the rest of overlap), on aiofiles' classes.
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 """Text files on the engine: a decoder over a binary engine file (see
 ``engine`` for what differs from aiofiles' thread-pool objects)."""
 

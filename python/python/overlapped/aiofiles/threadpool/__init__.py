@@ -2,7 +2,7 @@
 # Apache License 2.0: ../LICENSE-aiofiles, ../NOTICE-aiofiles),
 # changed by overlap: `open` hands a regular file named by a path to the engine
 # (engine.py).
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 """Handle files using a thread pool executor."""
 
 import asyncio

@@ -103,7 +103,7 @@ def _loop_closed(loop) -> None:
 
 
 #: Called with a loop that closed (or None for one collected unclosed):
-#: ``overlap.aiofiles`` writes there the bytes its file objects gathered on
+#: ``overlapped.aiofiles`` writes there the bytes its file objects gathered on
 #: that loop, as the contract asks of a loop's end.
 _at_loop_end: list = []
 

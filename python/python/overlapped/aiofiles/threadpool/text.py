@@ -1,6 +1,6 @@
 # From aiofiles 25.1.0 (Copyright 2016 Tin Tvrtkovic and the aiofiles authors,
 # Apache License 2.0: ../LICENSE-aiofiles, ../NOTICE-aiofiles), unchanged.
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 from ..base import AsyncBase, AsyncIndirectBase
 from .utils import delegate_to_executor, proxy_method_directly, proxy_property_directly
 

@@ -1,5 +1,5 @@
 # overlap's own (MIT OR Apache-2.0, as the rest of overlap).
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 """The lock that serialises the operations of one file object, as the lock
 of Python's ``io.BufferedWriter`` serialises its calls from many threads.
 
@@ -37,7 +37,7 @@ import functools
 import os
 import threading
 
-import overlap as _overlap
+import overlapped as _overlap
 
 # How often a waiter looks whether the lock is held for an engine write
 # whose loop closed (the only case nobody will release it).
@@ -205,7 +205,7 @@ def serialised(method):
     module docs), after the object settled engine writes whose loop closed
     (``_settle_orphans``). In a child made by ``os.fork`` the object is the
     parent's: every call raises ``RuntimeError`` at once; so does every call
-    after ``overlap.shutdown()``."""
+    after ``overlapped.shutdown()``."""
 
     @functools.wraps(method)
     async def locked(self, *args, **kwargs):

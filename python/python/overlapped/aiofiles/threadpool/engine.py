@@ -1,8 +1,8 @@
 # overlap's own (MIT OR Apache-2.0, as the rest of overlap), on aiofiles' classes.
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 """aiofiles' file objects with their reads and writes on the overlap engine.
 
-``overlap.aiofiles.open`` returns these for regular files opened by path:
+``overlapped.aiofiles.open`` returns these for regular files opened by path:
 every read, write, truncate, flush-to-disk, stat and close is an engine
 operation (io_uring, or the engine's bounded pool where io_uring is
 blocked), awaited on the event loop with no thread per call. They subclass
@@ -25,7 +25,7 @@ the bytes the kernel did not take stay gathered: the next ``flush`` writes
 them. In a child made by ``os.fork`` every call on a file object the parent
 opened raises ``RuntimeError`` at once, ``close`` returns at once, and the
 child never writes the parent's gathered bytes; after
-``overlap.shutdown()`` every call raises ``RuntimeError`` (gathered bytes
+``overlapped.shutdown()`` every call raises ``RuntimeError`` (gathered bytes
 stay, and are written when the object is collected). The contract:
 ``docs/acknowledged-bytes.md`` in the repository.
 

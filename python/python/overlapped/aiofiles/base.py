@@ -2,7 +2,7 @@
 # Apache License 2.0: LICENSE-aiofiles, NOTICE-aiofiles),
 # changed by overlap: AiofilesContextManager's exit closes a file on the engine
 # with an engine close.
-# What in overlap.aiofiles is whose: the top of __init__.py.
+# What in overlapped.aiofiles is whose: the top of __init__.py.
 from asyncio import get_running_loop
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager

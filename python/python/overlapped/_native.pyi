@@ -69,7 +69,7 @@ class File:
     the buffer stays alive until the kernel is done with it. In a child made
     by ``os.fork`` every call on a file the parent opened raises
     ``RuntimeError`` at once (``close`` returns at once); after
-    ``overlap.shutdown()`` every call raises ``RuntimeError``."""
+    ``overlapped.shutdown()`` every call raises ``RuntimeError``."""
 
     @property
     def name(self) -> Any:
@@ -128,7 +128,7 @@ class File:
 
 @final
 class Hub:
-    """The completion hub of one event loop (internal: see ``overlap._loop``)."""
+    """The completion hub of one event loop (internal: see ``overlapped._loop``)."""
 
     def __new__(cls) -> "Hub": ...
     @property

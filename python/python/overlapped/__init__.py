@@ -7,11 +7,11 @@ operation, no GIL held while the kernel works, and a bounded amount of
 memory and operations in flight.
 
 >>> async def main():
-...     async with overlap.open("data.bin", "w+b") as f:
+...     async with overlapped.open("data.bin", "w+b") as f:
 ...         await f.write_at(b"hello", 0)
 ...         assert await f.read_at(5, 0) == b"hello"
 
-``overlap.aiofiles`` is a drop-in for the aiofiles package.
+``overlapped.aiofiles`` is a drop-in for the aiofiles package.
 
 Each event loop gets a completion hub on first use, closed with the loop
 (``loop.close()``, which ``asyncio.run`` calls): operations still in flight
@@ -20,7 +20,7 @@ in-flight budget; nobody awaits their results any more. After
 ``os.fork()`` the child gets an engine and hubs of its own on first use;
 an operation it inherited in flight belongs to the parent, and awaiting it
 in the child raises ``RuntimeError`` at once, and so does every call on a
-file the child inherited (``overlap.aiofiles`` files too).
+file the child inherited (``overlapped.aiofiles`` files too).
 
 Every byte a write acknowledged reaches the file, whatever happens to the
 task, the loop or the file object afterwards, while the process lives on:
@@ -114,7 +114,7 @@ class _Renamed(dict):
 
 def stats() -> dict:
     """The engine's counters since it started, one key per counter of the
-    Rust engine's ``overlap::Stats`` (whose documentation says what each
+    Rust engine's ``overlapped::Stats`` (whose documentation says what each
     counts; the dict is built from that struct, so it has every one):
     ``submitted``, ``completed``,
     ``completed_inline`` (synchronous: page-cache hits, or done when the
@@ -144,7 +144,7 @@ def shutdown() -> None:
     operations in flight are complete; their results reach their awaiting
     tasks when their loops run next. Every operation started afterwards
     raises ``RuntimeError`` at once, on any loop; bytes that an
-    ``overlap.aiofiles`` file still holds then stay there (its ``flush``
+    ``overlapped.aiofiles`` file still holds then stay there (its ``flush``
     raises, and tries them again when called again). Calling it again does
     nothing. The contract it keeps: ``docs/acknowledged-bytes.md``."""
     global _shut_down_in

@@ -1,7 +1,7 @@
 # From aiofiles 25.1.0 (Copyright 2016 Tin Tvrtkovic and the aiofiles authors,
 # Apache License 2.0: ../LICENSE-aiofiles, ../NOTICE-aiofiles), unchanged
 # (but for line endings: LF here, CRLF upstream).
-# What in overlap.aiofiles is whose: the top of ../__init__.py.
+# What in overlapped.aiofiles is whose: the top of ../__init__.py.
 """Async wrappers for spooled temp files and temp directory objects"""
 
 from functools import partial

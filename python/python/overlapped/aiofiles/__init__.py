@@ -1,9 +1,9 @@
-# overlap.aiofiles: what is whose.
+# overlapped.aiofiles: what is whose.
 #
 # The API is aiofiles' (https://github.com/Tinche/aiofiles, by Tin Tvrtkovic
 # and the aiofiles contributors, under the Apache License 2.0): the same
 # modules, names, signatures and behaviour, so that
-# `import overlap.aiofiles as aiofiles` is a drop-in for aiofiles 25.1.
+# `import overlapped.aiofiles as aiofiles` is a drop-in for aiofiles 25.1.
 # Code from the aiofiles 25.1.0 release (its PyPI sdist, aiofiles-25.1.0.tar.gz,
 # sha256 a8d728f0a29de45dc521f18f07297428d56992a742f0cd2701ba86e44d23d5b2):
 #
@@ -23,7 +23,7 @@
 # NOTICE-aiofiles) and ship with the package. aiofiles' own test suite, run
 # against this module, is python/tests/aiofiles_upstream/ in overlap's
 # repository (copied unchanged from the same release, with its licence).
-"""A drop-in for aiofiles 25.1: ``import overlap.aiofiles as aiofiles``.
+"""A drop-in for aiofiles 25.1: ``import overlapped.aiofiles as aiofiles``.
 
 The same public names, submodules and behaviour as aiofiles (``open`` with
 its full signature, binary and text files with every method and async
@@ -59,7 +59,7 @@ device, directory or other non-regular file
 their ``*_bytes``
 =============================================  ==============================================
 
-See ``overlap.aiofiles.threadpool.engine`` for how the engine's files
+See ``overlapped.aiofiles.threadpool.engine`` for how the engine's files
 differ from the thread pool's (no user-space write buffer, append mode,
 text ``tell`` cookies).
 
