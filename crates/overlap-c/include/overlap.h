@@ -860,6 +860,86 @@ int32_t overlap_port_fallocate(const struct overlap_port *port, const struct ove
 int64_t overlap_port_submit(const struct overlap_port *port, const struct overlap_op *ops, uint64_t n);
 
 /**
+ * Takes completions into `out` (room for `max`): waits until at least
+ * `min` were taken or `timeout_ns` nanoseconds passed (negative: no time
+ * limit; 0 with `min` 0: a poll), then takes whatever else is ready, up
+ * to `max`. Returns how many it stored (fewer than `min` only at the
+ * timeout), or `-EINVAL` (NULL handle, NULL `out` with `max` > 0, `min` >
+ * `max`).
+ *
+ * It waits even when nothing is outstanding, for other threads'
+ * submissions or overlap_port_post() (`GetQueuedCompletionStatusEx`'s
+ * contract): a port's worker threads can wait on it for good and be
+ * woken, for shutdown for example, by posted completions.
+ *
+ * Any number of threads may wait at once; any thread takes any
+ * completion, and each completion goes to exactly one of them. Once a
+ * completion is stored here, its operation's buffer is the caller's
+ * again (the buffer rule).
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int64_t overlap_port_wait(const struct overlap_port *port, struct overlap_completion *out, uint64_t min, uint64_t max, int64_t timeout_ns);
+
+/**
+ * Asks that every operation of this port with `user_data`, submitted and
+ * not yet reaped, be stopped; returns how many were asked (0 if none
+ * could be), `-EINVAL` for a NULL handle, or `-EOPNOTSUPP` for a port
+ * made without `OVERLAP_PORT_CANCEL`. Each of them still
+ * completes exactly once: with `-ECANCELED` if it was stopped in time,
+ * else with its real result. Its buffer stays under the buffer rule
+ * until that completion is reaped.
+ *
+ * io_uring and Windows' completion ports (`CancelIoEx`, reads and writes
+ * only) can stop an operation: one waiting in the kernel (a read of a
+ * pipe with nothing in it, work queued for a kernel worker) stops; a read
+ * or write the device already has does not. On the thread pool (a
+ * blocking system call) and Linux AIO (whose `io_cancel` stops no file
+ * I/O) nothing can be asked, and this returns 0.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int64_t overlap_port_cancel(const struct overlap_port *port, uint64_t user_data);
+
+/**
+ * Posts a completion with `user_data` and `result` (a count >= 0 or a
+ * negated errno, -4095 to -1) and the flag `OVERLAP_COMPLETION_POSTED`
+ * (`PostQueuedCompletionStatus`): one waiter in overlap_port_wait() takes
+ * it, e.g. to wake a worker for shutdown. It holds a share of the
+ * in-flight budget until reaped, so posting is bounded: `-EAGAIN` when
+ * the budget is full (never a wait). Returns 0, or `-EINVAL` (NULL
+ * handle, `result` below -4095), `-EAGAIN`, `-ESHUTDOWN`.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int32_t overlap_port_post(const struct overlap_port *port, uint64_t user_data, int64_t result);
+
+/**
+ * Operations (and posted completions) of this port not yet reaped, or
+ * `-EINVAL` for a NULL handle.
+ *
+ * Thread safety: any thread, concurrently with any call but
+ * overlap_port_free() of this port.
+ */
+int64_t overlap_port_outstanding(const struct overlap_port *port);
+
+/**
+ * Frees the port (NULL is ignored): first waits until every operation
+ * still outstanding on it has completed, and discards those completions
+ * (and posted ones); then no operation of the port touches any buffer
+ * again. It waits as long as the kernel does (a read of a pipe nobody
+ * writes to: cancel it first). In a child after `fork()`, on a port of
+ * the parent, it returns at once (the operations are the parent's).
+ *
+ * Thread safety: any thread, but no other call may use this handle at
+ * the same time or after.
+ */
+void overlap_port_free(struct overlap_port *port);
+
+/**
  * Begins a batch on `port` for the calling thread: until
  * overlap_port_batch_end() on the same thread, the operations this thread
  * submits to the port wait in the port's submission queue and reach the
@@ -945,86 +1025,6 @@ int32_t overlap_port_register_memory(const struct overlap_port *port, void *addr
  * overlap_port_free() of this port and overlap_file_free() of this file.
  */
 int32_t overlap_port_register_file(const struct overlap_port *port, const struct overlap_file *file);
-
-/**
- * Takes completions into `out` (room for `max`): waits until at least
- * `min` were taken or `timeout_ns` nanoseconds passed (negative: no time
- * limit; 0 with `min` 0: a poll), then takes whatever else is ready, up
- * to `max`. Returns how many it stored (fewer than `min` only at the
- * timeout), or `-EINVAL` (NULL handle, NULL `out` with `max` > 0, `min` >
- * `max`).
- *
- * It waits even when nothing is outstanding, for other threads'
- * submissions or overlap_port_post() (`GetQueuedCompletionStatusEx`'s
- * contract): a port's worker threads can wait on it for good and be
- * woken, for shutdown for example, by posted completions.
- *
- * Any number of threads may wait at once; any thread takes any
- * completion, and each completion goes to exactly one of them. Once a
- * completion is stored here, its operation's buffer is the caller's
- * again (the buffer rule).
- *
- * Thread safety: any thread, concurrently with any call but
- * overlap_port_free() of this port.
- */
-int64_t overlap_port_wait(const struct overlap_port *port, struct overlap_completion *out, uint64_t min, uint64_t max, int64_t timeout_ns);
-
-/**
- * Asks that every operation of this port with `user_data`, submitted and
- * not yet reaped, be stopped; returns how many were asked (0 if none
- * could be), `-EINVAL` for a NULL handle, or `-EOPNOTSUPP` for a port
- * made without `OVERLAP_PORT_CANCEL`. Each of them still
- * completes exactly once: with `-ECANCELED` if it was stopped in time,
- * else with its real result. Its buffer stays under the buffer rule
- * until that completion is reaped.
- *
- * io_uring and Windows' completion ports (`CancelIoEx`, reads and writes
- * only) can stop an operation: one waiting in the kernel (a read of a
- * pipe with nothing in it, work queued for a kernel worker) stops; a read
- * or write the device already has does not. On the thread pool (a
- * blocking system call) and Linux AIO (whose `io_cancel` stops no file
- * I/O) nothing can be asked, and this returns 0.
- *
- * Thread safety: any thread, concurrently with any call but
- * overlap_port_free() of this port.
- */
-int64_t overlap_port_cancel(const struct overlap_port *port, uint64_t user_data);
-
-/**
- * Posts a completion with `user_data` and `result` (a count >= 0 or a
- * negated errno, -4095 to -1) and the flag `OVERLAP_COMPLETION_POSTED`
- * (`PostQueuedCompletionStatus`): one waiter in overlap_port_wait() takes
- * it, e.g. to wake a worker for shutdown. It holds a share of the
- * in-flight budget until reaped, so posting is bounded: `-EAGAIN` when
- * the budget is full (never a wait). Returns 0, or `-EINVAL` (NULL
- * handle, `result` below -4095), `-EAGAIN`, `-ESHUTDOWN`.
- *
- * Thread safety: any thread, concurrently with any call but
- * overlap_port_free() of this port.
- */
-int32_t overlap_port_post(const struct overlap_port *port, uint64_t user_data, int64_t result);
-
-/**
- * Operations (and posted completions) of this port not yet reaped, or
- * `-EINVAL` for a NULL handle.
- *
- * Thread safety: any thread, concurrently with any call but
- * overlap_port_free() of this port.
- */
-int64_t overlap_port_outstanding(const struct overlap_port *port);
-
-/**
- * Frees the port (NULL is ignored): first waits until every operation
- * still outstanding on it has completed, and discards those completions
- * (and posted ones); then no operation of the port touches any buffer
- * again. It waits as long as the kernel does (a read of a pipe nobody
- * writes to: cancel it first). In a child after `fork()`, on a port of
- * the parent, it returns at once (the operations are the parent's).
- *
- * Thread safety: any thread, but no other call may use this handle at
- * the same time or after.
- */
-void overlap_port_free(struct overlap_port *port);
 
 #if defined(_WIN32)
 /**

@@ -322,7 +322,7 @@ impl Inner {
         block.slot = entry.key();
         debug_assert!(block.slot != usize::MAX, "a slot is a table index");
         let fd = block.call.fd;
-        let queue_key = block.op.queue_key();
+        let queue_key = block.queue_key;
         let raw = Box::into_raw(block);
         entry.insert(Flight {
             fd,
@@ -391,8 +391,10 @@ impl Inner {
     /// `waiter` (the event the block was made with), a call that pends is
     /// waited for and completed here too ([`IocpDriver::submit_waited`]).
     fn issue(&self, block: *mut OpBlock, waiter: Option<HANDLE>) {
-        // SAFETY: the block is registered and still ours.
-        let slot = unsafe { (*block).slot };
+        // SAFETY: the block is registered and still ours. (Only a port's
+        // operation can be asked to stop before its call: a future's pends
+        // without looking.)
+        let (slot, cancellable) = unsafe { ((*block).slot, (*block).queue_key.is_some()) };
         loop {
             self.counters
                 .submit_syscalls
@@ -409,7 +411,8 @@ impl Inner {
                         Some(ev) => return unsafe { self.complete_waited(block, ev) },
                         // The block is the kernel's now: not touched again
                         // here (only its table entry is looked at).
-                        None => return self.cancel_if_asked(slot, block),
+                        None if cancellable => return self.cancel_if_asked(slot, block),
+                        None => return,
                     }
                 }
                 Issued::Done(res) => {

@@ -30,6 +30,9 @@ pub(super) struct OpBlock {
     pub(super) call: Overlapped,
     /// The block's entry in the driver's table of operations in flight.
     pub(super) slot: usize,
+    /// The port and key its completion goes to, which `Port::cancel`
+    /// names (`Completable::queue_key`): none for a future's.
+    pub(super) queue_key: Option<(usize, u64)>,
 }
 
 /// What the `ReadFile`/`WriteFile` of a block did.
@@ -82,11 +85,13 @@ impl OpBlock {
             );
             ov.hEvent = (ev as usize | 1) as HANDLE;
         }
+        let queue_key = op.queue_key();
         Box::new(OpBlock {
             ov,
             op,
             call,
             slot: usize::MAX,
+            queue_key,
         })
     }
 
