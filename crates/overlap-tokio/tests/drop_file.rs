@@ -166,3 +166,55 @@ fn returning_from_tokio_main_keeps_a_dropped_files_bytes() {
     );
     assert_eq!(lost[1], 0, "overlapped_tokio::fs lost acknowledged bytes");
 }
+
+const HELD_TEST: &str = "drop_file::a_file_held_by_a_task_at_mains_return_keeps_its_bytes";
+
+/// In the child: a `#[tokio::main]` whose spawned task writes and still
+/// holds the file (a write in flight, bytes behind it) when `main` returns;
+/// the runtime's end drops the task on a worker, after the blocking pool
+/// has begun its shutdown, and the process exits at once.
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn held_main(path: PathBuf) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let want = data(TOTAL, 11);
+        let mut f = overlapped_tokio::fs::File::create(&path).await.unwrap();
+        f.write_all(&want[..FIRST]).await.unwrap();
+        for piece in want[FIRST..].chunks(8192) {
+            f.write_all(piece).await.unwrap();
+        }
+        let _ = tx.send(());
+        std::future::pending::<()>().await;
+        drop(f);
+    });
+    rx.await.unwrap();
+}
+
+/// A file still held by a task when `main` returns is dropped with the
+/// task in the runtime's shutdown, where tokio's blocking pool takes no
+/// new task: the rest of its write must still reach the file before the
+/// process ends.
+#[test]
+fn a_file_held_by_a_task_at_mains_return_keeps_its_bytes() {
+    if is_child(HELD_TEST) {
+        held_main(PathBuf::from(std::env::var(PATH_VAR).unwrap()));
+        println!("CHILD-OK {HELD_TEST}");
+        std::process::exit(0);
+    }
+    let dir = tempdir();
+    let want = data(TOTAL, 11);
+    for i in 0..8 {
+        let p = dir.path().join(format!("held-{i}"));
+        in_child(
+            HELD_TEST,
+            &[(PATH_VAR, p.to_str().unwrap())],
+            Duration::from_secs(60),
+        );
+        let got = std::fs::read(&p).unwrap();
+        assert!(
+            got == want,
+            "run {i}: {} of {TOTAL} bytes reached the file",
+            got.len()
+        );
+    }
+}

@@ -24,20 +24,18 @@ impl Drop for Inner {
         if !self.busy_writing {
             return;
         }
-        let left = Leftover(Some(fut), false);
+        let left = Leftover(Some(fut));
         match tokio::runtime::Handle::try_current() {
             // tokio's blocking pool: a runtime's end (drop, `shutdown_timeout`,
-            // the end of `#[tokio::main]`) never drops a task that has
-            // started there, and dropping the runtime waits for it, as for
-            // `tokio::fs`'s own writes. Never a runtime task, which
-            // shutdown would drop with the bytes behind still unwritten.
+            // the end of `#[tokio::main]`) waits for a task that has started
+            // there, as for `tokio::fs`'s own writes. Never a runtime task,
+            // which shutdown would drop with the bytes behind still
+            // unwritten.
             Ok(handle) => drop(handle.spawn_blocking(move || left.finish())),
-            // Outside a runtime: a thread of its own.
-            Err(_) => {
-                let _ = std::thread::Builder::new()
-                    .name("overlapped-tokio-drop".into())
-                    .spawn(move || left.finish());
-            }
+            // Outside a runtime: here, as `std::fs::File`'s drop closes. A
+            // thread of its own would be joined by no one, and a process
+            // that ends would take the bytes with it.
+            Err(_) => left.finish(),
         }
     }
 }
@@ -46,12 +44,18 @@ impl Drop for Inner {
 /// (Self::finish) off any runtime task: the rest of a write (a write cut
 /// short, one waiting for the engine's budget, the bytes behind it). The
 /// engine completes what it has submitted whatever happens; the rest needs
-/// this. Should the closure that owns it be dropped unrun (a blocking task
-/// refused or cancelled at a runtime's shutdown, no thread to be had), its
-/// drop hands it to a thread of its own (the dropping thread is a runtime's,
-/// maybe in its shutdown: it must not wait), or, with no thread to be had,
-/// runs it there and then (the second field).
-struct Leftover(Option<OpFuture>, bool);
+/// this. Should the closure that owns it be dropped unrun, its drop runs it
+/// there and then. That happens on a thread the runtime's end waits for:
+/// tokio's blocking pool cancels the tasks still queued when the runtime
+/// shuts down, on its own threads, and refuses new ones, which leaves the
+/// drop to the thread that spawned (a worker dropping its tasks in the
+/// shutdown). Dropping the runtime joins both kinds of thread, so the end of
+/// `#[tokio::main]` cannot end the process before the bytes are written, as
+/// it would with a thread of the file's own (no one joins that one);
+/// `shutdown_timeout` waits for them up to its limit. `tokio::fs` keeps its
+/// writes the same way (its blocking tasks are mandatory, run even in the
+/// shutdown).
+struct Leftover(Option<OpFuture>);
 
 impl Leftover {
     fn finish(mut self) {
@@ -75,20 +79,7 @@ impl Leftover {
 
 impl Drop for Leftover {
     fn drop(&mut self) {
-        let Some(fut) = self.0.take() else {
-            return;
-        };
-        if self.1 {
-            self.0 = Some(fut);
-            self.run();
-            return;
-        }
-        let mut rest = Leftover(Some(fut), true);
-        let spawned = std::thread::Builder::new()
-            .name("overlapped-tokio-drop".into())
-            .spawn(move || rest.run());
-        // Not spawned: the closure, and with it `rest`, was dropped, which
-        // ran it here (its second field).
-        drop(spawned);
+        // Unrun (see above): here and now. After `run`, nothing is left.
+        self.run();
     }
 }
