@@ -170,6 +170,30 @@ impl<B> Admission<B> {
         }
     }
 
+    /// Steps 1 and 2 alone, before anything else of the admission: for a
+    /// caller that answers a page-cache hit without a context or a waiter
+    /// (`Op::wait`). The verdict when admission ended there (a hit, or a
+    /// refusal), or `None` and the request goes on through
+    /// [`poll_verdict`](Self::poll_verdict) with its fast path spent: a
+    /// miss costs one `preadv2`, not two.
+    pub(crate) fn try_fast(&mut self) -> Option<Verdict> {
+        let Stage::Init(req) = &mut self.stage else {
+            return None;
+        };
+        if self.fast != FastPath::BeforeBudget || !req.fast_path {
+            return None;
+        }
+        let v = begin(req, self.fast);
+        debug_assert!(
+            matches!(v, None | Some(Verdict::Cached(..) | Verdict::Refused(_))),
+            "before the budget admission ends in a hit or a refusal"
+        );
+        if v.is_none() {
+            req.fast_path = false;
+        }
+        v
+    }
+
     /// Whether it waits for budget (for `Debug`).
     pub(crate) fn waiting(&self) -> bool {
         matches!(self.stage, Stage::Budget(..))

@@ -481,8 +481,30 @@ impl<B: Send + 'static> Op<B> {
     /// io_uring it goes through the thread's own ring, and on Windows'
     /// completion ports a read or write carries the thread's event: either
     /// way the kernel's completion wakes this thread itself.
-    pub fn wait(self) -> (Result<usize>, B) {
+    pub fn wait(mut self) -> (Result<usize>, B) {
+        if let Some(out) = self.answered_at_once() {
+            return out;
+        }
         crate::wait::block_on_one(self)
+    }
+
+    /// The page-cache fast path (and the refusals before it) without a
+    /// waiter: a hit returns here, before `block_on` sets one up.
+    fn answered_at_once(&mut self) -> Option<(Result<usize>, B)> {
+        let Stage::Admitting(adm) = &mut self.stage else {
+            return None;
+        };
+        let v = adm.try_fast()?;
+        let req = adm.take()?;
+        self.stage = Stage::Finished;
+        Some(match v {
+            Verdict::Cached(n, _) => (Ok(n), req.buf),
+            Verdict::Refused(e) => (Err(e), req.buf),
+            Verdict::Go(_) | Verdict::Full => {
+                debug_assert!(false, "the fast path admits nothing");
+                (Err(Error::WouldBlock), req.buf)
+            }
+        })
     }
 }
 
