@@ -85,12 +85,15 @@ fn bare_nowait(std_file: &std::fs::File, buf: &mut [u8], offs: &[u64]) -> Result
 
 pub fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let path = args.next().ok_or("usage: cached FILE [reads per way]")?;
+    let path = args
+        .next()
+        .ok_or("usage: cached FILE [reads per way] [way, 0-4: only that one, for a profile]")?;
     let reads: usize = args
         .next()
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(2_000_000);
+    let only: Option<usize> = args.next().map(|s| s.parse()).transpose()?;
     let std_file = std::fs::File::open(&path)?;
     let len = std_file.metadata()?.len().min(256 << 20);
     let blocks = len / 4096;
@@ -109,6 +112,9 @@ pub fn main() -> Result<()> {
     for _ in 0..reads.div_ceil(BATCH) {
         let offs = offsets(&mut seed, blocks, BATCH);
         for (way, v) in ns.iter_mut().enumerate() {
+            if only.is_some_and(|o| o != way) {
+                continue;
+            }
             let t = batch(way, &std_file, &file, &offs)?;
             v.push(t.as_nanos() as f64 / BATCH as f64);
         }
@@ -117,6 +123,11 @@ pub fn main() -> Result<()> {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    if let Some(o) = only {
+        let m = median(&mut ns[o]);
+        println!("{:<24} {m:7.1} ns per read (median)", WAYS[o]);
+        return Ok(());
+    }
     let pread = median(&mut ns[0].clone());
     for (way, v) in ns.iter_mut().enumerate() {
         let m = median(v);

@@ -2,7 +2,7 @@
 //! (`preadv2(RWF_NOWAIT)` on the caller's thread) against a plain `pread`
 //! loop, interleaved in batches, with the layers between (the bare system
 //! call, `read_cached_at`, `.wait()`, `.await` in `block_on`).
-//! `cargo run --release -p overlapped --example cached -- FILE [reads per way]`
+//! `cargo run --release -p overlapped --example cached -- FILE [reads per way] [way]`
 //!
 //! `preadv2(RWF_NOWAIT)` is Linux's: elsewhere the example says so and exits.
 
