@@ -611,6 +611,57 @@ fn submissions_after_a_reap_that_woke_many_futures_go_in_together() {
     }
 }
 
+/// A ring's own batch limit (`set_batch_limit`, an asyncio hub's 16):
+/// after a reap that woke many futures, their reads wait for the flusher
+/// only until a batch is full, whose last entry submits it; the default
+/// (32) would have held all 16.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_rings_batch_limit_submits_each_full_batch_at_once() {
+    let Some(engine) = uring_engine() else { return };
+    let Some(ring) = ring_or_skip() else { return };
+    if std::env::var_os("OVERLAP_SUBMIT_BATCH").is_some() {
+        eprintln!("SKIPPED: OVERLAP_SUBMIT_BATCH overrides the ring's batch limit");
+        return;
+    }
+    const K: usize = 16;
+    const BATCH: usize = 4;
+    let dir = tempdir();
+    ring.set_flusher(&Waker::from(Arc::new(Flag(AtomicBool::new(false)))));
+    ring.set_batch_limit(BATCH);
+    let (fifos, mut writers) = fifo_pairs(&engine, dir.path(), K);
+    let waker = &futures::task::noop_waker();
+    let mut cx = Context::from_waker(waker);
+    let mut round = |cx: &mut Context<'_>| -> u64 {
+        let before = engine.stats().submit_syscalls;
+        let reads: Vec<Read> = fifos
+            .iter()
+            .map(|fifo| {
+                let mut r: Read = Box::pin(fifo.read_at(vec![0u8; 5], 0));
+                assert!(ring.enter(|| r.as_mut().poll(cx)).is_pending());
+                r
+            })
+            .collect();
+        let by_polls = engine.stats().submit_syscalls - before;
+        ring.flush();
+        for writer in writers.iter_mut() {
+            writer.write_all(b"hello").unwrap();
+        }
+        for r in reads {
+            let (res, buf) = finish(r, Some(&ring), LIMIT);
+            assert_eq!(res.unwrap(), 5);
+            assert_eq!(&buf[..5], b"hello");
+        }
+        by_polls
+    };
+    // The first round reaps K: the second's reads are all deferred, in
+    // batches of BATCH.
+    round(&mut cx);
+    let calls = round(&mut cx);
+    eprintln!("{K} reads after a reap, batches of {BATCH}: {calls} calls by the polls");
+    assert_eq!(calls, (K / BATCH) as u64, "one call per full batch");
+}
+
 /// Two rings of one engine (a multi-thread runtime's workers): with more
 /// than 8 of the engine's reads in flight on one ring, a read polled on the
 /// other, idle one waits for that ring's flusher. (Counting only its own

@@ -152,6 +152,9 @@ struct Inner {
     /// Whether `flusher` holds a waker (read by every submission, without
     /// the lock).
     has_flusher: AtomicBool,
+    /// The most entries a deferred flush carries on this ring
+    /// ([`ReactorRing::set_batch_limit`]); 0 for the engine's default.
+    batch: AtomicUsize,
     fd: RawFd,
     /// Whether the ring is a parent's, in a child after `fork`
     /// ([`Ring::inherited`](super::ring::Ring::inherited)), known without
@@ -201,14 +204,17 @@ const _: () =
 // A batch is at least one entry, and fits a submission queue.
 const _: () = assert!(DEFAULT_BATCH >= 1 && DEFAULT_BATCH <= MAX_SQ_ENTRIES as usize);
 
-fn batch_limit() -> usize {
-    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| {
+/// The batch limit of a ring whose own is `ring` (0: none set):
+/// `OVERLAP_SUBMIT_BATCH` when set, else the ring's, else [`DEFAULT_BATCH`].
+fn batch_limit(ring: usize) -> usize {
+    static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let env = *LIMIT.get_or_init(|| {
         std::env::var("OVERLAP_SUBMIT_BATCH")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(DEFAULT_BATCH, |n| n.clamp(1, MAX_SQ_ENTRIES as usize))
-    })
+            .map(|n| n.clamp(1, MAX_SQ_ENTRIES as usize))
+    });
+    env.unwrap_or(if ring == 0 { DEFAULT_BATCH } else { ring })
 }
 
 thread_local! {
@@ -241,6 +247,7 @@ impl ReactorRing {
             core: Mutex::new(RingCore::new(ring, None)),
             flusher: Mutex::new(None),
             has_flusher: AtomicBool::new(false),
+            batch: AtomicUsize::new(0),
             fd,
             generation: fork_generation(),
             orphaned: AtomicBool::new(false),
@@ -309,6 +316,19 @@ impl ReactorRing {
             return 0;
         }
         lock(&self.inner.core).in_flight()
+    }
+
+    /// The most entries one deferred flush carries on this ring: the entry
+    /// that fills a batch is submitted at once with the others. The default
+    /// (32, or `OVERLAP_SUBMIT_BATCH`, which overrides this too) suits
+    /// tasks that cost a few microseconds to run; where each costs ten or
+    /// more (an asyncio task's step), a full batch holds the first reads of
+    /// it back from the device while the rest run, and the tasks move in
+    /// convoys. Clamped to 1..=1024.
+    pub fn set_batch_limit(&self, entries: usize) {
+        let n = entries.clamp(1, MAX_SQ_ENTRIES as usize);
+        self.inner.batch.store(n, Ordering::Relaxed);
+        debug_assert!(n >= 1, "a batch holds at least one entry");
     }
 
     /// Registers the waker of the executor task that flushes the ring.
@@ -783,7 +803,7 @@ fn push_current(
     // the engine is deep for other reasons (threads' own rings, idle
     // pipe reads): a lone read waits for one poll of the flusher.
     let deferred = (core.in_flight() + core.likely_soon() > DEFER_FROM || engine_deep)
-        && core.pending() < batch_limit()
+        && core.pending() < batch_limit(inner.batch.load(Ordering::Relaxed))
         && inner.has_flusher.load(Ordering::Acquire);
     if deferred {
         // The first entry queued wakes the flusher.
