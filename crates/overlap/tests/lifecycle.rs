@@ -524,6 +524,21 @@ fn the_engine_thread_hears_every_wake_up_while_rings_come_and_go() {
     assert!(engine.stats().submitted_on_reactor_rings > 0);
 }
 
+/// An io_uring engine and a reactor ring for a test that counts how
+/// submissions are batched; `None` (skipped, saying why) without io_uring
+/// or when `OVERLAP_SUBMIT_BATCH` (which `why` the test cannot run with)
+/// is set.
+#[cfg(target_os = "linux")]
+fn batching_ring(why: &str) -> Option<(Engine, ReactorRing)> {
+    let engine = uring_engine()?;
+    let ring = ring_or_skip()?;
+    if std::env::var_os("OVERLAP_SUBMIT_BATCH").is_some() {
+        eprintln!("SKIPPED: OVERLAP_SUBMIT_BATCH {why}");
+        return None;
+    }
+    Some((engine, ring))
+}
+
 /// A ring with a flusher, whose reap has just woken many futures: their
 /// next submissions are all queued for the flusher, which submits them in
 /// one call, even while few are in flight yet. (Counting only what was in
@@ -533,12 +548,9 @@ fn the_engine_thread_hears_every_wake_up_while_rings_come_and_go() {
 #[cfg(target_os = "linux")]
 #[test]
 fn submissions_after_a_reap_that_woke_many_futures_go_in_together() {
-    let Some(engine) = uring_engine() else { return };
-    let Some(ring) = ring_or_skip() else { return };
-    if std::env::var_os("OVERLAP_SUBMIT_BATCH").is_some() {
-        eprintln!("SKIPPED: OVERLAP_SUBMIT_BATCH sets the batch this test counts on");
+    let Some((engine, ring)) = batching_ring("sets the batch this test counts on") else {
         return;
-    }
+    };
     /// More than the 8 in flight from which submissions wait for the flusher.
     const K: usize = 16;
     let dir = tempdir();
@@ -618,12 +630,9 @@ fn submissions_after_a_reap_that_woke_many_futures_go_in_together() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_rings_batch_limit_submits_each_full_batch_at_once() {
-    let Some(engine) = uring_engine() else { return };
-    let Some(ring) = ring_or_skip() else { return };
-    if std::env::var_os("OVERLAP_SUBMIT_BATCH").is_some() {
-        eprintln!("SKIPPED: OVERLAP_SUBMIT_BATCH overrides the ring's batch limit");
+    let Some((engine, ring)) = batching_ring("overrides the ring's batch limit") else {
         return;
-    }
+    };
     const K: usize = 16;
     const BATCH: usize = 4;
     let dir = tempdir();
