@@ -292,16 +292,28 @@ pub extern "C" fn overlap_port_fsync(
     file: *const overlap_file,
     user_data: u64,
 ) -> i32 {
-    let op = overlap_op {
-        opcode: OVERLAP_OP_FSYNC,
+    submit_single(
+        port,
+        sync_op(OVERLAP_OP_FSYNC, file, user_data),
+        "overlap_port_fsync",
+    )
+}
+
+/// The bufferless entry of an `fsync` or `fdatasync` (`opcode`) of `file`.
+fn sync_op(opcode: u32, file: *const overlap_file, user_data: u64) -> overlap_op {
+    debug_assert!(
+        opcode == OVERLAP_OP_FSYNC || opcode == OVERLAP_OP_FDATASYNC,
+        "a sync entry is an fsync or an fdatasync"
+    );
+    overlap_op {
+        opcode,
         mode: 0,
         file,
         buf: std::ptr::null_mut(),
         len: 0,
         offset: 0,
         user_data,
-    };
-    submit_single(port, op, "overlap_port_fsync")
+    }
 }
 
 /// Queues an `fdatasync` of `file`; as overlap_port_fsync().
@@ -316,16 +328,11 @@ pub extern "C" fn overlap_port_fdatasync(
     file: *const overlap_file,
     user_data: u64,
 ) -> i32 {
-    let op = overlap_op {
-        opcode: OVERLAP_OP_FDATASYNC,
-        mode: 0,
-        file,
-        buf: std::ptr::null_mut(),
-        len: 0,
-        offset: 0,
-        user_data,
-    };
-    submit_single(port, op, "overlap_port_fdatasync")
+    submit_single(
+        port,
+        sync_op(OVERLAP_OP_FDATASYNC, file, user_data),
+        "overlap_port_fdatasync",
+    )
 }
 
 /// Queues `fallocate(mode, offset, len)` on `file` (mode 0 reserves the
