@@ -861,13 +861,17 @@ fn run_matrix(d: Driver) {
         .unwrap()
         .sync_all()
         .unwrap();
-    // Warm-up: this thread's own ring, the process's lazily made state.
+    // Warm-up: this thread's own ring, the process's lazily made state (a
+    // direct read: no cached answer on this thread, it waits on the ring).
     {
         let env = Env::new(d, dir.path(), &data);
-        let _ = File::open(&env.engine, &data)
+        let _ = OpenOptions::new()
+            .read(true)
+            .direct(true)
+            .open(&env.engine, &data)
             .wait()
             .unwrap()
-            .read_at(vec![0u8; 1], 0)
+            .read_at(AlignedBuf::new(BS, BS).unwrap(), 0)
             .wait();
     }
     let (mut passed, mut na, mut failed) = (0, 0, Vec::new());

@@ -37,8 +37,6 @@ per_driver!(
     #[cfg(windows)]
     reads_and_writes_on_a_named_pipe_ignore_the_offset,
     dropped_path_operations_still_complete,
-    #[cfg(target_os = "linux")]
-    metadata_of_a_cached_path_is_answered_on_the_caller,
 );
 
 /// The error each refusal below is, from the system: an errno on Linux, a
@@ -70,12 +68,16 @@ mod os {
 }
 
 /// The kind std gives an errno (named kinds newer than the MSRV included).
-fn kind_of(errno: i32) -> ErrorKind {
+pub(crate) fn kind_of(errno: i32) -> ErrorKind {
     std::io::Error::from_raw_os_error(errno).kind()
 }
 
 #[track_caller]
-fn assert_errno(res: overlapped::Result<impl std::fmt::Debug>, errno: i32, kind: ErrorKind) {
+pub(crate) fn assert_errno(
+    res: overlapped::Result<impl std::fmt::Debug>,
+    errno: i32,
+    kind: ErrorKind,
+) {
     match res {
         Err(e) => {
             assert_eq!(e.raw_os_error(), Some(errno), "{e:?}");
@@ -618,132 +620,6 @@ fn dropped_path_operations_still_complete(d: Driver) {
         let s = engine.stats();
         s.completed == s.submitted
     }));
-}
-
-/// `metadata` of a path the dentry cache holds, on a local file system, is
-/// answered on the calling thread (`openat2(RESOLVE_CACHED)` + `statx`),
-/// not by a kernel worker: counted as one operation completed inline, with
-/// the same answer as with the fast path off; what it cannot answer (a
-/// file system not known to be local: /proc) goes through the driver.
-#[cfg(target_os = "linux")]
-fn metadata_of_a_cached_path_is_answered_on_the_caller(d: Driver) {
-    let dir = tempdir(); // on the repository's file system (ext4 here)
-    let f = dir.path().join("f");
-    std::fs::write(&f, vec![1u8; 5000]).unwrap();
-    let link = dir.path().join("link");
-    std::os::unix::fs::symlink("f", &link).unwrap();
-    let std_meta = std::fs::metadata(&f).unwrap();
-    // Walked once, so that every component is in the dentry cache.
-    let on = d.engine();
-    let off = d.builder().cache_fast_path(false).build().unwrap();
-
-    let before = on.stats();
-    let fast = path::metadata(&on, &f).wait().unwrap();
-    let after = on.stats();
-    // Local by the fast path's list (a few of them), on a kernel naming the
-    // file system without asking it (statmount and STATX_MNT_ID_UNIQUE:
-    // 6.8).
-    let local = matches!(
-        nix_fs_type(dir.path()),
-        0xEF53 | 0x5846_5342 | 0x9123_683E | 0x0102_1994 | 0xF2F5_2010
-    ) && kernel_at_least(6, 8);
-    assert_eq!(after.submitted - before.submitted, 1);
-    assert_eq!(after.completed - before.completed, 1);
-    if local {
-        assert_eq!(
-            after.completed_inline - before.completed_inline,
-            1,
-            "a cached path on a local file system is answered inline"
-        );
-    } else {
-        eprintln!(
-            "SKIPPED (partly): {} is not a file system the fast path knows as local, \
-             or the kernel is older than 6.8",
-            dir.path().display()
-        );
-    }
-    let slow = path::metadata(&off, &f).wait().unwrap();
-    assert_eq!(fast.len, 5000);
-    assert_eq!(
-        (fast.ino, fast.dev, fast.len),
-        (slow.ino, slow.dev, slow.len)
-    );
-    assert_eq!(fast.modified, Some(std_meta.modified().unwrap()));
-    assert_eq!(fast.modified, slow.modified);
-
-    // A symbolic link: followed by metadata, itself by symlink_metadata.
-    assert!(path::metadata(&on, &link).wait().unwrap().is_file());
-    let itself = path::symlink_metadata(&on, &link).wait().unwrap();
-    assert!(itself.is_symlink());
-    assert_eq!(itself.len, 1);
-
-    // Absent: ENOENT (and ENOTDIR below a file), as the kernel's statx says;
-    // looked up once first, so that the dentry cache holds the absence.
-    assert!(std::fs::metadata(dir.path().join("absent")).is_err());
-    let before = on.stats();
-    assert_errno(
-        path::metadata(&on, dir.path().join("absent")).wait(),
-        libc::ENOENT,
-        ErrorKind::NotFound,
-    );
-    let absent_inline = on.stats().completed_inline - before.completed_inline;
-    assert_errno(
-        path::metadata(&on, f.join("below")).wait(),
-        libc::ENOTDIR,
-        kind_of(libc::ENOTDIR),
-    );
-    let after = on.stats();
-    assert_eq!(after.completed - before.completed, 2);
-    assert_eq!(after.errors - before.errors, 2);
-    if local {
-        assert_eq!(
-            absent_inline, 1,
-            "an absent path the dentry cache knows is answered inline"
-        );
-    }
-
-    // /proc is not a file system the fast path trusts: the driver answers
-    // (io_uring's kernel worker: not inline; the pool's may be).
-    let before = on.stats();
-    let proc = path::metadata(&on, "/proc/self/status").wait().unwrap();
-    let after = on.stats();
-    assert!(proc.is_file());
-    assert_eq!(after.completed - before.completed, 1);
-    if on.driver().kind == overlapped::DriverKind::Uring {
-        assert_eq!(
-            after.completed_inline, before.completed_inline,
-            "/proc is answered by the driver, not from the caller's cache"
-        );
-    }
-}
-
-/// Whether the running kernel is `major.minor` or later (`uname`).
-#[cfg(target_os = "linux")]
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    // SAFETY: utsname is plain old data; uname fills it.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is writable.
-    assert_eq!(unsafe { libc::uname(&mut u) }, 0);
-    // SAFETY: uname NUL-terminates `release`.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (a, b) >= (major, minor)
-}
-
-/// The file system type (`statfs.f_type`, a 32-bit magic number) of `p`.
-#[cfg(target_os = "linux")]
-fn nix_fs_type(p: &std::path::Path) -> u32 {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: statfs is plain old data; `c` is NUL-terminated.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut s) }, 0);
-    #[allow(clippy::unnecessary_cast)] // f_type's width differs by target
-    let t = s.f_type as u32;
-    t
 }
 
 /// Windows' counterpart of `from_fd`: a handle opened for overlapped I/O

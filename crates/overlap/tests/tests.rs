@@ -22,6 +22,7 @@ mod common;
 mod aio;
 mod backpressure;
 mod batching;
+mod cached;
 mod cancel;
 mod driver_choice;
 mod errors;

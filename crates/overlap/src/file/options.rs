@@ -346,14 +346,22 @@ impl OpenOptions {
         Ok(())
     }
 
-    /// Opens `path` on `engine` (the `openat` itself goes through the engine).
+    /// Opens `path` on `engine` (the `openat` itself goes through the
+    /// engine). On io_uring, an open that creates and truncates nothing is
+    /// first tried on the calling thread as io_uring itself first tries it
+    /// at submission, through the dentry cache alone and without waiting
+    /// (see [`EngineBuilder::cache_fast_path`](crate::EngineBuilder::cache_fast_path)):
+    /// the same outcome with no trip through the ring and no wake-up.
     pub fn open(&self, engine: &Engine, path: impl AsRef<Path>) -> Task<Result<File>> {
         let opts = self.clone();
         let engine = engine.clone();
         let path = path.as_ref().to_path_buf();
         Task::new(async move {
             let (open, mode) = opts.open_op(&path)?;
-            let fd = run_op(Owner::Engine(engine.shared().clone()), open).await? as i32;
+            let fd = match open_at_once(&engine, &open) {
+                Some(fd) => fd?,
+                None => run_op(Owner::Engine(engine.shared().clone()), open).await? as i32,
+            };
             debug_assert!(fd >= 0, "an open that succeeded returns a descriptor");
             // From here the file owns the descriptor: an error closes it.
             let inner = FileInner::new(fd, engine.shared().clone(), mode);
@@ -374,4 +382,29 @@ impl OpenOptions {
             Ok(file)
         })
     }
+}
+
+/// The open `open` describes, done on the calling thread when io_uring
+/// would have done it at submission ([`crate::sys::open_inline`]): only
+/// where the driver is io_uring, so that what a FIFO, a lease or a device
+/// does to the open is what the driver would have done; `None` where the
+/// driver must open the file.
+#[cfg(target_os = "linux")]
+fn open_at_once(engine: &Engine, open: &OpKind) -> Option<Result<i32>> {
+    let shared = engine.shared();
+    if !shared.fast_path || shared.is_shut() || shared.info.kind != crate::DriverKind::Uring {
+        return None;
+    }
+    let OpKind::Open(op) = open else {
+        debug_assert!(false, "open_at_once is given an open");
+        return None;
+    };
+    let fd = crate::sys::open_inline(&*shared.counters, &op.path, op.flags)?;
+    Some(fd.map_err(Error::from_errno))
+}
+
+/// Windows opens through the driver.
+#[cfg(windows)]
+fn open_at_once(_: &Engine, _: &OpKind) -> Option<Result<i32>> {
+    None
 }

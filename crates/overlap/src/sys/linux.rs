@@ -1,7 +1,7 @@
 //! Linux's side of the OS layer: the page-cache fast path
 //! (`preadv2(RWF_NOWAIT)` on the caller's thread), the dentry-cache `statx`
-//! and the local file systems it trusts, `statx` of a descriptor, the page
-//! size.
+//! and the local file systems it trusts, the dentry-cache open, `statx` of
+//! a descriptor, the page size.
 
 use std::sync::atomic::Ordering;
 
@@ -178,6 +178,21 @@ fn open_cached(
     path: &std::ffi::CStr,
     flags: i32,
 ) -> std::result::Result<std::os::fd::OwnedFd, i32> {
+    let mut open_flags = libc::O_PATH | libc::O_CLOEXEC;
+    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
+        // O_PATH | O_NOFOLLOW opens a final symbolic link itself.
+        open_flags |= libc::O_NOFOLLOW;
+    }
+    openat2_cached(path, open_flags)
+}
+
+/// `openat2(path, flags, RESOLVE_CACHED)` relative to the working
+/// directory: the descriptor, or the errno (`EAGAIN` when a component of
+/// the path is not in the dentry cache, or would be revalidated).
+fn openat2_cached(
+    path: &std::ffi::CStr,
+    flags: i32,
+) -> std::result::Result<std::os::fd::OwnedFd, i32> {
     /// `RESOLVE_CACHED` (linux/openat2.h; Linux 5.12).
     const RESOLVE_CACHED: u64 = 0x20;
     /// `struct open_how` (linux/openat2.h): extensible, 24 bytes in 5.6+.
@@ -187,13 +202,13 @@ fn open_cached(
         mode: u64,
         resolve: u64,
     }
-    let mut open_flags = libc::O_PATH | libc::O_CLOEXEC;
-    if flags & libc::AT_SYMLINK_NOFOLLOW != 0 {
-        // O_PATH | O_NOFOLLOW opens a final symbolic link itself.
-        open_flags |= libc::O_NOFOLLOW;
-    }
+    debug_assert_eq!(
+        flags & libc::O_CREAT,
+        0,
+        "no mode: the open creates nothing"
+    );
     let how = OpenHow {
-        flags: open_flags as u64,
+        flags: flags as u32 as u64,
         mode: 0,
         resolve: RESOLVE_CACHED,
     };
@@ -236,6 +251,59 @@ fn statx_in_memory(fd: &std::os::fd::OwnedFd) -> Option<libc::statx> {
     }
     Some(st)
 }
+
+/// An open on the calling thread, as io_uring's own first attempt at an
+/// `IORING_OP_OPENAT` at submission (`io_openat2` with
+/// `IO_URING_F_NONBLOCK`): `openat2` with `RESOLVE_CACHED` (the path walked
+/// through the dentry cache alone) and `O_NONBLOCK` (no wait for a FIFO's
+/// other end, a lease or a device), never for an open that may create or
+/// truncate. `O_NONBLOCK` is cleared afterwards unless `flags` asked for
+/// it, as io_uring clears it. The descriptor, or the errno the open
+/// failed with; `None` (the caller goes through the driver, where the open
+/// may wait) when it would have waited (`EAGAIN`), for flags `openat2`
+/// refuses and `openat` takes (`EINVAL`), when a sandbox refuses it, or
+/// on a kernel without `openat2` (then never tried again). An answer is
+/// counted as an operation submitted and completed inline.
+pub(crate) fn open_inline(
+    counters: &impl super::Tally,
+    path: &std::ffi::CStr,
+    flags: i32,
+) -> Option<std::result::Result<i32, i32>> {
+    /// `__O_TMPFILE`: `O_TMPFILE` without its `O_DIRECTORY` bit.
+    const TMPFILE: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
+    if flags & (libc::O_CREAT | libc::O_TRUNC | TMPFILE) != 0
+        || !INLINE_OPEN_WORKS.load(Ordering::Relaxed)
+    {
+        return None;
+    }
+    let fd = match openat2_cached(path, flags | libc::O_NONBLOCK) {
+        Ok(fd) => fd,
+        Err(libc::ENOSYS) => {
+            INLINE_OPEN_WORKS.store(false, Ordering::Relaxed);
+            return None;
+        }
+        Err(libc::EAGAIN | libc::EINVAL | libc::EPERM | libc::E2BIG) => return None,
+        Err(errno) => {
+            count_inline(counters, true);
+            return Some(Err(errno));
+        }
+    };
+    if flags & libc::O_NONBLOCK == 0 {
+        // The status flags `F_SETFL` sets, as the open just set them, less
+        // O_NONBLOCK.
+        let keep = flags & (libc::O_APPEND | libc::O_ASYNC | libc::O_DIRECT | libc::O_NOATIME);
+        // SAFETY: sets the status flags of a descriptor we own.
+        if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::F_SETFL, keep) } != 0 {
+            return None; // `fd` is closed; the driver opens the file.
+        }
+    }
+    count_inline(counters, false);
+    Some(Ok(std::os::fd::IntoRawFd::into_raw_fd(fd)))
+}
+
+/// Cleared when the kernel has no `openat2`: [`open_inline`] is then never
+/// tried again.
+static INLINE_OPEN_WORKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// `STATX_MNT_ID_UNIQUE` (linux/stat.h; Linux 6.8): `stx_mnt_id` is the
 /// mount's unique id, never reused while the system runs.
