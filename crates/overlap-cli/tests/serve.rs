@@ -260,6 +260,81 @@ fn serves_files_ranges_404_and_health_in_each_io_mode() {
     }
 }
 
+/// Requests pipelined on one keep-alive connection get their responses in
+/// order, each body whole: files (sent by `sendfile` with `--io overlap`
+/// on Linux when the page cache holds them, their heads held for them),
+/// ranges, `HEAD`s, and responses with no file between them.
+#[test]
+fn pipelined_requests_on_one_connection_get_whole_bodies_in_each_io_mode() {
+    for mode in MODES {
+        let (dir, content) = site(&format!("pipelined-{mode}"));
+        let server = Server::start(&dir, &["--io", mode]);
+        let mut s = TcpStream::connect_timeout(&server.addr, TIMEOUT).expect("connect");
+        s.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let asks = [
+            ("GET", "/big.bin", ""),
+            ("GET", "/health", ""),
+            ("GET", "/big.bin", "Range: bytes=65535-131072\r\n"),
+            ("HEAD", "/big.bin", ""),
+            ("GET", "/missing", ""),
+            ("GET", "/index.html", ""),
+            ("GET", "/big.bin", "Range: bytes=299999-\r\n"),
+        ];
+        let mut all = String::new();
+        for (method, path, extra) in asks {
+            all += &format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n");
+        }
+        s.write_all(all.as_bytes()).unwrap();
+        let mut r = BufReader::new(s);
+        let want: [(u16, &[u8]); 7] = [
+            (200, &content),
+            (200, b"ok\n"),
+            (206, &content[65535..=131072]),
+            (200, b""),
+            (404, b""),
+            (200, b"<b>home</b>\n"),
+            (206, &content[299999..]),
+        ];
+        for (i, (status, body)) in want.into_iter().enumerate() {
+            let (got, len) = read_head(&mut r);
+            assert_eq!(got, status, "{mode}: response {i}");
+            let len = if asks[i].0 == "HEAD" { 0 } else { len };
+            let mut b = vec![0u8; len];
+            r.read_exact(&mut b).unwrap();
+            if status != 404 {
+                assert!(b == body, "{mode}: body {i} ({len} bytes)");
+            }
+        }
+        let (status, err) = server.stop(libc::SIGTERM);
+        assert!(status.success(), "{mode}: {status}: {err}");
+    }
+}
+
+/// A response's status and `Content-Length`, its head read from `r`.
+fn read_head(r: &mut impl BufRead) -> (u16, usize) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status = line
+        .split(' ')
+        .nth(1)
+        .expect("a status line")
+        .parse()
+        .unwrap();
+    let mut len = 0;
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            return (status, len);
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+    }
+}
+
 /// `--read-size` changes the body's chunks, not the body: the file and a
 /// range come back whole at the smallest size in each mode, and a size out
 /// of range is refused before anything starts.

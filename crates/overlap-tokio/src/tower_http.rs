@@ -441,6 +441,16 @@ impl OverlapFile {
     pub fn into_inner(self) -> crate::fs::File {
         self.file
     }
+
+    /// A reference to the file underneath: e.g. its descriptor, for a
+    /// server that sends the body itself (`sendfile`).
+    pub fn get_ref(&self) -> &crate::fs::File {
+        debug_assert!(
+            (4 << 10..=16 << 20).contains(&self.read_size),
+            "a file reads in the sizes with_read_size allows"
+        );
+        &self.file
+    }
 }
 
 impl AsyncRead for OverlapFile {

@@ -78,6 +78,9 @@ struct TimedIo {
     write_timer: Pin<Box<Sleep>>,
     /// Since when a write has been waiting for the client to read.
     write_blocked_since: Option<Instant>,
+    /// The file regions its responses send by `sendfile`.
+    #[cfg(target_os = "linux")]
+    regions: super::sendfile::Regions,
 }
 
 impl TimedIo {
@@ -90,7 +93,24 @@ impl TimedIo {
             read_timer: Box::pin(tokio::time::sleep_until(far)),
             write_timer: Box::pin(tokio::time::sleep_until(far)),
             write_blocked_since: None,
+            #[cfg(target_os = "linux")]
+            regions: super::sendfile::Regions::default(),
         }
+    }
+
+    /// A write of `bufs`, by `sendfile` for the bytes that stand in for a
+    /// file region's (`sendfile`).
+    fn poll_write_bufs(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        #[cfg(target_os = "linux")]
+        if let Some(res) = super::sendfile::poll_write(&self.io, &self.regions, cx, bufs) {
+            return self.after_write(cx, res);
+        }
+        let res = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.after_write(cx, res)
     }
 
     /// When a read waiting now times out: none while a response is in
@@ -209,9 +229,7 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        let res = Pin::new(&mut me.io).poll_write(cx, buf);
-        me.after_write(cx, res)
+        self.get_mut().poll_write_bufs(cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -219,9 +237,7 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        let res = Pin::new(&mut me.io).poll_write_vectored(cx, bufs);
-        me.after_write(cx, res)
+        self.get_mut().poll_write_bufs(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -328,12 +344,23 @@ pub async fn serve(
         since: Instant::now(),
         reader: None,
     }));
-    let io = TokioIo::new(TimedIo::new(tcp, phase.clone(), timeouts));
+    let timed = TimedIo::new(tcp, phase.clone(), timeouts);
+    #[cfg(target_os = "linux")]
+    let regions = timed.regions.clone();
+    let io = TokioIo::new(timed);
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let in_flight = InFlight::begin(phase.clone());
         let call = app.clone().oneshot(req);
+        #[cfg(target_os = "linux")]
+        let regions = regions.clone();
         async move {
+            #[cfg(target_os = "linux")]
+            drop(super::sendfile::take_opened()); // an earlier request's
             let mut res = call.await?;
+            #[cfg(target_os = "linux")]
+            if let Some(fd) = super::sendfile::take_opened() {
+                res = super::sendfile::zero_copy(res, fd, &regions);
+            }
             content_length(&mut res);
             Ok::<_, Infallible>(res.map(|body| Tracked {
                 body,
@@ -342,17 +369,23 @@ pub async fn serve(
         }
     });
     let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-    tokio::pin!(conn);
-    let mut stopping = false;
-    loop {
-        tokio::select! {
-            // A timeout, a reset or a malformed request ends the connection;
-            // there is no one to tell.
-            _ = conn.as_mut() => break,
-            _ = stop.wait_for(|s| *s), if !stopping => {
-                stopping = true;
-                conn.as_mut().graceful_shutdown();
+    let run = async move {
+        tokio::pin!(conn);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                // A timeout, a reset or a malformed request ends the
+                // connection; there is no one to tell.
+                _ = conn.as_mut() => break,
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
             }
         }
-    }
+    };
+    #[cfg(target_os = "linux")]
+    super::sendfile::scope(run).await;
+    #[cfg(not(target_os = "linux"))]
+    run.await;
 }

@@ -2,7 +2,8 @@
 //! `ServeDir`) whose file I/O is chosen with `--io`:
 //!
 //! - `overlap` (the default): `ServeDir` on `overlapped_tokio::tower_http`'s
-//!   backend, every open, `statx` and read through the engine;
+//!   backend, every open, `statx` and read through the engine, and on
+//!   Linux a body the page cache holds sent by `sendfile` (`sendfile`);
 //! - `tokio-fs`: `ServeDir` as it comes, on tower-http's default backend
 //!   (`tokio::fs`, each operation a task on tokio's blocking pool);
 //! - `blocking`: the synchronous I/O antipattern, as static-web-server
@@ -49,6 +50,8 @@ mod accept;
 mod blocking;
 mod conn;
 mod files;
+#[cfg(target_os = "linux")]
+mod sendfile;
 mod tokio_fs;
 
 /// How long requests in flight may take to finish after Ctrl-C or SIGTERM.
@@ -170,16 +173,18 @@ fn router(args: &ServeArgs) -> Router {
     // never read (axum and hyper drop it, keeping its `Content-Length`).
     let head_as_get = head_as_get as fn(Request) -> Request;
     let files = match args.io {
-        IoMode::Overlap => Router::new().fallback_service(MapRequest::new(
-            ServeDir::with_backend(
-                &args.dir,
-                OverlapBackend::new()
-                    .with_read_size(chunk)
-                    .with_max_uncached_reads(args.max_uncached_reads),
-            )
-            .with_buf_chunk_size(chunk),
-            head_as_get,
-        )),
+        IoMode::Overlap => {
+            let backend = OverlapBackend::new()
+                .with_read_size(chunk)
+                .with_max_uncached_reads(args.max_uncached_reads);
+            // Bodies the page cache holds go out by `sendfile`.
+            #[cfg(target_os = "linux")]
+            let backend = sendfile::Backend(backend);
+            Router::new().fallback_service(MapRequest::new(
+                ServeDir::with_backend(&args.dir, backend).with_buf_chunk_size(chunk),
+                head_as_get,
+            ))
+        }
         IoMode::TokioFs => Router::new().fallback_service(MapRequest::new(
             ServeDir::with_backend(&args.dir, tokio_fs::TokioFsBackend).with_buf_chunk_size(chunk),
             head_as_get,

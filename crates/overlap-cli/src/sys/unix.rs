@@ -219,25 +219,40 @@ struct Cachestat {
 pub(crate) fn unwritten_pages(file: &File, offsets: &[u64], chunk: u64) -> Option<u64> {
     let mut total = 0u64;
     for &off in offsets {
-        let range = CachestatRange { off, len: chunk };
-        let mut st = Cachestat::default();
-        // SAFETY: cachestat reads `range` and writes `st`, both live and of
-        // the kernel's layout; the descriptor is ours; flags must be 0.
-        let r = unsafe {
-            libc::syscall(
-                SYS_CACHESTAT,
-                file.as_raw_fd(),
-                &range as *const CachestatRange,
-                &mut st as *mut Cachestat,
-                0u32,
-            )
-        };
-        if r != 0 {
-            return None;
-        }
+        let st = cachestat(file.as_raw_fd(), off, chunk)?;
         total = total.saturating_add(st.dirty.saturating_add(st.writeback));
     }
     Some(total)
+}
+
+/// Whether the page cache holds every page of the `len` bytes at `off` of
+/// `fd` (`cachestat`: asks the page cache only, reads nothing); `false`
+/// when the kernel cannot tell (before Linux 6.5, or a file the caller
+/// could not write and does not own: the kernel's rule for `cachestat`).
+pub(crate) fn all_cached(fd: std::os::fd::BorrowedFd<'_>, off: u64, len: u64) -> bool {
+    let Some(st) = cachestat(fd.as_raw_fd(), off, len) else {
+        return false;
+    };
+    let page = page_size();
+    st.cache >= (off + len).div_ceil(page) - off / page
+}
+
+/// `cachestat(fd, off, len)`; `None` when the call fails.
+fn cachestat(fd: i32, off: u64, len: u64) -> Option<Cachestat> {
+    let range = CachestatRange { off, len };
+    let mut st = Cachestat::default();
+    // SAFETY: cachestat reads `range` and writes `st`, both live and of the
+    // kernel's layout; the descriptor is the caller's; flags must be 0.
+    let r = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            fd,
+            &range as *const CachestatRange,
+            &mut st as *mut Cachestat,
+            0u32,
+        )
+    };
+    (r == 0).then_some(st)
 }
 
 /// CPU seconds (user + system) of every thread of the process, and its
