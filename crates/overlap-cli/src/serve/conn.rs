@@ -355,10 +355,10 @@ pub async fn serve(
         let regions = regions.clone();
         async move {
             #[cfg(target_os = "linux")]
-            drop(super::sendfile::take_opened()); // an earlier request's
+            drop(super::backend::take_opened()); // an earlier request's
             let mut res = call.await?;
             #[cfg(target_os = "linux")]
-            if let Some(fd) = super::sendfile::take_opened() {
+            if let Some(fd) = super::backend::take_opened() {
                 res = super::sendfile::zero_copy(res, fd, &regions);
             }
             content_length(&mut res);
@@ -385,7 +385,7 @@ pub async fn serve(
         }
     };
     #[cfg(target_os = "linux")]
-    super::sendfile::scope(run).await;
+    super::backend::scope(run).await;
     #[cfg(not(target_os = "linux"))]
     run.await;
 }

@@ -47,6 +47,8 @@ use tower::util::MapRequest;
 use tower_http::services::ServeDir;
 
 mod accept;
+#[cfg(target_os = "linux")]
+mod backend;
 mod blocking;
 mod conn;
 mod files;
@@ -177,9 +179,10 @@ fn router(args: &ServeArgs) -> Router {
             let backend = OverlapBackend::new()
                 .with_read_size(chunk)
                 .with_max_uncached_reads(args.max_uncached_reads);
-            // Bodies the page cache holds go out by `sendfile`.
+            // One open per request, and bodies the page cache holds sent
+            // by `sendfile`.
             #[cfg(target_os = "linux")]
-            let backend = sendfile::Backend(backend);
+            let backend = backend::Backend(backend);
             Router::new().fallback_service(MapRequest::new(
                 ServeDir::with_backend(&args.dir, backend).with_buf_chunk_size(chunk),
                 head_as_get,

@@ -15,9 +15,9 @@
 //! region to send is an error that closes the connection: zeros never
 //! reach a client.
 //!
-//! The file is `ServeDir`'s own: [`Backend`] is the engine's backend, and
-//! keeps a duplicate of the descriptor of the file it last opened for the
-//! request being answered ([`scope`], [`take_opened`]). Only a response
+//! The file is `ServeDir`'s own: the backend (`super::backend`) keeps a
+//! duplicate of the descriptor of the file it last opened for the request
+//! being answered. Only a response
 //! `ServeDir` made from that file is sent so ([`zero_copy`]): `200` or
 //! `206` with one range, no `Content-Encoding`, every page in the page
 //! cache (`cachestat`), for `sendfile` would otherwise wait for the device
@@ -25,12 +25,9 @@
 //! engine's reads). A page evicted between the check and the send is read
 //! by `sendfile` on the runtime's thread: a window of microseconds.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -38,10 +35,8 @@ use std::task::{Context, Poll};
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
-use overlapped_tokio::tower_http::{OverlapBackend, OverlapFile, OverlapMetadata};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-use tower_http::services::fs as thfs;
 
 /// What bodies sent by `sendfile` give hyper in place of their bytes.
 static STAND_IN: [u8; 64 << 10] = [0; 64 << 10];
@@ -54,54 +49,6 @@ fn is_stand_in(buf: &[u8]) -> bool {
     );
     let p = buf.as_ptr() as usize;
     !buf.is_empty() && p >= start && p + buf.len() <= end
-}
-
-tokio::task_local! {
-    /// A duplicate of the descriptor [`Backend`] opened last for the
-    /// request being answered on this connection.
-    static OPENED: RefCell<Option<OwnedFd>>;
-}
-
-/// Runs a connection's future where [`Backend`] keeps what it opens.
-pub fn scope<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    OPENED.scope(RefCell::new(None), f)
-}
-
-/// What [`Backend`] opened last for this connection, taken (`None` outside
-/// [`scope`]).
-pub fn take_opened() -> Option<OwnedFd> {
-    OPENED.try_with(|s| s.borrow_mut().take()).ok().flatten()
-}
-
-/// The engine's backend, keeping a duplicate of each descriptor it opens
-/// within [`scope`].
-#[derive(Clone, Debug)]
-pub struct Backend(pub OverlapBackend);
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = io::Result<T>> + Send>>;
-
-impl thfs::Backend for Backend {
-    type File = OverlapFile;
-    type Metadata = OverlapMetadata;
-    type OpenFuture = BoxFuture<OverlapFile>;
-    type MetadataFuture = <OverlapBackend as thfs::Backend>::MetadataFuture;
-
-    fn open(&self, path: PathBuf) -> Self::OpenFuture {
-        let open = self.0.open(path);
-        Box::pin(async move {
-            let file = open.await?;
-            // Outside a scope (or without a descriptor to spare), nothing
-            // is kept and the body is read as `ServeDir` reads it.
-            let _ = OPENED.try_with(|s| {
-                *s.borrow_mut() = file.get_ref().as_fd().try_clone_to_owned().ok();
-            });
-            Ok(file)
-        })
-    }
-
-    fn metadata(&self, path: PathBuf) -> Self::MetadataFuture {
-        self.0.metadata(path)
-    }
 }
 
 /// A part of a file a response sends with `sendfile`.
