@@ -40,10 +40,13 @@ pub fn nofile_limit() -> Option<u64> {
     crate::sys::open_files_limit()
 }
 
-/// How many connections the descriptor limit leaves room for: each may
-/// hold two (its socket and the file it sends).
+/// Descriptors one connection may hold: its socket, the file it sends,
+/// and that file's duplicate while its body goes out by `sendfile`.
+pub const FDS_PER_CONNECTION: u64 = 3;
+
+/// How many connections the descriptor limit leaves room for.
 pub fn connections_for(nofile: u64) -> u64 {
-    (nofile.saturating_sub(RESERVED_FDS) / 2).max(1)
+    (nofile.saturating_sub(RESERVED_FDS) / FDS_PER_CONNECTION).max(1)
 }
 
 /// The default cap: nginx's 512 per worker, and no more than the

@@ -350,6 +350,9 @@ pub async fn serve(
     let io = TokioIo::new(timed);
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let in_flight = InFlight::begin(phase.clone());
+        // A `HEAD`'s body is never sent: no `sendfile` for it.
+        #[cfg(target_os = "linux")]
+        let head = req.method() == axum::http::Method::HEAD;
         let call = app.clone().oneshot(req);
         #[cfg(target_os = "linux")]
         let regions = regions.clone();
@@ -358,7 +361,7 @@ pub async fn serve(
             drop(super::backend::take_opened()); // an earlier request's
             let mut res = call.await?;
             #[cfg(target_os = "linux")]
-            if let Some(fd) = super::backend::take_opened() {
+            if let Some(fd) = super::backend::take_opened().filter(|_| !head) {
                 res = super::sendfile::zero_copy(res, fd, &regions);
             }
             content_length(&mut res);
@@ -368,7 +371,12 @@ pub async fn serve(
             }))
         }
     });
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    // Vectored writes: hyper queues body bytes instead of copying them into
+    // its buffer, as `sendfile`'s stand-ins need (which also rules out
+    // `pipeline_flush`).
+    let conn = hyper::server::conn::http1::Builder::new()
+        .writev(true)
+        .serve_connection(io, service);
     let run = async move {
         tokio::pin!(conn);
         let mut stopping = false;

@@ -110,8 +110,8 @@ pub struct ServeArgs {
     send_timeout: Duration,
     /// Connections open at once, at most; the next ones wait in the listen
     /// backlog until one closes (default: 512 per worker thread, as nginx's
-    /// `worker_connections`, and at most (RLIMIT_NOFILE - 64) / 2, two
-    /// descriptors each: 480 under the usual limit of 1024).
+    /// `worker_connections`, and at most (RLIMIT_NOFILE - 64) / 3, three
+    /// descriptors each: 320 under the usual limit of 1024).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
 }
@@ -270,6 +270,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
             DRAIN.as_secs()
         );
     }
+    #[cfg(target_os = "linux")]
+    if args.io == IoMode::Overlap {
+        eprintln!("{} bodies sent by sendfile", sendfile::bodies());
+    }
     if stats.out_of_resources > 0 {
         eprintln!(
             "accepting paused {} times for want of descriptors or memory",
@@ -312,7 +316,7 @@ fn max_connections(args: &ServeArgs) -> usize {
         if n > accept::connections_for(nofile) {
             eprintln!(
                 "warning: --max-connections {n} may need {} descriptors, more than {} ({nofile}) allows: at the limit, accepting pauses 500 ms at a time",
-                2 * n + accept::RESERVED_FDS,
+                accept::FDS_PER_CONNECTION * n + accept::RESERVED_FDS,
                 crate::sys::OPEN_FILES_LIMIT_NAME
             );
         }

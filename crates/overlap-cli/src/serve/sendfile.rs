@@ -22,21 +22,50 @@
 //! `206` with one range, no `Content-Encoding`, every page in the page
 //! cache (`cachestat`), for `sendfile` would otherwise wait for the device
 //! on the runtime's thread; the rest goes through `ServeDir`'s body (the
-//! engine's reads). A page evicted between the check and the send is read
-//! by `sendfile` on the runtime's thread: a window of microseconds.
+//! engine's reads). A body that takes longer than [`RECHECK`] to send (a
+//! large file, a slow client) has each piece checked again before it is
+//! sent: a piece evicted meanwhile is asked of the device
+//! (`posix_fadvise(WILLNEED)`, which waits for no read) and sent once the
+//! page cache holds it, the writer waiting [`RETRY`] at a time. A page
+//! evicted between a check and its send is read by `sendfile` on the
+//! runtime's thread: a window of [`RECHECK`] at most.
+//!
+//! hyper must queue body bytes rather than copy them into its own buffer
+//! (its vectored writes, which the connection sets): copied stand-ins would
+//! no longer be known by their address.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+/// How long the page cache's answer for a region holds before the next
+/// piece sent is checked again.
+const RECHECK: Duration = Duration::from_millis(2);
+
+/// How long a writer waits before it looks again for a piece asked of the
+/// device.
+const RETRY: Duration = Duration::from_millis(1);
+
+/// Bodies given to `sendfile` since the server started.
+static BODIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many bodies were given to `sendfile` (said when the server stops).
+pub fn bodies() -> u64 {
+    BODIES.load(Ordering::Relaxed)
+}
 
 /// What bodies sent by `sendfile` give hyper in place of their bytes.
 static STAND_IN: [u8; 64 << 10] = [0; 64 << 10];
@@ -57,6 +86,10 @@ struct Region {
     fd: OwnedFd,
     offset: u64,
     left: u64,
+    /// When the page cache was last found to hold what is left.
+    checked: Instant,
+    /// The writer's wait for a piece asked of the device.
+    retry: Option<Pin<Box<Sleep>>>,
 }
 
 /// A connection's regions, oldest first: shared by its responses' bodies
@@ -85,7 +118,10 @@ pub fn zero_copy(res: Response, fd: OwnedFd, regions: &Regions) -> Response {
         fd,
         offset,
         left: len,
+        checked: Instant::now(),
+        retry: None,
     };
+    BODIES.fetch_add(1, Ordering::Relaxed);
     let body = StandIns {
         region: Some(region),
         left: len,
@@ -178,6 +214,9 @@ pub fn poll_write(
     bufs: &[io::IoSlice<'_>],
 ) -> Option<Poll<io::Result<usize>>> {
     let first = bufs.iter().position(|b| is_stand_in(b))?;
+    if first == 0 && !piece_cached(regions, cx, bufs[0].len()) {
+        return Some(Poll::Pending);
+    }
     Some(loop {
         match tcp.poll_write_ready(cx) {
             Poll::Pending => break Poll::Pending,
@@ -196,6 +235,42 @@ pub fn poll_write(
             res => break Poll::Ready(res),
         }
     })
+}
+
+/// Whether the page cache holds the next `len` bytes (at most) of the
+/// oldest region, checked again once [`RECHECK`] has passed; if not, they
+/// are asked of the device and `cx` is woken after [`RETRY`]. `true` with
+/// no region: the send reports that.
+fn piece_cached(regions: &Regions, cx: &mut Context<'_>, len: usize) -> bool {
+    let mut queue = regions.lock();
+    let Some(region) = queue.front_mut() else {
+        return true;
+    };
+    if region.checked.elapsed() < RECHECK {
+        return true;
+    }
+    let count = (len as u64).min(region.left);
+    if crate::sys::all_cached(region.fd.as_fd(), region.offset, count) {
+        region.checked = Instant::now();
+        region.retry = None;
+        return true;
+    }
+    // SAFETY: advice on a descriptor the region owns; no memory.
+    unsafe {
+        libc::posix_fadvise(
+            region.fd.as_raw_fd(),
+            region.offset as libc::off_t,
+            count as libc::off_t,
+            libc::POSIX_FADV_WILLNEED,
+        )
+    };
+    let retry = region
+        .retry
+        .get_or_insert_with(|| Box::pin(tokio::time::sleep(RETRY)));
+    retry.as_mut().reset(Instant::now() + RETRY);
+    // Ready at once only if the timer fired already: then send (and the
+    // piece is read by `sendfile`, a rare wait on this thread).
+    retry.as_mut().poll(cx).is_ready()
 }
 
 /// `sendmsg(bufs, MSG_MORE)`: more follows at once (the body).

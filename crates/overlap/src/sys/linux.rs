@@ -257,13 +257,19 @@ fn statx_in_memory(fd: &std::os::fd::OwnedFd) -> Option<libc::statx> {
 /// `IO_URING_F_NONBLOCK`): `openat2` with `RESOLVE_CACHED` (the path walked
 /// through the dentry cache alone) and `O_NONBLOCK` (no wait for a FIFO's
 /// other end, a lease or a device), never for an open that may create or
-/// truncate. `O_NONBLOCK` is cleared afterwards unless `flags` asked for
+/// truncate (nor an `O_PATH` one, which `openat2` refuses with
+/// `O_NONBLOCK`). `O_NONBLOCK` is cleared afterwards unless `flags` asked for
 /// it, as io_uring clears it. The descriptor, or the errno the open
 /// failed with; `None` (the caller goes through the driver, where the open
 /// may wait) when it would have waited (`EAGAIN`), for flags `openat2`
 /// refuses and `openat` takes (`EINVAL`), when a sandbox refuses it, or
 /// on a kernel without `openat2` (then never tried again). An answer is
 /// counted as an operation submitted and completed inline.
+///
+/// The file system's own open runs on the calling thread, as it does in
+/// the thread that submits to io_uring: a FUSE file system's open asks its
+/// daemon, and a fanotify permission watcher (an antivirus) is asked too,
+/// before either returns.
 pub(crate) fn open_inline(
     counters: &impl super::Tally,
     path: &std::ffi::CStr,
@@ -271,7 +277,7 @@ pub(crate) fn open_inline(
 ) -> Option<std::result::Result<i32, i32>> {
     /// `__O_TMPFILE`: `O_TMPFILE` without its `O_DIRECTORY` bit.
     const TMPFILE: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
-    if flags & (libc::O_CREAT | libc::O_TRUNC | TMPFILE) != 0
+    if flags & (libc::O_CREAT | libc::O_TRUNC | TMPFILE | libc::O_PATH) != 0
         || !INLINE_OPEN_WORKS.load(Ordering::Relaxed)
     {
         return None;
