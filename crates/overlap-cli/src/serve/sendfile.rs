@@ -12,13 +12,13 @@
 //! one segment for both when they fit), and each stand-in byte is a byte
 //! of the connection's oldest region, sent by `sendfile`. hyper counts
 //! them against the `Content-Length` as any body's. A stand-in with no
-//! region to send is an error that closes the connection: zeros never
-//! reach a client.
+//! region to send is an error that closes the connection: as long as
+//! hyper queues the body's bytes (below), zeros never reach a client.
 //!
 //! The file is `ServeDir`'s own: the backend (`super::backend`) keeps a
 //! duplicate of the descriptor of the file it last opened for the request
-//! being answered. Only a response
-//! `ServeDir` made from that file is sent so ([`zero_copy`]): `200` or
+//! being answered. Only a response `ServeDir` made from that file is sent
+//! so ([`zero_copy`]): `200` or
 //! `206` with one range, no `Content-Encoding`, every page in the page
 //! cache (`cachestat`), for `sendfile` would otherwise wait for the device
 //! on the runtime's thread; the rest goes through `ServeDir`'s body (the
