@@ -285,7 +285,6 @@ fn pipelined_requests_on_one_connection_get_whole_bodies_in_each_io_mode() {
             all += &format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n");
         }
         s.write_all(all.as_bytes()).unwrap();
-        let mut r = BufReader::new(s);
         let want: [(u16, &[u8]); 7] = [
             (200, &content),
             (200, b"ok\n"),
@@ -296,11 +295,15 @@ fn pipelined_requests_on_one_connection_get_whole_bodies_in_each_io_mode() {
             (206, &content[299999..]),
         ];
         for (i, (status, body)) in want.into_iter().enumerate() {
-            let (got, len) = read_head(&mut r);
+            let (got, len) = read_head(&mut s);
             assert_eq!(got, status, "{mode}: response {i}");
-            let len = if asks[i].0 == "HEAD" { 0 } else { len };
+            let len = if asks[i].0 == "HEAD" {
+                0
+            } else {
+                len.unwrap_or(0)
+            };
             let mut b = vec![0u8; len];
-            r.read_exact(&mut b).unwrap();
+            s.read_exact(&mut b).unwrap();
             if status != 404 {
                 assert!(b == body, "{mode}: body {i} ({len} bytes)");
             }
@@ -333,31 +336,6 @@ fn cachestat_works(path: &Path) -> bool {
     // and of the kernel's layout (two and five u64s); flags 0.
     let r = unsafe { libc::syscall(451, f.as_raw_fd(), range.as_ptr(), st.as_mut_ptr(), 0u32) };
     r == 0
-}
-
-/// A response's status and `Content-Length`, its head read from `r`.
-fn read_head(r: &mut impl BufRead) -> (u16, usize) {
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let status = line
-        .split(' ')
-        .nth(1)
-        .expect("a status line")
-        .parse()
-        .unwrap();
-    let mut len = 0;
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        if line == "\r\n" {
-            return (status, len);
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-    }
 }
 
 /// `--read-size` changes the body's chunks, not the body: the file and a
@@ -704,6 +682,15 @@ fn accept_pauses_at_the_descriptor_limit() {
 /// Reads one response with a `Content-Length` body from a kept-alive
 /// connection; its status.
 fn read_response(s: &mut TcpStream) -> u16 {
+    let (status, len) = read_head(s);
+    let mut body = vec![0u8; len.expect("a Content-Length")];
+    s.read_exact(&mut body).expect("the body");
+    status
+}
+
+/// Reads a response's head, a byte at a time (nothing of the body);
+/// its status and `Content-Length`.
+fn read_head(s: &mut TcpStream) -> (u16, Option<usize>) {
     let mut raw = Vec::new();
     let mut byte = [0u8; 1];
     while !raw.ends_with(b"\r\n\r\n") {
@@ -711,17 +698,12 @@ fn read_response(s: &mut TcpStream) -> u16 {
         raw.push(byte[0]);
     }
     let head = String::from_utf8(raw).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .expect("a Content-Length");
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).expect("the body");
-    head.split(' ').nth(1).unwrap().parse().unwrap()
+    let len = head.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .strip_prefix("content-length:")
+            .map(|v| v.trim().parse().unwrap())
+    });
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), len)
 }
 
 /// An idle kept-alive connection is closed after the keep-alive timeout

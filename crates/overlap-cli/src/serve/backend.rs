@@ -43,8 +43,9 @@ pub fn scope<F: Future>(f: F) -> impl Future<Output = F::Output> {
 }
 
 /// A duplicate of the descriptor the backend opened last on this
-/// connection, taken, and whatever else was kept dropped: called at each
-/// request's beginning and end (`None` outside [`scope`]).
+/// connection, taken, and whatever else was kept dropped: called as each
+/// request's response is made, so that the next request begins with
+/// nothing kept (`None` outside [`scope`]).
 pub fn take_opened() -> Option<OwnedFd> {
     KEPT.try_with(|k| std::mem::take(&mut *k.borrow_mut()).last_opened)
         .ok()
@@ -69,12 +70,12 @@ impl thfs::Backend for Backend {
             .ok()
             .flatten()
             .filter(|kept| kept.0 == path);
-        let backend = self.0.clone();
+        let open = match kept {
+            Some(kept) => Box::pin(std::future::ready(Ok(kept.1))),
+            None => self.0.open(path),
+        };
         Box::pin(async move {
-            let file = match kept {
-                Some(kept) => kept.1,
-                None => backend.open(path).await?,
-            };
+            let file = open.await?;
             // Without a descriptor to spare, the body is read as
             // `ServeDir` reads it.
             let dup = file.get_ref().as_fd().try_clone_to_owned().ok();

@@ -357,8 +357,6 @@ pub async fn serve(
         #[cfg(target_os = "linux")]
         let regions = regions.clone();
         async move {
-            #[cfg(target_os = "linux")]
-            drop(super::backend::take_opened()); // an earlier request's
             let mut res = call.await?;
             #[cfg(target_os = "linux")]
             if let Some(fd) = super::backend::take_opened().filter(|_| !head) {

@@ -255,15 +255,7 @@ fn piece_cached(regions: &Regions, cx: &mut Context<'_>, len: usize) -> bool {
         region.retry = None;
         return true;
     }
-    // SAFETY: advice on a descriptor the region owns; no memory.
-    unsafe {
-        libc::posix_fadvise(
-            region.fd.as_raw_fd(),
-            region.offset as libc::off_t,
-            count as libc::off_t,
-            libc::POSIX_FADV_WILLNEED,
-        )
-    };
+    crate::sys::advise_willneed(region.fd.as_fd(), region.offset, count);
     let retry = region
         .retry
         .get_or_insert_with(|| Box::pin(tokio::time::sleep(RETRY)));

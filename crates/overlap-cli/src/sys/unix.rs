@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -92,8 +92,27 @@ fn fs_name(magic: u64) -> String {
 
 /// `posix_fadvise(advice)` over the whole of `file`.
 fn fadvise(file: &File, advice: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain descriptor call on a descriptor we hold open; advice only.
-    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
+    fadvise_range(file.as_fd(), 0, 0, advice)
+}
+
+/// Starts the kernel reading the `len` bytes at `off` of `fd` into the
+/// page cache (`posix_fadvise(WILLNEED)`: waits for no read).
+pub(crate) fn advise_willneed(fd: std::os::fd::BorrowedFd<'_>, off: u64, len: u64) {
+    let _ = fadvise_range(fd, off, len, libc::POSIX_FADV_WILLNEED);
+}
+
+/// `posix_fadvise(advice)` over the `len` bytes at `off` of `fd` (0: to
+/// the end).
+fn fadvise_range(
+    fd: std::os::fd::BorrowedFd<'_>,
+    off: u64,
+    len: u64,
+    advice: libc::c_int,
+) -> io::Result<()> {
+    let (off, len) = (off as libc::off_t, len as libc::off_t);
+    // SAFETY: plain descriptor call on a descriptor the caller holds open;
+    // advice only.
+    let r = unsafe { libc::posix_fadvise(fd.as_raw_fd(), off, len, advice) };
     if r != 0 {
         return Err(io::Error::from_raw_os_error(r));
     }
