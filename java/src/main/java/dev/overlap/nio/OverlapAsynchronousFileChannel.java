@@ -749,7 +749,7 @@ public final class OverlapAsynchronousFileChannel extends AsynchronousFileChanne
     private boolean submitOnce(Op op, boolean write, long addr, long len, long position) {
         long id = op.id;
         inFlight.incrementAndGet();
-        engine.ops.put(id, op);
+        engine.ops.put(op);
         int r;
         try {
             if (!fileRegistered && ++portOps >= REGISTER_AFTER_OPS) {

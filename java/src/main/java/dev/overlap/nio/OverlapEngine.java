@@ -223,7 +223,7 @@ public final class OverlapEngine implements AutoCloseable {
     final long maxInflightBytes;
     /** {@link Options#cachedReads}. */
     final boolean cachedReads;
-    final ConcurrentHashMap<Long, Op> ops = new ConcurrentHashMap<>();
+    final OpTable ops = new OpTable();
     private final AtomicLong nextId = new AtomicLong(1);
     private final Reaper[] reapers;
     final long number = ENGINES.incrementAndGet();

@@ -131,14 +131,14 @@ class ManyChainsTest {
                 if (!done.await(60, TimeUnit.SECONDS)) {
                     StringBuilder s = new StringBuilder();
                     int shown = 0;
-                    for (var en : e.ops.entrySet()) {
+                    for (Op op : e.ops.values()) {
                         if (shown++ < 10) {
-                            s.append("\n  op ").append(en.getKey()).append(" delivered=")
-                                    .append(en.getValue().isDelivered());
+                            s.append("\n  op ").append(op.id).append(" delivered=")
+                                    .append(op.isDelivered());
                         }
                     }
                     throw new AssertionError("round " + round + ": " + done.getCount() + " of " + chains
-                            + " chains did not end in 60 s; issued " + next.get() + "; ops in the engine's map: "
+                            + " chains did not end in 60 s; issued " + next.get() + "; operations in the engine's table: "
                             + e.ops.size() + s + "\n  " + e.stats());
                 }
                 assertNull(failure.get());
