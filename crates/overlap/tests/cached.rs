@@ -286,16 +286,23 @@ fn an_inline_open_waits_for_nothing_io_uring_would_not(d: Driver) {
 /// `openat2` with `RESOLVE_CACHED` needs Linux 5.12.
 #[cfg(target_os = "linux")]
 fn no_resolve_cached() -> Option<String> {
-    let how = [libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64, 0, 0x20]; // RESOLVE_CACHED
-                                                                         // SAFETY: a NUL-terminated path and an open_how of three u64s, only
-                                                                         // read by the kernel; the descriptor returned is closed below.
+    /// `RESOLVE_CACHED` (linux/openat2.h).
+    const RESOLVE_CACHED: u64 = 0x20;
+    // `struct open_how`: flags, mode, resolve.
+    let how = [
+        libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
+        0,
+        RESOLVE_CACHED,
+    ];
+    // SAFETY: a NUL-terminated path and an open_how of three u64s, only
+    // read by the kernel; the descriptor returned is closed below.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
             libc::AT_FDCWD,
             c"/".as_ptr(),
             how.as_ptr(),
-            24usize,
+            std::mem::size_of_val(&how),
         )
     };
     if fd < 0 {

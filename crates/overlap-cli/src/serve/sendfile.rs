@@ -256,12 +256,17 @@ fn piece_cached(regions: &Regions, cx: &mut Context<'_>, len: usize) -> bool {
         return true;
     }
     crate::sys::advise_willneed(region.fd.as_fd(), region.offset, count);
-    let retry = region
-        .retry
-        .get_or_insert_with(|| Box::pin(tokio::time::sleep(RETRY)));
-    retry.as_mut().reset(Instant::now() + RETRY);
-    // Ready at once only if the timer fired already: then send (and the
-    // piece is read by `sendfile`, a rare wait on this thread).
+    let at = Instant::now() + RETRY;
+    let retry = match &mut region.retry {
+        Some(retry) => {
+            retry.as_mut().reset(at);
+            retry
+        }
+        None => region.retry.insert(Box::pin(tokio::time::sleep_until(at))),
+    };
+    // The timer was just set ahead: polling it registers `cx`'s waker, and
+    // the send waits. (Were it ready, the piece would be sent and read by
+    // `sendfile` on this thread.)
     retry.as_mut().poll(cx).is_ready()
 }
 
